@@ -1,0 +1,54 @@
+//! The one error type of the safe core.
+//!
+//! Each variant is a *kind* of failure a caller can act on differently; the C boundary maps
+//! each to a fixed status number (see `ffi::status`). Messages are written for people: they say
+//! what was wrong with which input, never just "error".
+
+/// Result alias used throughout the core.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the core.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A required argument was missing, an option was unknown or ill-typed, or a patch/state was
+    /// not a JSON object.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The agent was closed (possibly by another thread) before or during the call; at the C
+    /// boundary also a handle that was never issued.
+    #[error("the handle is not open (it was closed, or never issued)")]
+    Closed,
+    /// The input is not well-formed JSON (syntax, invalid UTF-8, lone surrogate, nesting beyond
+    /// the parser's limit).
+    #[error("malformed JSON: {0}")]
+    Json(String),
+    /// The input is JSON but not a value the storage codec accepts (duplicate member names,
+    /// a number outside the double range, a malformed tagged value, nesting beyond the cap).
+    #[error("codec error: {0}")]
+    Codec(String),
+    /// The encoded state (or an input document) exceeds `max_value_bytes`.
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// SQLite failed: I/O error, disk full, read-only store, corrupt or foreign file.
+    #[error("storage error: {0}")]
+    Storage(String),
+    /// The store stayed locked by another connection for longer than `busy_timeout_ms`, or the
+    /// handle is busy computing its initial state on this very thread.
+    #[error("busy: {0}")]
+    Busy(String),
+    /// A hook reported failure. For `on_state_changed` the change is committed all the same.
+    #[error("hook failed: {0}")]
+    Hook(String),
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode;
+        match e.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+                Error::Busy(format!("the store is locked by another connection ({e})"))
+            }
+            _ => Error::Storage(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Opening, closing, reading and writing an agent through a handle.
+
+use std::ffi::{c_char, CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use super::boundary;
+use super::buffer::{self, AgentBuffer};
+use super::handle::{self, AgentHandle};
+use super::status::AgentStatus;
+use crate::agent::Agent;
+use crate::error::Error;
+use crate::options::OpenOptions;
+
+/// Borrows `len` bytes at `ptr`, refusing NULL.
+///
+/// # Safety
+/// `ptr` must be NULL or valid for `len` bytes of reads for the returned lifetime.
+unsafe fn input<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], Error> {
+    if ptr.is_null() {
+        return Err(Error::InvalidArgument(format!("{what} is NULL")));
+    }
+    // SAFETY: not NULL, and the caller guarantees `len` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// Empties `*out` first, so that it is empty whatever happens next.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing one `AgentBuffer`.
+unsafe fn clear(out: *mut AgentBuffer) {
+    if !out.is_null() {
+        // SAFETY: by this function's contract.
+        unsafe { out.write(AgentBuffer::EMPTY) };
+    }
+}
+
+/// Opens (creating when absent) the agent store at `path` and stores a new handle in `*out`.
+///
+/// Arguments: `path` is a NUL-terminated file name (bytes, as the OS takes them; `":memory:"`
+/// opens a private in-memory store); `options_json` is NULL for the defaults or a NUL-terminated
+/// JSON object with any of: `"initial_state"` (object, default `{}`), `"max_value_bytes"`
+/// (default 2097152), `"synchronous"` (`"full"`, the default: an acknowledged write survives
+/// power loss; or `"normal"`: survives a crash of the process), `"busy_timeout_ms"` (default
+/// 5000), `"read_only"` (default false). Unknown keys are refused.
+///
+/// A new store file is created with mode 0600 and uses WAL journaling. A file that is not an
+/// agent store, or was written by a newer release, is refused and left untouched.
+///
+/// Ownership: `path` and `options_json` are only read during the call. The handle must be
+/// closed with `agent_close`. On failure `*out` is 0.
+/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL or empty `path`, NULL `out`, bad option),
+/// `AGENT_ERR_JSON` (malformed options), `AGENT_ERR_CODEC` / `AGENT_ERR_TOO_LARGE` (the
+/// initial state), `AGENT_ERR_STORAGE` (cannot open or create, foreign or newer file),
+/// `AGENT_ERR_BUSY`.
+/// Thread-safety: any thread. Several handles, in one process or many, may open the same file.
+#[no_mangle]
+pub unsafe extern "C" fn agent_open(
+    path: *const c_char,
+    options_json: *const c_char,
+    out: *mut AgentHandle,
+) -> AgentStatus {
+    boundary::run("agent_open", || {
+        if out.is_null() {
+            return Err(Error::InvalidArgument("out is NULL".into()));
+        }
+        // SAFETY: not NULL; the caller guarantees it is writable.
+        unsafe { out.write(0) };
+        if path.is_null() {
+            return Err(Error::InvalidArgument("path is NULL".into()));
+        }
+        // SAFETY: not NULL; the caller guarantees a NUL-terminated string.
+        let path = unsafe { CStr::from_ptr(path) }.to_bytes();
+        if path.is_empty() {
+            return Err(Error::InvalidArgument("path is empty".into()));
+        }
+        let options = if options_json.is_null() {
+            OpenOptions::default()
+        } else {
+            // SAFETY: not NULL; the caller guarantees a NUL-terminated string.
+            let text = unsafe { CStr::from_ptr(options_json) }.to_bytes();
+            OpenOptions::from_json(text).map_err(|e| match e {
+                Error::Json(m) => Error::Json(format!("options: {m}")),
+                other => other,
+            })?
+        };
+        let agent = Agent::open(Path::new(OsStr::from_bytes(path)), &options)?;
+        let h = handle::insert(agent);
+        // SAFETY: checked above.
+        unsafe { out.write(h) };
+        Ok(())
+    })
+}
+
+/// Closes handle `h`: the store connection is closed, hooks are unregistered (their
+/// `free_user_data` runs once no running delivery uses them), and `h` is never valid again.
+///
+/// Calls on `h` already running on other threads finish or fail with `AGENT_ERR_BAD_HANDLE`;
+/// buffers already handed out stay valid. May be called from inside one of `h`'s
+/// `on_state_changed` hooks (not from its initial-state hook: `AGENT_ERR_BUSY`).
+/// Errors: `AGENT_ERR_BAD_HANDLE` (never issued, or already closed).
+/// Thread-safety: any thread.
+#[no_mangle]
+pub extern "C" fn agent_close(h: AgentHandle) -> AgentStatus {
+    boundary::run("agent_close", || {
+        let agent = handle::get(h)?;
+        // Refuse a close from inside the initial-state hook before unregistering the handle.
+        agent.close()?;
+        handle::remove(h).map(drop)
+    })
+}
+
+/// Reads the state: the stored object, or the initial state while nothing is stored (reading
+/// never stores it). `*out` receives a view of compact JSON text.
+///
+/// Cost: O(1) when no other connection committed since the last read: the view shares the
+/// handle's cached immutable snapshot instead of copying it.
+/// Ownership: release `*out` with `agent_buffer_free`; it is empty on failure.
+/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`), `AGENT_ERR_BAD_HANDLE`,
+/// `AGENT_ERR_STORAGE`, `AGENT_ERR_BUSY`, `AGENT_ERR_HOOK` / `AGENT_ERR_JSON` /
+/// `AGENT_ERR_CODEC` / `AGENT_ERR_TOO_LARGE` (from the initial-state hook's answer).
+/// Thread-safety: any thread.
+#[no_mangle]
+pub unsafe extern "C" fn agent_get_state(h: AgentHandle, out: *mut AgentBuffer) -> AgentStatus {
+    boundary::run("agent_get_state", || {
+        if out.is_null() {
+            return Err(Error::InvalidArgument("out is NULL".into()));
+        }
+        // SAFETY: not NULL; the caller guarantees it is writable.
+        unsafe { clear(out) };
+        let state = handle::get(h)?.get_state()?;
+        // SAFETY: `out` is not NULL and writable.
+        unsafe { buffer::store(out, AgentBuffer::from_snapshot(state)) };
+        Ok(())
+    })
+}
+
+/// Merges `patch` (`len` bytes of JSON text: an object) into the state by RFC 7396 — members
+/// merge recursively, `null` deletes, everything else (arrays, scalars, tagged values) replaces —
+/// in one `BEGIN IMMEDIATE` transaction that starts from the latest committed state. `*out`
+/// (when `out` is not NULL) receives the full merged state. After the commit, the handle's
+/// `on_state_changed` hooks run on this thread.
+///
+/// On any error but `AGENT_ERR_HOOK` nothing was written. `AGENT_ERR_HOOK` means the change
+/// committed but a hook returned non-zero; `*out` is then empty (read the state again if needed).
+/// Ownership: `patch` is only read during the call; release `*out` with `agent_buffer_free`.
+/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `patch`, not an object), `AGENT_ERR_BAD_HANDLE`,
+/// `AGENT_ERR_JSON`, `AGENT_ERR_CODEC`, `AGENT_ERR_TOO_LARGE`, `AGENT_ERR_STORAGE` (also: the
+/// handle is read-only), `AGENT_ERR_BUSY`, `AGENT_ERR_HOOK`.
+/// Thread-safety: any thread; concurrent writers never lose each other's updates.
+#[no_mangle]
+pub unsafe extern "C" fn agent_set_state(
+    h: AgentHandle,
+    patch: *const u8,
+    len: usize,
+    out: *mut AgentBuffer,
+) -> AgentStatus {
+    boundary::run("agent_set_state", || {
+        // SAFETY: `out` is NULL or writable, per the caller.
+        unsafe { clear(out) };
+        // SAFETY: the caller guarantees `len` readable bytes at a non-NULL `patch`.
+        let patch = unsafe { input(patch, len, "patch") }?;
+        let state = handle::get(h)?.set_state(patch)?;
+        // SAFETY: `out` is NULL or writable.
+        unsafe { buffer::store(out, AgentBuffer::from_snapshot(state)) };
+        Ok(())
+    })
+}
+
+/// Replaces the state with `next` (`len` bytes of JSON text: an object); nothing of the
+/// previous state survives. Same transaction, hook, ownership and error rules as
+/// `agent_set_state`; hooks see a NULL patch.
+#[no_mangle]
+pub unsafe extern "C" fn agent_replace_state(
+    h: AgentHandle,
+    next: *const u8,
+    len: usize,
+    out: *mut AgentBuffer,
+) -> AgentStatus {
+    boundary::run("agent_replace_state", || {
+        // SAFETY: `out` is NULL or writable, per the caller.
+        unsafe { clear(out) };
+        // SAFETY: the caller guarantees `len` readable bytes at a non-NULL `next`.
+        let next = unsafe { input(next, len, "next") }?;
+        let state = handle::get(h)?.replace_state(next)?;
+        // SAFETY: `out` is NULL or writable.
+        unsafe { buffer::store(out, AgentBuffer::from_snapshot(state)) };
+        Ok(())
+    })
+}
+
+/// The message of the calling thread's last failed `agent_*` call (starting with the function's
+/// name), or `""` if none failed yet. Successful calls do not clear it.
+///
+/// The message belongs to the calling thread: read it on the same thread, right after the
+/// failing call. Runtimes that move work between OS threads (Go's goroutines) must read it in
+/// the same native call as the failing function.
+/// Ownership: owned by the library; valid until the next failing call on this thread. Never free.
+#[no_mangle]
+pub extern "C" fn agent_last_error() -> *const c_char {
+    boundary::run_value("agent_last_error", c"".as_ptr(), boundary::last_error_ptr)
+}
+
+/// The library's version, e.g. `"0.1.0"`. Static; never free.
+#[no_mangle]
+pub extern "C" fn agent_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}

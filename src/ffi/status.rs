@@ -1,0 +1,70 @@
+//! Status codes: fixed numbers, never reused, never renumbered.
+
+use std::ffi::c_char;
+
+use crate::error::Error;
+
+/// The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`
+/// codes below. The numbers are part of the ABI: they never change and are never reused.
+pub type AgentStatus = i32;
+
+/// Success.
+pub const AGENT_OK: AgentStatus = 0;
+/// A required pointer was NULL, an option was unknown or ill-typed, a patch or state was not a
+/// JSON object, or a hook id was unknown.
+pub const AGENT_ERR_INVALID_ARGUMENT: AgentStatus = 1;
+/// The handle was never issued, or has been closed.
+pub const AGENT_ERR_BAD_HANDLE: AgentStatus = 2;
+/// The input is not well-formed JSON (syntax, invalid UTF-8, lone surrogate, nesting beyond
+/// 128 levels).
+pub const AGENT_ERR_JSON: AgentStatus = 3;
+/// The input is JSON that the storage codec refuses: duplicate member names, a number outside
+/// the double range, a malformed tagged value, nesting beyond 64 levels.
+pub const AGENT_ERR_CODEC: AgentStatus = 4;
+/// The input document, or the encoded state a change would produce, exceeds `max_value_bytes`.
+pub const AGENT_ERR_TOO_LARGE: AgentStatus = 5;
+/// SQLite failed: I/O error, disk full, read-only store or file, corrupt or foreign file,
+/// newer schema.
+pub const AGENT_ERR_STORAGE: AgentStatus = 6;
+/// Another connection held the store's write lock for longer than `busy_timeout_ms`, or the
+/// call came from inside the handle's own initial-state hook.
+pub const AGENT_ERR_BUSY: AgentStatus = 7;
+/// A hook returned non-zero. For `on_state_changed` hooks the change is committed all the same.
+pub const AGENT_ERR_HOOK: AgentStatus = 8;
+/// A bug in the library was caught at the ABI boundary; the handle may still be used.
+pub const AGENT_ERR_PANIC: AgentStatus = 99;
+
+pub(crate) fn status_of(e: &Error) -> AgentStatus {
+    match e {
+        Error::InvalidArgument(_) => AGENT_ERR_INVALID_ARGUMENT,
+        Error::Closed => AGENT_ERR_BAD_HANDLE,
+        Error::Json(_) => AGENT_ERR_JSON,
+        Error::Codec(_) => AGENT_ERR_CODEC,
+        Error::TooLarge(_) => AGENT_ERR_TOO_LARGE,
+        Error::Storage(_) => AGENT_ERR_STORAGE,
+        Error::Busy(_) => AGENT_ERR_BUSY,
+        Error::Hook(_) => AGENT_ERR_HOOK,
+    }
+}
+
+/// The name of a status code, e.g. `"AGENT_ERR_CODEC"`, or `"AGENT_ERR_UNKNOWN"` for a number
+/// that is not a status.
+///
+/// Ownership: the returned string is static; never free it. Thread-safety: any thread.
+#[no_mangle]
+pub extern "C" fn agent_status_name(status: AgentStatus) -> *const c_char {
+    let name: &'static [u8] = match status {
+        AGENT_OK => b"AGENT_OK\0",
+        AGENT_ERR_INVALID_ARGUMENT => b"AGENT_ERR_INVALID_ARGUMENT\0",
+        AGENT_ERR_BAD_HANDLE => b"AGENT_ERR_BAD_HANDLE\0",
+        AGENT_ERR_JSON => b"AGENT_ERR_JSON\0",
+        AGENT_ERR_CODEC => b"AGENT_ERR_CODEC\0",
+        AGENT_ERR_TOO_LARGE => b"AGENT_ERR_TOO_LARGE\0",
+        AGENT_ERR_STORAGE => b"AGENT_ERR_STORAGE\0",
+        AGENT_ERR_BUSY => b"AGENT_ERR_BUSY\0",
+        AGENT_ERR_HOOK => b"AGENT_ERR_HOOK\0",
+        AGENT_ERR_PANIC => b"AGENT_ERR_PANIC\0",
+        _ => b"AGENT_ERR_UNKNOWN\0",
+    };
+    name.as_ptr().cast()
+}

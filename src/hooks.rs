@@ -1,0 +1,215 @@
+//! on_state_changed hooks and their delivery in commit order.
+//!
+//! Contract (the C header repeats it): after a change commits, every registered hook gets
+//! `(next, prev, patch)`. Hooks run on the thread that made the change, with no internal lock
+//! held, and deliveries are in commit order per agent: the `prev` of one delivery is the `next`
+//! of the one before, also when several threads write at once.
+//!
+//! How: each commit gets the next sequence number while the agent's state lock is held; a
+//! delivering thread waits until every earlier number has been delivered (a turnstile), then runs
+//! the hooks and opens the turnstile for the next. A change made *from inside a hook* (on any agent)
+//! is not delivered in place, which would deadlock on its own turnstile, but queued on the thread
+//! and delivered by the outermost delivery loop after the running hook returns. Every thread
+//! therefore delivers its changes in its own commit order, and waits only for changes that
+//! committed earlier, so the turnstiles cannot deadlock unless a hook blocks on another thread.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use crate::error::Error;
+use crate::snapshot::Snapshot;
+
+/// One committed change as hooks see it.
+#[derive(Debug, Clone)]
+pub struct StateChange {
+    /// The state after the change.
+    pub next: Arc<Snapshot>,
+    /// The state before the change (the initial state when nothing was stored).
+    pub prev: Arc<Snapshot>,
+    /// The merge patch as applied; `None` for a replacement.
+    pub patch: Option<Arc<Snapshot>>,
+}
+
+/// A hook fired after every committed change. An `Err` is reported to the caller that made the
+/// change, after the commit: the change stays.
+pub trait StateChangedHook: Send + Sync {
+    fn on_state_changed(&self, change: &StateChange) -> Result<(), String>;
+}
+
+/// A hook that supplies the initial state, as JSON text, whenever one is needed.
+pub trait InitialStateHook: Send + Sync {
+    fn initial_state(&self) -> Result<Vec<u8>, String>;
+}
+
+type HookList = Arc<Vec<(u64, Arc<dyn StateChangedHook>)>>;
+
+/// The hooks of one agent and the turnstile that orders their deliveries.
+pub struct Hooks {
+    /// Copy-on-write, so a delivery takes a cheap snapshot and registration never waits for one.
+    list: Mutex<HookList>,
+    next_id: AtomicU64,
+    /// Sequence number of the last change whose delivery finished.
+    delivered: Mutex<u64>,
+    turn: Condvar,
+}
+
+struct Pending {
+    hooks: Arc<Hooks>,
+    seq: u64,
+    change: StateChange,
+}
+
+thread_local! {
+    /// `Some` while this thread runs a delivery loop: changes committed meanwhile queue here.
+    static QUEUE: RefCell<Option<VecDeque<Pending>>> = const { RefCell::new(None) };
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks {
+            list: Mutex::new(Arc::new(Vec::new())),
+            next_id: AtomicU64::new(1),
+            delivered: Mutex::new(0),
+            turn: Condvar::new(),
+        }
+    }
+}
+
+impl Hooks {
+    /// Registers `hook` and returns its id (never 0, never reused within this agent).
+    pub fn add(&self, hook: Arc<dyn StateChangedHook>) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut list = lock(&self.list);
+        let mut next = Vec::clone(&list);
+        next.push((id, hook));
+        *list = Arc::new(next);
+        id
+    }
+
+    /// Unregisters hook `id`; the hook is dropped once no running delivery uses it.
+    pub fn remove(&self, id: u64) -> Result<(), Error> {
+        let removed = {
+            let mut list = lock(&self.list);
+            let Some(pos) = list.iter().position(|(i, _)| *i == id) else {
+                return Err(Error::InvalidArgument(format!(
+                    "no hook with id {id} is registered on this agent"
+                )));
+            };
+            let mut next = Vec::clone(&list);
+            let removed = next.remove(pos);
+            *list = Arc::new(next);
+            removed
+        };
+        drop(removed); // outside the lock: dropping may run the owner's finalizer
+        Ok(())
+    }
+
+    /// Unregisters every hook (on close).
+    pub fn clear(&self) {
+        let old = std::mem::replace(&mut *lock(&self.list), Arc::new(Vec::new()));
+        drop(old);
+    }
+
+    /// Delivers change number `seq` (numbers are consecutive from 1 per agent) to every hook.
+    /// Returns the first hook failure of this delivery and of the changes that hooks made while
+    /// it ran (those are delivered here too, after the hook that made them returns).
+    pub fn deliver(self: &Arc<Self>, seq: u64, change: StateChange) -> Result<(), Error> {
+        let pending = Pending {
+            hooks: Arc::clone(self),
+            seq,
+            change,
+        };
+        let outermost = QUEUE.with(|q| {
+            let mut q = q.borrow_mut();
+            match q.as_mut() {
+                Some(queue) => {
+                    queue.push_back(pending);
+                    None
+                }
+                None => {
+                    *q = Some(VecDeque::new());
+                    Some(pending)
+                }
+            }
+        });
+        let Some(first) = outermost else {
+            return Ok(()); // the delivery loop further up this thread's stack will run it
+        };
+        let _reset = QueueReset;
+        let mut failure: Option<String> = None;
+        let mut next = Some(first);
+        while let Some(p) = next {
+            if let Err(msg) = p.hooks.run(p.seq, &p.change) {
+                failure.get_or_insert(msg);
+            }
+            next = QUEUE.with(|q| q.borrow_mut().as_mut().and_then(VecDeque::pop_front));
+        }
+        match failure {
+            None => Ok(()),
+            Some(msg) => Err(Error::Hook(msg)),
+        }
+    }
+
+    fn wait_turn(&self, seq: u64) {
+        let mut delivered = lock(&self.delivered);
+        while *delivered + 1 < seq {
+            delivered = self
+                .turn
+                .wait(delivered)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+
+    fn finish_turn(&self, seq: u64) {
+        let mut delivered = lock(&self.delivered);
+        if *delivered < seq {
+            *delivered = seq;
+        }
+        self.turn.notify_all();
+    }
+
+    fn run(&self, seq: u64, change: &StateChange) -> Result<(), String> {
+        self.wait_turn(seq);
+        let _done = TurnDone { hooks: self, seq };
+        let list = Arc::clone(&lock(&self.list));
+        let mut failure = None;
+        for (id, hook) in list.iter() {
+            if let Err(msg) = hook.on_state_changed(change) {
+                failure.get_or_insert(format!("on_state_changed hook {id}: {msg}"));
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+/// Opens the turnstile for the next change even if a hook unwinds.
+struct TurnDone<'a> {
+    hooks: &'a Hooks,
+    seq: u64,
+}
+
+impl Drop for TurnDone<'_> {
+    fn drop(&mut self) {
+        self.hooks.finish_turn(self.seq);
+    }
+}
+
+/// Ends this thread's delivery loop. On an unwind, changes still queued are passed through
+/// their turnstiles undelivered, so other threads are never left waiting for them.
+struct QueueReset;
+
+impl Drop for QueueReset {
+    fn drop(&mut self) {
+        let rest = QUEUE.with(|q| q.borrow_mut().take());
+        for p in rest.into_iter().flatten() {
+            p.hooks.wait_turn(p.seq);
+            p.hooks.finish_turn(p.seq);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Strict JSON input: RFC 8259 syntax restricted to I-JSON (RFC 7493).
+//!
+//! serde_json does the parsing (it rejects invalid UTF-8, lone surrogates and trailing data, and
+//! stops at 128 levels of nesting instead of overflowing the stack). What it accepts but I-JSON
+//! forbids is checked here: duplicate member names, because two parsers must never see two
+//! different states in one document (serde_json would silently keep the last one).
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// Parses `input` as one JSON document and checks that no object repeats a member name.
+///
+/// Syntax errors, invalid UTF-8 and nesting beyond the parser's limit are [`Error::Json`];
+/// duplicate member names are [`Error::Codec`] (the text is JSON, but not I-JSON).
+pub fn parse(input: &[u8]) -> Result<Value> {
+    let text = std::str::from_utf8(input).map_err(|e| {
+        Error::Json(format!(
+            "invalid UTF-8 at byte {} of the input",
+            e.valid_up_to()
+        ))
+    })?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        let msg = e.to_string();
+        if msg.starts_with("recursion limit exceeded") {
+            Error::Json(format!("nesting deeper than the parser allows ({msg})"))
+        } else {
+            Error::Json(msg)
+        }
+    })?;
+    check_duplicate_members(text)?;
+    Ok(value)
+}
+
+/// Serializes `value` as compact JSON (member order preserved, numbers exactly as written).
+pub fn to_vec(value: &Value) -> Vec<u8> {
+    // Serializing a serde_json::Value into memory cannot fail: keys are strings, and no
+    // custom Serialize impl is involved.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+enum Frame<'a> {
+    Array,
+    Object(HashSet<Cow<'a, str>>),
+}
+
+/// Scans text that serde_json already accepted and fails on the first object that repeats a
+/// member name. Names are compared after unescaping (`"a"` and `"\u0061"` are the same name).
+fn check_duplicate_members(text: &str) -> Result<()> {
+    let b = text.as_bytes();
+    let mut stack: Vec<Frame<'_>> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' => stack.push(Frame::Object(HashSet::new())),
+            b'[' => stack.push(Frame::Array),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b'"' => {
+                let start = i;
+                let mut escaped = false;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        escaped = true;
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                let end = i.min(b.len().saturating_sub(1));
+                if let Some(Frame::Object(names)) = stack.last_mut() {
+                    let mut j = end + 1;
+                    while j < b.len() && matches!(b[j], b' ' | b'\t' | b'\n' | b'\r') {
+                        j += 1;
+                    }
+                    if j < b.len() && b[j] == b':' {
+                        let name: Cow<'_, str> = if escaped {
+                            Cow::Owned(
+                                serde_json::from_str::<String>(&text[start..=end])
+                                    .map_err(|e| Error::Json(e.to_string()))?,
+                            )
+                        } else {
+                            Cow::Borrowed(&text[start + 1..end])
+                        };
+                        if names.contains(&name) {
+                            return Err(Error::Codec(format!(
+                                "duplicate member name {:?} in one object (I-JSON forbids it)",
+                                name
+                            )));
+                        }
+                        names.insert(name);
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_duplicates_even_when_escaped() {
+        assert!(matches!(parse(br#"{"a":1,"a":2}"#), Err(Error::Codec(_))));
+        assert!(matches!(
+            parse(br#"{"a":1,"\u0061":2}"#),
+            Err(Error::Codec(_))
+        ));
+        assert!(matches!(
+            parse(br#"{"x":{"a":1},"y":{"a":1,"b":{"a":[{"a":1,"a":2}]}}}"#),
+            Err(Error::Codec(_))
+        ));
+    }
+
+    #[test]
+    fn same_names_in_sibling_objects_are_fine() {
+        let v = parse(br#"{"a":{"a":1},"b":[{"a":1},{"a":"a:"}],"c":"\"a\":"}"#).unwrap();
+        assert_eq!(
+            to_vec(&v),
+            br#"{"a":{"a":1},"b":[{"a":1},{"a":"a:"}],"c":"\"a\":"}"#
+        );
+    }
+
+    #[test]
+    fn rejects_bad_utf8_and_lone_surrogates() {
+        assert!(matches!(parse(b"{\"a\":\"\xff\"}"), Err(Error::Json(_))));
+        assert!(matches!(parse(br#"{"a":"\ud800"}"#), Err(Error::Json(_))));
+        assert!(matches!(parse(br#"{"a":"\udc00x"}"#), Err(Error::Json(_))));
+        assert!(matches!(parse(br#"{"a":1} x"#), Err(Error::Json(_))));
+    }
+
+    #[test]
+    fn numbers_keep_their_text_and_order_is_preserved() {
+        let v = parse(br#"{"z":1.0,"a":1E2,"m":123456789012345678901234567890,"b":-0}"#).unwrap();
+        assert_eq!(
+            to_vec(&v),
+            br#"{"z":1.0,"a":1E2,"m":123456789012345678901234567890,"b":-0}"#
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let deep = "[".repeat(100_000);
+        assert!(matches!(parse(deep.as_bytes()), Err(Error::Json(_))));
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(matches!(parse(deep.as_bytes()), Err(Error::Json(_))));
+    }
+}

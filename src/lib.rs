@@ -1,0 +1,28 @@
+//! agent_state: one persistent, transactional JSON state value per agent, on an embedded
+//! SQLite store, with the semantics of the Telnyx Agent SDK's State API (getState, setState as
+//! RFC 7396 merge patch, replaceState, initialState, onStateChanged).
+//!
+//! The safe core lives in plain modules that know nothing of C:
+//! [`json`] (strict I-JSON input), [`codec`] (which values may be stored), [`merge`]
+//! (RFC 7396), [`snapshot`] (immutable shared states), [`store`] (the SQLite key-value layer),
+//! [`hooks`] (hook delivery in commit order), [`options`] and [`agent`] (the API).
+//! The C ABI, and every `unsafe` block, is in `ffi`.
+
+pub mod agent;
+pub mod codec;
+pub mod error;
+pub mod hooks;
+pub mod json;
+pub mod merge;
+pub mod options;
+pub mod snapshot;
+pub mod store;
+
+mod ffi;
+
+pub use agent::Agent;
+pub use error::{Error, Result};
+pub use hooks::{InitialStateHook, StateChange, StateChangedHook};
+pub use options::OpenOptions;
+pub use snapshot::Snapshot;
+pub use store::Synchronous;

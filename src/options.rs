@@ -1,0 +1,104 @@
+//! Open options, given as a JSON object so the C ABI never changes shape when one is added.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::store::{StoreOptions, Synchronous};
+
+/// The per-value size cap of SQLite-backed Durable Objects, our default.
+pub const DEFAULT_MAX_VALUE_BYTES: usize = 2 * 1024 * 1024;
+/// The largest cap accepted: SQLite's default limit on one value is 1,000,000,000 bytes.
+pub const MAX_MAX_VALUE_BYTES: usize = 1_000_000_000;
+/// How long a write waits for another connection's lock, by default.
+pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
+
+/// Everything `agent_open` can be told.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// The state shown while nothing is stored (a plain object); `{}` when absent.
+    pub initial_state: Option<Value>,
+    /// The largest encoded state (and input document) accepted, in bytes.
+    pub max_value_bytes: usize,
+    pub synchronous: Synchronous,
+    pub busy_timeout_ms: u64,
+    pub read_only: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            initial_state: None,
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            synchronous: Synchronous::Full,
+            busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
+            read_only: false,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// Parses options from a JSON object. Unknown keys and ill-typed values are
+    /// [`Error::InvalidArgument`]; malformed JSON is [`Error::Json`]. The initial state's own
+    /// codec and size checks happen when the agent opens.
+    pub fn from_json(text: &[u8]) -> Result<OpenOptions> {
+        let value = crate::json::parse(text)?;
+        let Value::Object(map) = value else {
+            return Err(Error::InvalidArgument(
+                "options must be a JSON object".to_string(),
+            ));
+        };
+        let mut options = OpenOptions::default();
+        for (key, value) in map {
+            let bad = |expected: &str| {
+                Error::InvalidArgument(format!("option {key:?} must be {expected}, got {value}"))
+            };
+            match key.as_str() {
+                "initial_state" => {
+                    if !value.is_object() {
+                        return Err(bad("a JSON object"));
+                    }
+                    options.initial_state = Some(value);
+                }
+                "max_value_bytes" => {
+                    options.max_value_bytes = value
+                        .as_u64()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .filter(|n| (2..=MAX_MAX_VALUE_BYTES).contains(n))
+                        .ok_or_else(|| bad("an integer from 2 to 1000000000"))?;
+                }
+                "synchronous" => {
+                    options.synchronous = match value.as_str() {
+                        Some("full") => Synchronous::Full,
+                        Some("normal") => Synchronous::Normal,
+                        _ => return Err(bad("\"full\" or \"normal\"")),
+                    };
+                }
+                "busy_timeout_ms" => {
+                    options.busy_timeout_ms = value
+                        .as_u64()
+                        .filter(|n| *n <= i32::MAX as u64)
+                        .ok_or_else(|| bad("an integer from 0 to 2147483647"))?;
+                }
+                "read_only" => {
+                    options.read_only = value.as_bool().ok_or_else(|| bad("true or false"))?;
+                }
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "unknown option {key:?} (known: initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only)"
+                    )))
+                }
+            }
+        }
+        Ok(options)
+    }
+
+    pub(crate) fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            synchronous: self.synchronous,
+            busy_timeout: Duration::from_millis(self.busy_timeout_ms),
+            read_only: self.read_only,
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! The key-value layer on one SQLite file.
+//!
+//! Layout (schema version [`SCHEMA_VERSION`]): the file's `application_id` is [`APPLICATION_ID`]
+//! so foreign SQLite files are recognised and left untouched; `user_version` holds the schema
+//! version so later releases can migrate; table `agent_kv(key TEXT PRIMARY KEY, value BLOB)` holds
+//! entries, of which the library reserves keys starting with `__agent_`. The state is the single
+//! entry [`STATE_KEY`]. The journal is WAL, so readers never block the writer.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use crate::error::{Error, Result};
+
+/// `PRAGMA application_id` of an agent store: ASCII "AgSt".
+pub const APPLICATION_ID: i32 = 0x4167_5374;
+/// The schema version this release writes and understands.
+pub const SCHEMA_VERSION: i32 = 1;
+/// The key of the state entry.
+pub const STATE_KEY: &str = "__agent_state";
+
+/// Durability of a commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synchronous {
+    /// fsync on every commit: an acknowledged write survives power loss.
+    Full,
+    /// fsync at checkpoints only: survives a process crash, may lose the last commits on power loss.
+    Normal,
+}
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub synchronous: Synchronous,
+    pub busy_timeout: Duration,
+    pub read_only: bool,
+}
+
+/// One connection to a store file.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    read_only: bool,
+}
+
+impl Store {
+    /// Opens (creating when absent and not read-only) the store at `path`.
+    ///
+    /// A new file is created with mode 0600 before SQLite sees it, and SQLite gives its WAL and
+    /// shared-memory files the same mode. A file that is not an SQLite database, an SQLite
+    /// database of another application, or a store of a newer schema is refused with
+    /// [`Error::Storage`] before anything is written to it.
+    pub fn open(path: &Path, options: &StoreOptions) -> Result<Store> {
+        let in_memory = path.as_os_str() == ":memory:";
+        if !in_memory && !options.read_only {
+            create_private_file(path)?;
+        }
+        let mut flags = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_EXRESCODE;
+        flags |= if options.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+        };
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| storage(path, "cannot open", e))?;
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(|e| storage(path, "cannot configure", e))?;
+        let store = Store {
+            conn,
+            path: path.to_path_buf(),
+            read_only: options.read_only,
+        };
+        store.check_and_init(options, in_memory)?;
+        Ok(store)
+    }
+
+    fn check_and_init(&self, options: &StoreOptions, in_memory: bool) -> Result<()> {
+        // Reading the header first: nothing is written to a file we do not own.
+        let kind = self.identify()?;
+        if kind == FileKind::Empty && self.read_only {
+            return Err(Error::Storage(format!(
+                "{}: no agent store here to open read-only",
+                self.path.display()
+            )));
+        }
+        if !self.read_only {
+            if !in_memory {
+                let mode: String = self
+                    .conn
+                    .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+                    .map_err(|e| self.storage_err("cannot enable WAL", e))?;
+                if !mode.eq_ignore_ascii_case("wal") {
+                    return Err(Error::Storage(format!(
+                        "{}: cannot enable WAL (journal_mode is {mode})",
+                        self.path.display()
+                    )));
+                }
+            }
+            let sync = match options.synchronous {
+                Synchronous::Full => "FULL",
+                Synchronous::Normal => "NORMAL",
+            };
+            self.conn
+                .pragma_update(None, "synchronous", sync)
+                .map_err(|e| self.storage_err("cannot set synchronous", e))?;
+        }
+        if kind == FileKind::Empty {
+            self.initialize()?;
+        }
+        Ok(())
+    }
+
+    fn identify(&self) -> Result<FileKind> {
+        let read = || -> rusqlite::Result<(i32, i32, i64)> {
+            let app: i32 = self
+                .conn
+                .pragma_query_value(None, "application_id", |r| r.get(0))?;
+            let version: i32 = self
+                .conn
+                .pragma_query_value(None, "user_version", |r| r.get(0))?;
+            let objects: i64 =
+                self.conn
+                    .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+            Ok((app, version, objects))
+        };
+        let (app, version, objects) = read().map_err(|e| match Error::from(e) {
+            Error::Storage(m) => {
+                Error::Storage(format!("{}: not an agent store ({m})", self.path.display()))
+            }
+            other => other,
+        })?;
+        if app == 0 && objects == 0 && version == 0 {
+            return Ok(FileKind::Empty);
+        }
+        if app != APPLICATION_ID {
+            return Err(Error::Storage(format!(
+                "{}: not an agent store (an SQLite database of another application, application_id {app:#x})",
+                self.path.display()
+            )));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(Error::Storage(format!(
+                "{}: written by a newer release (schema version {version}, this release reads up to {SCHEMA_VERSION})",
+                self.path.display()
+            )));
+        }
+        if version < 1 {
+            return Err(Error::Storage(format!(
+                "{}: agent store with unknown schema version {version}",
+                self.path.display()
+            )));
+        }
+        Ok(FileKind::Store)
+    }
+
+    /// Creates the schema, inside a write transaction so that two processes opening one new file
+    /// at once both end up with the same, single, initialized store.
+    fn initialize(&self) -> Result<()> {
+        self.begin_immediate()?;
+        let result = (|| -> rusqlite::Result<()> {
+            let version: i32 = self
+                .conn
+                .pragma_query_value(None, "user_version", |r| r.get(0))?;
+            if version == 0 {
+                self.conn.execute_batch(&format!(
+                    "CREATE TABLE agent_kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+                     PRAGMA application_id = {APPLICATION_ID};
+                     PRAGMA user_version = {SCHEMA_VERSION};"
+                ))?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => self.commit(),
+            Err(e) => {
+                self.rollback();
+                Err(self.storage_err("cannot initialize", e))
+            }
+        }
+    }
+
+    /// True when the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// A number that changes whenever *another* connection commits to the file (SQLite's
+    /// `PRAGMA data_version`); this connection's own commits leave it unchanged.
+    pub fn data_version(&self) -> Result<i64> {
+        let mut stmt = self.conn.prepare_cached("PRAGMA data_version")?;
+        Ok(stmt.query_row([], |r| r.get(0))?)
+    }
+
+    /// Reads the value stored under `key`, if any.
+    pub fn read(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT value FROM agent_kv WHERE key = ?1")?;
+        Ok(stmt.query_row([key], |r| r.get(0)).optional()?)
+    }
+
+    /// Stores `value` under `key` (inside the caller's transaction).
+    pub fn write(&self, key: &str, value: &[u8]) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT INTO agent_kv (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        )?;
+        stmt.execute(rusqlite::params![key, value])
+            .map_err(|e| self.storage_err("cannot write", e))?;
+        Ok(())
+    }
+
+    /// Starts a write transaction, taking the write lock now (waiting up to the busy timeout).
+    pub fn begin_immediate(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Storage(format!(
+                "{}: the store was opened read_only; writes are refused",
+                self.path.display()
+            )));
+        }
+        let mut stmt = self.conn.prepare_cached("BEGIN IMMEDIATE")?;
+        stmt.execute([])
+            .map_err(|e| self.storage_err("cannot begin a transaction", e))?;
+        Ok(())
+    }
+
+    /// Commits the open transaction; on failure the transaction is rolled back.
+    pub fn commit(&self) -> Result<()> {
+        let result = self
+            .conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]).map(|_| ()));
+        if let Err(e) = result {
+            self.rollback();
+            return Err(self.storage_err("cannot commit", e));
+        }
+        Ok(())
+    }
+
+    /// Rolls back the open transaction, if any. Errors are ignored: SQLite rolls back on its
+    /// own when a statement fails in a way that ends the transaction.
+    pub fn rollback(&self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
+    fn storage_err(&self, what: &str, e: rusqlite::Error) -> Error {
+        storage(&self.path, what, e)
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum FileKind {
+    Empty,
+    Store,
+}
+
+fn storage(path: &Path, what: &str, e: rusqlite::Error) -> Error {
+    match Error::from(e) {
+        Error::Storage(m) => Error::Storage(format!("{}: {what}: {m}", path.display())),
+        other => other,
+    }
+}
+
+/// Creates `path` with mode 0600 if it does not exist yet. SQLite would create it with the
+/// process umask (usually 0644), exposing agent state to every local user.
+fn create_private_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::Storage(format!(
+            "{}: cannot create the store file: {e}",
+            path.display()
+        ))),
+    }
+}
