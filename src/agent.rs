@@ -334,3 +334,13 @@ fn prefix(e: Error, context: &str) -> Error {
         other => other,
     }
 }
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let open = lock(&self.inner).is_some();
+        f.debug_struct("Agent")
+            .field("id", &self.id)
+            .field("open", &open)
+            .finish_non_exhaustive()
+    }
+}

@@ -138,11 +138,15 @@ mod tests {
     }
 
     #[test]
-    fn numbers_keep_their_text_and_order_is_preserved() {
-        let v = parse(br#"{"z":1.0,"a":1E2,"m":123456789012345678901234567890,"b":-0}"#).unwrap();
+    fn numbers_keep_their_exact_value_and_order_is_preserved() {
+        let v = parse(
+            br#"{"z":1.0,"a":1E2,"m":123456789012345678901234567890,"b":-0,"d":0.1000000000000000055511151231257827}"#,
+        )
+        .unwrap();
+        // Digits are kept as written; only the exponent marker is normalized (1E2 -> 1e+2).
         assert_eq!(
             to_vec(&v),
-            br#"{"z":1.0,"a":1E2,"m":123456789012345678901234567890,"b":-0}"#
+            br#"{"z":1.0,"a":1e+2,"m":123456789012345678901234567890,"b":-0,"d":0.1000000000000000055511151231257827}"#
         );
     }
 
