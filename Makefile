@@ -9,7 +9,7 @@ LDFLAGS_TEST := -L$(LIBDIR) -Wl,-rpath,$(abspath $(LIBDIR)) -lagent_state -lpthr
 BUILD := target/c
 
 .PHONY: all build header demo test test-rust lint test-header-c test-c test-valgrind \
-        test-cpp test-python test-go clean
+        test-cpp test-python test-go test-reliability soak bench bench-smoke clean
 
 all: build
 
@@ -28,7 +28,8 @@ demo: build
 	$(CC) -std=c99 -Wall -Wextra -Werror -O2 -Iinclude examples/demo.c -o $(BUILD)/demo $(LDFLAGS_TEST)
 	$(BUILD)/demo demo.db
 
-test: lint test-rust test-header-c test-c test-valgrind test-cpp test-python test-go
+test: lint test-rust test-header-c test-c test-valgrind test-cpp test-python test-go \
+      test-reliability bench-smoke
 	@echo "make test: every suite passed"
 
 lint:
@@ -66,6 +67,22 @@ test-python: build
 
 test-go: build
 	bash bindings/go/run-tests.sh
+
+# Crash, concurrency, hostile-input, fault and sanitizer checks: quick in `make test`, long in
+# `make soak` (which prints the counts).
+test-reliability: build
+	bash tests/reliability/run.sh quick
+
+soak: build
+	bash tests/reliability/run.sh soak
+
+# Benchmarks against the code users would write instead; `bench-smoke` runs a few hundred ops
+# per case so the harness cannot rot.
+bench:
+	bash bench/run.sh full
+
+bench-smoke:
+	bash bench/run.sh smoke
 
 clean:
 	$(CARGO) clean

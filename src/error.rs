@@ -41,6 +41,7 @@ pub enum Error {
     Hook(String),
 }
 
+#[cfg(feature = "store")]
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         use rusqlite::ErrorCode;

@@ -8,21 +8,28 @@
 //! [`hooks`] (hook delivery in commit order), [`options`] and [`agent`] (the API).
 //! The C ABI, and every `unsafe` block, is in `ffi`.
 
+#[cfg(feature = "store")]
 pub mod agent;
 pub mod codec;
 pub mod error;
 pub mod hooks;
 pub mod json;
 pub mod merge;
+#[cfg(feature = "store")]
 pub mod options;
 pub mod snapshot;
+#[cfg(feature = "store")]
 pub mod store;
 
+#[cfg(feature = "store")]
 mod ffi;
 
+#[cfg(feature = "store")]
 pub use agent::Agent;
 pub use error::{Error, Result};
 pub use hooks::{InitialStateHook, StateChange, StateChangedHook};
+#[cfg(feature = "store")]
 pub use options::OpenOptions;
 pub use snapshot::Snapshot;
+#[cfg(feature = "store")]
 pub use store::Synchronous;
