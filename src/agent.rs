@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::codec;
 use crate::error::{Error, Result};
+use crate::ffi::wal_index::WalHeader;
 use crate::hooks::{Hooks, InitialStateHook, StateChange, StateChangedHook};
 use crate::merge::merge_patch;
 use crate::options::OpenOptions;
@@ -45,6 +46,9 @@ struct Inner {
 
 struct Cache {
     data_version: i64,
+    /// The WAL-index header seen just before `data_version` was last confirmed; while the
+    /// header is unchanged, no connection has committed and the cache is current.
+    header: Option<WalHeader>,
     /// `None`: nothing stored.
     stored: Option<Arc<Snapshot>>,
 }
@@ -188,9 +192,18 @@ impl Agent {
     /// The stored state, from the cache when no other connection has committed since it was
     /// filled.
     fn stored(&self, inner: &mut Inner) -> Result<Option<Arc<Snapshot>>> {
-        let version = inner.store.data_version()?;
+        // Read the header *before* data_version: a commit landing in between then shows up as
+        // a header change next time, never as a missed update.
+        let header = inner.store.wal_header();
         if let Some(cache) = &inner.cache {
+            if header.is_some() && cache.header == header {
+                return Ok(cache.stored.clone());
+            }
+        }
+        let version = inner.store.data_version()?;
+        if let Some(cache) = &mut inner.cache {
             if cache.data_version == version {
+                cache.header = header;
                 return Ok(cache.stored.clone());
             }
         }
@@ -200,6 +213,7 @@ impl Agent {
         };
         inner.cache = Some(Cache {
             data_version: version,
+            header,
             stored: stored.clone(),
         });
         Ok(stored)
@@ -241,7 +255,10 @@ impl Agent {
             inner.store.commit()?;
             if let Some(cache) = inner.cache.as_mut() {
                 // This connection's own commit leaves data_version as read in the transaction.
+                // The header changed with our commit; it is recorded again on the next read
+                // (recording it now could hide a commit another process makes right after ours).
                 cache.stored = Some(Arc::clone(&next));
+                cache.header = None;
             }
             inner.seq += 1;
             let patch = patch.map(|p| Arc::new(Snapshot::new(p)));

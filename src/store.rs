@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use crate::ffi::wal_index::{WalHeader, WatchedConnection};
+
 use crate::error::{Error, Result};
 
 /// `PRAGMA application_id` of an agent store: ASCII "AgSt".
@@ -39,7 +41,7 @@ pub struct StoreOptions {
 
 /// One connection to a store file.
 pub struct Store {
-    conn: Connection,
+    conn: WatchedConnection,
     path: PathBuf,
     read_only: bool,
 }
@@ -66,12 +68,18 @@ impl Store {
             .map_err(|e| storage(path, "cannot open", e))?;
         conn.busy_timeout(options.busy_timeout)
             .map_err(|e| storage(path, "cannot configure", e))?;
-        let store = Store {
-            conn,
+        let mut store = Store {
+            conn: WatchedConnection::new(conn),
             path: path.to_path_buf(),
             read_only: options.read_only,
         };
         store.check_and_init(options, in_memory)?;
+        // A read-only connection may be given a private copy of the shared memory, whose header
+        // would never change: it keeps asking `PRAGMA data_version` instead.
+        if !in_memory && !options.read_only {
+            store.data_version()?; // makes sure SQLite has mapped the shared memory
+            store.conn.watch_wal();
+        }
         Ok(store)
     }
 
@@ -192,12 +200,22 @@ impl Store {
         Ok(stmt.query_row([], |r| r.get(0))?)
     }
 
+    /// The WAL-index header: it changes whenever any connection, in any process, commits. When
+    /// it is the same as when the caller last checked `data_version`, nothing was committed
+    /// since. `None` when unavailable (read-only or in-memory store, or a commit in progress).
+    pub fn wal_header(&self) -> Option<WalHeader> {
+        self.conn.wal_header()
+    }
+
     /// Reads the value stored under `key`, if any.
     pub fn read(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT value FROM agent_kv WHERE key = ?1")?;
-        Ok(stmt.query_row([key], |r| r.get(0)).optional()?)
+        // Text or blob alike: what matters is the bytes (the library writes blobs).
+        Ok(stmt
+            .query_row([key], |r| Ok(r.get_ref(0)?.as_bytes()?.to_vec()))
+            .optional()?)
     }
 
     /// Stores `value` under `key` (inside the caller's transaction).

@@ -98,7 +98,10 @@ fn failed_writes_change_nothing() {
     let a = Agent::open(&path, &opts(json!({"max_value_bytes": 64}))).unwrap();
     a.set_state(br#"{"keep":1}"#).unwrap();
     let big = format!(r#"{{"s":"{}"}}"#, "x".repeat(60));
-    assert!(matches!(a.set_state(big.as_bytes()), Err(Error::TooLarge(_))));
+    assert!(matches!(
+        a.set_state(big.as_bytes()),
+        Err(Error::TooLarge(_))
+    ));
     assert!(matches!(a.set_state(b"{\"a\":"), Err(Error::Json(_))));
     assert!(matches!(
         a.set_state(br#"{"a":1,"a":2}"#),
@@ -108,14 +111,20 @@ fn failed_writes_change_nothing() {
         a.set_state(br#"{"d":{"$date":"yesterday"}}"#),
         Err(Error::Codec(_))
     ));
-    assert!(matches!(a.set_state(b"[1]"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        a.set_state(b"[1]"),
+        Err(Error::InvalidArgument(_))
+    ));
     assert!(matches!(
         a.replace_state(br#"{"$set":[1]}"#),
         Err(Error::InvalidArgument(_))
     ));
     // A merge that would leave the top level shaped like a tagged value.
     a.replace_state(br#"{"$bigint":"5","x":1}"#).unwrap();
-    assert!(matches!(a.set_state(br#"{"x":null}"#), Err(Error::Codec(_))));
+    assert!(matches!(
+        a.set_state(br#"{"x":null}"#),
+        Err(Error::Codec(_))
+    ));
     a.close().unwrap();
     let b = Agent::open(&path, &OpenOptions::default()).unwrap();
     assert_eq!(text(&b.get_state().unwrap()), r#"{"$bigint":"5","x":1}"#);
@@ -168,7 +177,10 @@ fn foreign_and_newer_files_are_refused_untouched() {
     }
     let before = std::fs::read(&other).unwrap();
     let err = Agent::open(&other, &OpenOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::Storage(ref m) if m.contains("another application")), "{err}");
+    assert!(
+        matches!(err, Error::Storage(ref m) if m.contains("another application")),
+        "{err}"
+    );
     assert_eq!(std::fs::read(&other).unwrap(), before);
 
     let newer = dir.file("newer.db");
@@ -181,7 +193,10 @@ fn foreign_and_newer_files_are_refused_untouched() {
         c.execute_batch("PRAGMA user_version = 99;").unwrap();
     }
     let err = Agent::open(&newer, &OpenOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::Storage(ref m) if m.contains("newer")), "{err}");
+    assert!(
+        matches!(err, Error::Storage(ref m) if m.contains("newer")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -242,7 +257,11 @@ fn hooks_see_next_prev_patch_and_can_fail_after_commit() {
     assert_eq!(
         *rec.seen.lock().unwrap(),
         vec![
-            (r#"{"n":1}"#.into(), r#"{"n":0}"#.into(), Some(r#"{"n":1}"#.into())),
+            (
+                r#"{"n":1}"#.into(),
+                r#"{"n":0}"#.into(),
+                Some(r#"{"n":1}"#.into())
+            ),
             (r#"{"m":2}"#.into(), r#"{"n":1}"#.into(), None),
         ]
     );
@@ -254,7 +273,11 @@ fn hooks_see_next_prev_patch_and_can_fail_after_commit() {
     }
     let fid = a.on_state_changed(Arc::new(Fails)).unwrap();
     assert!(matches!(a.set_state(br#"{"m":3}"#), Err(Error::Hook(_))));
-    assert_eq!(text(&a.get_state().unwrap()), r#"{"m":3}"#, "committed anyway");
+    assert_eq!(
+        text(&a.get_state().unwrap()),
+        r#"{"m":3}"#,
+        "committed anyway"
+    );
     a.remove_hook(fid).unwrap();
     a.remove_hook(id).unwrap();
     assert!(matches!(a.remove_hook(id), Err(Error::InvalidArgument(_))));
@@ -276,7 +299,9 @@ impl StateChangedHook for Echo {
         if let Some(agent) = agent {
             if next == r#"{"step":1}"# {
                 // Nested change: committed now, delivered after this hook returns.
-                let s = agent.set_state(br#"{"step":2}"#).map_err(|e| e.to_string())?;
+                let s = agent
+                    .set_state(br#"{"step":2}"#)
+                    .map_err(|e| e.to_string())?;
                 assert_eq!(text(&s), r#"{"step":2}"#);
                 self.log.lock().unwrap().push("nested returned".into());
             }
@@ -344,7 +369,13 @@ fn initial_state_hook_is_called_each_time_and_cannot_reenter() {
         }
     }
     let dir = TempDir::new("initial");
-    let a = Arc::new(Agent::open(&dir.file("a.db"), &opts(json!({"initial_state": {"opt": 1}}))).unwrap());
+    let a = Arc::new(
+        Agent::open(
+            &dir.file("a.db"),
+            &opts(json!({"initial_state": {"opt": 1}})),
+        )
+        .unwrap(),
+    );
     let hook = Arc::new(Counter {
         calls: AtomicUsize::new(0),
         agent: Mutex::new(None),
@@ -355,7 +386,10 @@ fn initial_state_hook_is_called_each_time_and_cannot_reenter() {
     assert_eq!(text(&a.get_state().unwrap()), r#"{"calls":2}"#);
     *hook.agent.lock().unwrap() = Some(a.clone());
     a.get_state().unwrap();
-    assert!(matches!(*hook.reentry.lock().unwrap(), Some(Error::Busy(_))));
+    assert!(matches!(
+        *hook.reentry.lock().unwrap(),
+        Some(Error::Busy(_))
+    ));
     *hook.agent.lock().unwrap() = None;
     assert_eq!(
         text(&a.set_state(br#"{"x":1}"#).unwrap()),
@@ -372,9 +406,8 @@ fn threads_on_one_agent_lose_nothing_and_hooks_chain_in_commit_order() {
     const THREADS: usize = 8;
     const EACH: usize = 150;
     let dir = TempDir::new("threads");
-    let a = Arc::new(
-        Agent::open(&dir.file("a.db"), &opts(json!({"synchronous": "normal"}))).unwrap(),
-    );
+    let a =
+        Arc::new(Agent::open(&dir.file("a.db"), &opts(json!({"synchronous": "normal"}))).unwrap());
     let rec = Arc::new(Recorder::default());
     a.on_state_changed(rec.clone()).unwrap();
     let threads: Vec<_> = (0..THREADS)
@@ -382,7 +415,8 @@ fn threads_on_one_agent_lose_nothing_and_hooks_chain_in_commit_order() {
             let a = a.clone();
             std::thread::spawn(move || {
                 for n in 1..=EACH {
-                    a.set_state(format!(r#"{{"t{t}":{n}}}"#).as_bytes()).unwrap();
+                    a.set_state(format!(r#"{{"t{t}":{n}}}"#).as_bytes())
+                        .unwrap();
                 }
             })
         })
@@ -398,7 +432,10 @@ fn threads_on_one_agent_lose_nothing_and_hooks_chain_in_commit_order() {
     assert_eq!(seen.len(), THREADS * EACH);
     assert_eq!(seen[0].1, "{}");
     for pair in seen.windows(2) {
-        assert_eq!(pair[1].1, pair[0].0, "prev of a delivery is next of the one before");
+        assert_eq!(
+            pair[1].1, pair[0].0,
+            "prev of a delivery is next of the one before"
+        );
     }
 }
 
@@ -442,4 +479,34 @@ fn snapshots_outlive_changes_and_close() {
     a.close().unwrap();
     assert_eq!(text(&old), r#"{"v":1}"#);
     assert_eq!(*old.json_with_nul().last().unwrap(), 0);
+}
+
+#[test]
+fn reads_see_commits_of_any_other_connection() {
+    let dir = TempDir::new("foreign_commit");
+    let path = dir.file("a.db");
+    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    a.set_state(br#"{"n":0}"#).unwrap();
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    for n in 1..=200 {
+        assert_eq!(
+            text(&a.get_state().unwrap()),
+            format!(r#"{{"n":{}}}"#, n - 1)
+        );
+        raw.execute(
+            "UPDATE agent_kv SET value = ?1 WHERE key = '__agent_state'",
+            [format!(r#"{{"n":{n}}}"#)],
+        )
+        .unwrap();
+        if n % 2 == 0 {
+            // A merge must also start from the other connection's commit.
+            assert_eq!(
+                text(&a.set_state(br#"{"m":1}"#).unwrap()),
+                format!(r#"{{"n":{n},"m":1}}"#)
+            );
+            a.replace_state(format!(r#"{{"n":{n}}}"#).as_bytes())
+                .unwrap();
+        }
+    }
+    assert_eq!(text(&a.get_state().unwrap()), r#"{"n":200}"#);
 }

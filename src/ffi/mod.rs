@@ -9,3 +9,4 @@ mod buffer;
 mod handle;
 mod hooks;
 mod status;
+pub(crate) mod wal_index;
