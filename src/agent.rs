@@ -11,7 +11,6 @@ use crate::codec;
 use crate::error::{Error, Result};
 use crate::ffi::wal_index::WalHeader;
 use crate::hooks::{Hooks, InitialStateHook, StateChange, StateChangedHook};
-use crate::merge::merge_patch;
 use crate::options::OpenOptions;
 use crate::snapshot::Snapshot;
 use crate::store::{Store, STATE_KEY};
@@ -70,6 +69,7 @@ impl Agent {
             None => Value::Object(Default::default()),
             Some(v) => v.clone(),
         };
+        codec::validate(&initial, 1)?;
         let initial = check_state(initial, max, "initial_state")?;
         let store = Store::open(path, &options.store_options())?;
         Ok(Agent {
@@ -281,26 +281,19 @@ impl Agent {
             None => self.initial()?,
         };
         let (next, patch) = match change {
-            Change::Merge(patch) => {
-                let mut next = prev.value().clone();
-                merge_patch(&mut next, &patch, 1)?;
-                if !codec::is_plain_object(&next) {
-                    return Err(Error::Codec(
-                        "after the merge the state would be a tagged value, not a plain object"
-                            .to_string(),
-                    ));
-                }
-                (next, Some(patch))
+            Change::Merge(Value::Object(patch)) => {
+                let next = prev.merge(&patch, self.max_value_bytes)?;
+                (next, Some(Value::Object(patch)))
             }
-            Change::Replace(next) => (next, None),
+            Change::Merge(_) => unreachable!("patches are checked to be objects"),
+            Change::Replace(next) => (check_state(next, self.max_value_bytes, "state")?, None),
         };
-        let next = check_state(next, self.max_value_bytes, "state")?;
         inner.store.write(STATE_KEY, next.json())?;
         Ok((prev, Arc::new(next), patch))
     }
 }
 
-/// Encodes a state and enforces the size cap.
+/// Encodes a codec-checked state and enforces the size cap.
 fn check_state(value: Value, max: usize, what: &str) -> Result<Snapshot> {
     if !codec::is_plain_object(&value) {
         return Err(Error::InvalidArgument(format!(
@@ -308,7 +301,6 @@ fn check_state(value: Value, max: usize, what: &str) -> Result<Snapshot> {
             describe(&value)
         )));
     }
-    codec::validate(&value, 1)?;
     let snapshot = Snapshot::new(value);
     if snapshot.json().len() > max {
         return Err(Error::TooLarge(format!(
@@ -328,7 +320,7 @@ fn decode_stored(bytes: Vec<u8>) -> Result<Snapshot> {
         )));
     }
     codec::validate(&value, 1).map_err(corrupt)?;
-    Ok(Snapshot::from_parts(bytes, value))
+    Ok(Snapshot::new(value))
 }
 
 fn describe(value: &Value) -> &'static str {

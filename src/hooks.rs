@@ -50,9 +50,15 @@ pub struct Hooks {
     /// Copy-on-write, so a delivery takes a cheap snapshot and registration never waits for one.
     list: Mutex<HookList>,
     next_id: AtomicU64,
-    /// Sequence number of the last change whose delivery finished.
-    delivered: Mutex<u64>,
+    turnstile: Mutex<Turnstile>,
     turn: Condvar,
+}
+
+struct Turnstile {
+    /// Sequence number of the last change whose delivery finished.
+    delivered: u64,
+    /// Threads waiting for their turn; when none, finishing a turn wakes nobody (no syscall).
+    waiting: usize,
 }
 
 struct Pending {
@@ -75,7 +81,10 @@ impl Default for Hooks {
         Hooks {
             list: Mutex::new(Arc::new(Vec::new())),
             next_id: AtomicU64::new(1),
-            delivered: Mutex::new(0),
+            turnstile: Mutex::new(Turnstile {
+                delivered: 0,
+                waiting: 0,
+            }),
             turn: Condvar::new(),
         }
     }
@@ -157,21 +166,25 @@ impl Hooks {
     }
 
     fn wait_turn(&self, seq: u64) {
-        let mut delivered = lock(&self.delivered);
-        while *delivered + 1 < seq {
-            delivered = self
+        let mut t = lock(&self.turnstile);
+        while t.delivered + 1 < seq {
+            t.waiting += 1;
+            t = self
                 .turn
-                .wait(delivered)
+                .wait(t)
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
+            t.waiting -= 1;
         }
     }
 
     fn finish_turn(&self, seq: u64) {
-        let mut delivered = lock(&self.delivered);
-        if *delivered < seq {
-            *delivered = seq;
+        let mut t = lock(&self.turnstile);
+        if t.delivered < seq {
+            t.delivered = seq;
         }
-        self.turn.notify_all();
+        if t.waiting > 0 {
+            self.turn.notify_all();
+        }
     }
 
     fn run(&self, seq: u64, change: &StateChange) -> Result<(), String> {
