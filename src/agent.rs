@@ -44,9 +44,11 @@ struct Inner {
 }
 
 struct Cache {
-    data_version: i64,
-    /// The WAL-index header seen just before `data_version` was last confirmed; while the
-    /// header is unchanged, no connection has committed and the cache is current.
+    /// The pager's data version when the cache was last confirmed (plus one after our own
+    /// commit, which moves it by exactly one).
+    pager_version: Option<u32>,
+    /// The WAL-index header seen just before a version was last confirmed; while the header is
+    /// unchanged, no connection has committed and the cache is current.
     header: Option<WalHeader>,
     /// `None`: nothing stored.
     stored: Option<Arc<Snapshot>>,
@@ -90,7 +92,7 @@ impl Agent {
     pub fn get_state(&self) -> Result<Arc<Snapshot>> {
         let mut guard = self.lock_inner()?;
         let inner = guard.as_mut().ok_or(Error::Closed)?;
-        match self.stored(inner)? {
+        match self.stored(inner, false)? {
             Some(state) => Ok(state),
             None => self.initial(),
         }
@@ -190,19 +192,27 @@ impl Agent {
     }
 
     /// The stored state, from the cache when no other connection has committed since it was
-    /// filled.
-    fn stored(&self, inner: &mut Inner) -> Result<Option<Arc<Snapshot>>> {
-        // Read the header *before* data_version: a commit landing in between then shows up as
-        // a header change next time, never as a missed update.
+    /// filled. `in_transaction`: called inside this connection's write transaction.
+    ///
+    /// Two tests, cheapest first: the WAL-index header is unchanged (no commit anywhere, a few
+    /// loads); else the pager's data version is unchanged (a function call, current inside a
+    /// transaction; outside one, `PRAGMA data_version` runs first to bring it up to date);
+    /// else the entry is read and decoded again.
+    fn stored(&self, inner: &mut Inner, in_transaction: bool) -> Result<Option<Arc<Snapshot>>> {
+        // Read the header *before* the version: a commit landing in between then shows up as a
+        // header change next time, never as a missed update.
         let header = inner.store.wal_header();
         if let Some(cache) = &inner.cache {
             if header.is_some() && cache.header == header {
                 return Ok(cache.stored.clone());
             }
         }
-        let version = inner.store.data_version()?;
+        if !in_transaction {
+            inner.store.data_version()?; // a read transaction: refreshes the pager's version
+        }
+        let version = inner.store.data_version_in_transaction();
         if let Some(cache) = &mut inner.cache {
-            if cache.data_version == version {
+            if version.is_some() && cache.pager_version == version {
                 cache.header = header;
                 return Ok(cache.stored.clone());
             }
@@ -212,7 +222,7 @@ impl Agent {
             Some(bytes) => Some(Arc::new(decode_stored(bytes)?)),
         };
         inner.cache = Some(Cache {
-            data_version: version,
+            pager_version: version,
             header,
             stored: stored.clone(),
         });
@@ -254,10 +264,11 @@ impl Agent {
             };
             inner.store.commit()?;
             if let Some(cache) = inner.cache.as_mut() {
-                // This connection's own commit leaves data_version as read in the transaction.
-                // The header changed with our commit; it is recorded again on the next read
-                // (recording it now could hide a commit another process makes right after ours).
+                // Our own commit moves the pager's version by exactly one. The header changed too; it is recorded again on the
+                // next check (recording it now could hide a commit that another process makes
+                // right after ours).
                 cache.stored = Some(Arc::clone(&next));
+                cache.pager_version = cache.pager_version.map(|v| v.wrapping_add(1));
                 cache.header = None;
             }
             inner.seq += 1;
@@ -276,7 +287,7 @@ impl Agent {
         inner: &mut Inner,
         change: Change,
     ) -> Result<(Arc<Snapshot>, Arc<Snapshot>, Option<Value>)> {
-        let prev = match self.stored(inner)? {
+        let prev = match self.stored(inner, true)? {
             Some(state) => state,
             None => self.initial()?,
         };

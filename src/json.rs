@@ -44,7 +44,44 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
 
 enum Frame<'a> {
     Array,
-    Object(HashSet<Cow<'a, str>>),
+    Object(Names<'a>),
+}
+
+/// The member names seen so far in one object: a short list scanned linearly (most objects are
+/// small, and hashing would cost more), turned into a hash set past [`Names::SMALL`] names.
+enum Names<'a> {
+    Few(Vec<Cow<'a, str>>),
+    Many(HashSet<Cow<'a, str>>),
+}
+
+impl<'a> Names<'a> {
+    const SMALL: usize = 16;
+
+    /// Adds `name`; gives it back when it was already there.
+    fn insert(&mut self, name: Cow<'a, str>) -> Option<Cow<'a, str>> {
+        match self {
+            Names::Few(list) => {
+                if list.contains(&name) {
+                    return Some(name);
+                }
+                if list.len() < Self::SMALL {
+                    list.push(name);
+                } else {
+                    let mut set: HashSet<Cow<'a, str>> = list.drain(..).collect();
+                    set.insert(name);
+                    *self = Names::Many(set);
+                }
+                None
+            }
+            Names::Many(set) => {
+                if set.contains(&name) {
+                    return Some(name);
+                }
+                set.insert(name);
+                None
+            }
+        }
+    }
 }
 
 /// Scans text that serde_json already accepted and fails on the first object that repeats a
@@ -55,7 +92,7 @@ fn check_duplicate_members(text: &str) -> Result<()> {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'{' => stack.push(Frame::Object(HashSet::new())),
+            b'{' => stack.push(Frame::Object(Names::Few(Vec::new()))),
             b'[' => stack.push(Frame::Array),
             b'}' | b']' => {
                 stack.pop();
@@ -86,13 +123,11 @@ fn check_duplicate_members(text: &str) -> Result<()> {
                         } else {
                             Cow::Borrowed(&text[start + 1..end])
                         };
-                        if names.contains(&name) {
+                        if let Some(name) = names.insert(name) {
                             return Err(Error::Codec(format!(
-                                "duplicate member name {:?} in one object (I-JSON forbids it)",
-                                name
+                                "duplicate member name {name:?} in one object (I-JSON forbids it)"
                             )));
                         }
-                        names.insert(name);
                     }
                 }
             }

@@ -32,9 +32,11 @@ pub struct Member {
 
 impl Member {
     fn new(name: String, value: Value) -> Member {
-        let mut encoded = crate::json::to_vec(&Value::String(name.clone()));
+        let mut encoded = Vec::with_capacity(name.len() + 16);
+        // serde_json appends to a Vec we give it; writing strings and Values to memory cannot
+        // fail.
+        let _ = serde_json::to_writer(&mut encoded, name.as_str());
         encoded.push(b':');
-        // serde_json appends to a Vec we give it; writing to memory cannot fail.
         let _ = serde_json::to_writer(&mut encoded, &value);
         Member {
             name,

@@ -207,6 +207,14 @@ impl Store {
         self.conn.wal_header()
     }
 
+    /// The pager's data version as of this connection's latest transaction (the current one,
+    /// inside a transaction): it changes whenever a transaction starts and finds the database
+    /// changed by another connection, and by exactly one with each of this connection's own
+    /// commits. Costs a function call, where [`Store::data_version`] runs a statement.
+    pub fn data_version_in_transaction(&self) -> Option<u32> {
+        self.conn.pager_data_version()
+    }
+
     /// Reads the value stored under `key`, if any.
     pub fn read(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let mut stmt = self
@@ -220,12 +228,19 @@ impl Store {
 
     /// Stores `value` under `key` (inside the caller's transaction).
     pub fn write(&self, key: &str, value: &[u8]) -> Result<()> {
-        let mut stmt = self.conn.prepare_cached(
-            "INSERT INTO agent_kv (key, value) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        )?;
-        stmt.execute(rusqlite::params![key, value])
+        // UPDATE first: after the first write it is all there is to do, and cheaper than an
+        // upsert's extra uniqueness probe.
+        let updated = self
+            .conn
+            .prepare_cached("UPDATE agent_kv SET value = ?2 WHERE key = ?1")?
+            .execute(rusqlite::params![key, value])
             .map_err(|e| self.storage_err("cannot write", e))?;
+        if updated == 0 {
+            self.conn
+                .prepare_cached("INSERT INTO agent_kv (key, value) VALUES (?1, ?2)")?
+                .execute(rusqlite::params![key, value])
+                .map_err(|e| self.storage_err("cannot write", e))?;
+        }
         Ok(())
     }
 

@@ -97,6 +97,26 @@ impl WatchedConnection {
         NonNull::new(region.cast::<AtomicU32>())
     }
 
+    /// The pager's data version (`SQLITE_FCNTL_DATA_VERSION`), a function call instead of a
+    /// statement. It is brought up to date when a transaction starts, so it is only meaningful
+    /// inside one; it changes with every commit, this connection's own included (by exactly
+    /// one).
+    pub fn pager_data_version(&self) -> Option<u32> {
+        // SAFETY: the handle is only used while `self.conn` is open.
+        let db = unsafe { self.conn.handle() };
+        let mut version: u32 = 0;
+        // SAFETY: DATA_VERSION writes one unsigned int to the pointer we pass.
+        let rc = unsafe {
+            ffi::sqlite3_file_control(
+                db,
+                c"main".as_ptr(),
+                ffi::SQLITE_FCNTL_DATA_VERSION,
+                (&mut version as *mut u32).cast::<c_void>(),
+            )
+        };
+        (rc == ffi::SQLITE_OK).then_some(version)
+    }
+
     /// The current WAL-index header, or `None` when there is no view or a writer is updating
     /// it right now (the two copies differ) or it is not initialized.
     pub fn wal_header(&self) -> Option<WalHeader> {

@@ -1,0 +1,579 @@
+//! `make bench`: agent_state through its C ABI against the code a user would write instead,
+//! measured side by side in one run, on the same directories, with ratios as the result.
+//!
+//! Method: for every case the contenders run in alternating rounds (A, B, C, A, B, C, ...,
+//! the starting contender rotating each round), so that noise from this shared machine hits
+//! all of them alike; each contender's figure is the median of its rounds' time per operation.
+//! Ratios are `alternative time / our time` (above 1: we are faster).
+//!
+//! Our side calls only the exported `agent_*` functions (declared below, as C would), never the
+//! Rust API. The alternatives use the same bundled SQLite through rusqlite, with the same
+//! pragmas (WAL, the same `synchronous`), each on its own file in the same directory.
+//!
+//! Usage: `cargo bench --bench abi -- [--smoke] [--out FILE]`.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+// Links the library, whose exported `agent_*` symbols the declarations below resolve to.
+extern crate agent_state;
+
+use rusqlite::Connection;
+use serde_json::{Map, Value};
+
+#[repr(C)]
+struct AgentBuffer {
+    data: *const u8,
+    len: usize,
+    owner: *mut c_void,
+}
+
+extern "C" {
+    fn agent_open(path: *const c_char, options: *const c_char, out: *mut u64) -> i32;
+    fn agent_close(h: u64) -> i32;
+    fn agent_get_state(h: u64, out: *mut AgentBuffer) -> i32;
+    fn agent_set_state(h: u64, patch: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
+    fn agent_replace_state(h: u64, next: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
+    fn agent_buffer_free(buf: *mut AgentBuffer);
+    fn agent_last_error() -> *const c_char;
+}
+
+fn check(status: i32, what: &str) {
+    if status != 0 {
+        // SAFETY: agent_last_error returns a valid NUL-terminated string owned by the library.
+        let msg = unsafe { CStr::from_ptr(agent_last_error()) };
+        panic!("{what} failed with {status}: {}", msg.to_string_lossy());
+    }
+}
+
+/// An agent handle through the C ABI.
+struct Abi(u64);
+
+impl Abi {
+    fn open(path: &Path, options: &str) -> Abi {
+        let p = CString::new(path.to_str().unwrap()).unwrap();
+        let o = CString::new(options).unwrap();
+        let mut h = 0;
+        // SAFETY: valid NUL-terminated strings and out pointer.
+        check(
+            unsafe { agent_open(p.as_ptr(), o.as_ptr(), &mut h) },
+            "agent_open",
+        );
+        Abi(h)
+    }
+    /// get_state, touching the first and last byte as a reader would.
+    fn get(&self) -> usize {
+        let mut b = AgentBuffer {
+            data: std::ptr::null(),
+            len: 0,
+            owner: std::ptr::null_mut(),
+        };
+        // SAFETY: valid out pointer; the buffer is freed below.
+        check(
+            unsafe { agent_get_state(self.0, &mut b) },
+            "agent_get_state",
+        );
+        // SAFETY: the library guarantees `len` readable bytes at `data`.
+        let touched = unsafe { *b.data as usize + *b.data.add(b.len - 1) as usize };
+        // SAFETY: a buffer the library filled.
+        unsafe { agent_buffer_free(&mut b) };
+        touched
+    }
+    fn set(&self, patch: &[u8]) {
+        // SAFETY: `patch` is valid for its length; no output requested.
+        check(
+            unsafe { agent_set_state(self.0, patch.as_ptr(), patch.len(), std::ptr::null_mut()) },
+            "agent_set_state",
+        );
+    }
+    fn replace(&self, next: &[u8]) {
+        // SAFETY: as for set.
+        check(
+            unsafe { agent_replace_state(self.0, next.as_ptr(), next.len(), std::ptr::null_mut()) },
+            "agent_replace_state",
+        );
+    }
+}
+
+impl Drop for Abi {
+    fn drop(&mut self) {
+        // SAFETY: closing a handle we opened.
+        unsafe { agent_close(self.0) };
+    }
+}
+
+/// A plain SQLite table holding the state as one blob, as a user would set it up.
+fn raw_store(path: &Path, sync: &str, value: &[u8]) -> Connection {
+    let c = Connection::open(path).unwrap();
+    c.execute_batch(&format!(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous={sync};
+         CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v BLOB NOT NULL);"
+    ))
+    .unwrap();
+    c.execute(
+        "INSERT INTO kv VALUES ('state', ?1) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+        [value],
+    )
+    .unwrap();
+    c
+}
+
+/// The RFC 7396 merge a user would write over serde_json.
+fn hand_merge(target: &mut Value, patch: &Value) {
+    if let Value::Object(p) = patch {
+        if !target.is_object() {
+            *target = Value::Object(Map::new());
+        }
+        let t = target.as_object_mut().unwrap();
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                hand_merge(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    } else {
+        *target = patch.clone();
+    }
+}
+
+/// A state of about `size` bytes: a status plus members of ~250 bytes each.
+fn make_state(size: usize) -> Vec<u8> {
+    let mut s = String::from(r#"{"status":"idle""#);
+    let mut i = 0;
+    while s.len() + 260 < size || i < 2 {
+        write!(
+            s,
+            r#","m{i}":{{"id":{i},"name":"member {i}","tags":["alpha","beta"],"score":0.5,"text":"{}"}}"#,
+            "x".repeat(150)
+        )
+        .unwrap();
+        i += 1;
+    }
+    s.push('}');
+    s.into_bytes()
+}
+
+/// Patches touching two members (a scalar and a nested field), cycling through `n` variants.
+fn make_patches(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"status":"s{i}","m1":{{"id":{i},"score":{}.25}}}}"#,
+                i % 7
+            )
+            .into_bytes()
+        })
+        .collect()
+}
+
+/// The states our merges produce, precomputed for the write floor (so it writes the same bytes).
+fn states_after(state: &[u8], patches: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut v: Value = serde_json::from_slice(state).unwrap();
+    patches
+        .iter()
+        .map(|p| {
+            hand_merge(&mut v, &serde_json::from_slice(p).unwrap());
+            serde_json::to_vec(&v).unwrap()
+        })
+        .collect()
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+/// Runs the contenders in alternating rounds of `ops` operations; returns median ns/op each.
+fn race(contenders: &mut [&mut dyn FnMut(usize)], rounds: usize, ops: usize) -> Vec<f64> {
+    let n = contenders.len();
+    let mut samples = vec![Vec::new(); n];
+    let mut counter = 0usize;
+    for f in contenders.iter_mut() {
+        f(counter); // warm up
+    }
+    for r in 0..rounds {
+        for k in 0..n {
+            let c = (r + k) % n;
+            let t = Instant::now();
+            for _ in 0..ops {
+                counter += 1;
+                (contenders[c])(counter);
+            }
+            samples[c].push(t.elapsed().as_nanos() as f64 / ops as f64);
+        }
+    }
+    samples.into_iter().map(median).collect()
+}
+
+struct Row {
+    op: String,
+    size: usize,
+    dir: String,
+    sync: String,
+    ours_ns: f64,
+    alternative: String,
+    alt_ns: f64,
+    target: Option<f64>,
+}
+
+impl Row {
+    fn ratio(&self) -> f64 {
+        self.alt_ns / self.ours_ns
+    }
+    fn verdict(&self) -> &'static str {
+        match self.target {
+            None => "",
+            Some(t) if self.ratio() >= t => "PASS",
+            Some(_) => "MISS",
+        }
+    }
+}
+
+struct Config {
+    smoke: bool,
+}
+
+impl Config {
+    fn rounds(&self) -> usize {
+        if self.smoke {
+            3
+        } else {
+            15
+        }
+    }
+    /// Operations per round, aiming at a few milliseconds per round at least.
+    fn ops(&self, size: usize, sync: &str, dir_is_disk: bool) -> usize {
+        if self.smoke {
+            return 20;
+        }
+        let per_op_us = if sync == "FULL" && dir_is_disk {
+            1000.0
+        } else {
+            8.0 + size as f64 / 4096.0
+        };
+        ((20_000.0 / per_op_us) as usize).clamp(10, 400)
+    }
+}
+
+fn bench_writes(cfg: &Config, dir: &Path, dir_name: &str, size: usize, rows: &mut Vec<Row>) {
+    let state = make_state(size);
+    let patches = make_patches(64);
+    let merged = states_after(&state, &patches);
+    for (sync, sync_opt) in [("FULL", "full"), ("NORMAL", "normal")] {
+        let tag = format!("{size}_{sync_opt}");
+        let ours = Abi::open(
+            &dir.join(format!("ours_{tag}.db")),
+            &format!(r#"{{"synchronous":"{sync_opt}","max_value_bytes":4194304}}"#),
+        );
+        ours.replace(&state);
+        let floor = raw_store(&dir.join(format!("floor_{tag}.db")), sync, &state);
+        let jp = raw_store(&dir.join(format!("json_patch_{tag}.db")), sync, &state);
+        let hand = raw_store(&dir.join(format!("serde_{tag}.db")), sync, &state);
+        let ops = cfg.ops(size, sync, dir_name == "disk");
+
+        let mut set_ours = |i: usize| ours.set(&patches[i % patches.len()]);
+        let mut set_floor = |i: usize| {
+            floor.execute_batch("BEGIN IMMEDIATE").unwrap();
+            floor
+                .prepare_cached("UPDATE kv SET v = ?1 WHERE k = 'state'")
+                .unwrap()
+                .execute([&merged[i % merged.len()]])
+                .unwrap();
+            floor.execute_batch("COMMIT").unwrap();
+        };
+        let mut set_json_patch = |i: usize| {
+            jp.prepare_cached("UPDATE kv SET v = json_patch(v, ?1) WHERE k = 'state'")
+                .unwrap()
+                .execute([&patches[i % patches.len()]])
+                .unwrap();
+        };
+        let mut set_serde = |i: usize| {
+            hand.execute_batch("BEGIN IMMEDIATE").unwrap();
+            let bytes: Vec<u8> = hand
+                .prepare_cached("SELECT v FROM kv WHERE k = 'state'")
+                .unwrap()
+                .query_row([], |r| r.get(0))
+                .unwrap();
+            let mut v: Value = serde_json::from_slice(&bytes).unwrap();
+            let p: Value = serde_json::from_slice(&patches[i % patches.len()]).unwrap();
+            hand_merge(&mut v, &p);
+            let out = serde_json::to_vec(&v).unwrap();
+            hand.prepare_cached("UPDATE kv SET v = ?1 WHERE k = 'state'")
+                .unwrap()
+                .execute([&out])
+                .unwrap();
+            hand.execute_batch("COMMIT").unwrap();
+        };
+        let t = race(
+            &mut [
+                &mut set_ours,
+                &mut set_floor,
+                &mut set_json_patch,
+                &mut set_serde,
+            ],
+            cfg.rounds(),
+            ops,
+        );
+        let floor_target = match (sync, size) {
+            ("FULL", _) => 0.95,
+            (_, s) if s <= 1024 => 0.85,
+            _ => 0.7,
+        };
+        for (alt, ns, target) in [
+            ("raw write floor", t[1], Some(floor_target)),
+            ("UPDATE json_patch", t[2], Some(1.0)),
+            ("serde_json read-merge-write", t[3], Some(1.0)),
+        ] {
+            rows.push(Row {
+                op: "set_state".into(),
+                size,
+                dir: dir_name.into(),
+                sync: sync_opt.into(),
+                ours_ns: t[0],
+                alternative: alt.into(),
+                alt_ns: ns,
+                target,
+            });
+        }
+
+        let mut replace_ours = |i: usize| ours.replace(&merged[i % merged.len()]);
+        let t = race(&mut [&mut replace_ours, &mut set_floor], cfg.rounds(), ops);
+        rows.push(Row {
+            op: "replace_state".into(),
+            size,
+            dir: dir_name.into(),
+            sync: sync_opt.into(),
+            ours_ns: t[0],
+            alternative: "raw write floor".into(),
+            alt_ns: t[1],
+            target: None,
+        });
+    }
+}
+
+fn bench_reads(cfg: &Config, dir: &Path, dir_name: &str, size: usize, rows: &mut Vec<Row>) {
+    let state = make_state(size);
+    let ours = Abi::open(
+        &dir.join(format!("read_ours_{size}.db")),
+        "{\"max_value_bytes\":4194304}",
+    );
+    ours.replace(&state);
+    let raw = raw_store(&dir.join(format!("read_raw_{size}.db")), "FULL", &state);
+    let mut copy = vec![0u8; state.len()];
+    let ops = if cfg.smoke {
+        100
+    } else {
+        (2_000_000 / (size + 1000)).clamp(200, 20_000)
+    };
+    let mut sink = 0usize;
+    let mut get_ours = |_: usize| sink = sink.wrapping_add(ours.get());
+    let mut select = |_: usize| {
+        let v: Vec<u8> = raw
+            .prepare_cached("SELECT v FROM kv WHERE k = 'state'")
+            .unwrap()
+            .query_row([], |r| r.get(0))
+            .unwrap();
+        std::hint::black_box(&v);
+    };
+    let mut memcpy = |_: usize| {
+        copy.copy_from_slice(std::hint::black_box(&state));
+        std::hint::black_box(&copy);
+    };
+    let t = race(
+        &mut [&mut get_ours, &mut select, &mut memcpy],
+        cfg.rounds(),
+        ops,
+    );
+    std::hint::black_box(sink);
+    let target = match size {
+        s if s <= 1024 => 3.0,
+        s if s <= 16384 => 5.0,
+        _ => 10.0,
+    };
+    for (alt, ns, target) in [
+        ("prepared SELECT", t[1], Some(target)),
+        ("memcpy (floor)", t[2], None),
+    ] {
+        rows.push(Row {
+            op: "get_state".into(),
+            size,
+            dir: dir_name.into(),
+            sync: "full".into(),
+            ours_ns: t[0],
+            alternative: alt.into(),
+            alt_ns: ns,
+            target,
+        });
+    }
+}
+
+fn bench_open(cfg: &Config, dir: &Path, rows: &mut Vec<Row>) {
+    let path = dir.join("open_ours.db");
+    drop(Abi::open(&path, "{}"));
+    let raw_path = dir.join("open_raw.db");
+    drop(raw_store(&raw_path, "FULL", b"{}"));
+    let mut open_ours = |_: usize| {
+        let a = Abi::open(&path, "{}");
+        std::hint::black_box(a.get());
+    };
+    let mut open_raw = |_: usize| {
+        let c = Connection::open(&raw_path).unwrap();
+        c.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
+            .unwrap();
+        let v: Vec<u8> = c
+            .query_row("SELECT v FROM kv WHERE k = 'state'", [], |r| r.get(0))
+            .unwrap();
+        std::hint::black_box(v);
+    };
+    let ops = if cfg.smoke { 10 } else { 50 };
+    let t = race(&mut [&mut open_ours, &mut open_raw], cfg.rounds(), ops);
+    rows.push(Row {
+        op: "open+get+close".into(),
+        size: 2,
+        dir: "disk".into(),
+        sync: "full".into(),
+        ours_ns: t[0],
+        alternative: "rusqlite open+pragmas+SELECT".into(),
+        alt_ns: t[1],
+        target: None,
+    });
+}
+
+fn rss_kib() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    pages * 4
+}
+
+/// Resident memory after 10k and after many more get/set operations: must stay flat.
+fn bench_memory(cfg: &Config, dir: &Path) -> (u64, u64, usize) {
+    let a = Abi::open(&dir.join("rss.db"), r#"{"synchronous":"normal"}"#);
+    a.replace(&make_state(16384));
+    let patches = make_patches(64);
+    let run = |n: usize| {
+        for i in 0..n {
+            a.set(&patches[i % 64]);
+            std::hint::black_box(a.get());
+        }
+    };
+    run(10_000);
+    let after_10k = rss_kib();
+    let total = if cfg.smoke { 20_000 } else { 1_000_000 };
+    run(total - 10_000);
+    (after_10k, rss_kib(), total)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let smoke = args.iter().any(|a| a == "--smoke");
+    let out = args
+        .iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target/bench/abi.json"));
+    let cfg = Config { smoke };
+    let sizes = [1024usize, 16 * 1024, 256 * 1024];
+    let base_disk = std::env::temp_dir().join(format!("agent_state_bench_{}", std::process::id()));
+    let base_shm = PathBuf::from(format!("/dev/shm/agent_state_bench_{}", std::process::id()));
+    let mut dirs = vec![("disk", base_disk)];
+    if Path::new("/dev/shm").is_dir() {
+        dirs.push(("tmpfs", base_shm));
+    }
+    let mut rows = Vec::new();
+    for (name, dir) in &dirs {
+        std::fs::create_dir_all(dir).unwrap();
+        for size in sizes {
+            eprintln!("bench: {name} {size} B ...");
+            if *name == "disk" {
+                bench_reads(&cfg, dir, name, size, &mut rows);
+            }
+            bench_writes(&cfg, dir, name, size, &mut rows);
+        }
+    }
+    bench_open(&cfg, &dirs[0].1, &mut rows);
+    let (rss_10k, rss_end, total) = bench_memory(&cfg, &dirs[dirs.len() - 1].1);
+    for (_, dir) in &dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    println!(
+        "| operation | state | dir | sync | ours (µs) | alternative | alt (µs) | ratio alt/ours | target | |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut misses = 0;
+    for r in &rows {
+        if r.verdict() == "MISS" {
+            misses += 1;
+        }
+        println!(
+            "| {} | {} | {} | {} | {:.3} | {} | {:.3} | {:.2}× | {} | {} |",
+            r.op,
+            human(r.size),
+            r.dir,
+            r.sync,
+            r.ours_ns / 1000.0,
+            r.alternative,
+            r.alt_ns / 1000.0,
+            r.ratio(),
+            r.target.map(|t| format!("≥ {t}×")).unwrap_or_default(),
+            r.verdict()
+        );
+    }
+    let rss_ok = rss_end <= rss_10k + rss_10k / 10 + 1024;
+    println!(
+        "\nresident memory: {rss_10k} KiB after 10k get+set pairs, {rss_end} KiB after {total}: {}",
+        if rss_ok { "flat (PASS)" } else { "grew (MISS)" }
+    );
+    println!("{misses} target(s) missed");
+
+    let mut json = String::from("{\"mode\":");
+    write!(
+        json,
+        "\"{}\",\"rows\":[",
+        if smoke { "smoke" } else { "full" }
+    )
+    .unwrap();
+    for (i, r) in rows.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        write!(
+            json,
+            r#"{{"op":"{}","size":{},"dir":"{}","sync":"{}","ours_ns":{:.1},"alternative":"{}","alt_ns":{:.1},"ratio":{:.4},"target":{},"verdict":"{}"}}"#,
+            r.op, r.size, r.dir, r.sync, r.ours_ns, r.alternative, r.alt_ns, r.ratio(),
+            r.target.map(|t| t.to_string()).unwrap_or_else(|| "null".into()), r.verdict()
+        )
+        .unwrap();
+    }
+    write!(
+        json,
+        r#"],"rss_kib_after_10k":{rss_10k},"rss_kib_after_total":{rss_end},"rss_total_ops":{total}}}"#
+    )
+    .unwrap();
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(&out, json).unwrap();
+    eprintln!("raw figures: {}", out.display());
+}
+
+fn human(size: usize) -> String {
+    if size >= 1024 {
+        format!("{} KiB", size / 1024)
+    } else {
+        format!("{size} B")
+    }
+}
