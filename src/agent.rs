@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::ffi::wal_index::WalHeader;
-use crate::hooks::{Hooks, InitialStateHook, StateChange, StateChangedHook};
+use crate::hooks::{Hooks, InitialStateHook, Patch, StateChange, StateChangedHook};
 use crate::options::OpenOptions;
 use crate::snapshot::Snapshot;
 use crate::store::{Store, STATE_KEY};
@@ -272,7 +272,7 @@ impl Agent {
                 cache.header = None;
             }
             inner.seq += 1;
-            let patch = patch.map(|p| Arc::new(Snapshot::new(p)));
+            let patch = patch.map(Patch::new);
             (inner.seq, StateChange { next, prev, patch })
         };
         let next = Arc::clone(&event.next);

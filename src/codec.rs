@@ -77,24 +77,35 @@ pub fn validate_if_tagged(map: &Map<String, Value>, depth: usize) -> Result<()> 
     }
 }
 
-/// A JSON-pointer-like location for error messages, built only while descending.
+/// A JSON-pointer-like location for error messages: borrowed names and indexes pushed while
+/// descending (no allocation per member), rendered only for an error.
 #[derive(Default)]
-struct Path(Vec<String>);
+struct Path<'a>(Vec<Step<'a>>);
 
-impl Path {
+enum Step<'a> {
+    Name(&'a str),
+    Index(usize),
+}
+
+impl Path<'_> {
     fn render(&self) -> String {
         if self.0.is_empty() {
-            "/".to_string()
-        } else {
-            self.0.iter().map(|p| format!("/{p}")).collect()
+            return "/".to_string();
         }
+        self.0
+            .iter()
+            .map(|step| match step {
+                Step::Name(n) => format!("/{n}"),
+                Step::Index(i) => format!("/{i}"),
+            })
+            .collect()
     }
     fn err(&self, what: impl std::fmt::Display) -> Error {
         Error::Codec(format!("{what} at {}", self.render()))
     }
 }
 
-fn check(value: &Value, depth: usize, path: &mut Path) -> Result<()> {
+fn check<'a>(value: &'a Value, depth: usize, path: &mut Path<'a>) -> Result<()> {
     match value {
         Value::Number(n) => {
             if !n.as_f64().is_some_and(f64::is_finite) {
@@ -107,7 +118,7 @@ fn check(value: &Value, depth: usize, path: &mut Path) -> Result<()> {
                 return Err(path.err(format_args!("nesting deeper than {MAX_DEPTH} levels")));
             }
             for (i, item) in items.iter().enumerate() {
-                path.0.push(i.to_string());
+                path.0.push(Step::Index(i));
                 check(item, depth + 1, path)?;
                 path.0.pop();
             }
@@ -118,26 +129,31 @@ fn check(value: &Value, depth: usize, path: &mut Path) -> Result<()> {
     }
 }
 
-fn check_object(map: &Map<String, Value>, depth: usize, path: &mut Path) -> Result<()> {
+fn check_object<'a>(map: &'a Map<String, Value>, depth: usize, path: &mut Path<'a>) -> Result<()> {
     if depth > MAX_DEPTH {
         return Err(path.err(format_args!("nesting deeper than {MAX_DEPTH} levels")));
     }
     if let Some(tag) = tag_of(map) {
         let inner = &map[tag];
-        path.0.push(tag.to_string());
+        path.0.push(Step::Name(tag));
         check_tagged(tag, inner, depth + 1, path)?;
         path.0.pop();
         return Ok(());
     }
     for (name, member) in map {
-        path.0.push(name.clone());
+        path.0.push(Step::Name(name));
         check(member, depth + 1, path)?;
         path.0.pop();
     }
     Ok(())
 }
 
-fn check_tagged(tag: &str, inner: &Value, depth: usize, path: &mut Path) -> Result<()> {
+fn check_tagged<'a>(
+    tag: &'static str,
+    inner: &'a Value,
+    depth: usize,
+    path: &mut Path<'a>,
+) -> Result<()> {
     match tag {
         "$date" => check_date(inner, path),
         "$bigint" => match inner {
@@ -159,7 +175,7 @@ fn check_tagged(tag: &str, inner: &Value, depth: usize, path: &mut Path) -> Resu
             }
             let mut seen = HashSet::new();
             for (i, item) in items.iter().enumerate() {
-                path.0.push(i.to_string());
+                path.0.push(Step::Index(i));
                 check(item, depth + 1, path)?;
                 if !seen.insert(crate::json::to_vec(item)) {
                     return Err(path.err("$set holds the same value twice"));
@@ -177,7 +193,7 @@ fn check_tagged(tag: &str, inner: &Value, depth: usize, path: &mut Path) -> Resu
             }
             let mut seen = HashSet::new();
             for (i, entry) in entries.iter().enumerate() {
-                path.0.push(i.to_string());
+                path.0.push(Step::Index(i));
                 match entry {
                     Value::Array(pair) if pair.len() == 2 => {
                         check(&pair[0], depth + 2, path)?;

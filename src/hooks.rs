@@ -16,20 +16,60 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+
+use serde_json::Value;
 
 use crate::error::Error;
 use crate::snapshot::Snapshot;
 
 /// One committed change as hooks see it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct StateChange {
     /// The state after the change.
     pub next: Arc<Snapshot>,
     /// The state before the change (the initial state when nothing was stored).
     pub prev: Arc<Snapshot>,
     /// The merge patch as applied; `None` for a replacement.
-    pub patch: Option<Arc<Snapshot>>,
+    pub patch: Option<Patch>,
+}
+
+/// A merge patch as applied. Its compact encoding is made on first use: most changes are
+/// never looked at by a hook, and encoding them anyway would tax every write.
+#[derive(Debug)]
+pub struct Patch {
+    value: Value,
+    encoded: OnceLock<Box<[u8]>>,
+}
+
+impl Patch {
+    /// Wraps a (checked) patch.
+    pub fn new(value: Value) -> Patch {
+        Patch {
+            value,
+            encoded: OnceLock::new(),
+        }
+    }
+
+    /// The patch.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// Compact JSON followed by a NUL byte.
+    pub fn json_with_nul(&self) -> &[u8] {
+        self.encoded.get_or_init(|| {
+            let mut bytes = crate::json::to_vec(&self.value);
+            bytes.push(0);
+            bytes.into_boxed_slice()
+        })
+    }
+
+    /// Compact JSON.
+    pub fn json(&self) -> &[u8] {
+        let with_nul = self.json_with_nul();
+        &with_nul[..with_nul.len() - 1]
+    }
 }
 
 /// A hook fired after every committed change. An `Err` is reported to the caller that made the

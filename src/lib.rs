@@ -27,7 +27,7 @@ mod ffi;
 #[cfg(feature = "store")]
 pub use agent::Agent;
 pub use error::{Error, Result};
-pub use hooks::{InitialStateHook, StateChange, StateChangedHook};
+pub use hooks::{InitialStateHook, Patch, StateChange, StateChangedHook};
 #[cfg(feature = "store")]
 pub use options::OpenOptions;
 pub use snapshot::Snapshot;

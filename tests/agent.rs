@@ -240,7 +240,9 @@ impl StateChangedHook for Recorder {
         self.seen.lock().unwrap().push((
             text(&c.next),
             text(&c.prev),
-            c.patch.as_ref().map(|p| text(p)),
+            c.patch
+                .as_ref()
+                .map(|p| String::from_utf8(p.json().to_vec()).unwrap()),
         ));
         Ok(())
     }
