@@ -215,8 +215,10 @@ AgentStatus agent_close(AgentHandle h);
  * handle's cached immutable snapshot instead of copying it.
  * Ownership: release `*out` with `agent_buffer_free`; it is empty on failure.
  * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`), `AGENT_ERR_BAD_HANDLE`,
- * `AGENT_ERR_STORAGE`, `AGENT_ERR_BUSY`, `AGENT_ERR_HOOK` / `AGENT_ERR_JSON` /
- * `AGENT_ERR_CODEC` / `AGENT_ERR_TOO_LARGE` (from the initial-state hook's answer).
+ * `AGENT_ERR_STORAGE`, `AGENT_ERR_BUSY`; while nothing is stored and an initial-state hook is
+ * set, also what its answer earns: `AGENT_ERR_HOOK` (non-zero return),
+ * `AGENT_ERR_INVALID_ARGUMENT` (not an object), `AGENT_ERR_JSON`, `AGENT_ERR_CODEC`,
+ * `AGENT_ERR_TOO_LARGE`.
  * Thread-safety: any thread.
  */
 AgentStatus agent_get_state(AgentHandle h, struct AgentBuffer *out);
@@ -233,7 +235,9 @@ AgentStatus agent_get_state(AgentHandle h, struct AgentBuffer *out);
  * Ownership: `patch` is only read during the call; release `*out` with `agent_buffer_free`.
  * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `patch`, not an object), `AGENT_ERR_BAD_HANDLE`,
  * `AGENT_ERR_JSON`, `AGENT_ERR_CODEC`, `AGENT_ERR_TOO_LARGE`, `AGENT_ERR_STORAGE` (also: the
- * handle is read-only), `AGENT_ERR_BUSY`, `AGENT_ERR_HOOK`.
+ * handle is read-only), `AGENT_ERR_BUSY`, `AGENT_ERR_HOOK`; on the first write with an
+ * initial-state hook set, also the errors its answer earns (see `agent_get_state`), with
+ * nothing written.
  * Thread-safety: any thread; concurrent writers never lose each other's updates.
  */
 AgentStatus agent_set_state(AgentHandle h,
@@ -302,7 +306,8 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * Ownership: `free_user_data` (may be NULL) is called exactly once with `user_data` when the
  * library no longer needs it: after `agent_remove_hook` or `agent_close` and once no running
  * delivery uses it, or right away if this call fails.
- * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `fn` or `out_id`), `AGENT_ERR_BAD_HANDLE`.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `fn` or `out_id`), `AGENT_ERR_BAD_HANDLE`,
+ * `AGENT_ERR_BUSY` (called from inside `h`'s initial-state hook).
  * Thread-safety: any thread; `user_data` must be usable from every thread that writes.
  */
 AgentStatus agent_on_state_changed(AgentHandle h,
@@ -316,7 +321,8 @@ AgentStatus agent_on_state_changed(AgentHandle h,
  * delivered later; a delivery already running on another thread may still be inside it, and
  * its `free_user_data` runs when that delivery finishes.
  *
- * Errors: `AGENT_ERR_INVALID_ARGUMENT` (no such hook on this handle), `AGENT_ERR_BAD_HANDLE`.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (no such hook on this handle), `AGENT_ERR_BAD_HANDLE`,
+ * `AGENT_ERR_BUSY` (called from inside `h`'s initial-state hook).
  * Thread-safety: any thread, including from inside a hook.
  */
 AgentStatus agent_remove_hook(AgentHandle h, uint64_t id);
@@ -333,7 +339,8 @@ AgentStatus agent_remove_hook(AgentHandle h, uint64_t id);
  * Ownership: `free_user_data` (may be NULL) is called exactly once with `user_data`: when the
  * hook is replaced or removed, when the handle is closed, or right away if this call fails (or
  * `fn` is NULL).
- * Errors: `AGENT_ERR_BAD_HANDLE`.
+ * Errors: `AGENT_ERR_BAD_HANDLE`, `AGENT_ERR_BUSY` (called from inside `h`'s own
+ * initial-state hook).
  * Thread-safety: any thread; `user_data` must be usable from every thread that reads or writes.
  */
 AgentStatus agent_set_initial_state_hook(AgentHandle h,

@@ -247,7 +247,7 @@ impl Agent {
         let value = self
             .parse_input(&text, "initial-state hook's state")
             .map_err(|e| prefix(e, "initial-state hook"))?;
-        check_state(value, self.max_value_bytes, "initial-state hook's state").map(Arc::new)
+        check_state(value, self.max_value_bytes, "initial-state hook's answer").map(Arc::new)
     }
 
     fn change(&self, change: Change) -> Result<Arc<Snapshot>> {

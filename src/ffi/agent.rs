@@ -117,8 +117,10 @@ pub extern "C" fn agent_close(h: AgentHandle) -> AgentStatus {
 /// handle's cached immutable snapshot instead of copying it.
 /// Ownership: release `*out` with `agent_buffer_free`; it is empty on failure.
 /// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`), `AGENT_ERR_BAD_HANDLE`,
-/// `AGENT_ERR_STORAGE`, `AGENT_ERR_BUSY`, `AGENT_ERR_HOOK` / `AGENT_ERR_JSON` /
-/// `AGENT_ERR_CODEC` / `AGENT_ERR_TOO_LARGE` (from the initial-state hook's answer).
+/// `AGENT_ERR_STORAGE`, `AGENT_ERR_BUSY`; while nothing is stored and an initial-state hook is
+/// set, also what its answer earns: `AGENT_ERR_HOOK` (non-zero return),
+/// `AGENT_ERR_INVALID_ARGUMENT` (not an object), `AGENT_ERR_JSON`, `AGENT_ERR_CODEC`,
+/// `AGENT_ERR_TOO_LARGE`.
 /// Thread-safety: any thread.
 #[no_mangle]
 pub unsafe extern "C" fn agent_get_state(h: AgentHandle, out: *mut AgentBuffer) -> AgentStatus {
@@ -146,7 +148,9 @@ pub unsafe extern "C" fn agent_get_state(h: AgentHandle, out: *mut AgentBuffer) 
 /// Ownership: `patch` is only read during the call; release `*out` with `agent_buffer_free`.
 /// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `patch`, not an object), `AGENT_ERR_BAD_HANDLE`,
 /// `AGENT_ERR_JSON`, `AGENT_ERR_CODEC`, `AGENT_ERR_TOO_LARGE`, `AGENT_ERR_STORAGE` (also: the
-/// handle is read-only), `AGENT_ERR_BUSY`, `AGENT_ERR_HOOK`.
+/// handle is read-only), `AGENT_ERR_BUSY`, `AGENT_ERR_HOOK`; on the first write with an
+/// initial-state hook set, also the errors its answer earns (see `agent_get_state`), with
+/// nothing written.
 /// Thread-safety: any thread; concurrent writers never lose each other's updates.
 #[no_mangle]
 pub unsafe extern "C" fn agent_set_state(

@@ -139,7 +139,8 @@ impl InitialStateHook for CInitialHook {
 /// Ownership: `free_user_data` (may be NULL) is called exactly once with `user_data` when the
 /// library no longer needs it: after `agent_remove_hook` or `agent_close` and once no running
 /// delivery uses it, or right away if this call fails.
-/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `fn` or `out_id`), `AGENT_ERR_BAD_HANDLE`.
+/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `fn` or `out_id`), `AGENT_ERR_BAD_HANDLE`,
+/// `AGENT_ERR_BUSY` (called from inside `h`'s initial-state hook).
 /// Thread-safety: any thread; `user_data` must be usable from every thread that writes.
 #[no_mangle]
 pub unsafe extern "C" fn agent_on_state_changed(
@@ -176,7 +177,8 @@ pub unsafe extern "C" fn agent_on_state_changed(
 /// delivered later; a delivery already running on another thread may still be inside it, and
 /// its `free_user_data` runs when that delivery finishes.
 ///
-/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (no such hook on this handle), `AGENT_ERR_BAD_HANDLE`.
+/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (no such hook on this handle), `AGENT_ERR_BAD_HANDLE`,
+/// `AGENT_ERR_BUSY` (called from inside `h`'s initial-state hook).
 /// Thread-safety: any thread, including from inside a hook.
 #[no_mangle]
 pub extern "C" fn agent_remove_hook(h: AgentHandle, id: u64) -> AgentStatus {
@@ -194,7 +196,8 @@ pub extern "C" fn agent_remove_hook(h: AgentHandle, id: u64) -> AgentStatus {
 /// Ownership: `free_user_data` (may be NULL) is called exactly once with `user_data`: when the
 /// hook is replaced or removed, when the handle is closed, or right away if this call fails (or
 /// `fn` is NULL).
-/// Errors: `AGENT_ERR_BAD_HANDLE`.
+/// Errors: `AGENT_ERR_BAD_HANDLE`, `AGENT_ERR_BUSY` (called from inside `h`'s own
+/// initial-state hook).
 /// Thread-safety: any thread; `user_data` must be usable from every thread that reads or writes.
 #[no_mangle]
 pub unsafe extern "C" fn agent_set_initial_state_hook(

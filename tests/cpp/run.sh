@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Builds and runs the C++ wrapper's tests (bindings/cpp/agent_state.hpp); `make test-cpp` runs it
+# after building the library.
+#
+# Three runs of the same tests, all of which must pass:
+#   1. plain (-O1 -g),
+#   2. the plain binary under valgrind (definite and indirect leaks are errors; the Rust std may
+#      keep a few "still reachable" blocks, which are fine),
+#   3. a build with -fsanitize=address,undefined (set AGENT_CPP_SKIP_ASAN=1 to skip it).
+# The last line is "N passed, M failed", N and M summed over the runs.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+
+LIBDIR="$ROOT/target/release"
+OUT="$ROOT/target/cpp"
+CXX="${CXX:-g++}"
+CXXFLAGS=(-std=c++17 -Wall -Wextra -Werror -pedantic -Wshadow -Wconversion -Wsign-conversion
+          -Wnon-virtual-dtor -Wold-style-cast -g -I"$ROOT/include" -I"$ROOT/bindings/cpp")
+LDFLAGS=(-L"$LIBDIR" -Wl,-rpath,"$LIBDIR" -lagent_state -lpthread)
+SOURCES=("$ROOT/tests/cpp/test_agent_state.cpp" "$ROOT/tests/cpp/second_tu.cpp")
+
+if [[ ! -f "$LIBDIR/libagent_state.so" ]]; then
+    echo "run.sh: $LIBDIR/libagent_state.so is missing; run 'make build' first" >&2
+    exit 1
+fi
+mkdir -p "$OUT"
+
+# The JSON test suite corpus, when present, feeds the Options::initial_state guard test.
+CORPUS="$ROOT/../shared/corpora/json-test-suite"
+if [[ -d "$CORPUS" ]]; then
+    export AGENT_STATE_JSON_CORPUS="$CORPUS"
+fi
+
+total_passed=0
+total_failed=0
+
+# run LABEL COMMAND...: runs one test binary, echoes its output, adds up its summary line.
+run() {
+    local label="$1"
+    shift
+    local log="$OUT/$label.log"
+    local status=0
+    echo "== $label: $*"
+    "$@" >"$log" 2>&1 || status=$?
+    cat "$log"
+    local summary
+    summary="$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1 || true)"
+    if [[ -z "$summary" ]]; then
+        echo "== $label: no summary line (exit status $status)"
+        total_failed=$((total_failed + 1))
+        return
+    fi
+    local passed="${summary%% passed*}"
+    local failed="${summary#*, }"
+    failed="${failed%% failed}"
+    total_passed=$((total_passed + passed))
+    total_failed=$((total_failed + failed))
+    if [[ $status -ne 0 && $failed -eq 0 ]]; then
+        echo "== $label: exit status $status"
+        total_failed=$((total_failed + 1))
+    fi
+}
+
+echo "== building $OUT/test_cpp"
+"$CXX" "${CXXFLAGS[@]}" -O1 "${SOURCES[@]}" -o "$OUT/test_cpp" "${LDFLAGS[@]}"
+run plain "$OUT/test_cpp"
+
+if command -v valgrind >/dev/null 2>&1; then
+    run valgrind env AGENT_TEST_QUICK=1 valgrind --quiet --error-exitcode=42 --leak-check=full \
+        --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+        "$OUT/test_cpp"
+else
+    echo "== valgrind: not installed, FAILED to run"
+    total_failed=$((total_failed + 1))
+fi
+
+if [[ "${AGENT_CPP_SKIP_ASAN:-0}" != 1 ]]; then
+    echo "== building $OUT/test_cpp_asan"
+    "$CXX" "${CXXFLAGS[@]}" -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+        -fno-sanitize-recover=undefined "${SOURCES[@]}" -o "$OUT/test_cpp_asan" "${LDFLAGS[@]}"
+    run asan env AGENT_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$OUT/test_cpp_asan"
+else
+    echo "== asan: skipped (AGENT_CPP_SKIP_ASAN=1)"
+fi
+
+echo "$total_passed passed, $total_failed failed"
+[[ $total_failed -eq 0 ]]

@@ -1,0 +1,32 @@
+// A second translation unit including the header: proves it is ODR-safe (inline functions and
+// inline thread_local variables, no duplicate symbols) and that a hook registered here and an
+// exception thrown here reach the triggering call in the other translation unit.
+
+#include "agent_state.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace second_tu {
+
+/// Thrown by the hook registered below.
+struct Failure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// Registers a hook that throws Failure when the new state has member "fail".
+agent_state::HookId register_throwing_hook(agent_state::Agent &agent) {
+    return agent.on_state_changed(
+        [](std::string_view next, std::string_view, std::optional<std::string_view>) {
+            if (next.find("\"fail\"") != std::string_view::npos) {
+                throw Failure("thrown in second_tu: " + std::string(next));
+            }
+        });
+}
+
+/// Writes through the wrapper from this translation unit.
+std::string write_from_second_tu(agent_state::Agent &agent, std::string_view patch) {
+    return agent.set_state(patch);
+}
+
+}  // namespace second_tu

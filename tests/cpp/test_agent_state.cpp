@@ -1,0 +1,1316 @@
+// Tests of the C++ wrapper (bindings/cpp/agent_state.hpp). Run by tests/cpp/run.sh.
+//
+// Every TEST runs in its own fresh temporary directory; a failed CHECK records the failure and
+// the test goes on. The last line printed is "N passed, M failed"; the exit status is non-zero
+// when anything failed. AGENT_TEST_QUICK=1 makes the thread tests smaller (for valgrind).
+
+#include "agent_state.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+using agent_state::Agent;
+using agent_state::Error;
+using agent_state::Options;
+using agent_state::Status;
+
+namespace second_tu {
+struct Failure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+agent_state::HookId register_throwing_hook(agent_state::Agent &agent);
+std::string write_from_second_tu(agent_state::Agent &agent, std::string_view patch);
+}  // namespace second_tu
+
+// ---------------------------------------------------------------------------------------------
+// A minimal test harness.
+
+namespace {
+
+struct TestCase {
+    const char *name;
+    void (*fn)();
+};
+
+std::vector<TestCase> &registry() {
+    static std::vector<TestCase> tests;
+    return tests;
+}
+
+struct Register {
+    Register(const char *name, void (*fn)()) { registry().push_back({name, fn}); }
+};
+
+int g_failures = 0;       // failed checks in the running test
+fs::path g_dir;           // the running test's private directory
+bool g_quick = false;
+
+void fail(const char *file, int line, const std::string &what) {
+    ++g_failures;
+    std::cout << "    " << file << ":" << line << ": " << what << "\n";
+}
+
+std::string status_text(Status s) {
+    return std::string(agent_state::status_name(s)) + " (" +
+           std::to_string(static_cast<int>(s)) + ")";
+}
+
+fs::path path_in_dir(const char *name) { return g_dir / name; }
+
+}  // namespace
+
+#define TEST(name)                                         \
+    static void name();                                    \
+    static const Register register_##name(#name, &name);   \
+    static void name()
+
+#define CHECK(cond)                                                      \
+    do {                                                                 \
+        if (!(cond)) fail(__FILE__, __LINE__, "CHECK(" #cond ") failed"); \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                                   \
+    do {                                                                                 \
+        const auto check_a_ = (a);                                                       \
+        const auto check_b_ = (b);                                                       \
+        if (!(check_a_ == check_b_)) {                                                   \
+            std::ostringstream check_os_;                                                \
+            check_os_ << "CHECK_EQ(" #a ", " #b ") failed:\n      left:  " << check_a_ \
+                      << "\n      right: " << check_b_;                                  \
+            fail(__FILE__, __LINE__, check_os_.str());                                   \
+        }                                                                                \
+    } while (0)
+
+// Runs `expr`, which must throw agent_state::Error with status `st`; the Error is then available
+// as `err` inside the optional block that follows the macro's arguments.
+#define CHECK_ERROR(expr, st)                                                                 \
+    do {                                                                                      \
+        try {                                                                                 \
+            (void)(expr);                                                                     \
+            fail(__FILE__, __LINE__, "expected " + status_text(st) + " from: " #expr);      \
+        } catch (const Error &check_e_) {                                                     \
+            if (check_e_.status() != (st)) {                                                  \
+                fail(__FILE__, __LINE__,                                                      \
+                     "expected " + status_text(st) + " from " #expr ", got " +               \
+                         status_text(check_e_.status()) + ": " + check_e_.what());           \
+            }                                                                                 \
+        } catch (const std::exception &check_e_) {                                            \
+            fail(__FILE__, __LINE__,                                                          \
+                 std::string("expected agent_state::Error from " #expr ", got std::exception: ") + \
+                     check_e_.what());                                                        \
+        }                                                                                     \
+    } while (0)
+
+// Runs `expr` and returns the agent_state::Error it throws (fails the test when it does not).
+static Error catch_error(const std::function<void()> &fn, const char *file, int line) {
+    try {
+        fn();
+    } catch (const Error &e) {
+        return e;
+    } catch (const std::exception &e) {
+        fail(file, line, std::string("expected agent_state::Error, got ") + e.what());
+        return Error(Status::ok, "");
+    }
+    fail(file, line, "expected agent_state::Error, nothing thrown");
+    return Error(Status::ok, "");
+}
+#define CATCH_ERROR(expr) catch_error([&] { (void)(expr); }, __FILE__, __LINE__)
+
+static bool contains(std::string_view haystack, std::string_view needle) {
+    return haystack.find(needle) != std::string_view::npos;
+}
+
+static std::string read_file(const fs::path &p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compile-time properties.
+
+static_assert(!std::is_copy_constructible_v<Agent>, "Agent is move-only");
+static_assert(!std::is_copy_assignable_v<Agent>, "Agent is move-only");
+static_assert(std::is_nothrow_move_constructible_v<Agent>, "Agent moves without throwing");
+static_assert(std::is_nothrow_move_assignable_v<Agent>, "Agent moves without throwing");
+static_assert(std::is_nothrow_destructible_v<Agent>, "Agent's destructor does not throw");
+static_assert(!std::is_copy_constructible_v<agent_state::Buffer>, "Buffer is move-only");
+static_assert(std::is_nothrow_move_constructible_v<agent_state::Buffer>, "Buffer moves");
+static_assert(!std::is_copy_constructible_v<agent_state::Subscription>, "Subscription is move-only");
+static_assert(std::is_nothrow_move_constructible_v<agent_state::Subscription>, "Subscription moves");
+static_assert(std::is_base_of_v<std::runtime_error, Error>, "Error is a std::runtime_error");
+static_assert(!std::is_convertible_v<const char *, Agent>, "opening is explicit");
+
+// ---------------------------------------------------------------------------------------------
+// Semantics.
+
+TEST(fresh_agent_reads_empty_object) {
+    Agent agent(":memory:");
+    CHECK(agent.is_open());
+    CHECK(static_cast<bool>(agent));
+    CHECK(agent.handle() != 0);
+    CHECK_EQ(agent.get_state(), "{}");
+}
+
+TEST(version_and_status_names) {
+    CHECK(!agent_state::version().empty());
+    CHECK_EQ(std::string(agent_state::status_name(Status::codec)), "AGENT_ERR_CODEC");
+    CHECK_EQ(std::string(agent_state::status_name(Status::ok)), "AGENT_OK");
+    CHECK_EQ(std::string(agent_state::status_name(static_cast<Status>(1234))), "AGENT_ERR_UNKNOWN");
+}
+
+TEST(set_state_merges_and_returns_full_state) {
+    Agent agent(":memory:");
+    CHECK_EQ(agent.set_state(R"({"status":"idle","at":0})"), R"({"status":"idle","at":0})");
+    CHECK_EQ(agent.set_state(R"({"status":"processing"})"), R"({"status":"processing","at":0})");
+    CHECK_EQ(agent.get_state(), R"({"status":"processing","at":0})");
+    // Whitespace in the input does not survive: outputs are compact.
+    CHECK_EQ(agent.set_state("  {\n \"at\" : 5 }\t"), R"({"status":"processing","at":5})");
+}
+
+TEST(merge_is_rfc7396_with_nested_null_deletion) {
+    Agent agent(":memory:");
+    agent.replace_state(
+        R"({"status":"processing","job":{"id":"j1","step":2,"note":"retrying"}})");
+    // The reference example: nested objects merge, null deletes, untouched keys survive.
+    CHECK_EQ(agent.set_state(R"({"job":{"step":3,"note":null}})"),
+             R"({"status":"processing","job":{"id":"j1","step":3}})");
+    // Top-level null deletes; deleting an absent member is a no-op.
+    CHECK_EQ(agent.set_state(R"({"status":null,"absent":null})"), R"({"job":{"id":"j1","step":3}})");
+    // Arrays and scalars replace whole; an object replaces a scalar.
+    CHECK_EQ(agent.set_state(R"({"list":[1,2,3]})"), R"({"job":{"id":"j1","step":3},"list":[1,2,3]})");
+    CHECK_EQ(agent.set_state(R"({"list":[{"a":null}]})"),
+             R"({"job":{"id":"j1","step":3},"list":[{"a":null}]})");
+    CHECK_EQ(agent.set_state(R"({"job":"done"})"), R"({"job":"done","list":[{"a":null}]})");
+    CHECK_EQ(agent.set_state(R"({"job":{"x":1}})"), R"({"job":{"x":1},"list":[{"a":null}]})");
+    // A new nested object is built from the patch with its nulls removed.
+    CHECK_EQ(agent.set_state(R"({"n":{"a":null,"b":{"c":null,"d":1}}})"),
+             R"({"job":{"x":1},"list":[{"a":null}],"n":{"b":{"d":1}}})");
+    // Deep deletion leaves the (now empty) parent.
+    CHECK_EQ(agent.set_state(R"({"n":{"b":{"d":null}},"job":null,"list":null})"), R"({"n":{"b":{}}})");
+    // An empty patch changes nothing.
+    CHECK_EQ(agent.set_state("{}"), R"({"n":{"b":{}}})");
+}
+
+TEST(replace_state_keeps_nothing_of_the_previous_state) {
+    Agent agent(":memory:");
+    agent.set_state(R"({"a":1,"b":{"c":2}})");
+    CHECK_EQ(agent.replace_state(R"({"z":[true,false,null]})"), R"({"z":[true,false,null]})");
+    CHECK_EQ(agent.get_state(), R"({"z":[true,false,null]})");
+    CHECK_EQ(agent.replace_state("{}"), "{}");
+    CHECK_EQ(agent.get_state(), "{}");
+}
+
+TEST(unicode_and_escapes_round_trip) {
+    Agent agent(":memory:");
+    const std::string text = "quote \" backslash \\ newline \n tab \t bell \x07 \xc3\xa9 \xf0\x9f\x98\x80";
+    const std::string patch = "{\"text\":" + agent_state::json_quote(text) + "}";
+    const std::string state = agent.set_state(patch);
+    CHECK(contains(state, "\\\""));
+    CHECK(contains(state, "\\n"));
+    CHECK(contains(state, "\xc3\xa9"));
+    CHECK_EQ(agent_state::json_quote("a\"b\\c\x01"), "\"a\\\"b\\\\c\\u0001\"");
+    CHECK_EQ(agent_state::json_quote(""), "\"\"");
+}
+
+TEST(initial_state_option_is_shown_but_not_stored) {
+    const auto file = path_in_dir("initial.db");
+    {
+        Options options;
+        options.initial_state = R"({"status":"idle","lastReply":"","at":0})";
+        Agent agent(file.string(), options);
+        CHECK_EQ(agent.get_state(), R"({"status":"idle","lastReply":"","at":0})");
+    }
+    {
+        // Nothing was stored by reading: another initial state shows through.
+        Options options;
+        options.initial_state = R"({"other":true})";
+        Agent agent(file.string(), options);
+        CHECK_EQ(agent.get_state(), R"({"other":true})");
+        // The first write merges into the initial state and stores the result.
+        CHECK_EQ(agent.set_state(R"({"n":1})"), R"({"other":true,"n":1})");
+    }
+    {
+        Options options;
+        options.initial_state = R"({"ignored":1})";
+        Agent agent(file.string(), options);
+        CHECK_EQ(agent.get_state(), R"({"other":true,"n":1})");
+    }
+}
+
+TEST(state_persists_across_reopen) {
+    const auto file = path_in_dir("persist.db");
+    {
+        Agent agent(file.string());
+        agent.set_state(R"({"a":1,"nested":{"b":[1,2]}})");
+        agent.set_state(R"({"nested":{"c":"x"}})");
+        agent.close();
+        CHECK(!agent.is_open());
+    }
+    {
+        Agent agent = Agent::open(file.string());
+        CHECK_EQ(agent.get_state(), R"({"a":1,"nested":{"b":[1,2],"c":"x"}})");
+        agent.replace_state(R"({"replaced":true})");
+    }  // the destructor closes
+    {
+        Agent agent = Agent::open(file.string(), R"({"synchronous":"normal"})");
+        CHECK_EQ(agent.get_state(), R"({"replaced":true})");
+    }
+    // The store file is private to its owner.
+    CHECK((fs::status(file).permissions() & (fs::perms::group_all | fs::perms::others_all)) ==
+          fs::perms::none);
+}
+
+TEST(two_agents_on_one_file_see_each_other) {
+    const auto file = path_in_dir("shared.db");
+    Agent a(file.string());
+    Agent b(file.string());
+    a.set_state(R"({"from_a":1})");
+    CHECK_EQ(b.get_state(), R"({"from_a":1})");
+    CHECK_EQ(b.set_state(R"({"from_b":2})"), R"({"from_a":1,"from_b":2})");
+    CHECK_EQ(a.get_state(), R"({"from_a":1,"from_b":2})");
+}
+
+TEST(options_to_json_is_exact_and_escaped) {
+    CHECK_EQ(Options().to_json(), "{}");
+    Options options;
+    options.initial_state = R"({"s":"a \"quoted\" } ] string"})";
+    options.max_value_bytes = 4096;
+    options.synchronous = agent_state::Synchronous::normal;
+    options.busy_timeout_ms = 250;
+    options.read_only = true;
+    CHECK_EQ(options.to_json(),
+             R"({"initial_state":{"s":"a \"quoted\" } ] string"},"max_value_bytes":4096,)"
+             R"("synchronous":"normal","busy_timeout_ms":250,"read_only":true})");
+    Options full;
+    full.synchronous = agent_state::Synchronous::full;
+    CHECK_EQ(full.to_json(), R"({"synchronous":"full"})");
+}
+
+TEST(options_are_applied) {
+    const auto file = path_in_dir("options.db");
+    Options options;
+    options.initial_state = "{\"greeting\":" + agent_state::json_quote("hi \"you\"\n") + "}";
+    options.max_value_bytes = 100;
+    options.synchronous = agent_state::Synchronous::normal;
+    options.busy_timeout_ms = 10;
+    Agent agent(file.string(), options);
+    CHECK_EQ(agent.get_state(), R"({"greeting":"hi \"you\"\n"})");
+    CHECK_ERROR(agent.set_state("{\"big\":\"" + std::string(100, 'x') + "\"}"), Status::too_large);
+    agent.set_state(R"({"small":1})");
+    agent.close();
+
+    Options read_only;
+    read_only.read_only = true;
+    Agent reader(file.string(), read_only);
+    CHECK_EQ(reader.get_state(), R"({"greeting":"hi \"you\"\n","small":1})");
+    CHECK_ERROR(reader.set_state(R"({"x":1})"), Status::storage);
+    CHECK_ERROR(reader.replace_state(R"({"x":1})"), Status::storage);
+    CHECK_EQ(reader.get_state(), R"({"greeting":"hi \"you\"\n","small":1})");
+}
+
+TEST(options_initial_state_cannot_inject_other_options) {
+    const auto file = path_in_dir("inject.db");
+    const std::string attacks[] = {
+        R"({}, "read_only": true)",
+        R"({"a":1},"max_value_bytes":2)",
+        R"({"a":"x"},"read_only":true,"b":{"c":"}"})",
+        R"({"a":1}})",
+        R"({"a":[1}])",
+        R"({"a":1)",
+        R"("unterminated)",
+        R"(1, "read_only": true)",
+        std::string("{\"a\":1}\0,\"read_only\":true", 25),
+        "",
+        "   ",
+    };
+    for (const std::string &attack : attacks) {
+        Options options;
+        options.initial_state = attack;
+        const Error e = CATCH_ERROR(Agent(file.string(), options));
+        CHECK_EQ(status_text(e.status()), status_text(Status::json));
+    }
+    // Strings that merely look like structure are fine.
+    Options options;
+    options.initial_state = R"( {"a":"}","b":"\\","c":"\"]","d":[{}]} )";
+    Agent agent(file.string(), options);
+    CHECK_EQ(agent.get_state(), R"({"a":"}","b":"\\","c":"\"]","d":[{}]})");
+    // Text that would inject members if pasted naively is just a string value here.
+    options.initial_state = R"({"a":"\"},\"read_only\":true,\"x\":{\""})";
+    Agent quoted(path_in_dir("quoted.db").string(), options);
+    CHECK_EQ(quoted.get_state(), R"({"a":"\"},\"read_only\":true,\"x\":{\""})");
+    quoted.set_state(R"({"writable":true})");  // not read-only
+}
+
+TEST(options_initial_state_guard_agrees_with_json_test_suite) {
+    // Every valid document passes the wrapper's structural check (the library then judges it);
+    // no invalid one ever opens.
+    const char *dir = std::getenv("AGENT_STATE_JSON_CORPUS");
+    if (dir == nullptr || !fs::is_directory(dir)) {
+        std::cout << "    (skipped: AGENT_STATE_JSON_CORPUS not set)\n";
+        return;
+    }
+    const auto file = path_in_dir("corpus.db");
+    int seen = 0;
+    for (const auto &entry : fs::directory_iterator(dir)) {
+        const std::string name = entry.path().filename().string();
+        if (name.size() < 2 || (name[0] != 'y' && name[0] != 'n') || name[1] != '_') continue;
+        ++seen;
+        Options options;
+        options.initial_state = read_file(entry.path());
+        try {
+            Agent agent(file.string(), options);
+            // Opened: must be a valid document that is a plain object.
+            if (name[0] == 'n') fail(__FILE__, __LINE__, "invalid JSON opened: " + name);
+            CHECK_EQ(agent.get_state().front(), '{');
+        } catch (const Error &e) {
+            if (name[0] == 'n' && e.status() != Status::json) {
+                fail(__FILE__, __LINE__, name + ": expected AGENT_ERR_JSON, got " + e.what());
+            }
+            if (name[0] == 'y' && (e.status() == Status::json)) {
+                fail(__FILE__, __LINE__, name + ": valid JSON refused as malformed: " + e.what());
+            }
+        }
+    }
+    CHECK(seen > 200);
+}
+
+TEST(raw_options_json_open) {
+    const auto file = path_in_dir("raw.db");
+    Agent agent = Agent::open(file.string(), R"({"initial_state":{"k":"v"},"busy_timeout_ms":0})");
+    CHECK_EQ(agent.get_state(), R"({"k":"v"})");
+    CHECK_ERROR(Agent::open(file.string(), R"({"bogus":1})"), Status::invalid_argument);
+    CHECK_ERROR(Agent::open(file.string(), R"({"max_value_bytes":1})"), Status::invalid_argument);
+    CHECK_ERROR(Agent::open(file.string(), R"({"synchronous":"fast"})"), Status::invalid_argument);
+    CHECK_ERROR(Agent::open(file.string(), R"({"read_only":"yes"})"), Status::invalid_argument);
+    CHECK_ERROR(Agent::open(file.string(), R"({"initial_state":[1]})"), Status::invalid_argument);
+    CHECK_ERROR(Agent::open(file.string(), R"([])"), Status::invalid_argument);
+    CHECK_ERROR(Agent::open(file.string(), R"({)"), Status::json);
+    CHECK_ERROR(Agent::open(file.string(), ""), Status::json);
+    CHECK_ERROR(Agent::open(file.string(), std::string_view("{}\0x", 4)), Status::json);
+    CHECK_ERROR(Agent::open(file.string(), R"({"initial_state":{"a":1,"a":2}})"), Status::codec);
+    CHECK_ERROR(Agent::open(file.string(), R"({"initial_state":{"a":"0123456789"},"max_value_bytes":10})"),
+                Status::too_large);
+}
+
+TEST(buffer_shares_the_snapshot) {
+    Agent agent(":memory:");
+    agent.set_state(R"({"a":"b"})");
+    agent_state::Buffer buffer = agent.get_state_buffer();
+    CHECK(!buffer.empty());
+    CHECK_EQ(buffer.view(), std::string_view(R"({"a":"b"})"));
+    CHECK_EQ(std::strlen(buffer.c_str()), buffer.size());
+    // The bytes never change under the holder, even when the state changes or the agent closes.
+    agent.set_state(R"({"a":"c"})");
+    agent.close();
+    CHECK_EQ(buffer.str(), R"({"a":"b"})");
+    agent_state::Buffer moved = std::move(buffer);
+    CHECK(buffer.empty());  // NOLINT(bugprone-use-after-move): moved-from is specified empty
+    CHECK_EQ(buffer.view(), std::string_view());
+    CHECK_EQ(std::string(buffer.c_str()), "");
+    CHECK_EQ(std::string_view(moved), std::string_view(R"({"a":"b"})"));
+    moved.reset();
+    CHECK(moved.empty());
+    moved.reset();  // harmless twice
+
+    Agent other(":memory:");
+    CHECK_EQ(other.set_state_buffer(R"({"x":1})").view(), std::string_view(R"({"x":1})"));
+    CHECK_EQ(other.replace_state_buffer(R"({"y":2})").str(), R"({"y":2})");
+    CHECK_ERROR(other.set_state_buffer("[]"), Status::invalid_argument);
+    CHECK_ERROR(other.replace_state_buffer("{"), Status::json);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Error paths.
+
+TEST(error_carries_status_name_and_message) {
+    Agent agent(":memory:");
+    const Error e = CATCH_ERROR(agent.set_state(R"({"a":)"));
+    CHECK(e.status() == Status::json);
+    CHECK_EQ(e.code(), 3);
+    CHECK_EQ(std::string(e.name()), "AGENT_ERR_JSON");
+    CHECK(contains(e.what(), "agent_set_state"));
+    // Caught as a std::runtime_error too.
+    try {
+        agent.set_state("[]");
+        fail(__FILE__, __LINE__, "no exception");
+    } catch (const std::runtime_error &re) {
+        CHECK(contains(re.what(), "agent_set_state"));
+    }
+}
+
+TEST(malformed_json_is_status_3) {
+    Agent agent(":memory:");
+    agent.set_state(R"({"keep":1})");
+    const std::string bad[] = {
+        R"({"a":)", "", "   ", R"({"a":1} x)", R"({'a':1})", R"({"a":1,})",
+        "{\"a\":\"\xff\"}", R"({"a":"\ud800"})", std::string(200, '[') + std::string(200, ']'),
+        std::string("{\"a\":\0}", 7),
+    };
+    for (const auto &text : bad) {
+        CHECK_ERROR(agent.set_state(text), Status::json);
+        CHECK_ERROR(agent.replace_state(text), Status::json);
+    }
+    CHECK_ERROR(agent.set_state(std::string_view()), Status::json);
+    CHECK_EQ(agent.get_state(), R"({"keep":1})");
+}
+
+TEST(non_object_is_status_1) {
+    Agent agent(":memory:");
+    agent.set_state(R"({"keep":1})");
+    const char *bad[] = {"[1]", "\"s\"", "null", "42", "true",
+                         R"({"$date":"2020-01-01T00:00:00.000Z"})"};
+    for (const char *text : bad) {
+        CHECK_ERROR(agent.set_state(text), Status::invalid_argument);
+        CHECK_ERROR(agent.replace_state(text), Status::invalid_argument);
+    }
+    CHECK_EQ(agent.get_state(), R"({"keep":1})");
+}
+
+TEST(codec_errors_are_status_4) {
+    Agent agent(":memory:");
+    agent.set_state(R"({"keep":1})");
+    std::string deep;
+    for (int i = 0; i < 70; ++i) deep += "{\"a\":";
+    deep += "1";
+    for (int i = 0; i < 70; ++i) deep += "}";
+    const std::string bad[] = {
+        R"({"a":1,"a":2})",
+        R"({"a":1,"\u0061":2})",
+        R"({"n":1e400})",
+        R"({"d":{"$date":"yesterday"}})",
+        R"({"b":{"$bigint":"012"}})",
+        R"({"s":{"$set":[1,1]}})",
+        deep,
+    };
+    for (const auto &text : bad) {
+        CHECK_ERROR(agent.set_state(text), Status::codec);
+        CHECK_ERROR(agent.replace_state(text), Status::codec);
+    }
+    // Tagged values are fine when well-formed.
+    CHECK_EQ(agent.set_state(R"({"d":{"$date":"2026-11-30T03:06:44.123Z"}})"),
+             R"({"keep":1,"d":{"$date":"2026-11-30T03:06:44.123Z"}})");
+}
+
+TEST(too_large_is_status_5_and_writes_nothing) {
+    Options options;
+    options.max_value_bytes = 64;
+    Agent agent(":memory:", options);
+    CHECK_ERROR(agent.set_state("{\"a\":\"" + std::string(80, 'x') + "\"}"), Status::too_large);
+    CHECK_ERROR(agent.replace_state("{\"a\":\"" + std::string(80, 'x') + "\"}"), Status::too_large);
+    // Each patch fits, but the merged state would not.
+    agent.set_state("{\"a\":\"" + std::string(30, 'x') + "\"}");
+    const std::string before = agent.get_state();
+    CHECK_ERROR(agent.set_state("{\"b\":\"" + std::string(30, 'y') + "\"}"), Status::too_large);
+    CHECK_EQ(agent.get_state(), before);
+}
+
+TEST(use_after_close_is_status_2) {
+    Agent agent(":memory:");
+    agent.set_state(R"({"a":1})");
+    const agent_state::HookId id =
+        agent.on_state_changed([](std::string_view, std::string_view, std::optional<std::string_view>) {});
+    agent.close();
+    CHECK(!agent.is_open());
+    CHECK(!agent);
+    CHECK_EQ(agent.handle(), 0u);
+    const Error e = CATCH_ERROR(agent.get_state());
+    CHECK(e.status() == Status::bad_handle);
+    CHECK(contains(e.what(), "closed"));
+    CHECK_ERROR(agent.set_state("{}"), Status::bad_handle);
+    CHECK_ERROR(agent.replace_state("{}"), Status::bad_handle);
+    CHECK_ERROR(agent.get_state_buffer(), Status::bad_handle);
+    CHECK_ERROR(agent.remove_hook(id), Status::bad_handle);
+    CHECK_ERROR(agent.on_state_changed([](std::string_view, std::string_view,
+                                          std::optional<std::string_view>) {}),
+                Status::bad_handle);
+    CHECK_ERROR(agent.set_initial_state_hook([] { return std::string("{}"); }), Status::bad_handle);
+    agent.close();  // idempotent
+    agent.close();
+    Agent never_opened;
+    CHECK(!never_opened.is_open());
+    CHECK_ERROR(never_opened.get_state(), Status::bad_handle);
+    never_opened.close();
+}
+
+TEST(handle_closed_behind_the_wrappers_back_is_status_2) {
+    Agent agent(":memory:");
+    const AgentHandle h = agent.handle();
+    CHECK_EQ(agent_close(h), AGENT_OK);
+    // The library itself reports the stale handle.
+    const Error e = CATCH_ERROR(agent.set_state("{}"));
+    CHECK(e.status() == Status::bad_handle);
+    CHECK(contains(e.what(), "agent_set_state"));
+    CHECK(agent.is_open());  // the wrapper cannot know yet
+    agent.close();           // the library's BAD_HANDLE is taken as "already closed"
+    CHECK(!agent.is_open());
+}
+
+TEST(foreign_file_is_status_6_and_left_untouched) {
+    const auto file = path_in_dir("foreign.txt");
+    std::string junk;
+    for (int i = 0; i < 512; ++i) junk += "this is not an SQLite database. ";
+    {
+        std::ofstream out(file, std::ios::binary);
+        out << junk;
+    }
+    const Error e = CATCH_ERROR(Agent(file.string()));
+    CHECK(e.status() == Status::storage);
+    CHECK(contains(e.what(), "agent_open"));
+    CHECK(read_file(file) == junk);
+    CHECK(!fs::exists(path_in_dir("foreign.txt-wal")));
+}
+
+TEST(bad_paths) {
+    CHECK_ERROR(Agent(""), Status::invalid_argument);
+    CHECK_ERROR(Agent(std::string_view("a\0b", 3)), Status::invalid_argument);
+    CHECK_ERROR(Agent((g_dir / "no" / "such" / "dir.db").string()), Status::storage);
+    Options read_only;
+    read_only.read_only = true;
+    CHECK_ERROR(Agent(path_in_dir("absent.db").string(), read_only), Status::storage);
+    CHECK(!fs::exists(path_in_dir("absent.db")));
+}
+
+TEST(unknown_hook_id_is_status_1) {
+    Agent agent(":memory:");
+    CHECK_ERROR(agent.remove_hook(12345), Status::invalid_argument);
+    const auto id =
+        agent.on_state_changed([](std::string_view, std::string_view, std::optional<std::string_view>) {});
+    agent.remove_hook(id);
+    CHECK_ERROR(agent.remove_hook(id), Status::invalid_argument);
+    CHECK_ERROR(agent.on_state_changed(agent_state::StateChangedFn()), Status::invalid_argument);
+}
+
+TEST(writes_while_another_connection_holds_the_lock_are_busy) {
+    // The initial-state hook runs inside the first write's transaction, holding the store's
+    // write lock: a second connection with busy_timeout_ms 0 cannot write meanwhile.
+    const auto file = path_in_dir("busy.db");
+    Agent holder(file.string());
+    Options impatient;
+    impatient.busy_timeout_ms = 0;
+    Agent other(file.string(), impatient);
+    Status seen = Status::ok;
+    holder.set_initial_state_hook([&] {
+        try {
+            other.set_state(R"({"other":1})");
+        } catch (const Error &e) {
+            seen = e.status();
+        }
+        return std::string("{}");
+    });
+    CHECK_EQ(holder.set_state(R"({"holder":1})"), R"({"holder":1})");
+    CHECK_EQ(status_text(seen), status_text(Status::busy));
+    CHECK_EQ(other.get_state(), R"({"holder":1})");
+}
+
+TEST(raw_c_hook_failure_is_status_8_after_commit) {
+    Agent agent(":memory:");
+    std::uint64_t id = 0;
+    auto failing = [](void *, const AgentStateChange *) -> std::int32_t { return 7; };
+    CHECK_EQ(agent_on_state_changed(agent.handle(), failing, nullptr, nullptr, &id), AGENT_OK);
+    const Error e = CATCH_ERROR(agent.set_state(R"({"a":1})"));
+    CHECK(e.status() == Status::hook);
+    CHECK(contains(e.what(), "returned 7"));
+    CHECK_EQ(agent.get_state(), R"({"a":1})");
+    agent.remove_hook(id);
+    CHECK_EQ(agent.set_state(R"({"b":2})"), R"({"a":1,"b":2})");
+}
+
+// ---------------------------------------------------------------------------------------------
+// on_state_changed hooks.
+
+namespace {
+struct Delivery {
+    std::string next, prev;
+    std::optional<std::string> patch;
+};
+
+agent_state::StateChangedFn recorder(std::vector<Delivery> &log) {
+    return [&log](std::string_view next, std::string_view prev, std::optional<std::string_view> patch) {
+        Delivery d{std::string(next), std::string(prev), std::nullopt};
+        if (patch) d.patch = std::string(*patch);
+        log.push_back(std::move(d));
+    };
+}
+}  // namespace
+
+TEST(hooks_see_next_prev_and_patch) {
+    Options options;
+    options.initial_state = R"({"status":"idle"})";
+    Agent agent(":memory:", options);
+    std::vector<Delivery> log;
+    agent.on_state_changed(recorder(log));
+    agent.set_state(R"({"status":"processing","x":null})");
+    agent.replace_state(R"({"fresh":1})");
+    agent.set_state(R"({"fresh":2})");
+    CHECK_EQ(log.size(), 3u);
+    if (log.size() == 3) {
+        CHECK_EQ(log[0].prev, R"({"status":"idle"})");  // the initial state
+        CHECK_EQ(log[0].next, R"({"status":"processing"})");
+        CHECK(log[0].patch.has_value());
+        CHECK_EQ(log[0].patch.value_or("-"), R"({"status":"processing","x":null})");
+        CHECK_EQ(log[1].prev, log[0].next);
+        CHECK_EQ(log[1].next, R"({"fresh":1})");
+        CHECK(!log[1].patch.has_value());  // replace: no patch
+        CHECK_EQ(log[2].prev, log[1].next);
+        CHECK_EQ(log[2].next, R"({"fresh":2})");
+    }
+    // Failed writes deliver nothing.
+    CHECK_ERROR(agent.set_state("[]"), Status::invalid_argument);
+    CHECK_EQ(log.size(), 3u);
+}
+
+TEST(hooks_run_in_registration_order) {
+    Agent agent(":memory:");
+    std::string order;
+    agent.on_state_changed([&](auto, auto, auto) { order += "A"; });
+    agent.on_state_changed([&](auto, auto, auto) { order += "B"; });
+    const auto c = agent.on_state_changed([&](auto, auto, auto) { order += "C"; });
+    agent.set_state(R"({"a":1})");
+    CHECK_EQ(order, "ABC");
+    agent.remove_hook(c);
+    agent.on_state_changed([&](auto, auto, auto) { order += "D"; });
+    agent.replace_state(R"({"a":2})");
+    CHECK_EQ(order, "ABCABD");
+}
+
+TEST(hook_exception_is_rethrown_after_commit) {
+    Agent agent(":memory:");
+    int after = 0;
+    agent.on_state_changed([](std::string_view next, auto, auto) {
+        if (contains(next, "boom")) throw std::logic_error("hook says boom");
+    });
+    agent.on_state_changed([&](auto, auto, auto) { ++after; });
+    try {
+        agent.set_state(R"({"boom":true})");
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (const Error &e) {
+        fail(__FILE__, __LINE__, std::string("got agent_state::Error instead: ") + e.what());
+    } catch (const std::logic_error &e) {
+        CHECK_EQ(std::string(e.what()), "hook says boom");
+    }
+    CHECK_EQ(after, 1);  // the later hook still ran
+    CHECK_EQ(agent.get_state(), R"({"boom":true})");  // committed
+    // The next call is not haunted by the old exception.
+    CHECK_EQ(agent.set_state(R"({"boom":null})"), "{}");
+    CHECK_EQ(after, 2);
+    // replace_state rethrows too.
+    try {
+        agent.replace_state(R"({"boom":1})");
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (const std::logic_error &) {
+    }
+    CHECK_EQ(agent.get_state(), R"({"boom":1})");
+}
+
+TEST(first_hook_exception_wins_and_any_type_is_rethrown) {
+    Agent agent(":memory:");
+    agent.on_state_changed([](auto, auto, auto) { throw 42; });
+    agent.on_state_changed([](auto, auto, auto) { throw std::runtime_error("second"); });
+    try {
+        agent.set_state(R"({"a":1})");
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (int v) {
+        CHECK_EQ(v, 42);
+    } catch (...) {
+        fail(__FILE__, __LINE__, "wrong exception");
+    }
+    CHECK_EQ(agent.get_state(), R"({"a":1})");
+}
+
+TEST(hook_registered_in_another_translation_unit) {
+    Agent agent(":memory:");
+    second_tu::register_throwing_hook(agent);
+    CHECK_EQ(second_tu::write_from_second_tu(agent, R"({"ok":1})"), R"({"ok":1})");
+    try {
+        agent.set_state(R"({"fail":1})");
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (const second_tu::Failure &e) {
+        CHECK(contains(e.what(), "second_tu"));
+    }
+    try {
+        second_tu::write_from_second_tu(agent, R"({"fail":2})");
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (const second_tu::Failure &) {
+    }
+    CHECK_EQ(agent.get_state(), R"({"ok":1,"fail":2})");
+}
+
+TEST(removed_hooks_are_not_called_and_are_destroyed) {
+    Agent agent(":memory:");
+    auto token = std::make_shared<int>(0);
+    int calls = 0;
+    const auto id = agent.on_state_changed([&calls, token](auto, auto, auto) { ++calls; });
+    CHECK_EQ(token.use_count(), 2);
+    agent.set_state(R"({"a":1})");
+    agent.remove_hook(id);
+    CHECK_EQ(token.use_count(), 1);  // the std::function was destroyed exactly once
+    agent.set_state(R"({"a":2})");
+    CHECK_EQ(calls, 1);
+
+    // Closing and destroying the Agent destroy the remaining hooks.
+    agent.on_state_changed([token](auto, auto, auto) {});
+    agent.set_initial_state_hook([token] { return std::string("{}"); });
+    CHECK_EQ(token.use_count(), 3);
+    agent.close();
+    CHECK_EQ(token.use_count(), 1);
+    {
+        Agent scoped(":memory:");
+        scoped.on_state_changed([token](auto, auto, auto) {});
+        CHECK_EQ(token.use_count(), 2);
+    }
+    CHECK_EQ(token.use_count(), 1);
+}
+
+TEST(subscription_removes_its_hook) {
+    Agent agent(":memory:");
+    int calls = 0;
+    auto token = std::make_shared<int>(0);
+    {
+        agent_state::Subscription sub = agent.subscribe([&calls, token](auto, auto, auto) { ++calls; });
+        CHECK(static_cast<bool>(sub));
+        CHECK(sub.id() != 0);
+        agent.set_state(R"({"a":1})");
+        agent_state::Subscription moved = std::move(sub);
+        CHECK(!sub);  // NOLINT(bugprone-use-after-move): moved-from is specified empty
+        agent.set_state(R"({"a":2})");
+    }
+    agent.set_state(R"({"a":3})");
+    CHECK_EQ(calls, 2);
+    CHECK_EQ(token.use_count(), 1);
+
+    // release() keeps the hook registered; reset() after close() is harmless.
+    agent_state::Subscription kept = agent.subscribe([&calls](auto, auto, auto) { ++calls; });
+    const auto id = kept.release();
+    CHECK(!kept);
+    agent.set_state(R"({"a":4})");
+    CHECK_EQ(calls, 3);
+    agent.remove_hook(id);
+    agent_state::Subscription late = agent.subscribe([](auto, auto, auto) {});
+    agent.close();
+    late.reset();
+    CHECK(!late);
+}
+
+TEST(subscription_follows_a_moved_agent) {
+    Agent agent(":memory:");
+    int calls = 0;
+    agent_state::Subscription sub = agent.subscribe([&calls](auto, auto, auto) { ++calls; });
+    Agent moved = std::move(agent);
+    moved.set_state(R"({"a":1})");
+    sub.reset();
+    moved.set_state(R"({"a":2})");
+    CHECK_EQ(calls, 1);
+}
+
+TEST(hook_may_remove_itself) {
+    Agent agent(":memory:");
+    int calls = 0;
+    agent_state::HookId self = 0;
+    self = agent.on_state_changed([&](auto, auto, auto) {
+        ++calls;
+        agent.remove_hook(self);
+    });
+    agent.set_state(R"({"a":1})");
+    agent.set_state(R"({"a":2})");
+    CHECK_EQ(calls, 1);
+}
+
+TEST(nested_set_state_from_a_hook) {
+    Agent agent(":memory:");
+    std::vector<Delivery> log;
+    std::vector<std::string> nested_results;
+    agent.on_state_changed(recorder(log));
+    agent.on_state_changed([&](std::string_view next, auto, auto) {
+        // Drive a small state machine: step 1 -> 2 -> 3.
+        if (contains(next, "\"step\":1")) nested_results.push_back(agent.set_state(R"({"step":2})"));
+        else if (contains(next, "\"step\":2")) nested_results.push_back(agent.set_state(R"({"step":3})"));
+        // Reading inside a hook sees the committed state.
+        (void)agent.get_state();
+    });
+    CHECK_EQ(agent.set_state(R"({"step":1,"tag":"x"})"), R"({"step":1,"tag":"x"})");
+    CHECK_EQ(agent.get_state(), R"({"step":3,"tag":"x"})");
+    CHECK_EQ(nested_results.size(), 2u);
+    if (nested_results.size() == 2) {
+        CHECK_EQ(nested_results[0], R"({"step":2,"tag":"x"})");
+        CHECK_EQ(nested_results[1], R"({"step":3,"tag":"x"})");
+    }
+    // Deliveries stay in commit order, each prev the previous next.
+    CHECK_EQ(log.size(), 3u);
+    for (std::size_t i = 1; i < log.size(); ++i) CHECK_EQ(log[i].prev, log[i - 1].next);
+    if (log.size() == 3) CHECK_EQ(log[2].next, R"({"step":3,"tag":"x"})");
+}
+
+TEST(exception_from_a_nested_delivery_reaches_the_outermost_call) {
+    Agent agent(":memory:");
+    agent.on_state_changed([&](std::string_view next, auto, auto) {
+        if (contains(next, "\"first\"") && !contains(next, "\"second\"")) {
+            // Its own delivery happens after this hook returns; it throws there.
+            CHECK_EQ(agent.set_state(R"({"second":1})"), R"({"first":1,"second":1})");
+        } else if (contains(next, "\"second\"")) {
+            throw std::domain_error("from the nested delivery");
+        }
+    });
+    try {
+        agent.set_state(R"({"first":1})");
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (const std::domain_error &e) {
+        CHECK_EQ(std::string(e.what()), "from the nested delivery");
+    }
+    CHECK_EQ(agent.get_state(), R"({"first":1,"second":1})");
+}
+
+TEST(nested_call_in_a_later_hook_does_not_swallow_an_earlier_exception) {
+    Agent agent(":memory:");
+    agent.on_state_changed([](std::string_view next, auto, auto) {
+        if (contains(next, "\"throw\"") && !contains(next, "\"nested\"")) {
+            throw std::out_of_range("first hook");
+        }
+    });
+    agent.on_state_changed([&](std::string_view next, auto, auto) {
+        // Successful nested calls made after the first hook threw, in the same delivery.
+        if (contains(next, "\"throw\"") && !contains(next, "\"nested\"")) {
+            (void)agent.get_state();
+            agent.set_state(R"({"nested":1})");
+            agent.remove_hook(agent.on_state_changed([](auto, auto, auto) {}));
+        }
+    });
+    try {
+        agent.set_state(R"({"throw":1})");
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (const std::out_of_range &e) {
+        CHECK_EQ(std::string(e.what()), "first hook");
+    } catch (const std::exception &e) {
+        fail(__FILE__, __LINE__, std::string("wrong exception: ") + e.what());
+    }
+    CHECK_EQ(agent.get_state(), R"({"throw":1,"nested":1})");
+}
+
+TEST(failing_call_inside_a_hook_propagates_through_it) {
+    Agent agent(":memory:");
+    agent.on_state_changed([&](std::string_view next, auto, auto) {
+        if (contains(next, "\"go\"")) agent.set_state("not json");  // throws Error(json)
+    });
+    CHECK_ERROR(agent.set_state(R"({"go":1})"), Status::json);
+    CHECK_EQ(agent.get_state(), R"({"go":1})");
+}
+
+TEST(hook_may_close_its_own_agent) {
+    Agent agent(":memory:");
+    auto token = std::make_shared<int>(0);
+    agent.on_state_changed([&agent, token](std::string_view next, auto, auto) {
+        if (contains(next, "\"close\"")) agent.close();
+    });
+    CHECK_EQ(agent.set_state(R"({"x":1})"), R"({"x":1})");
+    CHECK_EQ(agent.set_state(R"({"close":1})"), R"({"x":1,"close":1})");
+    CHECK(!agent.is_open());
+    CHECK_EQ(token.use_count(), 1);
+    CHECK_ERROR(agent.get_state(), Status::bad_handle);
+}
+
+TEST(hook_exception_in_one_agent_while_writing_another) {
+    Agent a(":memory:");
+    Agent b(":memory:");
+    b.on_state_changed([](auto, auto, auto) { throw std::runtime_error("from b's hook"); });
+    a.on_state_changed([&](auto, auto, auto) { b.set_state(R"({"via_a":1})"); });
+    // b's change is delivered by the outermost call (a.set_state), which rethrows.
+    try {
+        a.set_state(R"({"a":1})");
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (const std::runtime_error &e) {
+        CHECK_EQ(std::string(e.what()), "from b's hook");
+    }
+    CHECK_EQ(a.get_state(), R"({"a":1})");
+    CHECK_EQ(b.get_state(), R"({"via_a":1})");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Initial-state hook.
+
+TEST(initial_state_hook_supplies_the_default) {
+    const auto file = path_in_dir("initial_hook.db");
+    Options options;
+    options.initial_state = R"({"from":"option"})";
+    Agent agent(file.string(), options);
+    int calls = 0;
+    agent.set_initial_state_hook([&] {
+        ++calls;
+        return std::string(R"({"from":"hook","n":)") + std::to_string(calls) + "}";
+    });
+    CHECK_EQ(agent.get_state(), R"({"from":"hook","n":1})");
+    CHECK_EQ(agent.get_state(), R"({"from":"hook","n":2})");  // asked every time, never stored
+    CHECK_EQ(agent.set_state(R"({"x":true})"), R"({"from":"hook","n":3,"x":true})");
+    CHECK_EQ(agent.get_state(), R"({"from":"hook","n":3,"x":true})");
+    CHECK_EQ(calls, 3);  // stored now: no longer asked
+    agent.replace_state("{}");
+    CHECK_EQ(calls, 3);
+
+    Agent fresh(":memory:", options);
+    fresh.set_initial_state_hook([] { return std::string(R"({"from":"hook"})"); });
+    CHECK_EQ(fresh.get_state(), R"({"from":"hook"})");
+    fresh.clear_initial_state_hook();
+    CHECK_EQ(fresh.get_state(), R"({"from":"option"})");
+    fresh.set_initial_state_hook([] { return std::string(R"({"v":1})"); });
+    fresh.set_initial_state_hook(nullptr);  // an empty function removes it too
+    CHECK_EQ(fresh.get_state(), R"({"from":"option"})");
+}
+
+TEST(initial_state_hook_exception_is_rethrown_and_nothing_is_stored) {
+    Agent agent(":memory:");
+    std::vector<Delivery> log;
+    agent.on_state_changed(recorder(log));
+    agent.set_initial_state_hook([]() -> std::string { throw std::invalid_argument("no default"); });
+    try {
+        agent.get_state();
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (const std::invalid_argument &e) {
+        CHECK_EQ(std::string(e.what()), "no default");
+    }
+    try {
+        agent.set_state(R"({"a":1})");
+        fail(__FILE__, __LINE__, "nothing thrown");
+    } catch (const std::invalid_argument &) {
+    }
+    CHECK(log.empty());
+    agent.clear_initial_state_hook();
+    CHECK_EQ(agent.get_state(), "{}");  // nothing was stored
+}
+
+TEST(initial_state_hook_answer_is_checked) {
+    Options options;
+    options.max_value_bytes = 32;
+    Agent agent(":memory:", options);
+    agent.set_initial_state_hook([] { return std::string("{not json"); });
+    CHECK_ERROR(agent.get_state(), Status::json);
+    agent.set_initial_state_hook([] { return std::string("[1,2]"); });
+    CHECK_ERROR(agent.get_state(), Status::invalid_argument);
+    agent.set_initial_state_hook([] { return std::string(R"({"a":1,"a":1})"); });
+    CHECK_ERROR(agent.set_state("{}"), Status::codec);
+    agent.set_initial_state_hook([] { return "{\"a\":\"" + std::string(64, 'x') + "\"}"; });
+    const Error e = CATCH_ERROR(agent.get_state());
+    CHECK(e.status() == Status::too_large);
+    CHECK(contains(e.what(), "initial-state hook"));
+    agent.clear_initial_state_hook();
+    CHECK_EQ(agent.get_state(), "{}");
+}
+
+TEST(initial_state_hook_cannot_call_its_own_agent) {
+    Agent agent(":memory:");
+    Agent other(":memory:");
+    other.set_state(R"({"other":1})");
+    std::vector<Status> seen;
+    agent.set_initial_state_hook([&] {
+        try {
+            agent.get_state();
+        } catch (const Error &e) {
+            seen.push_back(e.status());
+        }
+        try {
+            agent.close();
+        } catch (const Error &e) {
+            seen.push_back(e.status());
+        }
+        return other.get_state();  // another agent is fine
+    });
+    CHECK_EQ(agent.get_state(), R"({"other":1})");
+    CHECK_EQ(seen.size(), 2u);
+    for (Status s : seen) CHECK_EQ(status_text(s), status_text(Status::busy));
+    CHECK(agent.is_open());  // the refused close left it open
+    // Letting the Error escape from the hook rethrows it from the outer call.
+    agent.set_initial_state_hook([&] { return agent.get_state(); });
+    CHECK_ERROR(agent.get_state(), Status::busy);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Move semantics.
+
+TEST(moved_from_agent_is_closed_and_throws_clearly) {
+    Agent agent(":memory:");
+    agent.set_state(R"({"a":1})");
+    const AgentHandle h = agent.handle();
+    Agent moved(std::move(agent));
+    CHECK_EQ(moved.handle(), h);
+    CHECK(!agent.is_open());  // NOLINT(bugprone-use-after-move): moved-from is specified closed
+    CHECK_EQ(agent.handle(), 0u);
+    const Error e = CATCH_ERROR(agent.set_state("{}"));
+    CHECK(e.status() == Status::bad_handle);
+    CHECK(contains(e.what(), "moved from"));
+    CHECK(contains(e.what(), "set_state"));
+    agent.close();  // no-op
+    CHECK_EQ(moved.get_state(), R"({"a":1})");
+}
+
+TEST(move_assignment_closes_the_previous_handle) {
+    Agent a(":memory:");
+    Agent b(":memory:");
+    a.set_state(R"({"who":"a"})");
+    b.set_state(R"({"who":"b"})");
+    const AgentHandle old_a = a.handle();
+    const AgentHandle old_b = b.handle();
+    auto token = std::make_shared<int>(0);
+    a.on_state_changed([token](auto, auto, auto) {});
+    a = std::move(b);
+    CHECK_EQ(a.handle(), old_b);
+    CHECK_EQ(a.get_state(), R"({"who":"b"})");
+    CHECK(!b.is_open());  // NOLINT(bugprone-use-after-move)
+    AgentBuffer raw{nullptr, 0, nullptr};
+    CHECK_EQ(agent_get_state(old_a, &raw), AGENT_ERR_BAD_HANDLE);  // closed by the assignment
+    CHECK_EQ(token.use_count(), 1);
+    // Self-move-assignment keeps the agent open.
+    Agent &same = a;
+    a = std::move(same);
+    CHECK(a.is_open());
+    CHECK_EQ(a.get_state(), R"({"who":"b"})");
+    // Agents live in containers.
+    std::vector<Agent> agents;
+    for (int i = 0; i < 5; ++i) {
+        agents.emplace_back(":memory:");
+        agents.back().set_state("{\"i\":" + std::to_string(i) + "}");
+    }
+    for (int i = 0; i < 5; ++i) CHECK_EQ(agents[static_cast<std::size_t>(i)].get_state(),
+                                        "{\"i\":" + std::to_string(i) + "}");
+}
+
+TEST(release_and_adopt) {
+    Agent agent(":memory:");
+    agent.set_state(R"({"a":1})");
+    const AgentHandle h = agent.release();
+    CHECK(!agent.is_open());
+    Agent again = Agent::adopt(h);
+    CHECK_EQ(again.get_state(), R"({"a":1})");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads.
+
+TEST(threads_sharing_one_agent_lose_no_update) {
+    const int threads = g_quick ? 4 : 8;
+    const int writes = g_quick ? 25 : 150;
+    Options options;
+    options.synchronous = agent_state::Synchronous::normal;
+    Agent agent(path_in_dir("threads.db").string(), options);
+    std::mutex mu;
+    std::vector<std::pair<std::string, std::string>> deliveries;  // (prev, next)
+    agent.on_state_changed([&](std::string_view next, std::string_view prev, auto) {
+        std::lock_guard<std::mutex> lock(mu);
+        deliveries.emplace_back(std::string(prev), std::string(next));
+    });
+    std::atomic<int> errors{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            for (int k = 1; k <= writes; ++k) {
+                try {
+                    const std::string key = "\"t" + std::to_string(t) + "\"";
+                    const std::string state =
+                        agent.set_state("{" + key + ":" + std::to_string(k) + "}");
+                    if (!contains(state, key + ":" + std::to_string(k))) ++errors;
+                    if (k % 10 == 0) (void)agent.get_state();
+                } catch (...) {
+                    ++errors;
+                }
+            }
+        });
+    }
+    for (auto &th : pool) th.join();
+    CHECK_EQ(errors.load(), 0);
+    const std::string final_state = agent.get_state();
+    for (int t = 0; t < threads; ++t) {
+        CHECK(contains(final_state, "\"t" + std::to_string(t) + "\":" + std::to_string(writes)));
+    }
+    CHECK_EQ(deliveries.size(), static_cast<std::size_t>(threads * writes));
+    if (!deliveries.empty()) {
+        CHECK_EQ(deliveries.front().first, "{}");
+        CHECK_EQ(deliveries.back().second, final_state);
+    }
+    for (std::size_t i = 1; i < deliveries.size(); ++i) {
+        if (deliveries[i].first != deliveries[i - 1].second) {
+            fail(__FILE__, __LINE__, "delivery " + std::to_string(i) + " does not chain");
+            break;
+        }
+    }
+}
+
+TEST(threads_and_nested_writes_from_hooks_stay_ordered) {
+    const int threads = g_quick ? 3 : 4;
+    const int writes = g_quick ? 10 : 50;
+    Agent agent(":memory:");
+    std::mutex mu;
+    std::vector<std::pair<std::string, std::string>> deliveries;
+    agent.on_state_changed([&](std::string_view next, std::string_view prev, auto) {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            deliveries.emplace_back(std::string(prev), std::string(next));
+        }
+        // Every write with "echo" is followed by a nested write that removes it.
+        if (contains(next, "\"echo\"")) agent.set_state(R"({"echo":null})");
+    });
+    std::atomic<int> errors{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            for (int k = 1; k <= writes; ++k) {
+                try {
+                    agent.set_state("{\"t" + std::to_string(t) + "\":" + std::to_string(k) +
+                                    ",\"echo\":true}");
+                } catch (...) {
+                    ++errors;
+                }
+            }
+        });
+    }
+    for (auto &th : pool) th.join();
+    CHECK_EQ(errors.load(), 0);
+    const std::string final_state = agent.get_state();
+    CHECK(!contains(final_state, "echo"));
+    for (int t = 0; t < threads; ++t) {
+        CHECK(contains(final_state, "\"t" + std::to_string(t) + "\":" + std::to_string(writes)));
+    }
+    // Each write with "echo" may be followed by its nested write or by another thread's write
+    // (whose own nested write then removes "echo"), so count at least one delivery per write.
+    CHECK(deliveries.size() >= static_cast<std::size_t>(threads * writes));
+    for (std::size_t i = 1; i < deliveries.size(); ++i) {
+        if (deliveries[i].first != deliveries[i - 1].second) {
+            fail(__FILE__, __LINE__, "delivery " + std::to_string(i) + " does not chain");
+            break;
+        }
+    }
+}
+
+TEST(threads_with_separate_connections_lose_no_update) {
+    const int threads = g_quick ? 3 : 4;
+    const int writes = g_quick ? 15 : 60;
+    const auto file = path_in_dir("connections.db");
+    { Agent create(file.string()); }
+    std::atomic<int> errors{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            try {
+                Options options;
+                options.synchronous = agent_state::Synchronous::normal;
+                options.busy_timeout_ms = 30000;
+                Agent agent(file.string(), options);
+                for (int k = 1; k <= writes; ++k) {
+                    agent.set_state("{\"c" + std::to_string(t) + "_" + std::to_string(k) + "\":1}");
+                }
+            } catch (const std::exception &e) {
+                std::cout << "    thread " << t << ": " << e.what() << "\n";
+                ++errors;
+            }
+        });
+    }
+    for (auto &th : pool) th.join();
+    CHECK_EQ(errors.load(), 0);
+    Agent agent(file.string());
+    const std::string state = agent.get_state();
+    int keys = 0;
+    for (std::size_t pos = 0; (pos = state.find("\"c", pos)) != std::string::npos; ++pos) ++keys;
+    CHECK_EQ(keys, threads * writes);
+}
+
+TEST(hook_exception_goes_to_the_writing_thread) {
+    Agent agent(":memory:");
+    agent.on_state_changed([](std::string_view next, auto, auto) {
+        if (contains(next, "\"bad\"")) throw std::runtime_error("bad write");
+    });
+    std::atomic<int> thrown{0}, clean{0}, wrong{0};
+    const int rounds = g_quick ? 10 : 50;
+    auto worker = [&](bool bad) {
+        for (int i = 0; i < rounds; ++i) {
+            try {
+                agent.replace_state(bad ? R"({"bad":1})" : R"({"good":1})");
+                ++clean;
+            } catch (const std::runtime_error &) {
+                // A good write may follow a bad one: only the writer of "bad" sees the error.
+                bad ? ++thrown : ++wrong;
+            }
+        }
+    };
+    std::thread bad_thread(worker, true);
+    std::thread good_thread(worker, false);
+    bad_thread.join();
+    good_thread.join();
+    CHECK_EQ(thrown.load(), rounds);
+    CHECK_EQ(clean.load(), rounds);
+    CHECK_EQ(wrong.load(), 0);
+}
+
+TEST(close_racing_with_writers_is_clean) {
+    Agent agent(":memory:");
+    std::atomic<bool> stop{false};
+    std::atomic<int> unexpected{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < 3; ++t) {
+        pool.emplace_back([&] {
+            while (!stop.load()) {
+                try {
+                    agent.set_state(R"({"x":1})");
+                } catch (const Error &e) {
+                    if (e.status() != Status::bad_handle) ++unexpected;
+                    return;
+                }
+            }
+        });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    agent.close();
+    stop = true;
+    for (auto &th : pool) th.join();
+    CHECK_EQ(unexpected.load(), 0);
+    CHECK(!agent.is_open());
+}
+
+// ---------------------------------------------------------------------------------------------
+
+int main() {
+    g_quick = std::getenv("AGENT_TEST_QUICK") != nullptr;
+    char tmpl[] = "/tmp/agent_state_cpp_XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+        std::perror("mkdtemp");
+        return 2;
+    }
+    const fs::path root = tmpl;
+    int passed = 0, failed = 0, index = 0;
+    for (const TestCase &test : registry()) {
+        g_dir = root / std::to_string(index++);
+        fs::create_directories(g_dir);
+        g_failures = 0;
+        try {
+            test.fn();
+        } catch (const std::exception &e) {
+            fail(__FILE__, __LINE__, std::string("uncaught exception: ") + e.what());
+        } catch (...) {
+            fail(__FILE__, __LINE__, "uncaught non-standard exception");
+        }
+        if (g_failures == 0) {
+            ++passed;
+            std::cout << "ok   " << test.name << "\n";
+        } else {
+            ++failed;
+            std::cout << "FAIL " << test.name << "\n";
+        }
+        std::cout.flush();
+    }
+    std::error_code ignored;
+    fs::remove_all(root, ignored);
+    std::cout << passed << " passed, " << failed << " failed\n";
+    return failed == 0 ? 0 : 1;
+}
