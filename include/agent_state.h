@@ -130,8 +130,8 @@ typedef int32_t (*AgentInitialStateFn)(void *user_data, struct AgentBuffer *out)
 #define AGENT_ERR_BAD_HANDLE 2
 
 /**
- * The input is not well-formed JSON (syntax, invalid UTF-8, lone surrogate, nesting beyond
- * 128 levels).
+ * The input is not well-formed JSON (syntax, invalid UTF-8, lone surrogate, nesting of 128
+ * levels or more, where the parser stops).
  */
 #define AGENT_ERR_JSON 3
 

@@ -177,7 +177,7 @@ fn check_tagged<'a>(
             for (i, item) in items.iter().enumerate() {
                 path.0.push(Step::Index(i));
                 check(item, depth + 1, path)?;
-                if !seen.insert(crate::json::to_vec(item)) {
+                if !seen.insert(identity(item)) {
                     return Err(path.err("$set holds the same value twice"));
                 }
                 path.0.pop();
@@ -198,7 +198,7 @@ fn check_tagged<'a>(
                     Value::Array(pair) if pair.len() == 2 => {
                         check(&pair[0], depth + 2, path)?;
                         check(&pair[1], depth + 2, path)?;
-                        if !seen.insert(crate::json::to_vec(&pair[0])) {
+                        if !seen.insert(identity(&pair[0])) {
                             return Err(path.err("$map holds the same key twice"));
                         }
                     }
@@ -209,6 +209,23 @@ fn check_tagged<'a>(
             Ok(())
         }
         _ => Err(path.err(format_args!("unknown tag {tag}"))),
+    }
+}
+
+/// What makes two members of a `$set` (or keys of a `$map`) the same: numbers by value, as
+/// JavaScript compares them (SameValueZero: `1` and `1.0` are one value, so are `0` and `-0`);
+/// everything else by its compact JSON text, so arrays and objects are the same when they are
+/// structurally equal (as in Python or Go, where a JS-style identity does not exist).
+fn identity(value: &Value) -> Vec<u8> {
+    match value {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            let x = if x == 0.0 { 0.0 } else { x };
+            let mut key = b"#".to_vec();
+            key.extend_from_slice(&x.to_bits().to_be_bytes());
+            key
+        }
+        other => crate::json::to_vec(other),
     }
 }
 
@@ -331,6 +348,9 @@ mod tests {
         bad(json!({"m": {"$map": [[1]]}}));
         bad(json!({"m": {"$map": [[1, 2], [1, 3]]}}));
         bad(json!({"s": {"$set": [1, 1]}}));
+        bad(crate::json::parse(br#"{"s":{"$set":[1,1.0]}}"#).unwrap());
+        bad(crate::json::parse(br#"{"s":{"$set":[0,-0]}}"#).unwrap());
+        bad(json!({"m": {"$map": [[{"a": 1}, 1], [{"a": 1}, 2]]}}));
         bad(json!({"a": {"$arraybuffer": "AAE"}}));
         bad(json!({"a": {"$arraybuffer": "AAF="}}));
         bad(json!({"t": {"$typedarray": {"type": "Float32Array", "base64": "AAAA AA=="}}}));

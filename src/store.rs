@@ -94,16 +94,7 @@ impl Store {
         }
         if !self.read_only {
             if !in_memory {
-                let mode: String = self
-                    .conn
-                    .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-                    .map_err(|e| self.storage_err("cannot enable WAL", e))?;
-                if !mode.eq_ignore_ascii_case("wal") {
-                    return Err(Error::Storage(format!(
-                        "{}: cannot enable WAL (journal_mode is {mode})",
-                        self.path.display()
-                    )));
-                }
+                self.enable_wal(options.busy_timeout)?;
             }
             let sync = match options.synchronous {
                 Synchronous::Full => "FULL",
@@ -119,18 +110,53 @@ impl Store {
         Ok(())
     }
 
-    fn identify(&self) -> Result<FileKind> {
-        let read = || -> rusqlite::Result<(i32, i32, i64)> {
-            let app: i32 = self
-                .conn
-                .pragma_query_value(None, "application_id", |r| r.get(0))?;
-            let version: i32 = self
-                .conn
-                .pragma_query_value(None, "user_version", |r| r.get(0))?;
-            let objects: i64 =
+    /// Switches the file to WAL journaling. SQLite does not apply the busy timeout to this
+    /// pragma (another process initializing the same new file makes it fail at once with
+    /// SQLITE_BUSY), so it is retried here until `busy_timeout` has passed.
+    fn enable_wal(&self, busy_timeout: Duration) -> Result<()> {
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let attempt: rusqlite::Result<String> =
                 self.conn
-                    .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
-            Ok((app, version, objects))
+                    .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0));
+            match attempt {
+                Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+                Ok(mode) => {
+                    return Err(Error::Storage(format!(
+                        "{}: cannot enable WAL (journal_mode is {mode})",
+                        self.path.display()
+                    )))
+                }
+                Err(e) => match Error::from(e) {
+                    Error::Busy(_) if started.elapsed() < busy_timeout => {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(20));
+                    }
+                    Error::Busy(m) => return Err(Error::Busy(m)),
+                    Error::Storage(m) => {
+                        return Err(Error::Storage(format!(
+                            "{}: cannot enable WAL: {m}",
+                            self.path.display()
+                        )))
+                    }
+                    other => return Err(other),
+                },
+            }
+        }
+    }
+
+    fn identify(&self) -> Result<FileKind> {
+        // One statement, so one read transaction: the three numbers come from the same commit,
+        // never from both sides of another process's initialization.
+        let read = || -> rusqlite::Result<(i32, i32, i64)> {
+            self.conn.query_row(
+                "SELECT (SELECT application_id FROM pragma_application_id()),
+                        (SELECT user_version FROM pragma_user_version()),
+                        (SELECT count(*) FROM sqlite_schema)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
         };
         let (app, version, objects) = read().map_err(|e| match Error::from(e) {
             Error::Storage(m) => {

@@ -15,8 +15,8 @@ pub const AGENT_OK: AgentStatus = 0;
 pub const AGENT_ERR_INVALID_ARGUMENT: AgentStatus = 1;
 /// The handle was never issued, or has been closed.
 pub const AGENT_ERR_BAD_HANDLE: AgentStatus = 2;
-/// The input is not well-formed JSON (syntax, invalid UTF-8, lone surrogate, nesting beyond
-/// 128 levels).
+/// The input is not well-formed JSON (syntax, invalid UTF-8, lone surrogate, nesting of 128
+/// levels or more, where the parser stops).
 pub const AGENT_ERR_JSON: AgentStatus = 3;
 /// The input is JSON that the storage codec refuses: duplicate member names, a number outside
 /// the double range, a malformed tagged value, nesting beyond 64 levels.

@@ -1,0 +1,597 @@
+package agentstate
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"reflect"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// maxEncodeDepth bounds the nesting the encoder follows, so that a cyclic value is an error
+// instead of a stack overflow. (The library itself stores at most 64 levels.)
+const maxEncodeDepth = 1000
+
+// dateLayout is the one $date form: RFC 3339, UTC, exactly milliseconds.
+const dateLayout = "2006-01-02T15:04:05.000Z"
+
+var (
+	timeType         = reflect.TypeOf(time.Time{})
+	bigIntType       = reflect.TypeOf(big.Int{})
+	mapType          = reflect.TypeOf(Map(nil))
+	setType          = reflect.TypeOf(Set(nil))
+	typedArrayType   = reflect.TypeOf(TypedArray{})
+	regexpType       = reflect.TypeOf(RegExp{})
+	numberType       = reflect.TypeOf(json.Number(""))
+	marshalerType    = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
+	textMarshalType  = reflect.TypeOf((*encoding.TextMarshaler)(nil)).Elem()
+	unmarshalerType  = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+	textUnmarshalTyp = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+)
+
+// Marshal encodes v as the JSON text the library stores. It follows encoding/json (struct tags,
+// omitempty, string, embedded structs, json.Marshaler, encoding.TextMarshaler, sorted map keys)
+// with these differences, which make every value round-trip through Unmarshal without loss:
+//
+//   - time.Time is {"$date":"YYYY-MM-DDTHH:MM:SS.sssZ"} (UTC). It must be a whole number of
+//     milliseconds in years 0000-9999; anything else is an ErrCodec error, never a silent
+//     truncation (use t.Truncate(time.Millisecond)). The location is not kept: it decodes as UTC.
+//   - big.Int and *big.Int are {"$bigint":"<decimal>"}.
+//   - []byte (any slice of bytes) is {"$arraybuffer":"<base64>"}; a nil slice is null.
+//   - Map, Set, TypedArray and RegExp are their tagged forms ($map, $set, $typedarray, $regexp).
+//   - json.Number is written as is (after a syntax check), so numbers keep their exact text.
+//   - Strings must be valid UTF-8 (encoding/json would silently replace bad bytes); <, > and &
+//     are not escaped.
+//
+// Values with no JSON form (channels, functions, complex numbers, NaN and infinities, cycles,
+// unsupported map keys) are ErrCodec errors.
+func Marshal(v any) ([]byte, error) {
+	e := encoder{}
+	if err := e.encode(reflect.ValueOf(v), 0); err != nil {
+		return nil, newError("Marshal", StatusCodec, err.Error(), unwrapCodecErr(err))
+	}
+	return e.buf, nil
+}
+
+type encoder struct {
+	buf []byte
+}
+
+// codecError is an encoding failure with the Go path where it happened.
+type codecError struct {
+	path  string
+	msg   string
+	cause error
+}
+
+func (e *codecError) Error() string {
+	if e.path == "" {
+		return e.msg
+	}
+	return e.msg + " (at " + e.path + ")"
+}
+
+func unwrapCodecErr(err error) error {
+	if ee, ok := err.(*codecError); ok {
+		return ee.cause
+	}
+	return nil
+}
+
+func encErr(format string, args ...any) error {
+	return &codecError{msg: fmt.Sprintf(format, args...)}
+}
+
+// at prefixes the location of err with one path element.
+func at(err error, elem string) error {
+	if ee, ok := err.(*codecError); ok {
+		ee.path = elem + ee.path
+		return ee
+	}
+	return err
+}
+
+func (e *encoder) encode(v reflect.Value, depth int) error {
+	if !v.IsValid() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	if depth > maxEncodeDepth {
+		return encErr("json: unsupported value: nesting deeper than %d levels (a cyclic value?)", maxEncodeDepth)
+	}
+	t := v.Type()
+	if t.Kind() == reflect.Pointer && isTaggedType(t.Elem()) {
+		// *time.Time, *big.Int, ...: the tagged form, not their MarshalJSON.
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		return e.encode(v.Elem(), depth+1)
+	}
+	switch t {
+	case timeType:
+		return e.date(v.Interface().(time.Time))
+	case bigIntType:
+		var x big.Int
+		if v.CanAddr() {
+			x.Set(v.Addr().Interface().(*big.Int))
+		} else {
+			b := v.Interface().(big.Int)
+			x.Set(&b)
+		}
+		e.buf = append(e.buf, `{"$bigint":"`...)
+		e.buf = x.Append(e.buf, 10)
+		e.buf = append(e.buf, `"}`...)
+		return nil
+	case mapType:
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		e.buf = append(e.buf, `{"$map":[`...)
+		for i := 0; i < v.Len(); i++ {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			entry := v.Index(i)
+			e.buf = append(e.buf, '[')
+			if err := e.encode(entry.Field(0), depth+2); err != nil {
+				return at(err, "["+strconv.Itoa(i)+"].Key")
+			}
+			e.buf = append(e.buf, ',')
+			if err := e.encode(entry.Field(1), depth+2); err != nil {
+				return at(err, "["+strconv.Itoa(i)+"].Value")
+			}
+			e.buf = append(e.buf, ']')
+		}
+		e.buf = append(e.buf, "]}"...)
+		return nil
+	case setType:
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		e.buf = append(e.buf, `{"$set":[`...)
+		for i := 0; i < v.Len(); i++ {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			if err := e.encode(v.Index(i), depth+1); err != nil {
+				return at(err, "["+strconv.Itoa(i)+"]")
+			}
+		}
+		e.buf = append(e.buf, "]}"...)
+		return nil
+	case typedArrayType:
+		ta := v.Interface().(TypedArray)
+		e.buf = append(e.buf, `{"$typedarray":{"type":`...)
+		if err := e.str(ta.Type); err != nil {
+			return at(err, ".Type")
+		}
+		e.buf = append(e.buf, `,"base64":"`...)
+		e.buf = appendBase64(e.buf, ta.Data)
+		e.buf = append(e.buf, `"}}`...)
+		return nil
+	case regexpType:
+		re := v.Interface().(RegExp)
+		e.buf = append(e.buf, `{"$regexp":{"source":`...)
+		if err := e.str(re.Source); err != nil {
+			return at(err, ".Source")
+		}
+		e.buf = append(e.buf, `,"flags":`...)
+		if err := e.str(re.Flags); err != nil {
+			return at(err, ".Flags")
+		}
+		e.buf = append(e.buf, "}}"...)
+		return nil
+	case numberType:
+		s := v.String()
+		if s == "" {
+			s = "0" // as encoding/json
+		}
+		if !isJSONNumber(s) {
+			return encErr("json: invalid number literal %q", s)
+		}
+		e.buf = append(e.buf, s...)
+		return nil
+	}
+	if v.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(marshalerType) {
+		return e.marshaler(v.Addr())
+	}
+	if t.Implements(marshalerType) {
+		return e.marshaler(v)
+	}
+	if v.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(textMarshalType) {
+		return e.textMarshaler(v.Addr())
+	}
+	if t.Implements(textMarshalType) {
+		return e.textMarshaler(v)
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		e.buf = strconv.AppendBool(e.buf, v.Bool())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		e.buf = strconv.AppendInt(e.buf, v.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		e.buf = strconv.AppendUint(e.buf, v.Uint(), 10)
+	case reflect.Float32:
+		return e.float(v.Float(), 32)
+	case reflect.Float64:
+		return e.float(v.Float(), 64)
+	case reflect.String:
+		return e.str(v.String())
+	case reflect.Interface, reflect.Pointer:
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		return e.encode(v.Elem(), depth+1)
+	case reflect.Struct:
+		return e.structure(v, depth)
+	case reflect.Map:
+		return e.goMap(v, depth)
+	case reflect.Slice:
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		if isByteSlice(t) {
+			e.buf = append(e.buf, `{"$arraybuffer":"`...)
+			e.buf = appendBase64(e.buf, v.Bytes())
+			e.buf = append(e.buf, `"}`...)
+			return nil
+		}
+		return e.array(v, depth)
+	case reflect.Array:
+		return e.array(v, depth)
+	default:
+		return encErr("json: unsupported type: %s", t)
+	}
+	return nil
+}
+
+// isTaggedType reports whether values of t have a form of their own in this codec (checked
+// before the marshaling methods, which some of them have).
+func isTaggedType(t reflect.Type) bool {
+	switch t {
+	case timeType, bigIntType, mapType, setType, typedArrayType, regexpType, numberType:
+		return true
+	}
+	return false
+}
+
+// isByteSlice reports whether t is encoded as an ArrayBuffer: a slice of a byte kind whose
+// element type has no marshaling methods (encoding/json's rule for base64 strings).
+func isByteSlice(t reflect.Type) bool {
+	if t.Kind() != reflect.Slice || t.Elem().Kind() != reflect.Uint8 {
+		return false
+	}
+	p := reflect.PointerTo(t.Elem())
+	return !p.Implements(marshalerType) && !p.Implements(textMarshalType)
+}
+
+func appendBase64(dst, src []byte) []byte {
+	n := base64.StdEncoding.EncodedLen(len(src))
+	start := len(dst)
+	for cap(dst)-len(dst) < n {
+		dst = append(dst[:cap(dst)], 0)[:len(dst)]
+	}
+	dst = dst[:start+n]
+	base64.StdEncoding.Encode(dst[start:], src)
+	return dst
+}
+
+func (e *encoder) date(t time.Time) error {
+	u := t.UTC()
+	if u.Nanosecond()%int(time.Millisecond) != 0 {
+		return encErr("time.Time %s has sub-millisecond precision, which $date cannot hold "+
+			"(truncate it first: t.Truncate(time.Millisecond))", t.Format(time.RFC3339Nano))
+	}
+	if y := u.Year(); y < 0 || y > 9999 {
+		return encErr("time.Time %s is outside the years 0000-9999 that $date can hold", t.Format(time.RFC3339Nano))
+	}
+	e.buf = append(e.buf, `{"$date":"`...)
+	e.buf = u.AppendFormat(e.buf, dateLayout)
+	e.buf = append(e.buf, `"}`...)
+	return nil
+}
+
+func (e *encoder) float(f float64, bits int) error {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return encErr("json: unsupported value: %s", strconv.FormatFloat(f, 'g', -1, bits))
+	}
+	// encoding/json's (ES6) number format.
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	start := len(e.buf)
+	e.buf = strconv.AppendFloat(e.buf, f, format, -1, bits)
+	if format == 'e' {
+		b := e.buf[start:]
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			e.buf = e.buf[:len(e.buf)-1]
+		}
+	}
+	return nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// str writes s as a JSON string; s must be valid UTF-8.
+func (e *encoder) str(s string) error {
+	if !utf8.ValidString(s) {
+		return encErr("string %q is not valid UTF-8 (store bytes as []byte)", s)
+	}
+	e.buf = append(e.buf, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		e.buf = append(e.buf, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			e.buf = append(e.buf, '\\', c)
+		case '\n':
+			e.buf = append(e.buf, '\\', 'n')
+		case '\r':
+			e.buf = append(e.buf, '\\', 'r')
+		case '\t':
+			e.buf = append(e.buf, '\\', 't')
+		default:
+			e.buf = append(e.buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	e.buf = append(e.buf, s[start:]...)
+	e.buf = append(e.buf, '"')
+	return nil
+}
+
+func (e *encoder) marshaler(v reflect.Value) error {
+	if v.Kind() == reflect.Pointer && v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	m, ok := v.Interface().(json.Marshaler)
+	if !ok {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	out, err := m.MarshalJSON()
+	if err != nil {
+		return &codecError{msg: fmt.Sprintf("json: error calling MarshalJSON for type %s: %v", v.Type(), err), cause: err}
+	}
+	if !json.Valid(out) {
+		return encErr("json: error calling MarshalJSON for type %s: invalid JSON %q", v.Type(), out)
+	}
+	if !utf8.Valid(out) {
+		return encErr("json: MarshalJSON for type %s returned invalid UTF-8", v.Type())
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, out); err != nil {
+		return encErr("json: error calling MarshalJSON for type %s: %v", v.Type(), err)
+	}
+	e.buf = append(e.buf, compact.Bytes()...)
+	return nil
+}
+
+func (e *encoder) textMarshaler(v reflect.Value) error {
+	if v.Kind() == reflect.Pointer && v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	m, ok := v.Interface().(encoding.TextMarshaler)
+	if !ok {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	out, err := m.MarshalText()
+	if err != nil {
+		return &codecError{msg: fmt.Sprintf("json: error calling MarshalText for type %s: %v", v.Type(), err), cause: err}
+	}
+	return e.str(string(out))
+}
+
+func (e *encoder) array(v reflect.Value, depth int) error {
+	e.buf = append(e.buf, '[')
+	for i := 0; i < v.Len(); i++ {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		if err := e.encode(v.Index(i), depth+1); err != nil {
+			return at(err, "["+strconv.Itoa(i)+"]")
+		}
+	}
+	e.buf = append(e.buf, ']')
+	return nil
+}
+
+func (e *encoder) goMap(v reflect.Value, depth int) error {
+	if v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	type kv struct {
+		name string
+		val  reflect.Value
+	}
+	entries := make([]kv, 0, v.Len())
+	it := v.MapRange()
+	for it.Next() {
+		name, err := mapKeyName(it.Key())
+		if err != nil {
+			return err
+		}
+		entries = append(entries, kv{name, it.Value()})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	e.buf = append(e.buf, '{')
+	for i, en := range entries {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		if err := e.str(en.name); err != nil {
+			return err
+		}
+		e.buf = append(e.buf, ':')
+		if err := e.encode(en.val, depth+1); err != nil {
+			return at(err, "["+strconv.Quote(en.name)+"]")
+		}
+	}
+	e.buf = append(e.buf, '}')
+	return nil
+}
+
+// mapKeyName is encoding/json's resolveKeyName: string kinds as they are, then TextMarshaler,
+// then integers in decimal.
+func mapKeyName(k reflect.Value) (string, error) {
+	if k.Kind() == reflect.String {
+		return k.String(), nil
+	}
+	if k.Type().Implements(textMarshalType) {
+		if k.Kind() == reflect.Pointer && k.IsNil() {
+			return "", nil
+		}
+		b, err := k.Interface().(encoding.TextMarshaler).MarshalText()
+		if err != nil {
+			return "", &codecError{msg: fmt.Sprintf("json: error calling MarshalText for map key %s: %v", k.Type(), err), cause: err}
+		}
+		return string(b), nil
+	}
+	switch k.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(k.Int(), 10), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return strconv.FormatUint(k.Uint(), 10), nil
+	}
+	return "", encErr("json: unsupported map key type: %s", k.Type())
+}
+
+func (e *encoder) structure(v reflect.Value, depth int) error {
+	e.buf = append(e.buf, '{')
+	first := true
+fields:
+	for _, f := range cachedFields(v.Type()) {
+		fv := v
+		for _, i := range f.index {
+			if fv.Kind() == reflect.Pointer {
+				if fv.IsNil() {
+					continue fields // a nil embedded pointer has no fields to promote
+				}
+				fv = fv.Elem()
+			}
+			fv = fv.Field(i)
+		}
+		if f.omitEmpty && isEmptyValue(fv) {
+			continue
+		}
+		if !first {
+			e.buf = append(e.buf, ',')
+		}
+		first = false
+		if err := e.str(f.name); err != nil {
+			return err
+		}
+		e.buf = append(e.buf, ':')
+		var err error
+		if f.quoted {
+			err = e.quoted(fv, depth)
+		} else {
+			err = e.encode(fv, depth+1)
+		}
+		if err != nil {
+			return at(err, "."+f.name)
+		}
+	}
+	e.buf = append(e.buf, '}')
+	return nil
+}
+
+// quoted writes a scalar field with the ",string" option as a JSON string of its JSON text.
+func (e *encoder) quoted(v reflect.Value, depth int) error {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		v = v.Elem()
+	}
+	inner := encoder{}
+	if err := inner.encode(v, depth+1); err != nil {
+		return err
+	}
+	return e.str(string(inner.buf))
+}
+
+func isEmptyValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool:
+		return !v.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int() == 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return v.Uint() == 0
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
+	case reflect.Interface, reflect.Pointer:
+		return v.IsNil()
+	}
+	return false
+}
+
+// isJSONNumber reports whether s is a JSON number literal.
+func isJSONNumber(s string) bool {
+	i, n := 0, len(s)
+	if i < n && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < n && s[i] == '0':
+		i++
+	case i < n && s[i] >= '1' && s[i] <= '9':
+		for i < n && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < n && s[i] == '.' {
+		i++
+		if i >= n || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < n && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	if i < n && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < n && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= n || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < n && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	return i == n
+}

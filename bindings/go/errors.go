@@ -1,0 +1,160 @@
+package agentstate
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Status is a status code of the C library (AgentStatus). Every *Error carries one, and each
+// Status is itself an error value, so errors.Is(err, agentstate.ErrCodec) — or, for a status
+// this package does not name yet, errors.Is(err, agentstate.Status(n)) — tells what failed.
+type Status int32
+
+// The library's status codes (AGENT_OK and AGENT_ERR_* in agent_state.h). The numbers are
+// part of the C ABI and never change.
+const (
+	StatusOK              Status = 0  // AGENT_OK
+	StatusInvalidArgument Status = 1  // AGENT_ERR_INVALID_ARGUMENT
+	StatusBadHandle       Status = 2  // AGENT_ERR_BAD_HANDLE
+	StatusJSON            Status = 3  // AGENT_ERR_JSON
+	StatusCodec           Status = 4  // AGENT_ERR_CODEC
+	StatusTooLarge        Status = 5  // AGENT_ERR_TOO_LARGE
+	StatusStorage         Status = 6  // AGENT_ERR_STORAGE
+	StatusBusy            Status = 7  // AGENT_ERR_BUSY
+	StatusHook            Status = 8  // AGENT_ERR_HOOK
+	StatusPanic           Status = 99 // AGENT_ERR_PANIC
+)
+
+// Sentinel errors, one per failure status, for errors.Is. An error returned by this package
+// matches exactly one of them (an ErrHook error may in addition match what its hook returned).
+var (
+	// ErrInvalidArgument: a required argument was missing, an option was unknown or ill-typed,
+	// a patch or state was not a JSON object, or a hook id was unknown. Also a path holding a
+	// NUL byte (checked in Go).
+	ErrInvalidArgument error = StatusInvalidArgument
+	// ErrBadHandle: the Agent was closed (or is nil).
+	ErrBadHandle error = StatusBadHandle
+	// ErrJSON: the input is not well-formed JSON (only raw JSON given to the *JSON methods can
+	// be malformed; values encoded by this package never are).
+	ErrJSON error = StatusJSON
+	// ErrCodec: the value cannot be stored: duplicate member names, a number outside the double
+	// range, a malformed tagged value, nesting beyond 64 levels (all found by the library); or,
+	// found in Go before any call into C, a value with no JSON form (channel, function, complex
+	// number, NaN, infinity, invalid UTF-8, a cycle, a time.Time that is not whole milliseconds
+	// or outside years 0000-9999). Decoding the state into a Go value of the wrong shape is an
+	// ErrCodec error too.
+	ErrCodec error = StatusCodec
+	// ErrTooLarge: the input, or the state a change would produce, exceeds MaxValueBytes.
+	ErrTooLarge error = StatusTooLarge
+	// ErrStorage: SQLite failed: I/O error, disk full, read-only store or file, corrupt or
+	// foreign file, newer schema.
+	ErrStorage error = StatusStorage
+	// ErrBusy: another connection held the store's write lock for longer than BusyTimeout, or
+	// the Agent was called from inside its own initial-state function.
+	ErrBusy error = StatusBusy
+	// ErrHook: a hook failed (returned an error or panicked). For OnStateChanged hooks the
+	// change is committed all the same. The hook's error is wrapped: errors.Is and errors.As
+	// see it.
+	ErrHook error = StatusHook
+	// ErrPanic: a bug in the library was caught at its C boundary; the Agent may still be used.
+	ErrPanic error = StatusPanic
+)
+
+var statusNames = map[Status]string{
+	StatusOK:              "AGENT_OK",
+	StatusInvalidArgument: "AGENT_ERR_INVALID_ARGUMENT",
+	StatusBadHandle:       "AGENT_ERR_BAD_HANDLE",
+	StatusJSON:            "AGENT_ERR_JSON",
+	StatusCodec:           "AGENT_ERR_CODEC",
+	StatusTooLarge:        "AGENT_ERR_TOO_LARGE",
+	StatusStorage:         "AGENT_ERR_STORAGE",
+	StatusBusy:            "AGENT_ERR_BUSY",
+	StatusHook:            "AGENT_ERR_HOOK",
+	StatusPanic:           "AGENT_ERR_PANIC",
+}
+
+// String returns the C name of the status, e.g. "AGENT_ERR_CODEC", or
+// "AGENT_ERR_UNKNOWN(n)" for a number this package does not know (a newer library).
+func (s Status) String() string {
+	if name, ok := statusNames[s]; ok {
+		return name
+	}
+	return "AGENT_ERR_UNKNOWN(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Error makes a Status usable as a sentinel error.
+func (s Status) Error() string { return "agentstate: " + s.String() }
+
+// Error is the error type of every failing call of this package.
+type Error struct {
+	// Status is the library status (for Go-side checks: the status the library would have
+	// used for the same problem).
+	Status Status
+	// Op is the Go function or method that failed, e.g. "SetState".
+	Op string
+	// Message is the library's message for this very call (agent_last_error, read in the same
+	// native call as the failing function, so never another goroutine's), or a description of
+	// the problem found in Go.
+	Message string
+	// Err is the cause, when there is one: the error returned by a hook (the first, if several
+	// failed), a *PanicError for a hook that panicked, or an encoding error. Unwrap returns it.
+	Err error
+	// HookErrors holds every hook error of the call, in delivery order (Err is the first).
+	HookErrors []error
+}
+
+// Error formats the failure as "agentstate: <Op>: <message>[: <cause>]".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("agentstate: ")
+	if e.Op != "" {
+		b.WriteString(e.Op)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	switch {
+	case len(e.HookErrors) > 1:
+		for i, he := range e.HookErrors {
+			fmt.Fprintf(&b, "; hook error %d: %v", i+1, he)
+		}
+	case e.Err != nil:
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Is reports whether target is e's Status (so errors.Is(err, ErrCodec) works).
+func (e *Error) Is(target error) bool {
+	s, ok := target.(Status)
+	return ok && s == e.Status
+}
+
+// Unwrap returns the cause (a hook's error, an encoding error), or nil.
+func (e *Error) Unwrap() error { return e.Err }
+
+// PanicError is the cause of an ErrHook error when a Go hook panicked: the panic was recovered
+// in the hook's trampoline (a panic must never unwind through the C library) and reported as
+// the error of the call that triggered the hook.
+type PanicError struct {
+	// Value is what the hook passed to panic.
+	Value any
+	// Stack is the hook goroutine's stack at the panic (runtime/debug.Stack).
+	Stack []byte
+}
+
+// Error describes the panic value.
+func (p *PanicError) Error() string { return fmt.Sprintf("hook panicked: %v", p.Value) }
+
+// Unwrap returns the panic value when it is an error (panic(err)), else nil.
+func (p *PanicError) Unwrap() error {
+	if err, ok := p.Value.(error); ok {
+		return err
+	}
+	return nil
+}
+
+func newError(op string, status Status, message string, cause error) *Error {
+	return &Error{Status: status, Op: op, Message: message, Err: cause}
+}

@@ -1,0 +1,108 @@
+package agentstate_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"math/big"
+	"os"
+	"path/filepath"
+	"time"
+
+	"agentstate"
+)
+
+type ConvState struct {
+	Status    string    `json:"status"`
+	LastReply string    `json:"lastReply"`
+	At        time.Time `json:"at"`
+}
+
+func Example() {
+	dir, _ := os.MkdirTemp("", "agentstate-example")
+	defer os.RemoveAll(dir)
+
+	// (Go maps encode with sorted keys; use a struct or json.RawMessage to choose the order.)
+	a, err := agentstate.Open(filepath.Join(dir, "conv.db"), agentstate.Options{
+		InitialState: map[string]any{"status": "idle", "lastReply": ""},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close()
+
+	_, err = a.OnStateChanged(func(next, prev, patch json.RawMessage) error {
+		fmt.Printf("changed: %s -> %s (patch %s)\n", prev, next, patch)
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	st, err := a.SetState(map[string]any{"status": "processing"}) // the full merged state
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("status:", st["status"])
+
+	at := time.Date(2026, 11, 30, 3, 6, 44, 123e6, time.UTC)
+	if _, err := a.SetState(map[string]any{"status": "idle", "at": at}); err != nil {
+		log.Fatal(err)
+	}
+	var s ConvState
+	if err := a.GetStateInto(&s); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s at %s\n", s.Status, s.At.Format(time.RFC3339Nano))
+	// Output:
+	// changed: {"lastReply":"","status":"idle"} -> {"lastReply":"","status":"processing"} (patch {"status":"processing"})
+	// status: processing
+	// changed: {"lastReply":"","status":"processing"} -> {"lastReply":"","status":"idle","at":{"$date":"2026-11-30T03:06:44.123Z"}} (patch {"at":{"$date":"2026-11-30T03:06:44.123Z"},"status":"idle"})
+	// idle at 2026-11-30T03:06:44.123Z
+}
+
+func ExampleAgent_SetState_mergePatch() {
+	a, _ := agentstate.Open(":memory:", agentstate.Options{})
+	defer a.Close()
+	a.ReplaceStateJSON([]byte(`{"status":"processing","job":{"id":"j1","step":2,"note":"retrying"}}`))
+	// Nested objects merge, nil deletes, untouched members survive.
+	a.SetState(map[string]any{"job": map[string]any{"step": 3, "note": nil}})
+	raw, _ := a.GetStateJSON()
+	fmt.Println(string(raw))
+	// Output: {"status":"processing","job":{"id":"j1","step":3}}
+}
+
+func ExampleAgent_OnStateChanged_error() {
+	a, _ := agentstate.Open(":memory:", agentstate.Options{})
+	defer a.Close()
+	errMirror := errors.New("mirror unreachable")
+	a.OnStateChanged(func(next, prev, patch json.RawMessage) error { return errMirror })
+
+	_, err := a.SetState(map[string]any{"n": 1})
+	fmt.Println(errors.Is(err, agentstate.ErrHook), errors.Is(err, errMirror))
+	raw, _ := a.GetStateJSON() // the change was committed all the same
+	fmt.Println(string(raw))
+	// Output:
+	// true true
+	// {"n":1}
+}
+
+func ExampleMarshal() {
+	n, _ := new(big.Int).SetString("123456789012345678901234567890", 10)
+	b, err := agentstate.Marshal(map[string]any{
+		"at":    time.Date(2026, 11, 30, 3, 6, 44, 123e6, time.UTC),
+		"big":   n,
+		"bytes": []byte{1, 2, 3},
+		"map":   agentstate.Map{{Key: 1, Value: "one"}},
+		"set":   agentstate.Set{"a", "b"},
+		"re":    agentstate.RegExp{Source: "a+b", Flags: "gi"},
+	})
+	fmt.Println(string(b), err)
+
+	_, err = agentstate.Marshal(map[string]any{"at": time.Date(2026, 1, 1, 0, 0, 0, 1000, time.UTC)})
+	fmt.Println(errors.Is(err, agentstate.ErrCodec))
+	// Output:
+	// {"at":{"$date":"2026-11-30T03:06:44.123Z"},"big":{"$bigint":"123456789012345678901234567890"},"bytes":{"$arraybuffer":"AQID"},"map":{"$map":[[1,"one"]]},"re":{"$regexp":{"source":"a+b","flags":"gi"}},"set":{"$set":["a","b"]}} <nil>
+	// true
+}

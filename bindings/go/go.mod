@@ -1,0 +1,3 @@
+module agentstate
+
+go 1.19

@@ -1,0 +1,93 @@
+package agentstate
+
+import (
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// openAgent opens a store (":memory:" when path is "") and closes it when the test ends.
+func openAgent(t *testing.T, path string, opts Options) *Agent {
+	t.Helper()
+	if path == "" {
+		path = ":memory:"
+	}
+	a, err := Open(path, opts)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := a.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return a
+}
+
+func tempDB(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), "agent.db")
+}
+
+// wantStatus checks that err is an *Error of the given status, matching exactly that sentinel,
+// with a library message containing each of substrs.
+func wantStatus(t *testing.T, err error, want error, substrs ...string) *Error {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %v", want)
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not an *agentstate.Error", err, err)
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("error %q: errors.Is(err, %v) is false (status %v)", err, want, e.Status)
+	}
+	for _, s := range allSentinels {
+		if s != want && errors.Is(e, s) && e.Err == nil {
+			t.Fatalf("error %q also matches %v", err, s)
+		}
+	}
+	for _, s := range substrs {
+		if !strings.Contains(err.Error(), s) {
+			t.Fatalf("error %q does not contain %q", err, s)
+		}
+	}
+	return e
+}
+
+var allSentinels = []error{
+	ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage, ErrBusy,
+	ErrHook, ErrPanic,
+}
+
+// jsonEqual compares two JSON texts as values (numbers by their text).
+func jsonEqual(t *testing.T, got, want []byte) {
+	t.Helper()
+	var g, w any
+	dg := json.NewDecoder(strings.NewReader(string(got)))
+	dg.UseNumber()
+	dw := json.NewDecoder(strings.NewReader(string(want)))
+	dw.UseNumber()
+	if err := dg.Decode(&g); err != nil {
+		t.Fatalf("bad JSON %s: %v", got, err)
+	}
+	if err := dw.Decode(&w); err != nil {
+		t.Fatalf("bad JSON %s: %v", want, err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := Marshal(v)
+	if err != nil {
+		t.Fatalf("Marshal(%#v): %v", v, err)
+	}
+	return b
+}

@@ -1,0 +1,5 @@
+//go:build !agentstate_static
+
+package agentstate
+
+const staticLink = false

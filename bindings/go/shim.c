@@ -1,0 +1,111 @@
+// shim.c: the C half of package agentstate. See shim.h for the contract.
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+#include "_cgo_export.h"
+
+// The Go call in progress on this OS thread (0: none). Saved and restored around every library
+// call, so a call made from inside a hook gets its own context and the outer one comes back.
+static __thread uintptr_t current_ctx;
+
+static int32_t fail(int32_t rc, char **err) {
+    if (rc != AGENT_OK && err != NULL) {
+        // Same native call as the failing function: the message is still this call's.
+        const char *msg = agent_last_error();
+        *err = strdup(msg != NULL ? msg : "");
+    }
+    return rc;
+}
+
+int32_t agentstate_open(const char *path, const char *options_json, AgentHandle *out, char **err) {
+    return fail(agent_open(path, options_json, out), err);
+}
+
+int32_t agentstate_close(AgentHandle h, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = 0;
+    int32_t rc = agent_close(h);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_get_state(AgentHandle h, AgentBuffer *out, uintptr_t ctx, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_get_state(h, out);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_set_state(AgentHandle h, const uint8_t *patch, size_t len, AgentBuffer *out,
+                             uintptr_t ctx, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_set_state(h, patch, len, out);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_replace_state(AgentHandle h, const uint8_t *next, size_t len, AgentBuffer *out,
+                                 uintptr_t ctx, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_replace_state(h, next, len, out);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+// The library's hook signatures, forwarding to the //export'ed Go functions with the context of
+// the call that triggered them.
+static int32_t state_changed_trampoline(void *user_data, const AgentStateChange *change) {
+    return agentstateStateChanged((uintptr_t)user_data, (AgentStateChange *)change, current_ctx);
+}
+
+static int32_t initial_state_trampoline(void *user_data, AgentBuffer *out) {
+    return agentstateInitialState((uintptr_t)user_data, out, current_ctx);
+}
+
+static void free_trampoline(void *user_data) {
+    agentstateFreeHook((uintptr_t)user_data);
+}
+
+int32_t agentstate_on_state_changed(AgentHandle h, uintptr_t hook, uint64_t *out_id, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = 0;
+    int32_t rc = agent_on_state_changed(h, state_changed_trampoline, (void *)hook, free_trampoline,
+                                        out_id);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_remove_hook(AgentHandle h, uint64_t id, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = 0;
+    int32_t rc = agent_remove_hook(h, id);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_set_initial_state_hook(AgentHandle h, uintptr_t hook, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = 0;
+    int32_t rc;
+    if (hook == 0) {
+        rc = agent_set_initial_state_hook(h, NULL, NULL, NULL);
+    } else {
+        rc = agent_set_initial_state_hook(h, initial_state_trampoline, (void *)hook,
+                                          free_trampoline);
+    }
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err) {
+    return fail(agent_buffer_copy(data, len, out), err);
+}
+
+int32_t agentstate_remove_hook_plain(AgentHandle h, uint64_t id) {
+    return agent_remove_hook(h, id);
+}

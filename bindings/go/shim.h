@@ -1,0 +1,39 @@
+/*
+ * shim.h: the C side of the Go binding (see shim.c). Internal to package agentstate.
+ *
+ * Every wrapper makes one library call and, when it fails, copies agent_last_error() into a
+ * malloc'ed string (*err, freed by Go with C.free) before returning. The message is a
+ * per-OS-thread value and a goroutine may move to another thread between two cgo calls, so it
+ * must be read inside the same C call as the function that failed.
+ *
+ * `ctx` identifies the Go call in progress: it is stored in a C thread-local for the duration
+ * of the library call, so that hooks (which the library runs on the calling thread) can tell
+ * the Go side which call triggered them and hand their Go error back to it.
+ */
+#ifndef AGENTSTATE_GO_SHIM_H
+#define AGENTSTATE_GO_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "agent_state.h"
+
+int32_t agentstate_open(const char *path, const char *options_json, AgentHandle *out, char **err);
+int32_t agentstate_close(AgentHandle h, char **err);
+int32_t agentstate_get_state(AgentHandle h, AgentBuffer *out, uintptr_t ctx, char **err);
+int32_t agentstate_set_state(AgentHandle h, const uint8_t *patch, size_t len, AgentBuffer *out,
+                             uintptr_t ctx, char **err);
+int32_t agentstate_replace_state(AgentHandle h, const uint8_t *next, size_t len, AgentBuffer *out,
+                                 uintptr_t ctx, char **err);
+/* Registers the Go state-changed trampoline with `hook` (a runtime/cgo.Handle) as user_data. */
+int32_t agentstate_on_state_changed(AgentHandle h, uintptr_t hook, uint64_t *out_id, char **err);
+int32_t agentstate_remove_hook(AgentHandle h, uint64_t id, char **err);
+/* Sets the Go initial-state trampoline with `hook` (a runtime/cgo.Handle); 0 removes the hook. */
+int32_t agentstate_set_initial_state_hook(AgentHandle h, uintptr_t hook, char **err);
+/* agent_buffer_copy, with the same error discipline. */
+int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err);
+
+/* Test support: calls the library the naive way (failing call, then agent_last_error in a
+ * separate cgo call), used only to show that the test above would catch a mix-up. */
+int32_t agentstate_remove_hook_plain(AgentHandle h, uint64_t id);
+
+#endif
