@@ -7,29 +7,13 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 
-if ! command -v go >/dev/null 2>&1; then
-    echo "run-tests.sh: go not found; installing golang-go" >&2
-    sudo=""
-    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-    $sudo apt-get update
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y golang-go
-fi
+# shellcheck source=goenv.sh
+. "$here/goenv.sh"
 
 if [ ! -f "$root/target/release/libagent_state.so" ] || [ ! -f "$root/target/release/libagent_state.a" ]; then
     echo "run-tests.sh: building the C library" >&2
     (cd "$root" && cargo build --release --lib)
 fi
-
-export CGO_ENABLED=1
-export GOPATH="$root/target/go/path"
-export GOCACHE="$root/target/go/cache"
-export GOMODCACHE="$root/target/go/path/pkg/mod"
-export GOFLAGS="-mod=readonly"
-export GOPROXY=off
-export GOTOOLCHAIN=local
-export GO111MODULE=on
-export GOWORK=off
-mkdir -p "$GOPATH" "$GOCACHE"
 
 cd "$here"
 go version

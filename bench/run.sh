@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# make bench (full) / make bench-smoke (smoke): agent_state against what users would write
+# instead, through the C ABI, the Python binding and the Go binding, in one run. Prints the
+# tables and keeps the raw figures in target/bench/*.json.
+#
+# Full mode takes a few minutes. Smoke mode runs a few hundred operations per case, so the
+# harness cannot rot; its figures mean nothing and its PASS/MISS marks are not checked.
+set -euo pipefail
+
+mode="${1:-full}"
+case "$mode" in
+    full) smoke_flag="" ;;
+    smoke) smoke_flag="--smoke" ;;
+    *) echo "usage: bench/run.sh full|smoke" >&2; exit 2 ;;
+esac
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+out="$root/target/bench"
+mkdir -p "$out"
+cd "$root"
+
+echo "== C ABI ($mode): cargo bench --bench abi"
+cargo build --release --lib
+cargo bench --bench abi -- $smoke_flag --out "$out/abi.json" | tee "$out/abi.md"
+
+echo
+echo "== Python binding ($mode)"
+"$root/bindings/python/bench.sh" $smoke_flag --out "$out/python.json" | tee "$out/python.md"
+
+echo
+echo "== Go binding ($mode)"
+# shellcheck source=../bindings/go/goenv.sh
+. "$root/bindings/go/goenv.sh"
+(cd "$root/bindings/go" && go run ./cmd/agentstate-bench ${smoke_flag:+-smoke} -out "$out/go.json") | tee "$out/go.md"
+
+echo
+echo "bench: raw figures in $out (abi.json, python.json, go.json)"
