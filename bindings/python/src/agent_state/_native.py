@@ -1,0 +1,262 @@
+"""The ctypes layer: finding and loading the shared library, and declaring every C function once.
+
+Each ``agent_*`` function that returns an ``AgentStatus`` has ``argtypes``, ``restype`` and an
+``errcheck`` that turns a non-zero status into the matching :class:`~agent_state.AgentError`
+subclass, with the message read from ``agent_last_error()`` right after the call, on the same
+thread (ctypes runs the call and its errcheck on the calling thread, and releases the GIL only
+during the call itself).
+
+Exceptions raised by Python hooks during a call are collected in a per-thread *frame* that the
+caller pushes around the call (see :func:`hook_frame`); when the call fails with
+``AGENT_ERR_HOOK`` the errcheck attaches them to the :class:`~agent_state.HookError`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, List, Optional
+
+from .errors import AGENT_ERR_HOOK, HookError, error_for_status
+
+__all__ = [
+    "AgentBuffer",
+    "AgentStateChange",
+    "STATE_CHANGED_FN",
+    "INITIAL_STATE_FN",
+    "FREE_FN",
+    "library",
+    "library_path",
+    "hook_frame",
+    "record_hook_exception",
+    "LIBRARY_ENV",
+]
+
+#: Environment variable naming the shared library to load, overriding every other place.
+LIBRARY_ENV = "AGENT_STATE_LIBRARY"
+
+if sys.platform == "darwin":
+    _LIB_NAME = "libagent_state.dylib"
+elif sys.platform == "win32":
+    _LIB_NAME = "agent_state.dll"
+else:
+    _LIB_NAME = "libagent_state.so"
+
+
+class AgentBuffer(ctypes.Structure):
+    """``struct AgentBuffer``: a library-owned view of bytes, released with
+    ``agent_buffer_free``."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("len", ctypes.c_size_t),
+        ("owner", ctypes.c_void_p),
+    ]
+
+
+class AgentStateChange(ctypes.Structure):
+    """``struct AgentStateChange``: borrowed views of one committed change, valid only during
+    the hook call."""
+
+    _fields_ = [
+        ("next", ctypes.c_void_p),
+        ("next_len", ctypes.c_size_t),
+        ("prev", ctypes.c_void_p),
+        ("prev_len", ctypes.c_size_t),
+        ("patch", ctypes.c_void_p),
+        ("patch_len", ctypes.c_size_t),
+    ]
+
+
+#: ``int32_t (*AgentStateChangedFn)(void *user_data, const AgentStateChange *change)``
+STATE_CHANGED_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(AgentStateChange))
+#: ``int32_t (*AgentInitialStateFn)(void *user_data, AgentBuffer *out)``
+INITIAL_STATE_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(AgentBuffer))
+#: ``void (*AgentFreeFn)(void *user_data)``
+FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+_c_status = ctypes.c_int32
+_c_handle = ctypes.c_uint64
+
+# --------------------------------------------------------------------------------------------
+# Hook exception frames
+# --------------------------------------------------------------------------------------------
+
+_tls = threading.local()
+
+
+def _frames() -> List[List[BaseException]]:
+    frames = getattr(_tls, "frames", None)
+    if frames is None:
+        frames = _tls.frames = []
+    return frames
+
+
+@contextmanager
+def hook_frame() -> Iterator[List[BaseException]]:
+    """Collects, for the duration of one library call on this thread, the exceptions that Python
+    hooks raise while it runs. Frames nest: a call made from inside a hook gets its own."""
+    frames = _frames()
+    frame: List[BaseException] = []
+    frames.append(frame)
+    try:
+        yield frame
+    finally:
+        # Pop our own frame (it is the top one unless something went badly wrong).
+        if frames and frames[-1] is frame:
+            frames.pop()
+        else:  # pragma: no cover - defensive
+            try:
+                frames.remove(frame)
+            except ValueError:
+                pass
+
+
+def record_hook_exception(exc: BaseException) -> bool:
+    """Attaches ``exc`` (raised by a hook) to the innermost call running on this thread.
+    Returns False if no call of this binding is running here (the caller should report it)."""
+    frames = _frames()
+    if not frames:
+        return False
+    frames[-1].append(exc)
+    return True
+
+
+def _current_frame() -> List[BaseException]:
+    frames = _frames()
+    return frames[-1] if frames else []
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def _candidates() -> List[Path]:
+    here = Path(__file__).resolve().parent
+    found: List[Path] = [here / _LIB_NAME]
+    # Running from a source checkout (or an editable install): <repo>/target/release.
+    for parent in here.parents:
+        for profile in ("release", "debug"):
+            found.append(parent / "target" / profile / _LIB_NAME)
+        if (parent / "Cargo.toml").is_file():
+            break
+    return found
+
+
+def library_path() -> str:
+    """The path of the shared library this process loads (or would load).
+
+    Order: the ``AGENT_STATE_LIBRARY`` environment variable; the copy bundled inside the
+    package; ``target/release`` (then ``target/debug``) of an enclosing source checkout; the
+    system's library search path.
+    """
+    env = os.environ.get(LIBRARY_ENV)
+    if env:
+        return env
+    for candidate in _candidates():
+        if candidate.is_file():
+            return str(candidate)
+    system = ctypes.util.find_library("agent_state")
+    if system:
+        return system
+    raise OSError(
+        f"agent_state: cannot find {_LIB_NAME}. Build the library (`make build`) and reinstall "
+        f"the package (`pip install ./bindings/python`), or set {LIBRARY_ENV} to its path."
+    )
+
+
+def _errcheck(result: int, func: Any, args: Any) -> int:
+    if result != 0:
+        raw = _lib_last_error()
+        message = raw.decode("utf-8", "replace") if raw else ""
+        if not message:
+            message = f"{func.__name__} failed"
+        err = error_for_status(result, message)
+        if result == AGENT_ERR_HOOK:
+            carried = list(_current_frame())
+            for exc in carried:
+                # KeyboardInterrupt, SystemExit and the like propagate as themselves.
+                if not isinstance(exc, Exception):
+                    raise exc
+            err = HookError(message, result, carried)
+            if carried:
+                raise err from carried[0]
+        raise err
+    return result
+
+
+_lib_last_error: Any = None
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    global _lib_last_error
+
+    def status_fn(name: str, *argtypes: Any) -> None:
+        fn = getattr(lib, name)
+        fn.argtypes = list(argtypes)
+        fn.restype = _c_status
+        fn.errcheck = _errcheck
+
+    buf_p = ctypes.POINTER(AgentBuffer)
+    # const uint8_t * inputs are declared c_char_p: the same pointer ABI, and bytes pass as is.
+    status_fn("agent_open", ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_c_handle))
+    status_fn("agent_close", _c_handle)
+    status_fn("agent_get_state", _c_handle, buf_p)
+    status_fn("agent_set_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
+    status_fn("agent_replace_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
+    status_fn("agent_buffer_copy", ctypes.c_char_p, ctypes.c_size_t, buf_p)
+    status_fn(
+        "agent_on_state_changed",
+        _c_handle,
+        STATE_CHANGED_FN,
+        ctypes.c_void_p,
+        FREE_FN,
+        ctypes.POINTER(ctypes.c_uint64),
+    )
+    status_fn("agent_remove_hook", _c_handle, ctypes.c_uint64)
+    status_fn("agent_set_initial_state_hook", _c_handle, INITIAL_STATE_FN, ctypes.c_void_p, FREE_FN)
+
+    lib.agent_buffer_free.argtypes = [buf_p]
+    lib.agent_buffer_free.restype = None
+    lib.agent_last_error.argtypes = []
+    lib.agent_last_error.restype = ctypes.c_char_p
+    lib.agent_version.argtypes = []
+    lib.agent_version.restype = ctypes.c_char_p
+    lib.agent_status_name.argtypes = [_c_status]
+    lib.agent_status_name.restype = ctypes.c_char_p
+    _lib_last_error = lib.agent_last_error
+
+
+_lib: Optional[ctypes.CDLL] = None
+_lib_lock = threading.Lock()
+
+
+def library() -> ctypes.CDLL:
+    """The loaded shared library, with every function declared (loaded on first use)."""
+    global _lib
+    lib = _lib
+    if lib is not None:
+        return lib
+    with _lib_lock:
+        if _lib is None:
+            path = library_path()
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                raise OSError(f"agent_state: cannot load the library at {path}: {e}") from e
+            _declare(lib)
+            _lib = lib
+        return _lib
+
+
+def read_buffer(buf: AgentBuffer) -> bytes:
+    """Copies the bytes of a library buffer (empty buffer: ``b""``)."""
+    if not buf.data:
+        return b""
+    return ctypes.string_at(buf.data, buf.len)

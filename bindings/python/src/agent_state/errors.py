@@ -1,0 +1,224 @@
+"""Exceptions raised by :mod:`agent_state`.
+
+Every failure of the C library is an :class:`AgentError` carrying the library's status code
+(``.status``) and its message (``.message``, read from ``agent_last_error()`` on the thread that
+made the failing call). Each status code has its own subclass, so callers catch exactly the
+failure they can act on::
+
+    try:
+        agent.set_state(patch)
+    except StateTooLargeError:
+        ...
+
+Values the binding cannot encode raise :class:`CodecError` (status ``AGENT_ERR_CODEC``) before
+any call into the library, so nothing is written.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Type
+
+__all__ = [
+    "AgentError",
+    "InvalidArgumentError",
+    "ClosedError",
+    "BadHandleError",
+    "JSONError",
+    "CodecError",
+    "StateTooLargeError",
+    "StorageError",
+    "BusyError",
+    "HookError",
+    "PanicError",
+    "AGENT_OK",
+    "AGENT_ERR_INVALID_ARGUMENT",
+    "AGENT_ERR_BAD_HANDLE",
+    "AGENT_ERR_JSON",
+    "AGENT_ERR_CODEC",
+    "AGENT_ERR_TOO_LARGE",
+    "AGENT_ERR_STORAGE",
+    "AGENT_ERR_BUSY",
+    "AGENT_ERR_HOOK",
+    "AGENT_ERR_PANIC",
+    "error_for_status",
+]
+
+#: Success.
+AGENT_OK = 0
+#: A required argument was missing, an option was unknown or ill-typed, a patch or state was
+#: not a JSON object, or a hook id was unknown.
+AGENT_ERR_INVALID_ARGUMENT = 1
+#: The handle was never issued, or has been closed.
+AGENT_ERR_BAD_HANDLE = 2
+#: The input is not well-formed JSON.
+AGENT_ERR_JSON = 3
+#: The input is JSON the storage codec refuses, or a value the binding cannot encode.
+AGENT_ERR_CODEC = 4
+#: The input, or the state a change would produce, exceeds ``max_value_bytes``.
+AGENT_ERR_TOO_LARGE = 5
+#: SQLite failed (I/O, read-only store, foreign or corrupt file, newer schema).
+AGENT_ERR_STORAGE = 6
+#: The store stayed locked longer than ``busy_timeout_ms``, or a call came from inside the
+#: handle's own initial-state hook.
+AGENT_ERR_BUSY = 7
+#: A hook failed. For ``on_state_changed`` hooks the change is committed all the same.
+AGENT_ERR_HOOK = 8
+#: A bug in the library was caught at the ABI boundary.
+AGENT_ERR_PANIC = 99
+
+_STATUS_NAMES: Dict[int, str] = {
+    AGENT_OK: "AGENT_OK",
+    AGENT_ERR_INVALID_ARGUMENT: "AGENT_ERR_INVALID_ARGUMENT",
+    AGENT_ERR_BAD_HANDLE: "AGENT_ERR_BAD_HANDLE",
+    AGENT_ERR_JSON: "AGENT_ERR_JSON",
+    AGENT_ERR_CODEC: "AGENT_ERR_CODEC",
+    AGENT_ERR_TOO_LARGE: "AGENT_ERR_TOO_LARGE",
+    AGENT_ERR_STORAGE: "AGENT_ERR_STORAGE",
+    AGENT_ERR_BUSY: "AGENT_ERR_BUSY",
+    AGENT_ERR_HOOK: "AGENT_ERR_HOOK",
+    AGENT_ERR_PANIC: "AGENT_ERR_PANIC",
+}
+
+
+class AgentError(Exception):
+    """Base class of every error of this package.
+
+    Attributes:
+        status: the library's status code (one of the ``AGENT_ERR_*`` constants).
+        message: the library's message for the failing call (``agent_last_error()``), or the
+            binding's own message for failures detected before calling the library.
+    """
+
+    #: The status code this class stands for (``AgentError`` itself is used for unknown codes).
+    default_status: int = -1
+
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.message: str = message
+        self.status: int = self.default_status if status is None else status
+
+    @property
+    def status_name(self) -> str:
+        """The name of :attr:`status`, e.g. ``"AGENT_ERR_CODEC"``."""
+        return _STATUS_NAMES.get(self.status, "AGENT_ERR_UNKNOWN")
+
+    def __str__(self) -> str:
+        return f"{self.message} [{self.status_name}]"
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (self.__class__, (self.message, self.status))
+
+
+class InvalidArgumentError(AgentError, ValueError):
+    """``AGENT_ERR_INVALID_ARGUMENT``: bad option, a patch or state that is not an object, an
+    unknown hook."""
+
+    default_status = AGENT_ERR_INVALID_ARGUMENT
+
+
+class ClosedError(AgentError):
+    """``AGENT_ERR_BAD_HANDLE``: the agent was closed (possibly by another thread)."""
+
+    default_status = AGENT_ERR_BAD_HANDLE
+
+
+#: Alias of :class:`ClosedError`, named after the C status.
+BadHandleError = ClosedError
+
+
+class JSONError(AgentError, ValueError):
+    """``AGENT_ERR_JSON``: the input is not well-formed JSON (only reachable through the
+    ``*_json`` methods that take raw JSON text)."""
+
+    default_status = AGENT_ERR_JSON
+
+
+class CodecError(AgentError, ValueError):
+    """``AGENT_ERR_CODEC``: a value the storage codec refuses.
+
+    Raised by the binding itself, before any call into the library, for values it cannot
+    encode (functions, arbitrary objects, circular references, NaN and infinities, naive
+    datetimes, sub-millisecond datetimes, ambiguous tag-shaped dicts, ...), and by the library
+    for JSON it refuses (malformed tagged values, numbers out of the double range, nesting
+    deeper than 64 levels). Nothing is written in either case.
+    """
+
+    default_status = AGENT_ERR_CODEC
+
+
+class StateTooLargeError(AgentError):
+    """``AGENT_ERR_TOO_LARGE``: the document, or the state a change would produce, exceeds
+    ``max_value_bytes``. Nothing was written."""
+
+    default_status = AGENT_ERR_TOO_LARGE
+
+
+class StorageError(AgentError):
+    """``AGENT_ERR_STORAGE``: SQLite failed (I/O error, read-only store, a file that is not an
+    agent store, a store of a newer schema)."""
+
+    default_status = AGENT_ERR_STORAGE
+
+
+class BusyError(AgentError):
+    """``AGENT_ERR_BUSY``: another connection held the write lock longer than
+    ``busy_timeout_ms``, or the agent was used from inside its own initial-state hook."""
+
+    default_status = AGENT_ERR_BUSY
+
+
+class HookError(AgentError):
+    """``AGENT_ERR_HOOK``: a hook failed.
+
+    For a ``set_state``/``replace_state`` call this is raised *after* the change committed: the
+    state is changed all the same, and the call returns no state (read it again if needed).
+
+    Attributes:
+        exceptions: the exceptions raised by the Python hooks that ran during the call, in the
+            order they were raised (empty if a hook failed without a Python exception). The
+            first one is also ``__cause__``.
+    """
+
+    default_status = AGENT_ERR_HOOK
+
+    def __init__(
+        self,
+        message: str,
+        status: Optional[int] = None,
+        exceptions: Sequence[BaseException] = (),
+    ) -> None:
+        super().__init__(message, status)
+        self.exceptions: List[BaseException] = list(exceptions)
+
+
+class PanicError(AgentError):
+    """``AGENT_ERR_PANIC``: the library caught an internal bug at its boundary (please report
+    it). The agent may still be used."""
+
+    default_status = AGENT_ERR_PANIC
+
+
+_CLASSES: Dict[int, Type[AgentError]] = {
+    AGENT_ERR_INVALID_ARGUMENT: InvalidArgumentError,
+    AGENT_ERR_BAD_HANDLE: ClosedError,
+    AGENT_ERR_JSON: JSONError,
+    AGENT_ERR_CODEC: CodecError,
+    AGENT_ERR_TOO_LARGE: StateTooLargeError,
+    AGENT_ERR_STORAGE: StorageError,
+    AGENT_ERR_BUSY: BusyError,
+    AGENT_ERR_HOOK: HookError,
+    AGENT_ERR_PANIC: PanicError,
+}
+
+
+def error_for_status(status: int, message: str) -> AgentError:
+    """Builds the exception for a non-zero library status: the subclass for that status, or
+    :class:`AgentError` for a code this binding does not know."""
+    cls = _CLASSES.get(status, AgentError)
+    return cls(message, status)
+
+
+def status_name(status: int) -> str:
+    """The name of a status code, e.g. ``"AGENT_ERR_CODEC"`` (``"AGENT_ERR_UNKNOWN"`` for a
+    number that is not a status)."""
+    return _STATUS_NAMES.get(status, "AGENT_ERR_UNKNOWN")
