@@ -248,7 +248,9 @@ AgentStatus agent_set_state(AgentHandle h,
 /**
  * Replaces the state with `next` (`len` bytes of JSON text: an object); nothing of the
  * previous state survives. Same transaction, hook, ownership and error rules as
- * `agent_set_state`; hooks see a NULL patch.
+ * `agent_set_state`; hooks see a NULL patch. A stored state that no longer decodes (changed
+ * behind the library's back: reads and merges fail with `AGENT_ERR_STORAGE`) is repaired by a
+ * replacement; hooks then see `{}` as `prev`.
  */
 AgentStatus agent_replace_state(AgentHandle h,
                                 const uint8_t *next,
@@ -298,7 +300,8 @@ void agent_buffer_free(struct AgentBuffer *buf);
  *
  * Delivery: on the thread that made the change, after the commit, with no lock of the library
  * held; in commit order (for a handle, each delivery's `prev` equals the previous delivery's
- * `next`, also with many writing threads). Several hooks run in registration order. A hook may
+ * `next`, also with many writing threads). Only changes made through `h` are delivered: when
+ * another handle or process commits in between, the next delivery's `prev` includes its change. Several hooks run in registration order. A hook may
  * call `agent_get_state`, `agent_set_state`, `agent_replace_state` (the nested change is
  * delivered after the running hook returns), register or remove hooks, and `agent_close` its
  * own handle. It must return normally: no longjmp, no C++ exception through the library.

@@ -287,9 +287,15 @@ impl Agent {
         inner: &mut Inner,
         change: Change,
     ) -> Result<(Arc<Snapshot>, Arc<Snapshot>, Option<Value>)> {
-        let prev = match self.stored(inner, true)? {
-            Some(state) => state,
-            None => self.initial()?,
+        let prev = match (self.stored(inner, true), &change) {
+            (Ok(Some(state)), _) => state,
+            (Ok(None), _) => self.initial()?,
+            // A replacement needs nothing of the previous state, so it can repair an entry that
+            // no longer decodes; hooks then see `{}` as prev.
+            (Err(Error::Corrupt(_)), Change::Replace(_)) => {
+                Arc::new(Snapshot::new(Value::Object(Default::default())))
+            }
+            (Err(e), _) => return Err(e),
         };
         let (next, patch) = match change {
             Change::Merge(Value::Object(patch)) => {
@@ -323,7 +329,7 @@ fn check_state(value: Value, max: usize, what: &str) -> Result<Snapshot> {
 }
 
 fn decode_stored(bytes: Vec<u8>) -> Result<Snapshot> {
-    let corrupt = |e: Error| Error::Storage(format!("the stored state is corrupt: {e}"));
+    let corrupt = |e: Error| Error::Corrupt(e.to_string());
     let value = crate::json::parse(&bytes).map_err(corrupt)?;
     if !codec::is_plain_object(&value) {
         return Err(corrupt(Error::InvalidArgument(

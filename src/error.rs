@@ -32,6 +32,10 @@ pub enum Error {
     /// SQLite failed: I/O error, disk full, read-only store, corrupt or foreign file.
     #[error("storage error: {0}")]
     Storage(String),
+    /// The stored state cannot be decoded (the file was changed behind the library's back).
+    /// Reads and merges fail; a replacement repairs it.
+    #[error("storage error: the stored state is corrupt: {0}")]
+    Corrupt(String),
     /// The store stayed locked by another connection for longer than `busy_timeout_ms`, or the
     /// handle is busy computing its initial state on this very thread.
     #[error("busy: {0}")]

@@ -512,3 +512,31 @@ fn reads_see_commits_of_any_other_connection() {
     }
     assert_eq!(text(&a.get_state().unwrap()), r#"{"n":200}"#);
 }
+
+#[test]
+fn a_corrupt_stored_state_fails_reads_and_merges_and_a_replace_repairs_it() {
+    let dir = TempDir::new("corrupt");
+    let path = dir.file("a.db");
+    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    a.set_state(br#"{"ok":1}"#).unwrap();
+    let rec = Arc::new(Recorder::default());
+    a.on_state_changed(rec.clone()).unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE agent_kv SET value = x'7b226f6b223a' WHERE key = '__agent_state'",
+            [],
+        )
+        .unwrap();
+    assert!(matches!(a.get_state(), Err(Error::Corrupt(_))));
+    assert!(matches!(a.set_state(br#"{"x":1}"#), Err(Error::Corrupt(_))));
+    assert_eq!(
+        text(&a.replace_state(br#"{"fixed":true}"#).unwrap()),
+        r#"{"fixed":true}"#
+    );
+    assert_eq!(text(&a.get_state().unwrap()), r#"{"fixed":true}"#);
+    assert_eq!(
+        rec.seen.lock().unwrap().last().unwrap(),
+        &(r#"{"fixed":true}"#.to_string(), "{}".to_string(), None)
+    );
+}

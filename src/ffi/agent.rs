@@ -173,7 +173,9 @@ pub unsafe extern "C" fn agent_set_state(
 
 /// Replaces the state with `next` (`len` bytes of JSON text: an object); nothing of the
 /// previous state survives. Same transaction, hook, ownership and error rules as
-/// `agent_set_state`; hooks see a NULL patch.
+/// `agent_set_state`; hooks see a NULL patch. A stored state that no longer decodes (changed
+/// behind the library's back: reads and merges fail with `AGENT_ERR_STORAGE`) is repaired by a
+/// replacement; hooks then see `{}` as `prev`.
 #[no_mangle]
 pub unsafe extern "C" fn agent_replace_state(
     h: AgentHandle,

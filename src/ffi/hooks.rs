@@ -131,7 +131,8 @@ impl InitialStateHook for CInitialHook {
 ///
 /// Delivery: on the thread that made the change, after the commit, with no lock of the library
 /// held; in commit order (for a handle, each delivery's `prev` equals the previous delivery's
-/// `next`, also with many writing threads). Several hooks run in registration order. A hook may
+/// `next`, also with many writing threads). Only changes made through `h` are delivered: when
+/// another handle or process commits in between, the next delivery's `prev` includes its change. Several hooks run in registration order. A hook may
 /// call `agent_get_state`, `agent_set_state`, `agent_replace_state` (the nested change is
 /// delivered after the running hook returns), register or remove hooks, and `agent_close` its
 /// own handle. It must return normally: no longjmp, no C++ exception through the library.

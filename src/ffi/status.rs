@@ -41,7 +41,7 @@ pub(crate) fn status_of(e: &Error) -> AgentStatus {
         Error::Json(_) => AGENT_ERR_JSON,
         Error::Codec(_) => AGENT_ERR_CODEC,
         Error::TooLarge(_) => AGENT_ERR_TOO_LARGE,
-        Error::Storage(_) => AGENT_ERR_STORAGE,
+        Error::Storage(_) | Error::Corrupt(_) => AGENT_ERR_STORAGE,
         Error::Busy(_) => AGENT_ERR_BUSY,
         Error::Hook(_) => AGENT_ERR_HOOK,
     }

@@ -259,12 +259,6 @@ def test_storage_error_for_a_corrupt_stored_state(open_agent, db_path: Path) -> 
         a.set_state({"b": 1})
 
 
-@pytest.mark.xfail(
-    raises=StorageError,
-    reason="library bug: agent_replace_state cannot repair a corrupt stored state; it decodes the "
-    "previous state (for the hooks' prev) and fails with AGENT_ERR_STORAGE even with no hook "
-    "registered, so the only way out is deleting the store file",
-)
 def test_replace_state_repairs_a_corrupt_stored_state(open_agent, db_path: Path) -> None:
     open_agent().set_state({"a": 1})
     subprocess.run([sys.executable, "-c", _CORRUPT, str(db_path)], check=True, timeout=60)
