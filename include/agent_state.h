@@ -90,6 +90,11 @@ typedef struct AgentStateChange {
    * Length of `patch` in bytes; 0 when `patch` is NULL.
    */
   size_t patch_len;
+  /**
+   * The state's version after the change (1 for a store's first write). Appended in 0.2:
+   * earlier callers that do not read it keep working.
+   */
+  uint64_t version;
 } AgentStateChange;
 
 /**
@@ -112,6 +117,17 @@ typedef void (*AgentFreeFn)(void *user_data);
  * other value makes the call that needed the initial state fail with `AGENT_ERR_HOOK`.
  */
 typedef int32_t (*AgentInitialStateFn)(void *user_data, struct AgentBuffer *out);
+
+/**
+ * A validation gate: return 0 to let the change commit, anything else to reject it
+ * (`AGENT_ERR_REJECTED`, nothing written). To explain why, fill `*message` with
+ * `agent_buffer_copy` (UTF-8 text; the library frees it); the caller's `agent_last_error`
+ * then includes it. `change` describes the change about to commit (`version` is the version
+ * it would get) and is valid only during the call.
+ */
+typedef int32_t (*AgentValidateFn)(void *user_data,
+                                   const struct AgentStateChange *change,
+                                   struct AgentBuffer *message);
 
 /**
  * Success.
@@ -164,6 +180,24 @@ typedef int32_t (*AgentInitialStateFn)(void *user_data, struct AgentBuffer *out)
 #define AGENT_ERR_HOOK 8
 
 /**
+ * A compare-and-set (`agent_set_state_if`, `agent_replace_state_if`) found the state at
+ * another version than expected; nothing was written.
+ */
+#define AGENT_ERR_CONFLICT 9
+
+/**
+ * The validation gate (`agent_set_validator`) rejected the change; nothing was written. The
+ * message carries the validator's reason.
+ */
+#define AGENT_ERR_REJECTED 10
+
+/**
+ * The change log no longer holds changes that were asked for: they were pruned by its
+ * retention (`agent_poll`, `agent_changes_since`, `agent_get_state_at`).
+ */
+#define AGENT_ERR_GAP 11
+
+/**
  * A bug in the library was caught at the ABI boundary; the handle may still be used.
  */
 #define AGENT_ERR_PANIC 99
@@ -180,7 +214,10 @@ extern "C" {
  * JSON object with any of: `"initial_state"` (object, default `{}`), `"max_value_bytes"`
  * (default 2097152), `"synchronous"` (`"full"`, the default: an acknowledged write survives
  * power loss; or `"normal"`: survives a crash of the process), `"busy_timeout_ms"` (default
- * 5000), `"read_only"` (default false). Unknown keys are refused.
+ * 5000), `"read_only"` (default false), `"change_log"` (`{"keep_last": N}` and/or
+ * `{"keep_seconds": T}`: switch the store's change log on, recorded in the file so that every
+ * handle logs its changes; `false`: switch it off and drop it; absent: leave the store's
+ * setting). Unknown keys are refused.
  *
  * A new store file is created with mode 0600 and uses WAL journaling. A file that is not an
  * agent store, or was written by a newer release, is refused and left untouched.
@@ -295,6 +332,95 @@ AgentStatus agent_buffer_copy(const uint8_t *data, size_t len, struct AgentBuffe
 void agent_buffer_free(struct AgentBuffer *buf);
 
 /**
+ * Reads the state and its version together: `*out` as `agent_get_state`, `*out_version` the
+ * number of committed changes of this store (0 while nothing is stored; then `*out` is the
+ * initial state).
+ *
+ * Ownership, errors and thread-safety as `agent_get_state`; `out_version` may be NULL.
+ */
+AgentStatus agent_get_state_versioned(AgentHandle h,
+                                      struct AgentBuffer *out,
+                                      uint64_t *out_version);
+
+/**
+ * Compare-and-set merge: `agent_set_state`, but only if the store's version is still
+ * `expected_version` (0: nothing stored yet) when the write transaction starts; otherwise
+ * `AGENT_ERR_CONFLICT` and nothing is written. On success `*out_version` (may be NULL)
+ * receives the new version. Use with `agent_get_state_versioned` for read-modify-write loops
+ * that never overwrite another writer's change.
+ *
+ * Ownership, hooks and the other errors as `agent_set_state`.
+ */
+AgentStatus agent_set_state_if(AgentHandle h,
+                               uint64_t expected_version,
+                               const uint8_t *patch,
+                               size_t len,
+                               struct AgentBuffer *out,
+                               uint64_t *out_version);
+
+/**
+ * Compare-and-set replacement: `agent_replace_state`, but only if the store's version is still
+ * `expected_version`; otherwise `AGENT_ERR_CONFLICT` and nothing is written. On success
+ * `*out_version` (may be NULL) receives the new version.
+ */
+AgentStatus agent_replace_state_if(AgentHandle h,
+                                   uint64_t expected_version,
+                                   const uint8_t *next,
+                                   size_t len,
+                                   struct AgentBuffer *out,
+                                   uint64_t *out_version);
+
+/**
+ * Delivers to `h`'s `on_state_changed` hooks, on this thread and in commit order, every change
+ * that other handles or processes committed since `h`'s last delivery, each once, with its
+ * real `prev`, `next`, `patch` and `version`. Needs the change log (open option
+ * `change_log`). The library starts no thread: call it when convenient (a timer, an event
+ * loop). `*out_delivered` (may be NULL) receives how many changes were delivered.
+ *
+ * Changes committed before `h` was opened are not delivered. A write through `h` first
+ * delivers the other handles' pending changes, so `h`'s hooks always see one ordered history.
+ * If the log's retention dropped changes before `h` delivered them, they are skipped and the
+ * call returns `AGENT_ERR_GAP` (once) after delivering the rest; the state is current.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (the log is off), `AGENT_ERR_BAD_HANDLE`,
+ * `AGENT_ERR_STORAGE`, `AGENT_ERR_BUSY`, `AGENT_ERR_GAP`, `AGENT_ERR_HOOK` (a hook returned
+ * non-zero; the deliveries still all happened).
+ * Thread-safety: any thread.
+ */
+AgentStatus agent_poll(AgentHandle h, size_t *out_delivered);
+
+/**
+ * The changes committed after version `after` (by any handle), oldest first, as one JSON
+ * array in `*out`: `[{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...]` (`at`:
+ * milliseconds since the Unix epoch; `patch` null for a replacement). For a client that
+ * reconnects: send it the changes since the version it has.
+ *
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`, the log is off, `after` is in the future),
+ * `AGENT_ERR_GAP` (the log no longer holds all of them: send the whole state instead),
+ * `AGENT_ERR_BAD_HANDLE`, `AGENT_ERR_STORAGE`.
+ * Ownership: release `*out` with `agent_buffer_free`. Thread-safety: any thread.
+ */
+AgentStatus agent_changes_since(AgentHandle h, uint64_t after, struct AgentBuffer *out);
+
+/**
+ * The state at `version`: the current one, one the change log retains, or 0 (the initial
+ * state). Errors: `AGENT_ERR_GAP` (not retained), `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`, a
+ * future version), `AGENT_ERR_BAD_HANDLE`, `AGENT_ERR_STORAGE`.
+ * Ownership: release `*out` with `agent_buffer_free`. Thread-safety: any thread.
+ */
+AgentStatus agent_get_state_at(AgentHandle h, uint64_t version, struct AgentBuffer *out);
+
+/**
+ * Point-in-time recovery: replaces the state with the state at `version` (as
+ * `agent_get_state_at` finds it), as a new change with a new version; hooks see it as a
+ * replacement. `*out` (may be NULL) receives the restored state, `*out_version` (may be NULL)
+ * its new version. Errors: those of `agent_get_state_at` and `agent_replace_state`.
+ */
+AgentStatus agent_restore_state(AgentHandle h,
+                                uint64_t version,
+                                struct AgentBuffer *out,
+                                uint64_t *out_version);
+
+/**
  * Registers `fn` to run after every committed change made through handle `h` (by
  * `agent_set_state` or `agent_replace_state`, from any thread), and stores its id in `*out_id`.
  *
@@ -350,6 +476,29 @@ AgentStatus agent_set_initial_state_hook(AgentHandle h,
                                          AgentInitialStateFn fn,
                                          void *user_data,
                                          AgentFreeFn free_user_data);
+
+/**
+ * Sets the validation gate of handle `h` (`fn` NULL removes it). The gate runs for every
+ * change made through `h` (set, replace, restore, and their `_if` forms) inside the write
+ * transaction, after the merge and the codec and size checks and before the commit, on the
+ * writing thread. A non-zero return rejects the change: the call returns `AGENT_ERR_REJECTED`,
+ * nothing is written, no hook runs. Changes made through other handles are not gated by it.
+ *
+ * The gate runs with the handle's lock held and the store's write lock taken: it must be
+ * quick, and a call into the same handle from inside it fails with `AGENT_ERR_BUSY` instead of
+ * deadlocking.
+ *
+ * Ownership: `free_user_data` (may be NULL) is called exactly once with `user_data`: when the
+ * gate is replaced or removed, when the handle is closed, or right away if this call fails (or
+ * `fn` is NULL).
+ * Errors: `AGENT_ERR_BAD_HANDLE`, `AGENT_ERR_BUSY` (from inside `h`'s initial-state hook or
+ * gate).
+ * Thread-safety: any thread; `user_data` must be usable from every thread that writes.
+ */
+AgentStatus agent_set_validator(AgentHandle h,
+                                AgentValidateFn fn,
+                                void *user_data,
+                                AgentFreeFn free_user_data);
 
 /**
  * The name of a status code, e.g. `"AGENT_ERR_CODEC"`, or `"AGENT_ERR_UNKNOWN"` for a number

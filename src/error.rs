@@ -40,6 +40,15 @@ pub enum Error {
     /// handle is busy computing its initial state on this very thread.
     #[error("busy: {0}")]
     Busy(String),
+    /// A compare-and-set found another version than the expected one; nothing was written.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The validation gate rejected the change; nothing was written.
+    #[error("rejected: {0}")]
+    Rejected(String),
+    /// The change log no longer holds changes that were asked for (pruned by its retention).
+    #[error("gap in the change log: {0}")]
+    Gap(String),
     /// A hook reported failure. For `on_state_changed` the change is committed all the same.
     #[error("hook failed: {0}")]
     Hook(String),

@@ -32,6 +32,8 @@ pub struct StateChange {
     pub prev: Arc<Snapshot>,
     /// The merge patch as applied; `None` for a replacement.
     pub patch: Option<Patch>,
+    /// The state's version after the change (1 for the first write of a store).
+    pub version: u64,
 }
 
 /// A merge patch as applied. Its compact encoding is made on first use: most changes are
@@ -76,6 +78,12 @@ impl Patch {
 /// change, after the commit: the change stays.
 pub trait StateChangedHook: Send + Sync {
     fn on_state_changed(&self, change: &StateChange) -> Result<(), String>;
+}
+
+/// The validation gate: sees a change inside the write transaction, before it commits; an
+/// `Err` (whose text the caller sees) rejects it and nothing is written.
+pub trait Validator: Send + Sync {
+    fn validate(&self, change: &StateChange) -> Result<(), String>;
 }
 
 /// A hook that supplies the initial state, as JSON text, whenever one is needed.

@@ -25,9 +25,9 @@ pub mod store;
 mod ffi;
 
 #[cfg(feature = "store")]
-pub use agent::Agent;
+pub use agent::{Agent, Versioned};
 pub use error::{Error, Result};
-pub use hooks::{InitialStateHook, Patch, StateChange, StateChangedHook};
+pub use hooks::{InitialStateHook, Patch, StateChange, StateChangedHook, Validator};
 #[cfg(feature = "store")]
 pub use options::OpenOptions;
 pub use snapshot::Snapshot;

@@ -14,6 +14,64 @@ pub const MAX_MAX_VALUE_BYTES: usize = 1_000_000_000;
 /// How long a write waits for another connection's lock, by default.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
 
+/// How much the change log keeps: the last `keep_last` changes, and/or those of the last
+/// `keep_seconds` seconds (the newest change is always kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRetention {
+    pub keep_last: Option<u64>,
+    pub keep_seconds: Option<u64>,
+}
+
+impl LogRetention {
+    /// `{"keep_last": N, "keep_seconds": T}` (either may be absent, not both).
+    pub fn from_json(text: &[u8]) -> Result<LogRetention> {
+        let value = crate::json::parse(text)?;
+        Self::from_value(&value)
+    }
+
+    fn from_value(value: &Value) -> Result<LogRetention> {
+        let bad = || {
+            Error::InvalidArgument(format!(
+                "change_log must be false or {{\"keep_last\": N, \"keep_seconds\": T}} with \
+                 positive integers (at least one of them), got {value}"
+            ))
+        };
+        let Value::Object(map) = value else {
+            return Err(bad());
+        };
+        let mut retention = LogRetention {
+            keep_last: None,
+            keep_seconds: None,
+        };
+        for (key, v) in map {
+            let n = v
+                .as_u64()
+                .filter(|n| *n >= 1 && *n <= i64::MAX as u64 / 1000);
+            match key.as_str() {
+                "keep_last" => retention.keep_last = Some(n.ok_or_else(bad)?),
+                "keep_seconds" => retention.keep_seconds = Some(n.ok_or_else(bad)?),
+                _ => return Err(bad()),
+            }
+        }
+        if retention.keep_last.is_none() && retention.keep_seconds.is_none() {
+            return Err(bad());
+        }
+        Ok(retention)
+    }
+
+    /// The stored form.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut map = serde_json::Map::new();
+        if let Some(n) = self.keep_last {
+            map.insert("keep_last".into(), n.into());
+        }
+        if let Some(n) = self.keep_seconds {
+            map.insert("keep_seconds".into(), n.into());
+        }
+        crate::json::to_vec(&Value::Object(map))
+    }
+}
+
 /// Everything `agent_open` can be told.
 #[derive(Debug, Clone)]
 pub struct OpenOptions {
@@ -24,6 +82,9 @@ pub struct OpenOptions {
     pub synchronous: Synchronous,
     pub busy_timeout_ms: u64,
     pub read_only: bool,
+    /// `Some(Some(_))`: switch the store's change log on with this retention; `Some(None)`:
+    /// switch it off; `None`: leave the store's setting as it is.
+    pub change_log: Option<Option<LogRetention>>,
 }
 
 impl Default for OpenOptions {
@@ -34,6 +95,7 @@ impl Default for OpenOptions {
             synchronous: Synchronous::Full,
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
             read_only: false,
+            change_log: None,
         }
     }
 }
@@ -84,9 +146,15 @@ impl OpenOptions {
                 "read_only" => {
                     options.read_only = value.as_bool().ok_or_else(|| bad("true or false"))?;
                 }
+                "change_log" => {
+                    options.change_log = Some(match value {
+                        Value::Bool(false) => None,
+                        other => Some(LogRetention::from_value(&other)?),
+                    });
+                }
                 _ => {
                     return Err(Error::InvalidArgument(format!(
-                        "unknown option {key:?} (known: initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only)"
+                        "unknown option {key:?} (known: initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only, change_log)"
                     )))
                 }
             }

@@ -2,9 +2,16 @@
 //!
 //! Layout (schema version [`SCHEMA_VERSION`]): the file's `application_id` is [`APPLICATION_ID`]
 //! so foreign SQLite files are recognised and left untouched; `user_version` holds the schema
-//! version so later releases can migrate; table `agent_kv(key TEXT PRIMARY KEY, value BLOB)` holds
-//! entries, of which the library reserves keys starting with `__agent_`. The state is the single
-//! entry [`STATE_KEY`]. The journal is WAL, so readers never block the writer.
+//! version so later releases can migrate. Table `agent_kv(key TEXT PRIMARY KEY, value BLOB,
+//! version INTEGER)` holds entries, of which the library reserves keys starting with
+//! `__agent_`: the state is the single entry [`STATE_KEY`], whose `version` counts its commits
+//! (1 for the first write); [`CHANGE_LOG_KEY`] holds the change log's retention, when enabled.
+//! Table `agent_changes(version INTEGER PRIMARY KEY, at_ms, writer, patch, next)` is the
+//! optional change log, written in the same transaction as the state. The journal is WAL, so
+//! readers never block the writer.
+//!
+//! Schema history: 1 had no `version` column and no change log; opening a version-1 store for
+//! writing migrates it (its state, if any, becomes version 1).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,9 +25,26 @@ use crate::error::{Error, Result};
 /// `PRAGMA application_id` of an agent store: ASCII "AgSt".
 pub const APPLICATION_ID: i32 = 0x4167_5374;
 /// The schema version this release writes and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 /// The key of the state entry.
 pub const STATE_KEY: &str = "__agent_state";
+/// The key of the change log's retention settings (JSON), present while the log is enabled.
+pub const CHANGE_LOG_KEY: &str = "__agent_change_log";
+
+/// One entry of the change log.
+#[derive(Debug, Clone)]
+pub struct LoggedChange {
+    /// The state's version after this change.
+    pub version: u64,
+    /// When it was committed, in milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// Which agent handle made it (an id unique to one open handle).
+    pub writer: u64,
+    /// The merge patch as applied (compact JSON), or `None` for a replacement.
+    pub patch: Option<Vec<u8>>,
+    /// The state after the change (compact JSON).
+    pub next: Vec<u8>,
+}
 
 /// Durability of a commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +68,8 @@ pub struct Store {
     conn: WatchedConnection,
     path: PathBuf,
     read_only: bool,
+    /// The file's schema version (a read-only handle may be reading a version-1 store).
+    schema: i32,
 }
 
 impl Store {
@@ -72,6 +98,7 @@ impl Store {
             conn: WatchedConnection::new(conn),
             path: path.to_path_buf(),
             read_only: options.read_only,
+            schema: SCHEMA_VERSION,
         };
         store.check_and_init(options, in_memory)?;
         // A read-only connection may be given a private copy of the shared memory, whose header
@@ -83,7 +110,7 @@ impl Store {
         Ok(store)
     }
 
-    fn check_and_init(&self, options: &StoreOptions, in_memory: bool) -> Result<()> {
+    fn check_and_init(&mut self, options: &StoreOptions, in_memory: bool) -> Result<()> {
         // Reading the header first: nothing is written to a file we do not own.
         let kind = self.identify()?;
         if kind == FileKind::Empty && self.read_only {
@@ -104,10 +131,40 @@ impl Store {
                 .pragma_update(None, "synchronous", sync)
                 .map_err(|e| self.storage_err("cannot set synchronous", e))?;
         }
-        if kind == FileKind::Empty {
-            self.initialize()?;
+        match kind {
+            FileKind::Empty => self.initialize()?,
+            FileKind::Store(1) if !self.read_only => self.migrate_from_1()?,
+            FileKind::Store(schema) => self.schema = schema,
         }
         Ok(())
+    }
+
+    /// Schema 1 -> 2: adds the state's version (an existing state becomes version 1) and the
+    /// change log table, in one write transaction (re-checked inside it: another process may
+    /// have migrated the file meanwhile).
+    fn migrate_from_1(&self) -> Result<()> {
+        self.begin_immediate()?;
+        let result = (|| -> rusqlite::Result<()> {
+            let version: i32 = self
+                .conn
+                .pragma_query_value(None, "user_version", |r| r.get(0))?;
+            if version == 1 {
+                self.conn.execute_batch(&format!(
+                    "ALTER TABLE agent_kv ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+                     UPDATE agent_kv SET version = 1 WHERE key = '{STATE_KEY}';
+                     {CHANGES_TABLE}
+                     PRAGMA user_version = 2;"
+                ))?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => self.commit(),
+            Err(e) => {
+                self.rollback();
+                Err(self.storage_err("cannot migrate the store from schema version 1", e))
+            }
+        }
     }
 
     /// Switches the file to WAL journaling. SQLite does not apply the busy timeout to this
@@ -185,7 +242,7 @@ impl Store {
                 self.path.display()
             )));
         }
-        Ok(FileKind::Store)
+        Ok(FileKind::Store(version))
     }
 
     /// Creates the schema, inside a write transaction so that two processes opening one new file
@@ -198,7 +255,9 @@ impl Store {
                 .pragma_query_value(None, "user_version", |r| r.get(0))?;
             if version == 0 {
                 self.conn.execute_batch(&format!(
-                    "CREATE TABLE agent_kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+                    "CREATE TABLE agent_kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL,
+                                            version INTEGER NOT NULL DEFAULT 0);
+                     {CHANGES_TABLE}
                      PRAGMA application_id = {APPLICATION_ID};
                      PRAGMA user_version = {SCHEMA_VERSION};"
                 ))?;
@@ -241,6 +300,147 @@ impl Store {
         self.conn.pager_data_version()
     }
 
+    /// Reads the state entry and its version, if any.
+    pub fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
+        let sql = if self.schema >= 2 {
+            "SELECT value, version FROM agent_kv WHERE key = ?1"
+        } else {
+            "SELECT value, 1 FROM agent_kv WHERE key = ?1"
+        };
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        Ok(stmt
+            .query_row([STATE_KEY], |r| {
+                Ok((
+                    r.get_ref(0)?.as_bytes()?.to_vec(),
+                    r.get::<_, i64>(1)? as u64,
+                ))
+            })
+            .optional()?)
+    }
+
+    /// Stores the state and its version (inside the caller's transaction).
+    pub fn write_state(&self, value: &[u8], version: u64) -> Result<()> {
+        // UPDATE first: after the first write it is all there is to do, and cheaper than an
+        // upsert's extra uniqueness probe.
+        let updated = self
+            .conn
+            .prepare_cached("UPDATE agent_kv SET value = ?2, version = ?3 WHERE key = ?1")?
+            .execute(rusqlite::params![STATE_KEY, value, version as i64])
+            .map_err(|e| self.storage_err("cannot write", e))?;
+        if updated == 0 {
+            self.conn
+                .prepare_cached("INSERT INTO agent_kv (key, value, version) VALUES (?1, ?2, ?3)")?
+                .execute(rusqlite::params![STATE_KEY, value, version as i64])
+                .map_err(|e| self.storage_err("cannot write", e))?;
+        }
+        Ok(())
+    }
+
+    /// Appends a change to the log and prunes what the retention no longer keeps (inside the
+    /// caller's transaction). `keep_last`: entries to keep; `keep_since_ms`: drop entries older
+    /// than this. The entry just written is always kept.
+    pub fn log_change(
+        &self,
+        change: &LoggedChange,
+        keep_last: Option<u64>,
+        keep_since_ms: Option<i64>,
+    ) -> Result<()> {
+        let fail = |e| self.storage_err("cannot write the change log", e);
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO agent_changes (version, at_ms, writer, patch, next)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(rusqlite::params![
+                change.version as i64,
+                change.at_ms,
+                change.writer as i64,
+                change.patch.as_deref(),
+                change.next.as_slice()
+            ])
+            .map_err(fail)?;
+        if let Some(keep) = keep_last {
+            let below = change.version.saturating_sub(keep.max(1)) as i64;
+            self.conn
+                .prepare_cached("DELETE FROM agent_changes WHERE version <= ?1")?
+                .execute([below])
+                .map_err(fail)?;
+        }
+        if let Some(since) = keep_since_ms {
+            self.conn
+                .prepare_cached("DELETE FROM agent_changes WHERE at_ms < ?1 AND version < ?2")?
+                .execute(rusqlite::params![since, change.version as i64])
+                .map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// Logged changes with a version above `after`, oldest first.
+    pub fn changes_after(&self, after: u64) -> Result<Vec<LoggedChange>> {
+        if self.schema < 2 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT version, at_ms, writer, patch, next FROM agent_changes
+             WHERE version > ?1 ORDER BY version",
+        )?;
+        let rows = stmt.query_map([after as i64], row_to_change)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The logged change that made `version`, if retained.
+    pub fn change_at(&self, version: u64) -> Result<Option<LoggedChange>> {
+        if self.schema < 2 {
+            return Ok(None);
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT version, at_ms, writer, patch, next FROM agent_changes WHERE version = ?1",
+        )?;
+        Ok(stmt.query_row([version as i64], row_to_change).optional()?)
+    }
+
+    /// The oldest retained version of the log, if any.
+    pub fn oldest_logged(&self) -> Result<Option<u64>> {
+        if self.schema < 2 {
+            return Ok(None);
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT min(version) FROM agent_changes")?;
+        Ok(stmt
+            .query_row([], |r| r.get::<_, Option<i64>>(0))?
+            .map(|v| v as u64))
+    }
+
+    /// Empties the change log (when it is switched off).
+    pub fn clear_log(&self) -> Result<()> {
+        if self.schema >= 2 {
+            self.conn
+                .prepare_cached("DELETE FROM agent_changes")?
+                .execute([])
+                .map_err(|e| self.storage_err("cannot clear the change log", e))?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the entry under `key` (inside the caller's transaction).
+    pub fn delete(&self, key: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM agent_kv WHERE key = ?1")?
+            .execute([key])
+            .map_err(|e| self.storage_err("cannot write", e))?;
+        Ok(())
+    }
+
+    /// Starts a read transaction, so that several reads see one commit.
+    pub fn begin_read(&self) -> Result<()> {
+        self.conn
+            .prepare_cached("BEGIN DEFERRED")?
+            .execute([])
+            .map_err(|e| self.storage_err("cannot begin a transaction", e))?;
+        Ok(())
+    }
+
     /// Reads the value stored under `key`, if any.
     pub fn read(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let mut stmt = self
@@ -254,19 +454,13 @@ impl Store {
 
     /// Stores `value` under `key` (inside the caller's transaction).
     pub fn write(&self, key: &str, value: &[u8]) -> Result<()> {
-        // UPDATE first: after the first write it is all there is to do, and cheaper than an
-        // upsert's extra uniqueness probe.
-        let updated = self
-            .conn
-            .prepare_cached("UPDATE agent_kv SET value = ?2 WHERE key = ?1")?
+        self.conn
+            .prepare_cached(
+                "INSERT INTO agent_kv (key, value) VALUES (?1, ?2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )?
             .execute(rusqlite::params![key, value])
             .map_err(|e| self.storage_err("cannot write", e))?;
-        if updated == 0 {
-            self.conn
-                .prepare_cached("INSERT INTO agent_kv (key, value) VALUES (?1, ?2)")?
-                .execute(rusqlite::params![key, value])
-                .map_err(|e| self.storage_err("cannot write", e))?;
-        }
         Ok(())
     }
 
@@ -313,7 +507,29 @@ impl Store {
 #[derive(Debug, PartialEq, Eq)]
 enum FileKind {
     Empty,
-    Store,
+    /// An agent store of this schema version.
+    Store(i32),
+}
+
+/// The change log table (schema 2).
+const CHANGES_TABLE: &str = "CREATE TABLE agent_changes (
+    version INTEGER PRIMARY KEY NOT NULL,
+    at_ms INTEGER NOT NULL,
+    writer INTEGER NOT NULL,
+    patch BLOB,
+    next BLOB NOT NULL);";
+
+fn row_to_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<LoggedChange> {
+    Ok(LoggedChange {
+        version: r.get::<_, i64>(0)? as u64,
+        at_ms: r.get(1)?,
+        writer: r.get::<_, i64>(2)? as u64,
+        patch: match r.get_ref(3)? {
+            rusqlite::types::ValueRef::Null => None,
+            v => Some(v.as_bytes()?.to_vec()),
+        },
+        next: r.get_ref(4)?.as_bytes()?.to_vec(),
+    })
 }
 
 fn storage(path: &Path, what: &str, e: rusqlite::Error) -> Error {

@@ -42,7 +42,10 @@ unsafe fn clear(out: *mut AgentBuffer) {
 /// JSON object with any of: `"initial_state"` (object, default `{}`), `"max_value_bytes"`
 /// (default 2097152), `"synchronous"` (`"full"`, the default: an acknowledged write survives
 /// power loss; or `"normal"`: survives a crash of the process), `"busy_timeout_ms"` (default
-/// 5000), `"read_only"` (default false). Unknown keys are refused.
+/// 5000), `"read_only"` (default false), `"change_log"` (`{"keep_last": N}` and/or
+/// `{"keep_seconds": T}`: switch the store's change log on, recorded in the file so that every
+/// handle logs its changes; `false`: switch it off and drop it; absent: leave the store's
+/// setting). Unknown keys are refused.
 ///
 /// A new store file is created with mode 0600 and uses WAL journaling. A file that is not an
 /// agent store, or was written by a newer release, is refused and left untouched.

@@ -9,7 +9,7 @@ use super::buffer::AgentBuffer;
 use super::handle::{self, AgentHandle};
 use super::status::AgentStatus;
 use crate::error::Error;
-use crate::hooks::{InitialStateHook, StateChange, StateChangedHook};
+use crate::hooks::{InitialStateHook, StateChange, StateChangedHook, Validator};
 
 /// One committed change, as an `on_state_changed` hook sees it: borrowed views of compact JSON
 /// text, each NUL-terminated after its length, valid only until the hook returns (copy what you
@@ -28,6 +28,9 @@ pub struct AgentStateChange {
     pub patch: *const u8,
     /// Length of `patch` in bytes; 0 when `patch` is NULL.
     pub patch_len: usize,
+    /// The state's version after the change (1 for a store's first write). Appended in 0.2:
+    /// earlier callers that do not read it keep working.
+    pub version: u64,
 }
 
 /// An `on_state_changed` hook. Return 0 for success; any other value makes the call that made
@@ -43,6 +46,19 @@ pub type AgentStateChangedFn =
 /// other value makes the call that needed the initial state fail with `AGENT_ERR_HOOK`.
 pub type AgentInitialStateFn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, out: *mut AgentBuffer) -> i32>;
+
+/// A validation gate: return 0 to let the change commit, anything else to reject it
+/// (`AGENT_ERR_REJECTED`, nothing written). To explain why, fill `*message` with
+/// `agent_buffer_copy` (UTF-8 text; the library frees it); the caller's `agent_last_error`
+/// then includes it. `change` describes the change about to commit (`version` is the version
+/// it would get) and is valid only during the call.
+pub type AgentValidateFn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        change: *const AgentStateChange,
+        message: *mut AgentBuffer,
+    ) -> i32,
+>;
 
 /// Finalizer for a hook's `user_data`; called exactly once, when the library no longer needs it.
 pub type AgentFreeFn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
@@ -75,20 +91,26 @@ struct CStateHook {
     data: UserData,
 }
 
+/// The C view of a change; it borrows from `change`.
+fn change_view(change: &StateChange) -> AgentStateChange {
+    let (patch, patch_len) = match &change.patch {
+        Some(p) => (p.json_with_nul().as_ptr(), p.json().len()),
+        None => (std::ptr::null(), 0),
+    };
+    AgentStateChange {
+        next: change.next.json_with_nul().as_ptr(),
+        next_len: change.next.json().len(),
+        prev: change.prev.json_with_nul().as_ptr(),
+        prev_len: change.prev.json().len(),
+        patch,
+        patch_len,
+        version: change.version,
+    }
+}
+
 impl StateChangedHook for CStateHook {
     fn on_state_changed(&self, change: &StateChange) -> Result<(), String> {
-        let (patch, patch_len) = match &change.patch {
-            Some(p) => (p.json_with_nul().as_ptr(), p.json().len()),
-            None => (std::ptr::null(), 0),
-        };
-        let view = AgentStateChange {
-            next: change.next.json_with_nul().as_ptr(),
-            next_len: change.next.json().len(),
-            prev: change.prev.json_with_nul().as_ptr(),
-            prev_len: change.prev.json().len(),
-            patch,
-            patch_len,
-        };
+        let view = change_view(change);
         // SAFETY: `f` is the caller's hook; `view` and the snapshots it points into outlive the
         // call.
         let rc = unsafe { (self.f)(self.data.ptr, &view) };
@@ -221,5 +243,75 @@ pub unsafe extern "C" fn agent_set_initial_state_hook(
             }
         };
         agent.set_initial_state_hook(hook)
+    })
+}
+
+struct CValidator {
+    f: unsafe extern "C" fn(*mut c_void, *const AgentStateChange, *mut AgentBuffer) -> i32,
+    data: UserData,
+}
+
+impl Validator for CValidator {
+    fn validate(&self, change: &StateChange) -> Result<(), String> {
+        let view = change_view(change);
+        let mut message = AgentBuffer::EMPTY;
+        // SAFETY: `f` is the caller's gate; `view` (and what it points into) and `message`
+        // outlive the call.
+        let rc = unsafe { (self.f)(self.data.ptr, &view, &mut message) };
+        let text = if message.data.is_null() {
+            None
+        } else {
+            // SAFETY: the gate's contract: `data` points at `len` readable bytes, from
+            // agent_buffer_copy (or memory valid until the gate is called again).
+            let bytes = unsafe { std::slice::from_raw_parts(message.data, message.len) };
+            Some(String::from_utf8_lossy(bytes).into_owned())
+        };
+        // SAFETY: `owner` is NULL or came from agent_buffer_copy, per the contract.
+        drop(unsafe { message.take_owner() });
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(text.unwrap_or_else(|| format!("returned {rc}")))
+        }
+    }
+}
+
+/// Sets the validation gate of handle `h` (`fn` NULL removes it). The gate runs for every
+/// change made through `h` (set, replace, restore, and their `_if` forms) inside the write
+/// transaction, after the merge and the codec and size checks and before the commit, on the
+/// writing thread. A non-zero return rejects the change: the call returns `AGENT_ERR_REJECTED`,
+/// nothing is written, no hook runs. Changes made through other handles are not gated by it.
+///
+/// The gate runs with the handle's lock held and the store's write lock taken: it must be
+/// quick, and a call into the same handle from inside it fails with `AGENT_ERR_BUSY` instead of
+/// deadlocking.
+///
+/// Ownership: `free_user_data` (may be NULL) is called exactly once with `user_data`: when the
+/// gate is replaced or removed, when the handle is closed, or right away if this call fails (or
+/// `fn` is NULL).
+/// Errors: `AGENT_ERR_BAD_HANDLE`, `AGENT_ERR_BUSY` (from inside `h`'s initial-state hook or
+/// gate).
+/// Thread-safety: any thread; `user_data` must be usable from every thread that writes.
+#[no_mangle]
+pub unsafe extern "C" fn agent_set_validator(
+    h: AgentHandle,
+    r#fn: AgentValidateFn,
+    user_data: *mut c_void,
+    free_user_data: AgentFreeFn,
+) -> AgentStatus {
+    let data = UserData {
+        ptr: user_data,
+        free: free_user_data,
+    };
+    boundary::run("agent_set_validator", move || {
+        let agent = handle::get(h)?;
+        let gate: Option<Arc<dyn Validator>> = match r#fn {
+            Some(f) => Some(Arc::new(CValidator { f, data })),
+            None => {
+                drop(data);
+                None
+            }
+        };
+        agent.set_validator(gate)
     })
 }

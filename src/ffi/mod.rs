@@ -7,6 +7,7 @@ mod agent;
 mod boundary;
 mod buffer;
 mod handle;
+mod history;
 mod hooks;
 mod status;
 pub(crate) mod wal_index;

@@ -31,6 +31,15 @@ pub const AGENT_ERR_STORAGE: AgentStatus = 6;
 pub const AGENT_ERR_BUSY: AgentStatus = 7;
 /// A hook returned non-zero. For `on_state_changed` hooks the change is committed all the same.
 pub const AGENT_ERR_HOOK: AgentStatus = 8;
+/// A compare-and-set (`agent_set_state_if`, `agent_replace_state_if`) found the state at
+/// another version than expected; nothing was written.
+pub const AGENT_ERR_CONFLICT: AgentStatus = 9;
+/// The validation gate (`agent_set_validator`) rejected the change; nothing was written. The
+/// message carries the validator's reason.
+pub const AGENT_ERR_REJECTED: AgentStatus = 10;
+/// The change log no longer holds changes that were asked for: they were pruned by its
+/// retention (`agent_poll`, `agent_changes_since`, `agent_get_state_at`).
+pub const AGENT_ERR_GAP: AgentStatus = 11;
 /// A bug in the library was caught at the ABI boundary; the handle may still be used.
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
@@ -44,6 +53,9 @@ pub(crate) fn status_of(e: &Error) -> AgentStatus {
         Error::Storage(_) | Error::Corrupt(_) => AGENT_ERR_STORAGE,
         Error::Busy(_) => AGENT_ERR_BUSY,
         Error::Hook(_) => AGENT_ERR_HOOK,
+        Error::Conflict(_) => AGENT_ERR_CONFLICT,
+        Error::Rejected(_) => AGENT_ERR_REJECTED,
+        Error::Gap(_) => AGENT_ERR_GAP,
     }
 }
 
@@ -63,6 +75,9 @@ pub extern "C" fn agent_status_name(status: AgentStatus) -> *const c_char {
         AGENT_ERR_STORAGE => b"AGENT_ERR_STORAGE\0",
         AGENT_ERR_BUSY => b"AGENT_ERR_BUSY\0",
         AGENT_ERR_HOOK => b"AGENT_ERR_HOOK\0",
+        AGENT_ERR_CONFLICT => b"AGENT_ERR_CONFLICT\0",
+        AGENT_ERR_REJECTED => b"AGENT_ERR_REJECTED\0",
+        AGENT_ERR_GAP => b"AGENT_ERR_GAP\0",
         AGENT_ERR_PANIC => b"AGENT_ERR_PANIC\0",
         _ => b"AGENT_ERR_UNKNOWN\0",
     };

@@ -497,6 +497,9 @@ static void test_version_and_status_names(void)
         { AGENT_ERR_STORAGE, 6, "AGENT_ERR_STORAGE" },
         { AGENT_ERR_BUSY, 7, "AGENT_ERR_BUSY" },
         { AGENT_ERR_HOOK, 8, "AGENT_ERR_HOOK" },
+        { AGENT_ERR_CONFLICT, 9, "AGENT_ERR_CONFLICT" },
+        { AGENT_ERR_REJECTED, 10, "AGENT_ERR_REJECTED" },
+        { AGENT_ERR_GAP, 11, "AGENT_ERR_GAP" },
         { AGENT_ERR_PANIC, 99, "AGENT_ERR_PANIC" },
     };
     size_t i;
@@ -509,7 +512,7 @@ static void test_version_and_status_names(void)
                agent_status_name(k[i].code), k[i].name);
     }
     CHECK(strcmp(agent_status_name(-1), "AGENT_ERR_UNKNOWN") == 0);
-    CHECK(strcmp(agent_status_name(9), "AGENT_ERR_UNKNOWN") == 0);
+    CHECK(strcmp(agent_status_name(12), "AGENT_ERR_UNKNOWN") == 0);
     CHECK(strcmp(agent_status_name(100), "AGENT_ERR_UNKNOWN") == 0);
 }
 
