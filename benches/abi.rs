@@ -447,6 +447,40 @@ fn bench_open(cfg: &Config, dir: &Path, rows: &mut Vec<Row>) {
     });
 }
 
+/// The write-path cost of the change log: set_state with the log off against the same with it
+/// on (retention of 1000 changes), same size, same directory.
+fn bench_log(cfg: &Config, dir: &Path, dir_name: &str, size: usize, rows: &mut Vec<Row>) {
+    let state = make_state(size);
+    let patches = make_patches(64);
+    let off = Abi::open(
+        &dir.join(format!("log_off_{size}.db")),
+        r#"{"synchronous":"normal","max_value_bytes":4194304}"#,
+    );
+    off.replace(&state);
+    let on = Abi::open(
+        &dir.join(format!("log_on_{size}.db")),
+        r#"{"synchronous":"normal","max_value_bytes":4194304,"change_log":{"keep_last":1000}}"#,
+    );
+    on.replace(&state);
+    let mut set_off = |i: usize| off.set(&patches[i % patches.len()]);
+    let mut set_on = |i: usize| on.set(&patches[i % patches.len()]);
+    let t = race(
+        &mut [&mut set_off, &mut set_on],
+        cfg.rounds(),
+        cfg.ops(size, "NORMAL", dir_name == "disk"),
+    );
+    rows.push(Row {
+        op: "set_state, change log off".into(),
+        size,
+        dir: dir_name.into(),
+        sync: "normal".into(),
+        ours_ns: t[0],
+        alternative: "set_state, change log on".into(),
+        alt_ns: t[1],
+        target: None,
+    });
+}
+
 fn rss_kib() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let pages: u64 = statm
@@ -501,6 +535,7 @@ fn main() {
                 bench_reads(&cfg, dir, name, size, &mut rows);
             }
             bench_writes(&cfg, dir, name, size, &mut rows);
+            bench_log(&cfg, dir, name, size, &mut rows);
         }
     }
     bench_open(&cfg, &dirs[0].1, &mut rows);
