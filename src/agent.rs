@@ -158,13 +158,21 @@ impl Agent {
             if let Some(retention) = options.change_log {
                 agent.configure_log(inner, retention)?;
             }
-            // Changes committed before this handle opened are not delivered to its hooks.
-            let current = agent.current(inner, Context::Autocommit)?;
-            inner.cursor = Cursor {
-                version: current.version,
-                state: current
-                    .stored
-                    .unwrap_or_else(|| Arc::clone(&agent.initial_state)),
+            // Changes committed before this handle opened are not delivered to its hooks. A
+            // stored state that no longer decodes does not stop the open: reads report it, and
+            // a replacement repairs it.
+            inner.cursor = match agent.current(inner, Context::Autocommit) {
+                Ok(current) => Cursor {
+                    version: current.version,
+                    state: current
+                        .stored
+                        .unwrap_or_else(|| Arc::clone(&agent.initial_state)),
+                },
+                Err(Error::Corrupt(_)) => Cursor {
+                    version: inner.store.read_state()?.map_or(0, |(_, v)| v),
+                    state: Arc::new(Snapshot::new(Value::Object(Default::default()))),
+                },
+                Err(e) => return Err(e),
             };
         }
         Ok(agent)
@@ -173,7 +181,12 @@ impl Agent {
     /// Switches the change log on (with this retention), off (`None`), or leaves it when the
     /// store already has this setting.
     fn configure_log(&self, inner: &mut Inner, retention: Option<LogRetention>) -> Result<()> {
-        if self.current(inner, Context::Autocommit)?.log == retention {
+        let unchanged = match self.current(inner, Context::Autocommit) {
+            Ok(current) => current.log == retention,
+            Err(Error::Corrupt(_)) => false, // write the setting all the same
+            Err(e) => return Err(e),
+        };
+        if unchanged {
             return Ok(());
         }
         inner.store.begin_immediate()?;

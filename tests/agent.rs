@@ -540,3 +540,26 @@ fn a_corrupt_stored_state_fails_reads_and_merges_and_a_replace_repairs_it() {
         &(r#"{"fixed":true}"#.to_string(), "{}".to_string(), None)
     );
 }
+
+#[test]
+fn a_store_whose_state_no_longer_decodes_still_opens() {
+    let dir = TempDir::new("corrupt_open");
+    let path = dir.file("a.db");
+    Agent::open(&path, &OpenOptions::default())
+        .unwrap()
+        .set_state(br#"{"ok":1}"#)
+        .unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE agent_kv SET value = x'7b226f6b223a' WHERE key = '__agent_state'",
+            [],
+        )
+        .unwrap();
+    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 5}}))).unwrap();
+    assert!(matches!(a.get_state(), Err(Error::Corrupt(_))));
+    assert_eq!(
+        text(&a.replace_state(br#"{"fixed":1}"#).unwrap()),
+        r#"{"fixed":1}"#
+    );
+}

@@ -43,7 +43,7 @@ from .errors import (
 from .values import TAGS, BigInt, JSMap, JSONFloat, JSONInt, JSSet, RegExp, Tagged, TypedArray
 
 #: The version of this package.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Agent",
