@@ -375,9 +375,11 @@ AgentStatus agent_replace_state_if(AgentHandle h,
  * that other handles or processes committed since `h`'s last delivery, each once, with its
  * real `prev`, `next`, `patch` and `version`. Needs the change log (open option
  * `change_log`). The library starts no thread: call it when convenient (a timer, an event
- * loop). `*out_delivered` (may be NULL) receives how many changes were delivered.
+ * loop). `*out_delivered` (may be NULL) receives how many changes were delivered, also when
+ * the call returns `AGENT_ERR_GAP` or `AGENT_ERR_HOOK`.
  *
- * Changes committed before `h` was opened are not delivered. A write through `h` first
+ * Changes committed before `h` was opened are not delivered. The first change of a store
+ * (version 1) is delivered with the writer's initial state as `prev`. A write through `h` first
  * delivers the other handles' pending changes, so `h`'s hooks always see one ordered history.
  * If the log's retention dropped changes before `h` delivered them, they are skipped and the
  * call returns `AGENT_ERR_GAP` (once) after delivering the rest; the state is current.

@@ -302,6 +302,36 @@ impl Agent {
     /// how many were delivered. If the log no longer holds some of them (pruned), they are
     /// skipped and [`Error::Gap`] says which; the next poll continues from the current state.
     pub fn poll(&self) -> Result<usize> {
+        let (delivered, result) = self.poll_counted();
+        result.map(|()| delivered)
+    }
+
+    /// [`Agent::poll`], also telling how many changes were delivered when it fails with a gap
+    /// or a hook failure (the deliveries happened all the same).
+    pub fn poll_counted(&self) -> (usize, Result<()>) {
+        match self.poll_events() {
+            Err(e) => (0, Err(e)),
+            Ok((events, gap)) => {
+                let delivered = events.len();
+                let delivery = self.deliver_all(events);
+                if let Some((from, to)) = gap {
+                    return (
+                        delivered,
+                        Err(Error::Gap(format!(
+                            "changes {from} to {to} were pruned from the change log before this \
+                             handle delivered them; the state is current, those intermediate \
+                             changes are lost"
+                        ))),
+                    );
+                }
+                (delivered, delivery)
+            }
+        }
+    }
+
+    /// The events a poll delivers, and the gap it reports.
+    #[allow(clippy::type_complexity)]
+    fn poll_events(&self) -> Result<(Vec<(u64, StateChange)>, Option<(u64, u64)>)> {
         let (events, gap) = {
             let mut guard = self.lock_inner()?;
             let inner = guard.as_mut().ok_or(Error::Closed)?;
@@ -321,15 +351,7 @@ impl Agent {
             let events = Self::take_foreign(inner, result?);
             (events, inner.gap.take())
         };
-        let delivered = events.len();
-        let delivery = self.deliver_all(events);
-        if let Some((from, to)) = gap {
-            return Err(Error::Gap(format!(
-                "changes {from} to {to} were pruned from the change log before this handle \
-                 delivered them; the state is current, those intermediate changes are lost"
-            )));
-        }
-        delivery.map(|()| delivered)
+        Ok((events, gap))
     }
 
     /// The retained changes with a version above `after`, oldest first, as a JSON array of
@@ -601,6 +623,10 @@ impl Agent {
                 break;
             }
             let next = Arc::new(decode_stored(c.next)?);
+            if let (Some(first_prev), true) = (c.prev, c.version == expected) {
+                // The first change of a store: its prev is the writer's initial state.
+                prev = Arc::new(decode_stored(first_prev)?);
+            }
             if c.version != expected {
                 let from = foreign.gap.map_or(expected, |(from, _)| from);
                 foreign.gap = Some((from, c.version));
@@ -799,6 +825,14 @@ impl Agent {
         inner.store.write_state(next.json(), version)?;
         let mut foreign = None;
         if let Some(retention) = log {
+            // Other handles' pending changes are read before this change is logged: logging
+            // prunes, and could drop the predecessor of one of them.
+            let before = Current {
+                stored: Some(Arc::clone(&prev)),
+                version: version - 1,
+                log,
+            };
+            foreign = Some(self.foreign_changes(&inner.store, &inner.cursor, &before)?);
             let now = now_ms();
             inner.store.log_change(
                 &LoggedChange {
@@ -807,18 +841,13 @@ impl Agent {
                     writer: self.writer,
                     patch: patch.as_ref().map(|p| p.json().to_vec()),
                     next: next.json().to_vec(),
+                    prev: (version == 1).then(|| prev.json().to_vec()),
                 },
                 retention.keep_last,
                 retention
                     .keep_seconds
                     .map(|s| now.saturating_sub(s.saturating_mul(1000) as i64)),
             )?;
-            let before = Current {
-                stored: Some(Arc::clone(&prev)),
-                version: version - 1,
-                log,
-            };
-            foreign = Some(self.foreign_changes(&inner.store, &inner.cursor, &before)?);
         }
         Ok(Applied {
             prev,

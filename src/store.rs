@@ -6,7 +6,7 @@
 //! version INTEGER)` holds entries, of which the library reserves keys starting with
 //! `__agent_`: the state is the single entry [`STATE_KEY`], whose `version` counts its commits
 //! (1 for the first write); [`CHANGE_LOG_KEY`] holds the change log's retention, when enabled.
-//! Table `agent_changes(version INTEGER PRIMARY KEY, at_ms, writer, patch, next)` is the
+//! Table `agent_changes(version INTEGER PRIMARY KEY, at_ms, writer, patch, next, prev)` is the
 //! optional change log, written in the same transaction as the state. The journal is WAL, so
 //! readers never block the writer.
 //!
@@ -42,6 +42,9 @@ pub struct LoggedChange {
     pub writer: u64,
     /// The merge patch as applied (compact JSON), or `None` for a replacement.
     pub patch: Option<Vec<u8>>,
+    /// The state before the change, kept only for a store's first change (version 1), whose
+    /// `prev` is the writer's initial state, which other handles cannot know.
+    pub prev: Option<Vec<u8>>,
     /// The state after the change (compact JSON).
     pub next: Vec<u8>,
 }
@@ -348,15 +351,16 @@ impl Store {
         let fail = |e| self.storage_err("cannot write the change log", e);
         self.conn
             .prepare_cached(
-                "INSERT OR REPLACE INTO agent_changes (version, at_ms, writer, patch, next)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT OR REPLACE INTO agent_changes (version, at_ms, writer, patch, next, prev)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(rusqlite::params![
                 change.version as i64,
                 change.at_ms,
                 change.writer as i64,
                 change.patch.as_deref(),
-                change.next.as_slice()
+                change.next.as_slice(),
+                change.prev.as_deref()
             ])
             .map_err(fail)?;
         if let Some(keep) = keep_last {
@@ -381,7 +385,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut stmt = self.conn.prepare_cached(
-            "SELECT version, at_ms, writer, patch, next FROM agent_changes
+            "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
              WHERE version > ?1 ORDER BY version",
         )?;
         let rows = stmt.query_map([after as i64], row_to_change)?;
@@ -394,7 +398,7 @@ impl Store {
             return Ok(None);
         }
         let mut stmt = self.conn.prepare_cached(
-            "SELECT version, at_ms, writer, patch, next FROM agent_changes WHERE version = ?1",
+            "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes WHERE version = ?1",
         )?;
         Ok(stmt.query_row([version as i64], row_to_change).optional()?)
     }
@@ -517,7 +521,8 @@ const CHANGES_TABLE: &str = "CREATE TABLE agent_changes (
     at_ms INTEGER NOT NULL,
     writer INTEGER NOT NULL,
     patch BLOB,
-    next BLOB NOT NULL);";
+    next BLOB NOT NULL,
+    prev BLOB);";
 
 fn row_to_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<LoggedChange> {
     Ok(LoggedChange {
@@ -529,6 +534,10 @@ fn row_to_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<LoggedChange> {
             v => Some(v.as_bytes()?.to_vec()),
         },
         next: r.get_ref(4)?.as_bytes()?.to_vec(),
+        prev: match r.get_ref(5)? {
+            rusqlite::types::ValueRef::Null => None,
+            v => Some(v.as_bytes()?.to_vec()),
+        },
     })
 }
 

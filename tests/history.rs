@@ -366,3 +366,45 @@ fn the_log_can_be_switched_off_and_old_stores_are_migrated() {
         .unwrap();
     assert_eq!(logged, 0);
 }
+
+#[test]
+fn a_write_delivers_pending_changes_before_its_own_pruning() {
+    let dir = TempDir::new("prune_order");
+    let path = dir.file("a.db");
+    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 2}}))).unwrap();
+    let b = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let rec = Arc::new(Recorder::default());
+    a.on_state_changed(rec.clone()).unwrap();
+    for n in 1..=3 {
+        b.set_state(format!(r#"{{"b":{n}}}"#).as_bytes()).unwrap();
+    }
+    // The log holds 2 and 3; `a` last saw version 0. Its write (4) prunes 2, but 3 (whose
+    // predecessor 2 was still there) is delivered first.
+    a.set_state(br#"{"a":1}"#).unwrap();
+    let versions: Vec<u64> = rec.seen.lock().unwrap().iter().map(|d| d.0).collect();
+    assert_eq!(versions, vec![3, 4]);
+    let err = a.poll().unwrap_err();
+    assert!(
+        matches!(&err, Error::Gap(m) if m.contains("changes 1 to 2")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_first_change_is_delivered_with_the_writers_initial_state() {
+    let dir = TempDir::new("first");
+    let path = dir.file("a.db");
+    let a = Agent::open(
+        &path,
+        &opts(json!({"change_log": {"keep_last": 10}, "initial_state": {"mine": 1}})),
+    )
+    .unwrap();
+    let b = Agent::open(&path, &opts(json!({"initial_state": {"theirs": 1}}))).unwrap();
+    let rec = Arc::new(Recorder::default());
+    a.on_state_changed(rec.clone()).unwrap();
+    b.set_state(br#"{"x":1}"#).unwrap();
+    assert_eq!(a.poll().unwrap(), 1);
+    let seen = rec.seen.lock().unwrap();
+    assert_eq!(seen[0].1, r#"{"theirs":1}"#);
+    assert_eq!(seen[0].2, r#"{"theirs":1,"x":1}"#);
+}

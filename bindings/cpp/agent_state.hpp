@@ -2,7 +2,11 @@
 //
 // One persistent, transactional JSON state value per agent, stored in an SQLite file:
 // `get_state()` reads it, `set_state(patch)` merges an RFC 7396 merge patch into it,
-// `replace_state(next)` replaces it, and hooks observe every committed change.
+// `replace_state(next)` replaces it, and hooks observe every committed change. Every commit
+// gives the state the next version: `get_state_versioned()` and `set_state_if(expected, patch)`
+// make read-modify-write loops that never overwrite another writer's change, `set_validator()`
+// gates changes before they commit, and the opt-in change log (Options::change_log) feeds
+// `poll()`, `changes_since()`, `state_at()` and `restore()`.
 //
 // Usage: compile with `-std=c++17` (or later), put both this directory and the C header's
 // directory (`include/`) on the include path, and link with
@@ -18,7 +22,10 @@
 //   the library validates every input and every answer. Outputs are compact JSON text with the
 //   members in their stored order.
 // - Every failure is reported by throwing agent_state::Error (status + message), except that an
-//   exception thrown by one of your hooks is rethrown as is (see Agent::on_state_changed).
+//   exception thrown by one of your hooks is rethrown as is (see Agent::on_state_changed). An
+//   exception thrown by your validator rejects the change: the call throws
+//   Error(Status::rejected) with the validator's exception nested in it (see
+//   Agent::set_validator).
 // - Thread-safety: one Agent may be used from many threads at once (all member functions but
 //   the move operations and the destructor); the C library serializes the calls. Moving or
 //   destroying an Agent while another thread uses it is a data race, as for any C++ object.
@@ -29,6 +36,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <optional>
@@ -67,6 +75,15 @@ enum class Status : std::int32_t {
     /// A hook failed. The wrapper rethrows your hook's own exception instead, so you see this
     /// status only for hooks registered through the raw C API.
     hook = AGENT_ERR_HOOK,
+    /// A compare-and-set (set_state_if, replace_state_if) found the state at another version
+    /// than expected; nothing was written.
+    conflict = AGENT_ERR_CONFLICT,
+    /// The validator (Agent::set_validator) rejected the change; nothing was written. The
+    /// message carries the validator's reason.
+    rejected = AGENT_ERR_REJECTED,
+    /// The change log no longer holds changes that were asked for: its retention pruned them
+    /// (poll, changes_since, state_at, restore).
+    gap = AGENT_ERR_GAP,
     /// A bug in the library was caught at the C boundary; the Agent may still be used.
     panic = AGENT_ERR_PANIC,
 };
@@ -223,6 +240,43 @@ enum class Synchronous {
     normal,
 };
 
+/// The `change_log` open option: switches the store's change log on with a retention, or off.
+/// The setting is recorded in the store file, so every handle on it logs its changes (or none
+/// does). Build it with ChangeLog::last(n), ChangeLog::seconds(t) or ChangeLog::disabled(), or
+/// set the members: with the log on, at least one of `keep_last` and `keep_seconds` must be set
+/// (the library refuses the option otherwise, with Status::invalid_argument).
+struct ChangeLog {
+    /// Keep the last `keep_last` changes (at least 1).
+    std::optional<std::uint64_t> keep_last;
+    /// Keep the changes of the last `keep_seconds` seconds (at least 1; the newest change is
+    /// always kept).
+    std::optional<std::uint64_t> keep_seconds;
+    /// True: switch the log off and drop what it holds (`"change_log": false`); the retention
+    /// members must then be unset.
+    bool off = false;
+
+    /// The log on, keeping the last `n` changes.
+    static ChangeLog last(std::uint64_t n) {
+        ChangeLog log;
+        log.keep_last = n;
+        return log;
+    }
+
+    /// The log on, keeping the changes of the last `t` seconds.
+    static ChangeLog seconds(std::uint64_t t) {
+        ChangeLog log;
+        log.keep_seconds = t;
+        return log;
+    }
+
+    /// The log off (and dropped).
+    static ChangeLog disabled() {
+        ChangeLog log;
+        log.off = true;
+        return log;
+    }
+};
+
 /// Open options; every member left unset takes the library's default. to_json() builds the
 /// options JSON the C library takes.
 struct Options {
@@ -239,10 +293,14 @@ struct Options {
     std::optional<std::uint64_t> busy_timeout_ms;
     /// Open without writing: the store must exist, and every write fails with Status::storage.
     bool read_only = false;
+    /// The store's change log (see ChangeLog); unset leaves the store's setting as it is (off
+    /// for a new store).
+    std::optional<ChangeLog> change_log;
 
     /// The options as the JSON object `agent_open` takes (`{}` when nothing is set).
     /// Throws Error(Status::json) when `initial_state` is not exactly one JSON value (so that
-    /// it can never inject other options) or holds a NUL byte.
+    /// it can never inject other options) or holds a NUL byte, and
+    /// Error(Status::invalid_argument) when `change_log` is off but has a retention.
     std::string to_json() const;
 };
 
@@ -260,6 +318,36 @@ using StateChangedFn = std::function<void(std::string_view next, std::string_vie
 /// nothing is stored.
 using InitialStateFn = std::function<std::string()>;
 
+/// A state together with its version: the number of changes committed to the store (0 while
+/// nothing is stored; `state` is then the initial state).
+struct Versioned {
+    /// The state, as compact JSON text.
+    std::string state;
+    /// Its version.
+    std::uint64_t version = 0;
+};
+
+/// One change, as Agent::on_change hooks and the validator see it. The views are valid only
+/// during the call: copy what you keep.
+struct Change {
+    /// The state after the change (for the validator: the state the change would commit).
+    std::string_view next;
+    /// The state before the change (the initial state when nothing was stored).
+    std::string_view prev;
+    /// The merge patch as applied by set_state (and set_state_if); std::nullopt for a
+    /// replacement (replace_state, replace_state_if, restore).
+    std::optional<std::string_view> patch;
+    /// The state's version after the change (for the validator: the version it would get).
+    std::uint64_t version = 0;
+};
+
+/// An Agent::on_change hook: sees each committed change, with its version.
+using ChangeFn = std::function<void(const Change &change)>;
+
+/// A validator (Agent::set_validator): returns normally to let the change commit, throws to
+/// reject it.
+using ValidatorFn = std::function<void(const Change &change)>;
+
 namespace detail {
 
 /// The first exception thrown by an on_state_changed hook during the current delivery loop of
@@ -267,6 +355,9 @@ namespace detail {
 inline thread_local std::exception_ptr state_hook_error;
 /// The exception thrown by an initial-state hook during the current call of this thread.
 inline thread_local std::exception_ptr initial_hook_error;
+/// The exception thrown by a validator during the current call of this thread (the validator
+/// runs inside the writing call, before it returns).
+inline thread_local std::exception_ptr validator_error;
 /// How many on_state_changed hooks of this wrapper are running on this thread. While it is
 /// above 0, changes made by this thread are delivered by the outermost call, not in place.
 inline thread_local int hook_depth = 0;
@@ -282,8 +373,9 @@ inline thread_local int hook_depth = 0;
 /// Must run right after the C call: it reads the thread's last error message.
 inline void check(AgentStatus status) {
     // An initial-state hook runs inside the call that needed it, so its exception (if any)
-    // belongs to the call that just returned.
+    // belongs to the call that just returned; so does a validator's.
     std::exception_ptr initial = std::exchange(initial_hook_error, nullptr);
+    std::exception_ptr rejection = std::exchange(validator_error, nullptr);
     // Only an outermost call (no hook of ours running on this thread) runs a delivery loop, so
     // only it owns the exceptions of on_state_changed hooks.
     std::exception_ptr changed;
@@ -301,6 +393,15 @@ inline void check(AgentStatus status) {
             std::rethrow_exception(changed);
         }
     }
+    if (status == AGENT_ERR_REJECTED && rejection) {
+        // Error(rejected) with the validator's own exception nested in it.
+        const std::string message = agent_last_error();
+        try {
+            std::rethrow_exception(rejection);
+        } catch (...) {
+            std::throw_with_nested(Error(Status::rejected, message));
+        }
+    }
     throw Error(static_cast<Status>(status), agent_last_error());
 }
 
@@ -308,6 +409,7 @@ inline void check(AgentStatus status) {
 /// a change made through the raw C API.
 inline void begin_call() noexcept {
     initial_hook_error = nullptr;
+    validator_error = nullptr;
     if (hook_depth == 0) {
         state_hook_error = nullptr;
     }
@@ -430,6 +532,66 @@ inline void agent_state_cpp_free_state_changed(void *user_data) noexcept {
     delete static_cast<StateChangedFn *>(user_data);
 }
 
+/// The C++ view of a C change.
+inline Change to_change(const AgentStateChange &c) noexcept {
+    Change change;
+    change.next = std::string_view(reinterpret_cast<const char *>(c.next), c.next_len);
+    change.prev = std::string_view(reinterpret_cast<const char *>(c.prev), c.prev_len);
+    if (c.patch != nullptr) {
+        change.patch.emplace(reinterpret_cast<const char *>(c.patch), c.patch_len);
+    }
+    change.version = c.version;
+    return change;
+}
+
+/// The C trampoline of every ChangeFn registered with Agent::on_change: as
+/// agent_state_cpp_state_changed, with the version.
+inline std::int32_t agent_state_cpp_change(void *user_data, const AgentStateChange *change) noexcept {
+    const auto &fn = *static_cast<const ChangeFn *>(user_data);
+    struct Depth {
+        Depth() noexcept { ++hook_depth; }
+        ~Depth() { --hook_depth; }
+    };
+    try {
+        Depth depth;
+        fn(to_change(*change));
+        return 0;
+    } catch (...) {
+        if (!state_hook_error) {
+            state_hook_error = std::current_exception();
+        }
+        return 1;
+    }
+}
+
+/// Finalizer of a ChangeFn or ValidatorFn registration (called exactly once by the library).
+inline void agent_state_cpp_free_change(void *user_data) noexcept {
+    delete static_cast<ChangeFn *>(user_data);
+}
+
+/// The C trampoline of a ValidatorFn: returning normally lets the change commit; an exception
+/// rejects it, its what() becoming the rejection message, and is kept for the writing call to
+/// nest in the Error(Status::rejected) it throws.
+inline std::int32_t agent_state_cpp_validate(void *user_data, const AgentStateChange *change,
+                                             AgentBuffer *message) noexcept {
+    const auto &fn = *static_cast<const ValidatorFn *>(user_data);
+    const char *why = "the validator threw an exception that is not a std::exception";
+    try {
+        fn(to_change(*change));
+        return 0;
+    } catch (const std::exception &e) {
+        validator_error = std::current_exception();
+        why = e.what();
+        (void)agent_buffer_copy(reinterpret_cast<const std::uint8_t *>(why), std::strlen(why),
+                                message);
+        return 1;
+    } catch (...) {
+        validator_error = std::current_exception();
+    }
+    (void)agent_buffer_copy(reinterpret_cast<const std::uint8_t *>(why), std::strlen(why), message);
+    return 1;
+}
+
 /// The C trampoline of an InitialStateFn: copies its answer into a library buffer and stores
 /// what it throws instead of letting it unwind through the library.
 inline std::int32_t agent_state_cpp_initial_state(void *user_data, AgentBuffer *out) noexcept {
@@ -484,6 +646,26 @@ inline std::string Options::to_json() const {
     if (read_only) {
         member("read_only");
         out += "true";
+    }
+    if (change_log) {
+        member("change_log");
+        if (change_log->off) {
+            if (change_log->keep_last || change_log->keep_seconds) {
+                throw Error(Status::invalid_argument,
+                            "agent_state::Options: change_log is off but has a retention");
+            }
+            out += "false";
+        } else {
+            out.push_back('{');
+            if (change_log->keep_last) {
+                out += "\"keep_last\":" + std::to_string(*change_log->keep_last);
+            }
+            if (change_log->keep_seconds) {
+                if (change_log->keep_last) out.push_back(',');
+                out += "\"keep_seconds\":" + std::to_string(*change_log->keep_seconds);
+            }
+            out.push_back('}');
+        }
     }
     out.push_back('}');
     return out;
@@ -564,7 +746,13 @@ private:
 /// An exception thrown by a hook never crosses the C library: it is caught, the remaining hooks
 /// still run, and the first such exception is rethrown from the set_state/replace_state call
 /// that triggered the delivery (the outermost one, for nested changes), after the commit: the
-/// change is stored all the same.
+/// change is stored all the same. The same holds for every call that writes (set_state_if,
+/// replace_state_if, restore) and for poll(), which delivers other handles' changes.
+///
+/// Versions and the change log: every commit gives the state the next version (1 for a store's
+/// first write). With the change log on (Options::change_log), poll() delivers to this Agent's
+/// hooks the changes that other Agents and processes committed, and changes_since(),
+/// state_at() and restore() read the retained history.
 class Agent {
 public:
     /// An Agent that is not open: every call but close() throws Error(Status::bad_handle).
@@ -583,7 +771,8 @@ public:
     }
 
     /// Opens the store at `path` with `options_json`, the JSON object `agent_open` takes
-    /// (keys initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only).
+    /// (keys initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only,
+    /// change_log).
     /// Throws as the constructor; malformed options are Status::json, unknown or ill-typed
     /// ones Status::invalid_argument.
     static Agent open(std::string_view path, std::string_view options_json) {
@@ -754,6 +943,173 @@ public:
 
     /// Removes the initial-state hook (Options::initial_state applies again).
     void clear_initial_state_hook() { set_initial_state_hook(InitialStateFn()); }
+
+    // -----------------------------------------------------------------------------------------
+    // Versions and compare-and-set.
+
+    /// The state (as get_state()) and its version, read together: the number of changes
+    /// committed to the store (0 while nothing is stored; the state is then the initial
+    /// state). Throws as get_state().
+    Versioned get_state_versioned() const {
+        const AgentHandle h = live("get_state_versioned");
+        Buffer out;
+        std::uint64_t version = 0;
+        detail::begin_call();
+        detail::check(agent_get_state_versioned(h, out.out(), &version));
+        return Versioned{out.str(), version};
+    }
+
+    /// Compare-and-set merge: set_state(patch), but only if the store is still at version
+    /// `expected` (0: nothing stored yet) when the write transaction starts; returns the merged
+    /// state and its new version. Otherwise throws Error(Status::conflict) and writes nothing:
+    /// read again with get_state_versioned() and retry. Other errors and the hook rules as
+    /// set_state().
+    Versioned set_state_if(std::uint64_t expected, std::string_view patch) {
+        const AgentHandle h = live("set_state_if");
+        Buffer out;
+        std::uint64_t version = 0;
+        detail::begin_call();
+        detail::check(agent_set_state_if(h, expected, detail::bytes(patch), patch.size(),
+                                         out.out(), &version));
+        return Versioned{out.str(), version};
+    }
+
+    /// Compare-and-set replacement: replace_state(next), but only if the store is still at
+    /// version `expected`; returns the new state and its version. Otherwise throws
+    /// Error(Status::conflict) and writes nothing. Other errors and the hook rules as
+    /// replace_state().
+    Versioned replace_state_if(std::uint64_t expected, std::string_view next) {
+        const AgentHandle h = live("replace_state_if");
+        Buffer out;
+        std::uint64_t version = 0;
+        detail::begin_call();
+        detail::check(agent_replace_state_if(h, expected, detail::bytes(next), next.size(),
+                                             out.out(), &version));
+        return Versioned{out.str(), version};
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Hooks with versions and the validator.
+
+    /// As on_state_changed(), for a hook that takes the whole Change (with its version). The
+    /// delivery and exception rules are the same; returns the hook's id, for remove_hook().
+    /// Throws Error: invalid_argument (empty `fn`), bad_handle.
+    HookId on_change(ChangeFn fn) {
+        const AgentHandle h = live("on_change");
+        if (!fn) {
+            throw Error(Status::invalid_argument,
+                        "agent_state::Agent::on_change: the function is empty");
+        }
+        auto *heap = new ChangeFn(std::move(fn));
+        HookId id = 0;
+        // On failure the library calls the finalizer right away: `heap` is not leaked.
+        detail::begin_call();
+        detail::check(agent_on_state_changed(h, detail::agent_state_cpp_change, heap,
+                                             detail::agent_state_cpp_free_change, &id));
+        return id;
+    }
+
+    /// As on_change(), returning a Subscription that removes the hook when destroyed.
+    [[nodiscard]] Subscription subscribe_changes(ChangeFn fn) {
+        const HookId id = on_change(std::move(fn));
+        return Subscription(handle_.load(), id);
+    }
+
+    /// Sets the validator, which gates every change made through this Agent (set_state,
+    /// replace_state, restore, and the _if forms; not changes made through other Agents). It
+    /// runs inside the write transaction, after the merge and the codec and size checks and
+    /// before the commit, on the writing thread; `change` is the change about to commit
+    /// (`version` is the version it would get).
+    ///
+    /// To let the change commit, return normally. To reject it, throw: nothing is written, no
+    /// on_state_changed hook runs, and the writing call throws Error(Status::rejected) (never
+    /// your exception itself: the status says what happened to the change) whose what() is the
+    /// library's message, which includes your exception's what() (for an exception that is not
+    /// a std::exception, a fixed text). Your exception is nested in the Error
+    /// (std::throw_with_nested): `std::rethrow_if_nested(error)` rethrows it.
+    ///
+    /// `fn` runs with the Agent's lock held and the store's write lock taken: keep it quick.
+    /// Calling this Agent from inside it throws Error(Status::busy) (other Agents may be used).
+    /// An empty `fn` removes the validator. The previous validator's function is destroyed
+    /// when it is replaced or removed, or when the Agent is closed.
+    /// Throws Error: bad_handle, busy (from inside this Agent's initial-state hook or
+    /// validator).
+    void set_validator(ValidatorFn fn) {
+        const AgentHandle h = live("set_validator");
+        detail::begin_call();
+        if (!fn) {
+            detail::check(agent_set_validator(h, nullptr, nullptr, nullptr));
+            return;
+        }
+        auto *heap = new ValidatorFn(std::move(fn));
+        // On failure the library calls the finalizer right away: `heap` is not leaked.
+        detail::check(agent_set_validator(h, detail::agent_state_cpp_validate, heap,
+                                          detail::agent_state_cpp_free_change));
+    }
+
+    /// Removes the validator: every change commits again.
+    void clear_validator() { set_validator(ValidatorFn()); }
+
+    // -----------------------------------------------------------------------------------------
+    // The change log (Options::change_log).
+
+    /// Delivers to this Agent's hooks, on this thread and in commit order, every change that
+    /// other Agents or processes committed since this Agent's last delivery, each once, with
+    /// its real prev, next, patch and version; returns how many it delivered. Changes committed
+    /// before this Agent was opened are not delivered; a write through this Agent first
+    /// delivers the pending ones, so its hooks always see one ordered history. Call it when
+    /// convenient (a timer, an event loop): the library starts no thread.
+    /// Throws Error: invalid_argument (the change log is off), bad_handle, storage, busy;
+    /// gap: the log's retention dropped changes before this Agent delivered them: they were
+    /// skipped and the rest delivered (reported once: the next poll() goes on from the current
+    /// state). What a hook throws is rethrown after all deliveries, as for set_state().
+    std::size_t poll() {
+        const AgentHandle h = live("poll");
+        std::size_t delivered = 0;
+        detail::begin_call();
+        detail::check(agent_poll(h, &delivered));
+        return delivered;
+    }
+
+    /// The changes committed after version `after` (by any Agent or process), oldest first,
+    /// as the JSON text of an array:
+    /// `[{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...]` (`at`: milliseconds since
+    /// the Unix epoch; `patch` null for a replacement); `[]` when `after` is the current
+    /// version. For a client that reconnects: send it the changes since the version it has.
+    /// Throws Error: invalid_argument (the change log is off, `after` is in the future), gap
+    /// (the log no longer holds all of them: send the whole state instead), bad_handle,
+    /// storage.
+    std::string changes_since(std::uint64_t after) const {
+        const AgentHandle h = live("changes_since");
+        Buffer out;
+        detail::begin_call();
+        detail::check(agent_changes_since(h, after, out.out()));
+        return out.str();
+    }
+
+    /// The state at `version`, as compact JSON text: the current one, one the change log
+    /// retains, or 0 (the initial state). Throws Error: gap (not retained, or the log is off),
+    /// invalid_argument (a future version), bad_handle, storage.
+    std::string state_at(std::uint64_t version) const {
+        const AgentHandle h = live("state_at");
+        Buffer out;
+        detail::begin_call();
+        detail::check(agent_get_state_at(h, version, out.out()));
+        return out.str();
+    }
+
+    /// Point-in-time recovery: replaces the state with the state at `version` (as state_at()
+    /// finds it), as a new change with a new version; hooks see it as a replacement and the
+    /// validator gates it. Returns the restored state and its new version. Throws what
+    /// state_at() and replace_state() throw.
+    Versioned restore(std::uint64_t version) {
+        const AgentHandle h = live("restore");
+        Buffer out;
+        std::uint64_t new_version = 0;
+        detail::begin_call();
+        detail::check(agent_restore_state(h, version, out.out(), &new_version));
+        return Versioned{out.str(), new_version};
+    }
 
 private:
     static Agent open_raw(std::string_view path, const char *options_json) {

@@ -149,6 +149,19 @@ static AgentStatus replace_s(AgentHandle h, const char *next, AgentBuffer *out)
     return agent_replace_state(h, (const uint8_t *)next, strlen(next), out);
 }
 
+static AgentStatus set_if_s(AgentHandle h, uint64_t expected, const char *patch, AgentBuffer *out,
+                            uint64_t *out_version)
+{
+    return agent_set_state_if(h, expected, (const uint8_t *)patch, strlen(patch), out, out_version);
+}
+
+static AgentStatus replace_if_s(AgentHandle h, uint64_t expected, const char *next,
+                                AgentBuffer *out, uint64_t *out_version)
+{
+    return agent_replace_state_if(h, expected, (const uint8_t *)next, strlen(next), out,
+                                  out_version);
+}
+
 static char *dup_bytes(const uint8_t *p, size_t n)
 {
     char *s = malloc(n + 1);
@@ -364,6 +377,8 @@ typedef struct {
     char *patch;       /* NULL when the delivery had a NULL patch */
     char *log;         /* optional: append "<name>:<next>;" per delivery */
     const char *name;
+    uint64_t version;  /* AgentStateChange.version of the last delivery */
+    int version_breaks; /* deliveries whose version is not the previous delivery's plus one */
 } Recorder;
 
 static void recorder_init(Recorder *r, const char *name)
@@ -416,6 +431,10 @@ static int32_t record_hook(void *user_data, const AgentStateChange *c)
         (c->prev_len != strlen(r->next) || memcmp(c->prev, r->next, c->prev_len) != 0)) {
         r->chain_breaks++;
     }
+    if (r->calls > 1 && c->version != r->version + 1) {
+        r->version_breaks++;
+    }
+    r->version = c->version;
     free(r->next);
     free(r->prev);
     free(r->patch);
@@ -475,6 +494,99 @@ static int32_t init_hook(void *user_data, AgentBuffer *out)
 static void init_hook_free(void *user_data)
 {
     ((InitHook *)user_data)->freed++;
+}
+
+static int32_t noop_hook(void *user_data, const AgentStateChange *c)
+{
+    (void)user_data;
+    (void)c;
+    return 0;
+}
+
+/* A validation gate: rejects a change whose next state contains `reject_if`. */
+typedef struct {
+    const char *reject_if; /* NULL: accept every change */
+    const char *message;   /* handed back with agent_buffer_copy when rejecting (NULL: none) */
+    int message_always;    /* 1: also fill *message when accepting (the library must drop it) */
+    int32_t rc;            /* returned when rejecting */
+    int calls;
+    int freed;
+    int bad_views;
+    uint64_t version;      /* change->version of the last call */
+    char *next, *prev, *patch; /* copies of the last call's views (patch NULL for NULL) */
+    AgentHandle self;      /* not 0: call this (own) handle from inside, recording statuses */
+    AgentHandle other;     /* not 0: read this other handle from inside */
+    AgentStatus self_get_rc, self_get_versioned_rc, self_set_rc, self_set_if_rc,
+        self_replace_rc, self_gate_rc, self_hook_rc, self_close_rc, self_poll_rc,
+        self_restore_rc, other_get_rc;
+} Gate;
+
+static void gate_init(Gate *g, const char *reject_if, const char *message, int32_t rc)
+{
+    memset(g, 0, sizeof *g);
+    g->reject_if = reject_if;
+    g->message = message;
+    g->rc = rc;
+}
+
+static void gate_destroy(Gate *g)
+{
+    free(g->next);
+    free(g->prev);
+    free(g->patch);
+}
+
+static int32_t gate_fn(void *user_data, const AgentStateChange *c, AgentBuffer *message)
+{
+    Gate *g = user_data;
+    int reject;
+    g->calls++;
+    if (!views_ok(c) || message == NULL || !buf_is_empty(message)) {
+        g->bad_views++;
+    }
+    free(g->next);
+    free(g->prev);
+    free(g->patch);
+    g->next = dup_bytes(c->next, c->next_len);
+    g->prev = dup_bytes(c->prev, c->prev_len);
+    g->patch = c->patch ? dup_bytes(c->patch, c->patch_len) : NULL;
+    g->version = c->version;
+    if (g->self != 0) {
+        AgentBuffer b = { NULL, 0, NULL };
+        uint64_t v = 0, id = 0;
+        size_t n = 0;
+        g->self_get_rc = agent_get_state(g->self, &b);
+        agent_buffer_free(&b);
+        g->self_get_versioned_rc = agent_get_state_versioned(g->self, &b, &v);
+        agent_buffer_free(&b);
+        g->self_set_rc = set_s(g->self, "{\"inner\":1}", NULL);
+        g->self_set_if_rc = agent_set_state_if(g->self, c->version - 1,
+                                               (const uint8_t *)"{\"inner\":1}", 11, NULL, NULL);
+        g->self_replace_rc = replace_s(g->self, "{\"inner\":1}", NULL);
+        g->self_gate_rc = agent_set_validator(g->self, NULL, NULL, NULL);
+        g->self_hook_rc = agent_on_state_changed(g->self, noop_hook, NULL, NULL, &id);
+        g->self_poll_rc = agent_poll(g->self, &n);
+        g->self_restore_rc = agent_restore_state(g->self, 0, NULL, NULL);
+        g->self_close_rc = agent_close(g->self);
+    }
+    if (g->other != 0) {
+        AgentBuffer b = { NULL, 0, NULL };
+        g->other_get_rc = agent_get_state(g->other, &b);
+        agent_buffer_free(&b);
+    }
+    reject = g->reject_if != NULL &&
+             strstr((const char *)c->next, g->reject_if) != NULL;
+    if ((reject || g->message_always) && g->message != NULL) {
+        if (agent_buffer_copy((const uint8_t *)g->message, strlen(g->message), message) != AGENT_OK) {
+            g->bad_views++;
+        }
+    }
+    return reject ? g->rc : 0;
+}
+
+static void gate_free(void *user_data)
+{
+    ((Gate *)user_data)->freed++;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -614,6 +726,57 @@ static void test_open_refuses_bad_arguments_and_options(void)
     CHECK_STATUS(AGENT_OK, agent_close(h));
 }
 
+/* Every function of versions, compare-and-set, the gate and the change log refuses handle
+ * `h` with AGENT_ERR_BAD_HANDLE, leaves its output buffer empty, and releases a gate's
+ * user_data right away. */
+static void check_bad_handle_for_history_functions(AgentHandle h)
+{
+    AgentBuffer out = junk_buffer();
+    uint64_t version = 77;
+    size_t delivered = 77;
+    int gate_freed = 0;
+
+    CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_get_state_versioned(h, &out, &version));
+    CHECK_LAST_ERROR_FROM("agent_get_state_versioned");
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_BAD_HANDLE,
+                 agent_set_state_if(h, 0, (const uint8_t *)"{}", 2, &out, &version));
+    CHECK_LAST_ERROR_FROM("agent_set_state_if");
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_BAD_HANDLE,
+                 agent_replace_state_if(h, 0, (const uint8_t *)"{}", 2, &out, &version));
+    CHECK_LAST_ERROR_FROM("agent_replace_state_if");
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_poll(h, &delivered));
+    CHECK_LAST_ERROR_FROM("agent_poll");
+    CHECK(delivered == 0);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_changes_since(h, 0, &out));
+    CHECK_LAST_ERROR_FROM("agent_changes_since");
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_get_state_at(h, 0, &out));
+    CHECK_LAST_ERROR_FROM("agent_get_state_at");
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_restore_state(h, 0, &out, &version));
+    CHECK_LAST_ERROR_FROM("agent_restore_state");
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_set_validator(h, NULL, &gate_freed, count_free));
+    CHECK_LAST_ERROR_FROM("agent_set_validator");
+    CHECK(gate_freed == 1);
+    {
+        Gate g;
+        gate_init(&g, NULL, NULL, 1);
+        CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_set_validator(h, gate_fn, &g, gate_free));
+        CHECK_LAST_ERROR_FROM("agent_set_validator");
+        CHECK(g.freed == 1 && g.calls == 0); /* released right away, never called */
+        gate_destroy(&g);
+    }
+}
+
 static void test_bad_handles_are_refused_by_every_function(void)
 {
     AgentHandle closed = open_at(":memory:", NULL);
@@ -657,6 +820,7 @@ static void test_bad_handles_are_refused_by_every_function(void)
                      agent_set_initial_state_hook(h, init_hook, &init_freed, count_free));
         CHECK_LAST_ERROR_FROM("agent_set_initial_state_hook");
         CHECK(init_freed == 1);
+        check_bad_handle_for_history_functions(h);
     }
     CHECK_STATE(live, "{}"); /* the live neighbour is untouched */
     CHECK_STATUS(AGENT_OK, agent_close(live));
@@ -1912,6 +2076,962 @@ static void test_remove_or_close_during_delivery_defers_free_until_it_ends(void)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Versions and compare-and-set                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* agent_get_state_versioned gives `text` and `version` together. */
+#define CHECK_VERSIONED(h, text, version) \
+    check_versioned_((h), (text), (version), __FILE__, __LINE__)
+
+static int check_versioned_(AgentHandle h, const char *text, uint64_t version, const char *file,
+                            int line)
+{
+    AgentBuffer b = junk_buffer();
+    uint64_t v = 12345;
+    AgentStatus rc = agent_get_state_versioned(h, &b, &v);
+    int ok = check_(rc == AGENT_OK && buf_is(&b, text) && v == version, file, line,
+                    "agent_get_state_versioned gave %.*s at version %llu (status %s, %s), "
+                    "expected %s at version %llu",
+                    b.data ? (int)b.len : 6, b.data ? (const char *)b.data : "(NULL)",
+                    (unsigned long long)v, agent_status_name(rc), error_if_failed(rc), text,
+                    (unsigned long long)version);
+    agent_buffer_free(&b);
+    return ok;
+}
+
+/* The state is exactly `before` (the bytes of an earlier state_copy) at version `version`. */
+#define CHECK_UNCHANGED(h, before, version) \
+    check_unchanged_((h), (before), (version), __FILE__, __LINE__)
+
+static void check_unchanged_(AgentHandle h, const char *before, uint64_t version, const char *file,
+                             int line)
+{
+    char *after = state_copy(h);
+    check_(before != NULL && after != NULL && strcmp(before, after) == 0, file, line,
+           "the state changed from %s to %s", before ? before : "(NULL)",
+           after ? after : "(NULL)");
+    free(after);
+    check_versioned_(h, before ? before : "", version, file, line);
+}
+
+static void test_get_state_versioned_reads_state_and_version_together(void)
+{
+    AgentHandle h = open_store("versioned.db", "{\"initial_state\":{\"n\":0}}");
+    AgentHandle other, ro;
+    AgentBuffer out = junk_buffer();
+    uint64_t v = 99;
+
+    CHECK_VERSIONED(h, "{\"n\":0}", 0); /* nothing stored: the initial state at version 0 */
+    CHECK_STATUS(AGENT_OK, agent_get_state_versioned(h, &out, NULL)); /* out_version may be NULL */
+    CHECK_BUF(out, "{\"n\":0}");
+    agent_buffer_free(&out);
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_get_state_versioned(h, NULL, &v));
+    CHECK_LAST_ERROR_FROM("agent_get_state_versioned");
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_get_state_versioned(h, NULL, NULL));
+    CHECK_VERSIONED(h, "{\"n\":0}", 0); /* reading stored nothing */
+
+    CHECK_SET(h, "{\"n\":1}", "{\"n\":1}");
+    CHECK_VERSIONED(h, "{\"n\":1}", 1);
+    CHECK_REPLACE(h, "{\"m\":2}", "{\"m\":2}");
+    CHECK_VERSIONED(h, "{\"m\":2}", 2);
+    CHECK_SET(h, "{}", "{\"m\":2}"); /* an empty patch is a committed change too */
+    CHECK_VERSIONED(h, "{\"m\":2}", 3);
+    /* refused writes do not count */
+    CHECK_STATUS(AGENT_ERR_JSON, set_s(h, "{", NULL));
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, replace_s(h, "[]", NULL));
+    CHECK_VERSIONED(h, "{\"m\":2}", 3);
+
+    /* every handle's commits count, and the version is stored with the state */
+    other = open_store("versioned.db", NULL);
+    CHECK_VERSIONED(other, "{\"m\":2}", 3);
+    CHECK_SET(other, "{\"o\":1}", "{\"m\":2,\"o\":1}");
+    CHECK_VERSIONED(h, "{\"m\":2,\"o\":1}", 4);
+    CHECK_STATUS(AGENT_OK, agent_close(other));
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    ro = open_store("versioned.db", "{\"read_only\":true}");
+    CHECK_VERSIONED(ro, "{\"m\":2,\"o\":1}", 4);
+    CHECK_STATUS(AGENT_OK, agent_close(ro));
+}
+
+static void test_set_state_if_writes_only_at_the_expected_version(void)
+{
+    AgentHandle h = open_store("cas_set.db", NULL);
+    AgentHandle ro;
+    Recorder r;
+    AgentBuffer out = junk_buffer();
+    uint64_t v = 99;
+    char *before;
+    recorder_init(&r, NULL);
+    add_recorder(h, &r);
+
+    /* nothing stored yet: only version 0 is current */
+    CHECK_STATUS(AGENT_ERR_CONFLICT, set_if_s(h, 5, "{\"x\":1}", &out, &v));
+    CHECK_LAST_ERROR_FROM("agent_set_state_if");
+    CHECK_EMPTY(out);
+    CHECK_VERSIONED(h, "{}", 0);
+    CHECK_STATUS(AGENT_OK, set_if_s(h, 0, "{\"x\":1,\"keep\":[1,2]}", &out, &v));
+    CHECK_BUF(out, "{\"x\":1,\"keep\":[1,2]}");
+    CHECK(v == 1);
+    agent_buffer_free(&out);
+
+    /* a stale or a future version: CONFLICT, nothing written, no delivery */
+    before = state_copy(h);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_CONFLICT, set_if_s(h, 0, "{\"x\":2}", &out, &v));
+    CHECK_LAST_ERROR_FROM("agent_set_state_if");
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_CONFLICT, set_if_s(h, 2, "{\"x\":2}", &out, NULL));
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_ERR_CONFLICT, set_if_s(h, UINT64_MAX, "{\"x\":2}", NULL, NULL));
+    CHECK_UNCHANGED(h, before, 1);
+    CHECK(r.calls == 1);
+    free(before);
+
+    /* at the current version it merges; out and out_version may be NULL */
+    CHECK_STATUS(AGENT_OK, set_if_s(h, 1, "{\"x\":2}", NULL, NULL));
+    CHECK_VERSIONED(h, "{\"x\":2,\"keep\":[1,2]}", 2);
+    CHECK(r.calls == 2 && r.version == 2);
+    CHECK(r.patch != NULL && strcmp(r.patch, "{\"x\":2}") == 0);
+
+    /* inputs are refused as agent_set_state refuses them, nothing written */
+    before = state_copy(h);
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_set_state_if(h, 2, NULL, 0, NULL, NULL));
+    CHECK_LAST_ERROR_FROM("agent_set_state_if");
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, set_if_s(h, 2, "[1]", NULL, NULL));
+    CHECK_STATUS(AGENT_ERR_JSON, set_if_s(h, 2, "{\"a\":", NULL, NULL));
+    CHECK_STATUS(AGENT_ERR_CODEC, set_if_s(h, 2, "{\"a\":1,\"a\":2}", NULL, NULL));
+    CHECK_UNCHANGED(h, before, 2);
+    free(before);
+    CHECK(r.calls == 2 && r.version_breaks == 0 && r.chain_breaks == 0 && r.bad_views == 0);
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+
+    /* a read-only handle cannot write even at the right version */
+    ro = open_store("cas_set.db", "{\"read_only\":true}");
+    CHECK_STATUS(AGENT_ERR_STORAGE, set_if_s(ro, 2, "{\"x\":3}", NULL, NULL));
+    CHECK_VERSIONED(ro, "{\"x\":2,\"keep\":[1,2]}", 2);
+    CHECK_STATUS(AGENT_OK, agent_close(ro));
+    CHECK(r.freed == 1);
+    recorder_destroy(&r);
+}
+
+static void test_replace_state_if_writes_only_at_the_expected_version(void)
+{
+    AgentHandle h = open_store("cas_replace.db", "{\"initial_state\":{\"i\":1}}");
+    Recorder r;
+    AgentBuffer out = junk_buffer();
+    uint64_t v = 99;
+    char *before;
+    recorder_init(&r, NULL);
+    add_recorder(h, &r);
+
+    CHECK_STATUS(AGENT_ERR_CONFLICT, replace_if_s(h, 1, "{\"a\":1}", &out, &v));
+    CHECK_LAST_ERROR_FROM("agent_replace_state_if");
+    CHECK_EMPTY(out);
+    CHECK_VERSIONED(h, "{\"i\":1}", 0);
+    CHECK_STATUS(AGENT_OK, replace_if_s(h, 0, "{\"a\":1}", &out, &v));
+    CHECK_BUF(out, "{\"a\":1}"); /* nothing of the initial state survives */
+    CHECK(v == 1);
+    agent_buffer_free(&out);
+    CHECK(r.calls == 1 && r.version == 1 && r.patch == NULL);
+    CHECK(r.prev != NULL && strcmp(r.prev, "{\"i\":1}") == 0);
+
+    before = state_copy(h);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_CONFLICT, replace_if_s(h, 0, "{\"b\":2}", &out, &v));
+    CHECK_LAST_ERROR_FROM("agent_replace_state_if");
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_ERR_CONFLICT, replace_if_s(h, 7, "{\"b\":2}", NULL, NULL));
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_replace_state_if(h, 1, NULL, 3, NULL, NULL));
+    CHECK_LAST_ERROR_FROM("agent_replace_state_if");
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, replace_if_s(h, 1, "\"s\"", NULL, NULL));
+    CHECK_STATUS(AGENT_ERR_JSON, replace_if_s(h, 1, "{\"b\"", NULL, NULL));
+    CHECK_UNCHANGED(h, before, 1);
+    free(before);
+    CHECK(r.calls == 1);
+
+    CHECK_STATUS(AGENT_OK, replace_if_s(h, 1, "{\"b\":2}", NULL, NULL));
+    CHECK_VERSIONED(h, "{\"b\":2}", 2);
+    CHECK(r.calls == 2 && r.version == 2 && r.patch == NULL && r.version_breaks == 0);
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    recorder_destroy(&r);
+}
+
+static void test_compare_and_set_sees_other_handles_commits(void)
+{
+    AgentHandle a = open_store("cas_two.db", NULL);
+    AgentHandle b = open_store("cas_two.db", NULL);
+    AgentBuffer got = { NULL, 0, NULL };
+    uint64_t va = 0, v = 0;
+
+    CHECK_SET(a, "{\"count\":0}", "{\"count\":0}");
+    /* a reads, b commits in between: a's write at the version it read is refused */
+    CHECK_STATUS(AGENT_OK, agent_get_state_versioned(a, &got, &va));
+    agent_buffer_free(&got);
+    CHECK(va == 1);
+    CHECK_STATUS(AGENT_OK, set_if_s(b, 1, "{\"count\":1}", NULL, &v));
+    CHECK(v == 2);
+    CHECK_STATUS(AGENT_ERR_CONFLICT, set_if_s(a, va, "{\"count\":1}", NULL, NULL));
+    CHECK_STATUS(AGENT_ERR_CONFLICT, replace_if_s(a, va, "{\"count\":1}", NULL, NULL));
+    CHECK_VERSIONED(a, "{\"count\":1}", 2);
+    /* the retry reads again and succeeds */
+    CHECK_STATUS(AGENT_OK, agent_get_state_versioned(a, &got, &va));
+    CHECK(va == 2 && member_int((const char *)got.data, got.len, "count") == 1);
+    agent_buffer_free(&got);
+    CHECK_STATUS(AGENT_OK, set_if_s(a, va, "{\"count\":2}", NULL, &v));
+    CHECK(v == 3);
+    CHECK_VERSIONED(b, "{\"count\":2}", 3);
+    CHECK_STATUS(AGENT_OK, agent_close(a));
+    CHECK_STATUS(AGENT_OK, agent_close(b));
+}
+
+static void test_state_changed_hooks_see_the_version_of_each_change(void)
+{
+    AgentHandle h = open_store("hook_versions.db", NULL);
+    AgentHandle other = open_store("hook_versions.db", NULL);
+    Recorder r;
+    recorder_init(&r, NULL);
+
+    CHECK_SET(h, "{\"a\":1}", "{\"a\":1}"); /* version 1, before the hook */
+    add_recorder(h, &r);
+    CHECK_SET(h, "{\"a\":2}", "{\"a\":2}");
+    CHECK(r.calls == 1 && r.version == 2);
+    CHECK_REPLACE(h, "{\"b\":1}", "{\"b\":1}");
+    CHECK(r.calls == 2 && r.version == 3);
+    CHECK_STATUS(AGENT_OK, set_if_s(h, 3, "{\"c\":1}", NULL, NULL));
+    CHECK(r.calls == 3 && r.version == 4);
+    CHECK_STATUS(AGENT_OK, replace_if_s(h, 4, "{\"d\":1}", NULL, NULL));
+    CHECK(r.calls == 4 && r.version == 5);
+    CHECK(r.version_breaks == 0);
+    /* without the change log another handle's commit is not delivered; the next delivery
+     * carries the store's version */
+    CHECK_SET(other, "{\"e\":1}", "{\"d\":1,\"e\":1}");
+    CHECK_SET(h, "{\"f\":1}", "{\"d\":1,\"e\":1,\"f\":1}");
+    CHECK(r.calls == 5 && r.version == 7);
+    CHECK(r.version_breaks == 1);
+    CHECK_STATUS(AGENT_OK, agent_close(other));
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    recorder_destroy(&r);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Validation gate                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The last error holds `text` (the gate's message). */
+#define CHECK_LAST_ERROR_HAS(text) \
+    check_(strstr(agent_last_error(), (text)) != NULL, __FILE__, __LINE__, \
+           "last error \"%s\" does not contain \"%s\"", agent_last_error(), (text))
+
+static void test_validator_rejects_with_its_message_and_nothing_is_written(void)
+{
+    AgentHandle h = open_store("gate.db", NULL);
+    Recorder r;
+    Gate g;
+    AgentBuffer out = junk_buffer();
+    char *before;
+    recorder_init(&r, NULL);
+    add_recorder(h, &r);
+    gate_init(&g, "\"balance\":-", "balance would go negative: \xc3\xa9 \"quoted\"", 3);
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, gate_fn, &g, gate_free));
+    CHECK_SET(h, "{\"balance\":10}", "{\"balance\":10}");
+    CHECK(g.calls == 1 && r.calls == 1);
+    before = state_copy(h);
+
+    CHECK_STATUS(AGENT_ERR_REJECTED, set_s(h, "{\"balance\":-5}", &out));
+    CHECK_EMPTY(out);
+    CHECK_LAST_ERROR_FROM("agent_set_state");
+    CHECK_LAST_ERROR_HAS("balance would go negative: \xc3\xa9 \"quoted\"");
+    CHECK(g.calls == 2);
+    CHECK(r.calls == 1); /* no hook for a rejected change */
+    CHECK_UNCHANGED(h, before, 1);
+
+    /* without a message the gate's return value is reported; any non-zero value rejects */
+    g.message = NULL;
+    g.rc = -42;
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_REJECTED, replace_s(h, "{\"balance\":-1}", &out));
+    CHECK_EMPTY(out);
+    CHECK_LAST_ERROR_FROM("agent_replace_state");
+    CHECK_LAST_ERROR_HAS("-42");
+    CHECK(g.calls == 3 && r.calls == 1);
+    CHECK_UNCHANGED(h, before, 1);
+
+    /* a message handed back with an accepted change is dropped (and freed: valgrind) */
+    g.message = "ignored";
+    g.message_always = 1;
+    CHECK_SET(h, "{\"balance\":11}", "{\"balance\":11}");
+    CHECK(g.calls == 4 && r.calls == 2 && r.version == 2);
+    CHECK(g.bad_views == 0);
+
+    /* removing the gate lets the change through */
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, NULL, NULL, NULL));
+    CHECK(g.freed == 1);
+    CHECK_SET(h, "{\"balance\":-5}", "{\"balance\":-5}");
+    CHECK(g.calls == 4 && r.calls == 3);
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    CHECK(g.freed == 1 && r.freed == 1);
+    free(before);
+    gate_destroy(&g);
+    recorder_destroy(&r);
+}
+
+static void test_validator_sees_the_change_about_to_commit(void)
+{
+    AgentHandle h = open_store("gate_views.db",
+                               "{\"initial_state\":{\"i\":0},\"change_log\":{\"keep_last\":10}}");
+    Gate g;
+    gate_init(&g, NULL, NULL, 1);
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, gate_fn, &g, gate_free));
+
+    CHECK_SET(h, "{ \"a\" : 1 , \"x\" : null }", "{\"i\":0,\"a\":1}");
+    CHECK(g.calls == 1 && g.version == 1);
+    CHECK(g.prev != NULL && strcmp(g.prev, "{\"i\":0}") == 0); /* the initial state */
+    CHECK(g.next != NULL && strcmp(g.next, "{\"i\":0,\"a\":1}") == 0);
+    CHECK(g.patch != NULL && strcmp(g.patch, "{\"a\":1,\"x\":null}") == 0);
+    CHECK_REPLACE(h, "{\"b\":2}", "{\"b\":2}");
+    CHECK(g.calls == 2 && g.version == 2 && g.patch == NULL);
+    CHECK(g.prev != NULL && strcmp(g.prev, "{\"i\":0,\"a\":1}") == 0);
+    CHECK_STATUS(AGENT_OK, set_if_s(h, 2, "{\"c\":3}", NULL, NULL));
+    CHECK(g.calls == 3 && g.version == 3);
+    CHECK(g.next != NULL && strcmp(g.next, "{\"b\":2,\"c\":3}") == 0);
+    CHECK_STATUS(AGENT_OK, agent_restore_state(h, 1, NULL, NULL));
+    CHECK(g.calls == 4 && g.version == 4 && g.patch == NULL); /* a restore is a replacement */
+    CHECK(g.prev != NULL && strcmp(g.prev, "{\"b\":2,\"c\":3}") == 0);
+    CHECK(g.next != NULL && strcmp(g.next, "{\"i\":0,\"a\":1}") == 0);
+    CHECK(g.bad_views == 0);
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    CHECK(g.freed == 1);
+    gate_destroy(&g);
+}
+
+static void test_validator_gates_every_write_of_its_handle_and_no_other(void)
+{
+    AgentHandle h = open_store("gate_scope.db", "{\"change_log\":{\"keep_last\":10}}");
+    AgentHandle other = open_store("gate_scope.db", NULL);
+    Gate g;
+    char *before;
+    int calls;
+    gate_init(&g, "forbidden", "not allowed here", 1);
+    CHECK_SET(h, "{\"ok\":1}", "{\"ok\":1}");
+    CHECK_SET(other, "{\"forbidden\":1}", "{\"ok\":1,\"forbidden\":1}"); /* version 2 */
+    CHECK_SET(h, "{\"forbidden\":null}", "{\"ok\":1}");                 /* version 3 */
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, gate_fn, &g, gate_free));
+    before = state_copy(h);
+
+    CHECK_STATUS(AGENT_ERR_REJECTED, set_s(h, "{\"forbidden\":2}", NULL));
+    CHECK_LAST_ERROR_FROM("agent_set_state");
+    CHECK_LAST_ERROR_HAS("not allowed here");
+    CHECK_STATUS(AGENT_ERR_REJECTED, replace_s(h, "{\"forbidden\":2}", NULL));
+    CHECK_LAST_ERROR_FROM("agent_replace_state");
+    CHECK_STATUS(AGENT_ERR_REJECTED, set_if_s(h, 3, "{\"forbidden\":2}", NULL, NULL));
+    CHECK_LAST_ERROR_FROM("agent_set_state_if");
+    CHECK_LAST_ERROR_HAS("not allowed here");
+    CHECK_STATUS(AGENT_ERR_REJECTED, replace_if_s(h, 3, "{\"forbidden\":2}", NULL, NULL));
+    CHECK_LAST_ERROR_FROM("agent_replace_state_if");
+    {
+        AgentBuffer out = junk_buffer();
+        uint64_t v = 99;
+        CHECK_STATUS(AGENT_ERR_REJECTED, agent_restore_state(h, 2, &out, &v));
+        CHECK_LAST_ERROR_FROM("agent_restore_state");
+        CHECK_LAST_ERROR_HAS("not allowed here");
+        CHECK_EMPTY(out);
+    }
+    CHECK(g.calls == 5);
+    CHECK_UNCHANGED(h, before, 3);
+
+    /* a conflict, a malformed or unstorable input, a future version never reach the gate */
+    calls = g.calls;
+    CHECK_STATUS(AGENT_ERR_CONFLICT, set_if_s(h, 1, "{\"forbidden\":2}", NULL, NULL));
+    CHECK_STATUS(AGENT_ERR_JSON, set_s(h, "{\"forbidden\":", NULL));
+    CHECK_STATUS(AGENT_ERR_CODEC, set_s(h, "{\"forbidden\":{\"$date\":\"x\"}}", NULL));
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_restore_state(h, 99, NULL, NULL));
+    CHECK(g.calls == calls);
+
+    /* other handles are not gated by it */
+    CHECK_SET(other, "{\"forbidden\":3}", "{\"ok\":1,\"forbidden\":3}");
+    CHECK(g.calls == calls);
+    CHECK_STATUS(AGENT_OK, agent_close(other));
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    CHECK(g.freed == 1);
+    free(before);
+    gate_destroy(&g);
+}
+
+static void test_validator_user_data_is_freed_exactly_once(void)
+{
+    AgentHandle h = open_store("gate_free.db", NULL);
+    Gate g1, g2, g3;
+    int freed = 0;
+    gate_init(&g1, NULL, NULL, 1);
+    gate_init(&g2, NULL, NULL, 1);
+    gate_init(&g3, NULL, NULL, 1);
+
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, gate_fn, &g1, gate_free));
+    CHECK_SET(h, "{\"a\":1}", "{\"a\":1}");
+    CHECK(g1.calls == 1 && g1.freed == 0);
+    /* replaced: the old one is released at once, and no longer called */
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, gate_fn, &g2, gate_free));
+    CHECK(g1.freed == 1 && g2.freed == 0);
+    CHECK_SET(h, "{\"a\":2}", "{\"a\":2}");
+    CHECK(g1.calls == 1 && g2.calls == 1);
+    /* removed with a NULL fn: the gate's user_data is released, and so is the one passed
+     * along with the NULL fn */
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, NULL, &freed, count_free));
+    CHECK(g2.freed == 1 && freed == 1);
+    CHECK_SET(h, "{\"a\":3}", "{\"a\":3}");
+    CHECK(g2.calls == 1);
+    /* removing when none is set is fine; a NULL free_user_data too */
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, NULL, NULL, NULL));
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, gate_fn, &g3, NULL));
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, gate_fn, &g3, gate_free));
+    CHECK(g3.freed == 0); /* the first registration had no finalizer */
+    CHECK_SET(h, "{\"a\":4}", "{\"a\":4}");
+    CHECK(g3.calls == 1);
+    /* closed: released exactly once */
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    CHECK(g1.freed == 1 && g2.freed == 1 && g3.freed == 1 && freed == 1);
+    CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_set_validator(h, gate_fn, &g3, gate_free));
+    CHECK(g3.freed == 2); /* a failed registration releases its own user_data right away */
+    gate_destroy(&g1);
+    gate_destroy(&g2);
+    gate_destroy(&g3);
+}
+
+static void test_own_handle_from_validator_is_busy(void)
+{
+    AgentHandle h = open_store("gate_busy.db", "{\"change_log\":{\"keep_last\":10}}");
+    AgentHandle other = open_at(":memory:", NULL);
+    Gate g;
+    gate_init(&g, NULL, NULL, 1);
+    g.self = h;
+    g.other = other;
+    CHECK_STATUS(AGENT_OK, agent_set_validator(h, gate_fn, &g, gate_free));
+
+    CHECK_SET(h, "{\"outer\":1}", "{\"outer\":1}"); /* none of the inner writes happened */
+    CHECK(g.calls == 1);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_get_rc);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_get_versioned_rc);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_set_rc);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_set_if_rc);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_replace_rc);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_gate_rc);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_hook_rc);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_poll_rc);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_restore_rc);
+    CHECK_STATUS(AGENT_ERR_BUSY, g.self_close_rc);
+    CHECK_STATUS(AGENT_OK, g.other_get_rc); /* other handles may be used */
+    CHECK_VERSIONED(h, "{\"outer\":1}", 1); /* the handle is still open, the gate still set */
+    CHECK(g.freed == 0);
+    g.self = 0;
+    CHECK_SET(h, "{\"outer\":2}", "{\"outer\":2}");
+    CHECK(g.calls == 2);
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    CHECK_STATUS(AGENT_OK, agent_close(other));
+    CHECK(g.freed == 1);
+    gate_destroy(&g);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Change log: agent_poll, agent_changes_since, agent_get_state_at, agent_restore_state        */
+/* ------------------------------------------------------------------------------------------ */
+
+/* An on_state_changed hook that writes each delivery as "<version>|<prev>|<next>|<patch>;"
+ * (patch "NULL" for a replacement). */
+typedef struct {
+    char text[4096];
+    int calls;
+} History;
+
+static int32_t history_hook(void *user_data, const AgentStateChange *c)
+{
+    History *hist = user_data;
+    size_t n = strlen(hist->text);
+    hist->calls++;
+    snprintf(hist->text + n, sizeof hist->text - n, "%llu|%.*s|%.*s|%.*s;",
+             (unsigned long long)c->version, (int)c->prev_len, (const char *)c->prev,
+             (int)c->next_len, (const char *)c->next, c->patch ? (int)c->patch_len : 4,
+             c->patch ? (const char *)c->patch : "NULL");
+    return 0;
+}
+
+#define CHECK_HISTORY(hist, expected) \
+    check_(strcmp((hist).text, (expected)) == 0, __FILE__, __LINE__, \
+           "deliveries were\n      %s\n    expected\n      %s", (hist).text, (expected))
+
+static void test_change_log_option_is_validated_and_recorded_in_the_store(void)
+{
+    const char *p = tmp_path("log_option.db");
+    AgentHandle a, b, c;
+    AgentBuffer out = junk_buffer();
+
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":{}}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":{\"keep_last\":0}}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":{\"keep_last\":-1}}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":{\"keep_last\":1.5}}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":{\"keep_last\":\"3\"}}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":{\"keep_seconds\":0}}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":{\"keep_days\":3}}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p,
+                     "{\"change_log\":{\"keep_last\":3,\"other\":1}}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":true}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":null}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":[2]}");
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, p, "{\"change_log\":3}");
+
+    /* switched on by one handle, recorded in the file: a handle without the option logs */
+    a = open_at(p, "{\"change_log\":{\"keep_last\":5,\"keep_seconds\":3600}}");
+    CHECK_STATUS(AGENT_OK, agent_close(a));
+    b = open_at(p, NULL);
+    CHECK_SET(b, "{\"a\":1}", "{\"a\":1}");
+    CHECK_STATUS(AGENT_OK, agent_changes_since(b, 0, &out));
+    CHECK(out.data != NULL && strstr((const char *)out.data, "\"version\":1") != NULL);
+    agent_buffer_free(&out);
+    CHECK_STATUS(AGENT_OK, agent_poll(b, NULL));
+
+    /* switched off by another handle: off for every handle, the log dropped */
+    c = open_at(p, "{\"change_log\":false}");
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_changes_since(b, 0, &out));
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_poll(b, NULL));
+    CHECK_SET(c, "{\"b\":2}", "{\"a\":1,\"b\":2}");
+    CHECK_VERSIONED(b, "{\"a\":1,\"b\":2}", 2); /* versions go on without the log */
+    CHECK_STATUS(AGENT_OK, agent_close(c));
+
+    /* on again: nothing of before is retained */
+    c = open_at(p, "{\"change_log\":{\"keep_last\":5}}");
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_OK, agent_changes_since(c, 2, &out));
+    CHECK_BUF(out, "[]");
+    agent_buffer_free(&out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_GAP, agent_changes_since(c, 0, &out));
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_GAP, agent_get_state_at(c, 1, &out));
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_OK, agent_close(c));
+    CHECK_STATUS(AGENT_OK, agent_close(b));
+}
+
+static void test_change_log_keep_seconds_prunes_old_changes(void)
+{
+    AgentHandle h = open_store("log_seconds.db", "{\"change_log\":{\"keep_seconds\":1}}");
+    AgentBuffer out = junk_buffer();
+    CHECK_SET(h, "{\"n\":1}", "{\"n\":1}");
+    CHECK_SET(h, "{\"n\":2}", "{\"n\":2}");
+    CHECK_STATUS(AGENT_OK, agent_changes_since(h, 0, &out)); /* both within the second */
+    agent_buffer_free(&out);
+    sleep_ms(1200);
+    CHECK_SET(h, "{\"n\":3}", "{\"n\":3}"); /* prunes what is older than a second */
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_GAP, agent_changes_since(h, 0, &out));
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_ERR_GAP, agent_get_state_at(h, 1, &out));
+    CHECK_STATUS(AGENT_OK, agent_changes_since(h, 2, &out));
+    CHECK(out.data != NULL && strstr((const char *)out.data, "\"version\":3") != NULL &&
+          strstr((const char *)out.data, "\"version\":2") == NULL);
+    agent_buffer_free(&out);
+    sleep_ms(1200);
+    /* nothing is pruned without a write: the newest change is always kept */
+    CHECK_STATUS(AGENT_OK, agent_get_state_at(h, 3, &out));
+    CHECK_BUF(out, "{\"n\":3}");
+    agent_buffer_free(&out);
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+}
+
+static void test_poll_needs_the_change_log(void)
+{
+    AgentHandle h = open_store("poll_off.db", NULL);
+    size_t n = 77;
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_poll(h, &n));
+    CHECK_LAST_ERROR_FROM("agent_poll");
+    CHECK_LAST_ERROR_HAS("change_log");
+    CHECK(n == 0);
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_poll(h, NULL));
+    CHECK_SET(h, "{\"a\":1}", "{\"a\":1}");
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_poll(h, &n));
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    h = open_at(":memory:", NULL);
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_poll(h, &n));
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    /* with the log on, a poll with nothing new delivers 0 */
+    h = open_store("poll_off.db", "{\"change_log\":{\"keep_last\":1}}");
+    n = 77;
+    CHECK_STATUS(AGENT_OK, agent_poll(h, &n));
+    CHECK(n == 0);
+    CHECK_STATUS(AGENT_OK, agent_poll(h, NULL));
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+}
+
+static void test_poll_delivers_other_handles_changes_once_in_commit_order(void)
+{
+    const char *opts = "{\"change_log\":{\"keep_last\":100},\"synchronous\":\"normal\"}";
+    AgentHandle a = open_store("poll.db", opts);
+    AgentHandle b = open_store("poll.db", NULL); /* logs too: the store says so */
+    AgentHandle late;
+    History ha, hl;
+    Recorder r;
+    uint64_t id;
+    size_t n = 77;
+    memset(&ha, 0, sizeof ha);
+    memset(&hl, 0, sizeof hl);
+    recorder_init(&r, NULL);
+    CHECK_STATUS(AGENT_OK, agent_on_state_changed(a, history_hook, &ha, NULL, &id));
+    add_recorder(a, &r);
+
+    CHECK_SET(b, "{\"x\":1}", "{\"x\":1}");
+    CHECK_REPLACE(b, "{\"y\":2}", "{\"y\":2}");
+    CHECK(ha.calls == 0); /* nothing is delivered before a polls */
+    CHECK_STATUS(AGENT_OK, agent_poll(a, &n));
+    CHECK(n == 2);
+    CHECK_STATUS(AGENT_OK, agent_poll(a, &n));
+    CHECK(n == 0); /* each change once */
+    /* a write through a first delivers what b committed before it */
+    CHECK_SET(b, "{\"z\":3}", "{\"y\":2,\"z\":3}");
+    CHECK_SET(a, "{\"w\":4}", "{\"y\":2,\"z\":3,\"w\":4}");
+    CHECK(ha.calls == 4);
+    CHECK_SET(b, "{\"y\":null}", "{\"z\":3,\"w\":4}");
+    CHECK_STATUS(AGENT_OK, agent_poll(a, &n));
+    CHECK(n == 1);
+    CHECK_HISTORY(ha, "1|{}|{\"x\":1}|{\"x\":1};"
+                      "2|{\"x\":1}|{\"y\":2}|NULL;"
+                      "3|{\"y\":2}|{\"y\":2,\"z\":3}|{\"z\":3};"
+                      "4|{\"y\":2,\"z\":3}|{\"y\":2,\"z\":3,\"w\":4}|{\"w\":4};"
+                      "5|{\"y\":2,\"z\":3,\"w\":4}|{\"z\":3,\"w\":4}|{\"y\":null};");
+    CHECK(r.calls == 5 && r.chain_breaks == 0 && r.version_breaks == 0 && r.bad_views == 0);
+
+    /* changes committed before a handle opened are not delivered to it */
+    late = open_store("poll.db", NULL);
+    CHECK_STATUS(AGENT_OK, agent_on_state_changed(late, history_hook, &hl, NULL, &id));
+    CHECK_STATUS(AGENT_OK, agent_poll(late, &n));
+    CHECK(n == 0 && hl.calls == 0);
+    CHECK_SET(a, "{\"v\":6}", "{\"z\":3,\"w\":4,\"v\":6}");
+    CHECK_STATUS(AGENT_OK, agent_poll(late, &n));
+    CHECK(n == 1);
+    CHECK_HISTORY(hl, "6|{\"z\":3,\"w\":4}|{\"z\":3,\"w\":4,\"v\":6}|{\"v\":6};");
+    CHECK_STATUS(AGENT_OK, agent_poll(a, &n)); /* a's own change is not delivered twice */
+    CHECK(n == 0 && r.calls == 6);
+
+    /* a hook that fails: AGENT_ERR_HOOK, and every delivery still happened */
+    r.rc = 5;
+    CHECK_SET(b, "{\"u\":7}", "{\"z\":3,\"w\":4,\"v\":6,\"u\":7}");
+    CHECK_SET(b, "{\"u\":8}", "{\"z\":3,\"w\":4,\"v\":6,\"u\":8}");
+    CHECK_STATUS(AGENT_ERR_HOOK, agent_poll(a, &n));
+    CHECK_LAST_ERROR_FROM("agent_poll");
+    CHECK(r.calls == 8 && r.version == 8 && ha.calls == 8);
+    r.rc = 0;
+    CHECK_STATUS(AGENT_OK, agent_poll(a, &n));
+    CHECK(n == 0);
+    CHECK_STATUS(AGENT_OK, agent_close(late));
+    CHECK_STATUS(AGENT_OK, agent_close(b));
+    CHECK_STATUS(AGENT_OK, agent_close(a));
+    CHECK(r.freed == 1);
+    recorder_destroy(&r);
+}
+
+static void test_poll_delivers_changes_of_another_process(void)
+{
+    const char *path = tmp_path("poll_process.db");
+    int go[2];
+    pid_t pid;
+    AgentHandle h;
+    History hist;
+    uint64_t id;
+    size_t n = 0;
+    int status = 0;
+    memset(&hist, 0, sizeof hist);
+
+    /* forked before any handle is open; the child opens its own after the parent's is open */
+    CHECK(pipe(go) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        AgentHandle c = 0;
+        char byte;
+        int bad = 0;
+        close(go[1]);
+        if (read(go[0], &byte, 1) != 1) {
+            _exit(100);
+        }
+        bad |= agent_open(path, "{\"synchronous\":\"normal\"}", &c) != AGENT_OK;
+        bad |= set_s(c, "{\"from\":\"child\",\"n\":1}", NULL) != AGENT_OK;
+        bad |= replace_s(c, "{\"n\":2}", NULL) != AGENT_OK;
+        bad |= set_s(c, "{\"n\":3}", NULL) != AGENT_OK;
+        bad |= agent_close(c) != AGENT_OK;
+        _exit(bad ? 1 : 0);
+    }
+    CHECK(pid > 0);
+    close(go[0]);
+    h = open_at(path, "{\"change_log\":{\"keep_last\":10}}");
+    CHECK_STATUS(AGENT_OK, agent_on_state_changed(h, history_hook, &hist, NULL, &id));
+    CHECK(write(go[1], "g", 1) == 1);
+    close(go[1]);
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_STATUS(AGENT_OK, agent_poll(h, &n));
+    CHECK(n == 3);
+    CHECK_HISTORY(hist, "1|{}|{\"from\":\"child\",\"n\":1}|{\"from\":\"child\",\"n\":1};"
+                        "2|{\"from\":\"child\",\"n\":1}|{\"n\":2}|NULL;"
+                        "3|{\"n\":2}|{\"n\":3}|{\"n\":3};");
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+}
+
+static void test_poll_reports_pruned_changes_as_a_gap_once(void)
+{
+    AgentHandle a = open_store("gap.db", "{\"change_log\":{\"keep_last\":2}}");
+    AgentHandle b = open_store("gap.db", NULL);
+    History hist;
+    uint64_t id;
+    size_t n = 77;
+    int i;
+    memset(&hist, 0, sizeof hist);
+    CHECK_STATUS(AGENT_OK, agent_on_state_changed(a, history_hook, &hist, NULL, &id));
+    for (i = 1; i <= 5; i++) {
+        char patch[32];
+        snprintf(patch, sizeof patch, "{\"n\":%d}", i);
+        CHECK_STATUS(AGENT_OK, set_s(b, patch, NULL));
+    }
+    /* retained: 4 and 5; 4's predecessor is gone, so only 5 can be delivered exactly */
+    CHECK_STATUS(AGENT_ERR_GAP, agent_poll(a, &n));
+    CHECK_LAST_ERROR_FROM("agent_poll");
+    CHECK_LAST_ERROR_HAS("changes 1 to 4");
+    CHECK_HISTORY(hist, "5|{\"n\":4}|{\"n\":5}|{\"n\":5};");
+    CHECK_STATUS(AGENT_OK, agent_poll(a, &n)); /* reported once */
+    CHECK(n == 0);
+    CHECK_STATE(a, "{\"n\":5}"); /* the state is current */
+    CHECK_STATUS(AGENT_OK, set_s(b, "{\"n\":6}", NULL));
+    CHECK_STATUS(AGENT_OK, agent_poll(a, &n));
+    CHECK(n == 1 && hist.calls == 2);
+
+    /* "A write through h first delivers the other handles' pending changes": with 8 and 9
+     * retained, 9 (whose predecessor 8 is retained) is pending and deliverable, exactly as a
+     * poll at this moment would deliver it (then reporting "changes 7 to 8"); only 7 and 8 are
+     * lost. The write delivers 9 and then its own 10, and the gap is reported by the next
+     * poll. */
+    for (i = 7; i <= 9; i++) {
+        char patch[32];
+        snprintf(patch, sizeof patch, "{\"n\":%d}", i);
+        CHECK_STATUS(AGENT_OK, set_s(b, patch, NULL));
+    }
+    CHECK_SET(a, "{\"a\":1}", "{\"n\":9,\"a\":1}");
+    CHECK(hist.calls == 4); /* 9 and a's own 10 */
+    check_(strstr(hist.text, "9|{\"n\":8}|{\"n\":9}|{\"n\":9};") != NULL, __FILE__, __LINE__,
+           "change 9 was not delivered by the write: %s", hist.text);
+    CHECK_STATUS(AGENT_ERR_GAP, agent_poll(a, &n));
+    CHECK_LAST_ERROR_HAS("changes 7 to 8");
+    CHECK_STATUS(AGENT_OK, agent_poll(a, &n));
+    CHECK(n == 0);
+    CHECK_STATUS(AGENT_OK, agent_close(b));
+    CHECK_STATUS(AGENT_OK, agent_close(a));
+}
+
+/* Replaces every "at":<digits> in `s` by "at":0, in place; checks each time is within
+ * [lo_ms, hi_ms]; returns how many it replaced. */
+static int blank_times(char *s, long long lo_ms, long long hi_ms)
+{
+    int count = 0;
+    char *p = s;
+    while ((p = strstr(p, "\"at\":")) != NULL) {
+        char *digits = p + 5, *end;
+        long long at = strtoll(digits, &end, 10);
+        check_(end > digits && at >= lo_ms && at <= hi_ms, __FILE__, __LINE__,
+               "\"at\":%lld is not between %lld and %lld", at, lo_ms, hi_ms);
+        digits[0] = '0';
+        memmove(digits + 1, end, strlen(end) + 1);
+        p = digits + 1;
+        count++;
+    }
+    return count;
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_changes_since_returns_the_documented_json_array(void)
+{
+    AgentHandle h = open_store("since.db", "{\"change_log\":{\"keep_last\":3}}");
+    AgentHandle off = open_store("since_off.db", NULL);
+    AgentBuffer out = junk_buffer();
+    long long t0 = now_ms() - 1, t1;
+    char *text;
+
+    CHECK_STATUS(AGENT_OK, agent_changes_since(h, 0, &out)); /* nothing yet */
+    CHECK_BUF(out, "[]");
+    agent_buffer_free(&out);
+    CHECK_SET(h, "{\"n\":1}", "{\"n\":1}");
+    CHECK_SET(h, "{\"n\":2}", "{\"n\":2}");
+    CHECK_SET(h, "{\"n\":3}", "{\"n\":3}");
+    CHECK_SET(h, "{\"n\":4,\"s\":\"a\\\"b\\u00e9\"}", "{\"n\":4,\"s\":\"a\\\"b\xc3\xa9\"}");
+    CHECK_REPLACE(h, "{\"r\":[5, {\"x\":null}]}", "{\"r\":[5,{\"x\":null}]}");
+    t1 = now_ms() + 1;
+    /* versions 3, 4 and 5 are retained */
+    CHECK_STATUS(AGENT_OK, agent_changes_since(h, 3, &out));
+    CHECK(out.data != NULL && out.data[out.len] == 0 && strlen((const char *)out.data) == out.len);
+    text = dup_bytes(out.data, out.len);
+    agent_buffer_free(&out);
+    CHECK(blank_times(text, t0, t1) == 2);
+    check_(strcmp(text, "[{\"version\":4,\"at\":0,\"patch\":{\"n\":4,\"s\":\"a\\\"b\xc3\xa9\"},"
+                        "\"next\":{\"n\":4,\"s\":\"a\\\"b\xc3\xa9\"}},"
+                        "{\"version\":5,\"at\":0,\"patch\":null,\"next\":{\"r\":[5,{\"x\":null}]}}]") == 0,
+           __FILE__, __LINE__, "changes_since(3) is %s", text);
+    free(text);
+    CHECK_STATUS(AGENT_OK, agent_changes_since(h, 2, &out));
+    text = dup_bytes(out.data, out.len);
+    agent_buffer_free(&out);
+    CHECK(blank_times(text, t0, t1) == 3);
+    check_(strncmp(text, "[{\"version\":3,\"at\":0,\"patch\":{\"n\":3},\"next\":{\"n\":3}},{\"version\":4,", 66) == 0,
+           __FILE__, __LINE__, "changes_since(2) is %s", text);
+    free(text);
+    CHECK_STATUS(AGENT_OK, agent_changes_since(h, 5, &out)); /* up to date */
+    CHECK_BUF(out, "[]");
+    agent_buffer_free(&out);
+
+    /* pruned: GAP; the future, the log off, a NULL out: INVALID_ARGUMENT; out left empty */
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_GAP, agent_changes_since(h, 1, &out));
+    CHECK_LAST_ERROR_FROM("agent_changes_since");
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_GAP, agent_changes_since(h, 0, &out));
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_changes_since(h, 6, &out));
+    CHECK_LAST_ERROR_FROM("agent_changes_since");
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_changes_since(h, UINT64_MAX, &out));
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_changes_since(h, 3, NULL));
+    CHECK_LAST_ERROR_FROM("agent_changes_since");
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_changes_since(off, 0, &out));
+    CHECK_LAST_ERROR_HAS("change_log");
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_OK, agent_close(off));
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+}
+
+static void test_get_state_at_returns_retained_versions(void)
+{
+    AgentHandle h = open_store("state_at.db",
+                               "{\"change_log\":{\"keep_last\":3},\"initial_state\":{\"init\":1}}");
+    AgentHandle off = open_store("state_at_off.db", "{\"initial_state\":{\"init\":2}}");
+    AgentBuffer out = junk_buffer();
+    int i;
+    CHECK_STATUS(AGENT_OK, agent_get_state_at(h, 0, &out)); /* version 0: the initial state */
+    CHECK_BUF(out, "{\"init\":1}");
+    agent_buffer_free(&out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_get_state_at(h, 1, &out)); /* the future */
+    CHECK_LAST_ERROR_FROM("agent_get_state_at");
+    CHECK_EMPTY(out);
+    for (i = 1; i <= 5; i++) {
+        char patch[32];
+        snprintf(patch, sizeof patch, "{\"n\":%d}", i);
+        CHECK_STATUS(AGENT_OK, set_s(h, patch, NULL));
+    }
+    CHECK_STATUS(AGENT_OK, agent_get_state_at(h, 3, &out));
+    CHECK_BUF(out, "{\"init\":1,\"n\":3}");
+    agent_buffer_free(&out);
+    CHECK_STATUS(AGENT_OK, agent_get_state_at(h, 4, &out));
+    CHECK_BUF(out, "{\"init\":1,\"n\":4}");
+    agent_buffer_free(&out);
+    CHECK_STATUS(AGENT_OK, agent_get_state_at(h, 5, &out));
+    CHECK_BUF(out, "{\"init\":1,\"n\":5}");
+    agent_buffer_free(&out);
+    CHECK_STATUS(AGENT_OK, agent_get_state_at(h, 0, &out));
+    CHECK_BUF(out, "{\"init\":1}");
+    agent_buffer_free(&out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_GAP, agent_get_state_at(h, 2, &out));
+    CHECK_LAST_ERROR_FROM("agent_get_state_at");
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_GAP, agent_get_state_at(h, 1, &out));
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_get_state_at(h, 6, &out));
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_get_state_at(h, 3, NULL));
+    CHECK_LAST_ERROR_FROM("agent_get_state_at");
+
+    /* without the log: the current version and 0 only */
+    CHECK_SET(off, "{\"a\":1}", "{\"init\":2,\"a\":1}");
+    CHECK_SET(off, "{\"a\":2}", "{\"init\":2,\"a\":2}");
+    CHECK_STATUS(AGENT_OK, agent_get_state_at(off, 2, &out));
+    CHECK_BUF(out, "{\"init\":2,\"a\":2}");
+    agent_buffer_free(&out);
+    CHECK_STATUS(AGENT_OK, agent_get_state_at(off, 0, &out));
+    CHECK_BUF(out, "{\"init\":2}");
+    agent_buffer_free(&out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_GAP, agent_get_state_at(off, 1, &out));
+    CHECK_EMPTY(out);
+    CHECK_STATUS(AGENT_OK, agent_close(off));
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+}
+
+static void test_restore_state_replaces_with_an_earlier_version(void)
+{
+    AgentHandle h = open_store("restore.db", "{\"change_log\":{\"keep_last\":3}}");
+    Recorder r;
+    AgentBuffer out = junk_buffer();
+    uint64_t v = 99;
+    char *before;
+    int i;
+    recorder_init(&r, NULL);
+    for (i = 1; i <= 5; i++) {
+        char patch[32];
+        snprintf(patch, sizeof patch, "{\"n\":%d}", i);
+        CHECK_STATUS(AGENT_OK, set_s(h, patch, NULL));
+    }
+    add_recorder(h, &r);
+    CHECK_STATUS(AGENT_OK, agent_restore_state(h, 3, &out, &v));
+    CHECK_BUF(out, "{\"n\":3}");
+    agent_buffer_free(&out);
+    CHECK(v == 6); /* a new change with a new version */
+    CHECK_VERSIONED(h, "{\"n\":3}", 6);
+    /* hooks see a replacement */
+    CHECK(r.calls == 1 && r.version == 6 && r.patch == NULL);
+    CHECK(r.prev != NULL && strcmp(r.prev, "{\"n\":5}") == 0);
+    CHECK(r.next != NULL && strcmp(r.next, "{\"n\":3}") == 0);
+    CHECK_STATUS(AGENT_OK, agent_changes_since(h, 5, &out));
+    CHECK(out.data != NULL && strstr((const char *)out.data, "\"version\":6") != NULL &&
+          strstr((const char *)out.data, "\"patch\":null,\"next\":{\"n\":3}") != NULL);
+    agent_buffer_free(&out);
+
+    /* the current version and version 0 (the initial state); out and out_version may be NULL */
+    CHECK_STATUS(AGENT_OK, agent_restore_state(h, 6, NULL, NULL));
+    CHECK_VERSIONED(h, "{\"n\":3}", 7);
+    CHECK_STATUS(AGENT_OK, agent_restore_state(h, 0, NULL, &v));
+    CHECK(v == 8);
+    CHECK_VERSIONED(h, "{}", 8);
+    CHECK(r.calls == 3 && r.version_breaks == 0 && r.chain_breaks == 0);
+
+    /* not retained: GAP; the future: INVALID_ARGUMENT; nothing written, out left empty */
+    before = state_copy(h);
+    out = junk_buffer();
+    v = 99;
+    CHECK_STATUS(AGENT_ERR_GAP, agent_restore_state(h, 5, &out, &v));
+    CHECK_LAST_ERROR_FROM("agent_restore_state");
+    CHECK_EMPTY(out);
+    out = junk_buffer();
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_restore_state(h, 9, &out, &v));
+    CHECK_LAST_ERROR_FROM("agent_restore_state");
+    CHECK_EMPTY(out);
+    CHECK_UNCHANGED(h, before, 8);
+    CHECK(r.calls == 3);
+    free(before);
+    CHECK_STATUS(AGENT_OK, agent_close(h));
+    recorder_destroy(&r);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Buffers                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -2438,6 +3558,167 @@ static void test_processes_may_create_one_store_at_once(void)
            failed, rounds * procs, busy, storage, first_error);
 }
 
+/* What one compare-and-set process reports back through its pipe. */
+#define CAS_MAX_TARGET 100
+typedef struct {
+    long successes, conflicts, errors;
+    long values[CAS_MAX_TARGET]; /* the counter value each successful call wrote */
+} CasReport;
+
+/* Reads exactly `n` bytes (fewer at end of file); returns how many it read. */
+static size_t read_full(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            break;
+        }
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* A child's read-modify-write loop: read {"counter": n} and its version, write n + 1 at that
+ * version, until `target` calls succeeded; a CONFLICT is retried from a fresh read. */
+static void cas_process(const char *path, int target, int start_fd, int report_fd)
+{
+    CasReport rep;
+    AgentHandle h = 0;
+    long attempts = 0;
+    char byte;
+    memset(&rep, 0, sizeof rep);
+    if (read(start_fd, &byte, 1) < 0) { /* 0 when the parent closes the pipe: go */
+        _exit(100);
+    }
+    if (agent_open(path, "{\"synchronous\":\"normal\",\"busy_timeout_ms\":60000}", &h) != AGENT_OK) {
+        fprintf(stderr, "    cas process: %s\n", agent_last_error());
+        rep.errors++;
+    }
+    while (h != 0 && rep.successes < target && rep.errors == 0 && attempts++ < 1000L * target) {
+        AgentBuffer got = { NULL, 0, NULL };
+        uint64_t version = 0, new_version = 0;
+        char patch[64];
+        long n;
+        AgentStatus rc = agent_get_state_versioned(h, &got, &version);
+        if (rc != AGENT_OK) {
+            fprintf(stderr, "    cas process: %s\n", agent_last_error());
+            rep.errors++;
+            break;
+        }
+        n = member_int((const char *)got.data, got.len, "counter");
+        agent_buffer_free(&got);
+        snprintf(patch, sizeof patch, "{\"counter\":%ld}", n + 1);
+        { /* "compute" for a moment, so that other processes commit in between */
+            struct timespec pause = { 0, 200000L };
+            nanosleep(&pause, NULL);
+        }
+        rc = set_if_s(h, version, patch, &got, &new_version);
+        if (rc == AGENT_OK) {
+            if (new_version != version + 1 ||
+                member_int((const char *)got.data, got.len, "counter") != n + 1) {
+                rep.errors++;
+            }
+            rep.values[rep.successes++] = n + 1;
+        } else if (rc == AGENT_ERR_CONFLICT) {
+            rep.conflicts++;
+        } else {
+            fprintf(stderr, "    cas process: %s\n", agent_last_error());
+            rep.errors++;
+        }
+        agent_buffer_free(&got);
+    }
+    if (rep.successes < target) {
+        rep.errors++;
+    }
+    if (h != 0 && agent_close(h) != AGENT_OK) {
+        rep.errors++;
+    }
+    if (write(report_fd, &rep, sizeof rep) != (ssize_t)sizeof rep) {
+        _exit(101);
+    }
+    _exit(0);
+}
+
+static void test_processes_compare_and_set_one_counter(void)
+{
+    enum { MAX_PROCS = 4 };
+    const char *path = tmp_path("cas_processes.db");
+    int procs = g_quick ? 3 : MAX_PROCS, target = g_quick ? 15 : CAS_MAX_TARGET;
+    int start[2], report[MAX_PROCS][2];
+    pid_t pids[MAX_PROCS];
+    long successes = 0, conflicts = 0, errors = 0;
+    static unsigned char seen[MAX_PROCS * CAS_MAX_TARGET + 1];
+    int p, duplicates = 0;
+    long i;
+
+    /* The store exists before the processes start; no handle is open across the fork. */
+    CHECK_STATUS(AGENT_OK, agent_close(open_at(path, NULL)));
+    memset(seen, 0, sizeof seen);
+    CHECK(pipe(start) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    for (p = 0; p < procs; p++) {
+        CHECK(pipe(report[p]) == 0);
+        pids[p] = fork();
+        if (pids[p] == 0) {
+            close(start[1]);
+            close(report[p][0]);
+            cas_process(path, target, start[0], report[p][1]);
+        }
+        CHECK(pids[p] > 0);
+        close(report[p][1]);
+    }
+    close(start[0]);
+    close(start[1]); /* go: all at once */
+    for (p = 0; p < procs; p++) {
+        CasReport rep;
+        int status = 0;
+        if (!check_(read_full(report[p][0], &rep, sizeof rep) == sizeof rep, __FILE__, __LINE__,
+                    "process %d sent no report", p)) {
+            errors++;
+        } else {
+            successes += rep.successes;
+            conflicts += rep.conflicts;
+            errors += rep.errors;
+            for (i = 0; i < rep.successes && i < CAS_MAX_TARGET; i++) {
+                long v = rep.values[i];
+                if (v < 1 || v > MAX_PROCS * CAS_MAX_TARGET || seen[v]++) {
+                    duplicates++;
+                }
+            }
+        }
+        close(report[p][0]);
+        CHECK(pids[p] > 0 && waitpid(pids[p], &status, 0) == pids[p]);
+        check_(WIFEXITED(status) && WEXITSTATUS(status) == 0, __FILE__, __LINE__,
+               "compare-and-set process %d ended with status %d", p, status);
+    }
+    check_(errors == 0, __FILE__, __LINE__, "%ld errors in the compare-and-set processes", errors);
+    CHECK(successes == (long)procs * target);
+    /* every successful call wrote another value: no two read-modify-writes overlapped */
+    check_(duplicates == 0, __FILE__, __LINE__,
+           "%d counter values were written by more than one successful call", duplicates);
+    {
+        AgentHandle h = open_at(path, NULL);
+        AgentBuffer got = { NULL, 0, NULL };
+        uint64_t version = 0;
+        CHECK_STATUS(AGENT_OK, agent_get_state_versioned(h, &got, &version));
+        check_(got.data != NULL && member_int((const char *)got.data, got.len, "counter") == successes,
+               __FILE__, __LINE__, "the counter is %s after %ld successful calls (%ld conflicts)",
+               got.data ? (const char *)got.data : "(NULL)", successes, conflicts);
+        check_(version == (uint64_t)successes, __FILE__, __LINE__,
+               "version %llu after %ld successful calls", (unsigned long long)version, successes);
+        agent_buffer_free(&got);
+        CHECK_STATUS(AGENT_OK, agent_close(h));
+    }
+    if (getenv("AGENT_TEST_VERBOSE") != NULL) {
+        printf("    %ld successes, %ld conflicts over %d processes\n", successes, conflicts, procs);
+    }
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* JSONTestSuite corpus                                                                       */
 /* ------------------------------------------------------------------------------------------ */
@@ -2558,6 +3839,25 @@ static const struct {
     TEST(test_hook_may_remove_itself),
     TEST(test_closing_handle_from_inside_its_own_hook),
     TEST(test_remove_or_close_during_delivery_defers_free_until_it_ends),
+    TEST(test_get_state_versioned_reads_state_and_version_together),
+    TEST(test_set_state_if_writes_only_at_the_expected_version),
+    TEST(test_replace_state_if_writes_only_at_the_expected_version),
+    TEST(test_compare_and_set_sees_other_handles_commits),
+    TEST(test_state_changed_hooks_see_the_version_of_each_change),
+    TEST(test_validator_rejects_with_its_message_and_nothing_is_written),
+    TEST(test_validator_sees_the_change_about_to_commit),
+    TEST(test_validator_gates_every_write_of_its_handle_and_no_other),
+    TEST(test_validator_user_data_is_freed_exactly_once),
+    TEST(test_own_handle_from_validator_is_busy),
+    TEST(test_change_log_option_is_validated_and_recorded_in_the_store),
+    TEST(test_change_log_keep_seconds_prunes_old_changes),
+    TEST(test_poll_needs_the_change_log),
+    TEST(test_poll_delivers_other_handles_changes_once_in_commit_order),
+    TEST(test_poll_delivers_changes_of_another_process),
+    TEST(test_poll_reports_pruned_changes_as_a_gap_once),
+    TEST(test_changes_since_returns_the_documented_json_array),
+    TEST(test_get_state_at_returns_retained_versions),
+    TEST(test_restore_state_replaces_with_an_earlier_version),
     TEST(test_buffers_are_owned_nul_terminated_and_safe_to_free_twice),
     TEST(test_buffer_may_be_read_and_freed_on_another_thread),
     TEST(test_threads_share_one_handle_without_lost_updates),
@@ -2565,6 +3865,7 @@ static const struct {
     TEST(test_close_while_other_threads_write),
     TEST(test_two_processes_write_one_file),
     TEST(test_processes_may_create_one_store_at_once),
+    TEST(test_processes_compare_and_set_one_counter),
     TEST(test_json_test_suite_corpus),
 };
 

@@ -1,6 +1,7 @@
 // A second translation unit including the header: proves it is ODR-safe (inline functions and
 // inline thread_local variables, no duplicate symbols) and that a hook registered here and an
-// exception thrown here reach the triggering call in the other translation unit.
+// exception thrown here reach the triggering call in the other translation unit (for a
+// validator: nested in the Error(Status::rejected) that call throws).
 
 #include "agent_state.hpp"
 
@@ -22,6 +23,15 @@ agent_state::HookId register_throwing_hook(agent_state::Agent &agent) {
                 throw Failure("thrown in second_tu: " + std::string(next));
             }
         });
+}
+
+/// Sets a validator that throws Failure when the new state has member "forbidden".
+void set_throwing_validator(agent_state::Agent &agent) {
+    agent.set_validator([](const agent_state::Change &change) {
+        if (change.next.find("\"forbidden\"") != std::string_view::npos) {
+            throw Failure("rejected in second_tu at version " + std::to_string(change.version));
+        }
+    });
 }
 
 /// Writes through the wrapper from this translation unit.
