@@ -85,8 +85,13 @@ struct Current {
 enum Context {
     /// Outside any transaction.
     Autocommit,
-    /// Inside a transaction of this connection (read or write) that has already read.
-    Transaction,
+    /// Inside this connection's write transaction: no other connection can commit, so the
+    /// live WAL-index header describes exactly what the transaction sees.
+    WriteTransaction,
+    /// Inside this connection's read transaction (which has already read): others may commit
+    /// meanwhile, so the live header may be newer than what the transaction sees, and must not
+    /// be recorded.
+    ReadTransaction,
 }
 
 enum Change {
@@ -338,7 +343,7 @@ impl Agent {
             inner.store.begin_read()?;
             let result = (|| {
                 inner.store.data_version()?; // starts the read transaction
-                let current = self.current(inner, Context::Transaction)?;
+                let current = self.current(inner, Context::ReadTransaction)?;
                 if current.log.is_none() {
                     return Err(Error::InvalidArgument(
                         "the change log is off: open the store with the change_log option"
@@ -362,7 +367,7 @@ impl Agent {
         inner.store.begin_read()?;
         let result = (|| {
             inner.store.data_version()?;
-            let current = self.current(inner, Context::Transaction)?;
+            let current = self.current(inner, Context::ReadTransaction)?;
             if current.log.is_none() {
                 return Err(Error::InvalidArgument(
                     "the change log is off: open the store with the change_log option".into(),
@@ -413,7 +418,7 @@ impl Agent {
         inner.store.begin_read()?;
         let result = (|| {
             inner.store.data_version()?;
-            let current = self.current(inner, Context::Transaction)?;
+            let current = self.current(inner, Context::ReadTransaction)?;
             if version == current.version {
                 return Ok(current.stored);
             }
@@ -537,6 +542,13 @@ impl Agent {
         if context == Context::Autocommit {
             inner.store.data_version()?; // a read transaction: refreshes the pager's version
         }
+        // A header read before the transaction's snapshot (autocommit: the snapshot is taken
+        // after it) or while no one else can commit (write transaction) may be recorded with
+        // what the snapshot shows; one read during a read transaction may be newer than it.
+        let header = match context {
+            Context::ReadTransaction => None,
+            Context::Autocommit | Context::WriteTransaction => header,
+        };
         let version = inner.store.data_version_in_transaction();
         if let Some(cache) = &mut inner.cache {
             if version.is_some() && cache.pager_version == version {
@@ -544,16 +556,17 @@ impl Agent {
                 return Ok(cache.current());
             }
         }
-        let (cache, error) = match context {
-            Context::Transaction => (Self::reread(&inner.store, header)?, None),
+        let cache = match context {
+            Context::WriteTransaction | Context::ReadTransaction => {
+                Self::reread(&inner.store, header)?
+            }
             Context::Autocommit => {
                 inner.store.begin_read()?;
                 let result = Self::reread(&inner.store, header);
                 inner.store.rollback();
-                (result?, None::<Error>)
+                result?
             }
         };
-        debug_assert!(error.is_none());
         let current = cache.current();
         inner.cache = Some(cache);
         Ok(current)
@@ -757,7 +770,7 @@ impl Agent {
     /// on. Changes of other handles not yet delivered to this handle's hooks come first in
     /// `events`, so hooks see every logged change in commit order.
     fn apply(&self, inner: &mut Inner, change: Change, expected: Option<u64>) -> Result<Applied> {
-        let (prev, version, log) = match (self.current(inner, Context::Transaction), &change) {
+        let (prev, version, log) = match (self.current(inner, Context::WriteTransaction), &change) {
             (Ok(current), _) => {
                 let prev = match &current.stored {
                     Some(state) => Arc::clone(state),

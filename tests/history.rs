@@ -408,3 +408,44 @@ fn the_first_change_is_delivered_with_the_writers_initial_state() {
     assert_eq!(seen[0].1, r#"{"theirs":1}"#);
     assert_eq!(seen[0].2, r#"{"theirs":1,"x":1}"#);
 }
+
+#[test]
+fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
+    // Poll, changes_since and state_at read inside a read transaction while other handles
+    // commit; what they see must never be taken for the newest state afterwards.
+    let dir = TempDir::new("stays_current");
+    let path = dir.file("a.db");
+    let log = json!({"change_log": {"keep_last": 1000}, "synchronous": "normal"});
+    let a = Arc::new(Agent::open(&path, &opts(log)).unwrap());
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let b = Agent::open(&path, &opts(json!({"synchronous": "normal"}))).unwrap();
+                for n in 0..120 {
+                    b.set_state(format!(r#"{{"w{w}":{n}}}"#).as_bytes())
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut rounds = 0;
+    while writers.iter().any(|w| !w.is_finished()) {
+        a.poll().unwrap();
+        let v = a.get_state_versioned().unwrap().version;
+        a.changes_since(v.saturating_sub(1)).unwrap();
+        a.state_at(0).unwrap();
+        rounds += 1;
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert!(rounds > 0);
+    let fresh = Agent::open(&path, &OpenOptions::default()).unwrap();
+    assert_eq!(a.get_state_versioned().unwrap().version, 480);
+    assert_eq!(fresh.get_state_versioned().unwrap().version, 480);
+    assert!(matches!(
+        a.set_state_if(br#"{"late":1}"#, Some(479)),
+        Err(Error::Conflict(_))
+    ));
+}

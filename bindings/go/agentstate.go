@@ -49,6 +49,62 @@ type Options struct {
 	BusyTimeout time.Duration
 	// ReadOnly opens an existing store for reading only; writes fail with ErrStorage.
 	ReadOnly bool
+	// ChangeLog switches the store's change log on (with a retention) or off; nil leaves the
+	// store's setting as it is. See ChangeLog.
+	ChangeLog *ChangeLog
+}
+
+// ChangeLog configures the change log of a store (the "change_log" open option): the recent
+// changes, each with its version, time, patch and resulting state, written in the same
+// transaction as the change. Poll, ChangesSince, StateAt and Restore read it: without it, Poll
+// and ChangesSince fail with ErrInvalidArgument, and StateAt and Restore reach only the current
+// version and version 0 (ErrGap for the others).
+//
+// The setting is recorded in the store file: once switched on, every handle on the file, in
+// any process, logs its changes with this retention, whatever options it was opened with,
+// until an Open with another ChangeLog changes the retention or switches the log off.
+//
+//	agentstate.Options{ChangeLog: &agentstate.ChangeLog{KeepLast: 1000}}         // on
+//	agentstate.Options{ChangeLog: &agentstate.ChangeLog{KeepFor: 24 * time.Hour}} // on
+//	agentstate.Options{ChangeLog: &agentstate.ChangeLog{Off: true}}                // off
+//	agentstate.Options{}                                                           // as stored
+//
+// With both KeepLast and KeepFor set, both limits apply. The newest change is always kept. To
+// switch the log on, at least one of them must be positive; &ChangeLog{} is an
+// ErrInvalidArgument error, as is Off with a retention.
+type ChangeLog struct {
+	// KeepLast keeps the last KeepLast changes (0: no limit by count).
+	KeepLast int
+	// KeepFor keeps the changes made in the last KeepFor, in whole seconds, rounded up (0: no
+	// limit by age).
+	KeepFor time.Duration
+	// Off switches the log off and drops the changes it holds ("change_log": false).
+	Off bool
+}
+
+// json is the value of the "change_log" option.
+func (c *ChangeLog) json() (string, error) {
+	if c.Off {
+		if c.KeepLast != 0 || c.KeepFor != 0 {
+			return "", newError("Open", StatusInvalidArgument, "ChangeLog: Off together with KeepLast or KeepFor", nil)
+		}
+		return "false", nil
+	}
+	var parts []string
+	if c.KeepLast != 0 {
+		parts = append(parts, `"keep_last":`+strconv.Itoa(c.KeepLast))
+	}
+	if c.KeepFor != 0 {
+		secs := int64(c.KeepFor / time.Second)
+		if c.KeepFor > 0 && c.KeepFor%time.Second != 0 {
+			secs++
+		}
+		if c.KeepFor < 0 && secs == 0 {
+			secs = -1 // refused by the library like any other non-positive count
+		}
+		parts = append(parts, `"keep_seconds":`+strconv.FormatInt(secs, 10))
+	}
+	return "{" + strings.Join(parts, ",") + "}", nil
 }
 
 // optionsJSON builds the options object for agent_open.
@@ -83,6 +139,13 @@ func (o Options) optionsJSON() (string, error) {
 	if o.ReadOnly {
 		parts = append(parts, `"read_only":true`)
 	}
+	if o.ChangeLog != nil {
+		log, err := o.ChangeLog.json()
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, `"change_log":`+log)
+	}
 	return "{" + strings.Join(parts, ",") + "}", nil
 }
 
@@ -90,8 +153,8 @@ func (o Options) optionsJSON() (string, error) {
 //
 // All methods may be called from any number of goroutines at once; concurrent writers never
 // lose each other's updates. An Agent must be closed with Close; a finalizer closes a
-// forgotten one as a backstop only (an Agent referenced by one of its own hooks is never
-// collected, so it is never finalized).
+// forgotten one as a backstop only (an Agent referenced by one of its own hooks, its
+// initial-state function or its validator is never collected, so it is never finalized).
 type Agent struct {
 	h      C.AgentHandle
 	closed int32 // atomic: 1 once Close succeeded
@@ -105,7 +168,8 @@ func Version() string { return C.GoString(C.agent_version()) }
 // agent store, or was written by a newer release, is refused with ErrStorage and left alone.
 //
 // Errors: ErrInvalidArgument (empty path, a NUL byte in it, a bad option), ErrCodec or
-// ErrTooLarge (the initial state), ErrStorage, ErrBusy.
+// ErrTooLarge (the initial state), ErrStorage, ErrBusy (also when switching the change log
+// on or off has to wait for another connection's write lock too long).
 func Open(path string, opts Options) (*Agent, error) {
 	if strings.IndexByte(path, 0) >= 0 {
 		return nil, newError("Open", StatusInvalidArgument, "the path contains a NUL byte", nil)
@@ -113,8 +177,10 @@ func Open(path string, opts Options) (*Agent, error) {
 	optJSON, err := opts.optionsJSON()
 	if err != nil {
 		e := err.(*Error)
-		e.Op = "Open"
-		e.Message = "initial state: " + e.Message
+		if e.Op != "Open" { // an encoding error of the initial state
+			e.Op = "Open"
+			e.Message = "initial state: " + e.Message
+		}
 		return nil, e
 	}
 	cpath := C.CString(path)
@@ -142,7 +208,8 @@ func (a *Agent) handle() C.AgentHandle {
 // Close closes the store: hooks are unregistered (their Go functions released) and every later
 // call fails with ErrBadHandle. Calls already running in other goroutines finish or fail with
 // ErrBadHandle. Close is idempotent: closing a closed Agent returns nil. It may be called from
-// inside an OnStateChanged hook, not from the initial-state function (ErrBusy).
+// inside an OnStateChanged or OnChange hook, not from the initial-state function or the
+// validator (ErrBusy).
 func (a *Agent) Close() error {
 	if a == nil || atomic.LoadInt32(&a.closed) == 1 {
 		return nil
@@ -269,11 +336,17 @@ func (a *Agent) writeValue(op string, v any, replace bool) (map[string]any, erro
 // pointer even for 0 bytes.
 var emptyInput = C.malloc(1)
 
-func (a *Agent) write(op string, data []byte, replace bool) ([]byte, error) {
-	p := (*C.uint8_t)(emptyInput)
+// inputPtr is the address of data for the library (non-NULL also when data is empty). The
+// caller keeps data alive across the call.
+func inputPtr(data []byte) *C.uint8_t {
 	if len(data) > 0 {
-		p = (*C.uint8_t)(unsafe.Pointer(&data[0]))
+		return (*C.uint8_t)(unsafe.Pointer(&data[0]))
 	}
+	return (*C.uint8_t)(emptyInput)
+}
+
+func (a *Agent) write(op string, data []byte, replace bool) ([]byte, error) {
+	p := inputPtr(data)
 	var buf C.AgentBuffer
 	var cerr *C.char
 	ctx := newCallContext()
@@ -325,13 +398,27 @@ func libError(op string, rc C.int32_t, cerr *C.char, ctx C.uintptr_t) error {
 	}
 	e := &Error{Status: Status(rc), Op: op, Message: msg}
 	if ctx != 0 {
-		if errs := takeHookErrors(ctx); len(errs) > 0 {
-			e.Err = errs[0]
-			e.HookErrors = errs
+		for _, err := range takeHookErrors(ctx) {
+			if r, ok := err.(rejection); ok {
+				if e.Status == StatusRejected {
+					e.Err = r.err
+				}
+				continue
+			}
+			e.HookErrors = append(e.HookErrors, err)
+		}
+		if e.Err == nil && len(e.HookErrors) > 0 {
+			e.Err = e.HookErrors[0]
 		}
 	}
 	return e
 }
+
+// rejection is what the validator returned when it rejected a change, stashed (like a hook's
+// error) for the call that made the change.
+type rejection struct{ err error }
+
+func (r rejection) Error() string { return r.err.Error() }
 
 // ---- call contexts: which Go call a hook's error belongs to ----
 
@@ -347,7 +434,8 @@ func newCallContext() C.uintptr_t {
 	return C.uintptr_t(atomic.AddUint64(&callSeq, 1))
 }
 
-// stashHookError records err as a hook failure of the call ctx (0: no Go call to report to).
+// stashHookError records err as a hook failure (or, as a rejection, the validator's reason) of
+// the call ctx (0: no Go call to report to).
 func stashHookError(ctx C.uintptr_t, err error) {
 	if ctx == 0 {
 		return

@@ -1,7 +1,8 @@
 // Package agentstate is the Go binding of agent_state: one persistent, transactional JSON state
 // value per agent, stored in an embedded SQLite file, with the semantics of the Telnyx Agent
 // SDK's State API — GetState, SetState as an RFC 7396 merge patch, ReplaceState, an initial
-// state, and OnStateChanged hooks.
+// state, and OnStateChanged hooks — plus versions, compare-and-set writes, a validation gate
+// and an opt-in change log (Poll, ChangesSince, StateAt, Restore).
 //
 //	a, err := agentstate.Open("conv.db", agentstate.Options{InitialState: map[string]any{"status": "idle"}})
 //	if err != nil { ... }
@@ -47,24 +48,54 @@
 // strings that are not UTF-8, unsupported map keys — are ErrCodec errors found in Go, before
 // any call into the library.
 //
+// # Versions, compare-and-set and validation
+//
+// Every commit gives the state the next version (1 for a store's first write; stored with the
+// state, shared by every Agent and process on the file). GetStateVersioned reads the state with
+// its version; SetStateIf and ReplaceStateIf write only if the state is still at that version,
+// and fail with ErrConflict, writing nothing, otherwise:
+//
+//	var s Counter
+//	v, err := a.GetStateVersionedInto(&s)
+//	_, newVersion, err := a.SetStateIf(v, map[string]any{"count": s.Count + 1})
+//	if errors.Is(err, agentstate.ErrConflict) { /* someone wrote first: read again, retry */ }
+//
+// SetValidator installs a gate that sees every change of this Agent (a Change: Next, Prev,
+// Patch, Version) inside the write transaction, before the commit; an error (or panic) rejects
+// it with ErrRejected, wrapping the error, and nothing is written. OnChange is the form of
+// OnStateChanged that receives a Change, with the version.
+//
+// # The change log
+//
+// With Options.ChangeLog (a retention: the last KeepLast changes and/or those of the last
+// KeepFor), the store logs each change with its version, time, patch and next state. The
+// setting is recorded in the file, so every Agent on it logs. Poll then delivers to an Agent's
+// hooks, once each and in commit order, the changes other Agents and processes committed (and
+// a write through the Agent delivers the pending ones first); ChangesSince returns the changes
+// after a version (to bring a reconnecting client up to date); StateAt reads an older state and
+// Restore makes it current again as a new change. Changes the retention dropped make these
+// calls fail with ErrGap.
+//
 // # Errors
 //
 // Every failure is an *Error carrying the library's status and message. Each status has a
 // sentinel (ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage,
-// ErrBusy, ErrHook, ErrPanic) for errors.Is; statuses a newer library may add match
-// Status(n). The message is read in the same native call as the failing function (the library
+// ErrBusy, ErrHook, ErrConflict, ErrRejected, ErrGap, ErrPanic) for errors.Is; statuses a newer
+// library may add match Status(n). The message is read in the same native call as the failing function (the library
 // keeps it per OS thread, and a goroutine may change threads between two cgo calls), so it is
 // always the failing call's own, however many goroutines fail at once.
 //
 // # Hooks and goroutines
 //
 // An Agent may be used from any number of goroutines; concurrent writers never lose an update.
-// OnStateChanged hooks run on the goroutine that made the change, before its SetState or
-// ReplaceState returns, in commit order. A hook's error or panic never crashes the program:
+// OnStateChanged and OnChange hooks run on the goroutine that made the change, before its
+// SetState or ReplaceState returns (or on the goroutine that calls Poll), in commit order; the
+// validator runs on the writing goroutine, inside the transaction. A hook's error or panic never crashes the program:
 // it is recovered and returned by the call that triggered the hook, wrapped in an ErrHook error
-// (the change stays committed). Hooks must not call runtime.Goexit (t.Fatal in a test), which
-// cannot unwind through C. Hook functions are kept in runtime/cgo.Handles that are released
-// when the hook is removed or the Agent closed.
+// (the change stays committed); a validator's, wrapped in an ErrRejected error (nothing
+// written). Hooks and validators must not call runtime.Goexit (t.Fatal in a test), which
+// cannot unwind through C. Hook and validator functions are kept in runtime/cgo.Handles that
+// are released when they are removed or replaced, or the Agent closed.
 //
 // Close an Agent when done with it; a finalizer closes forgotten ones only as a backstop.
 package agentstate

@@ -23,15 +23,20 @@ const (
 	StatusStorage         Status = 6  // AGENT_ERR_STORAGE
 	StatusBusy            Status = 7  // AGENT_ERR_BUSY
 	StatusHook            Status = 8  // AGENT_ERR_HOOK
+	StatusConflict        Status = 9  // AGENT_ERR_CONFLICT
+	StatusRejected        Status = 10 // AGENT_ERR_REJECTED
+	StatusGap             Status = 11 // AGENT_ERR_GAP
 	StatusPanic           Status = 99 // AGENT_ERR_PANIC
 )
 
 // Sentinel errors, one per failure status, for errors.Is. An error returned by this package
-// matches exactly one of them (an ErrHook error may in addition match what its hook returned).
+// matches exactly one of them (an ErrHook or ErrRejected error may in addition match what its
+// hook or validator returned; a Poll error may in addition match what a hook returned).
 var (
 	// ErrInvalidArgument: a required argument was missing, an option was unknown or ill-typed,
-	// a patch or state was not a JSON object, or a hook id was unknown. Also a path holding a
-	// NUL byte (checked in Go).
+	// a patch or state was not a JSON object, or a hook id was unknown; the change log is off
+	// (Poll, ChangesSince), or a version is in the future (ChangesSince, StateAt, Restore).
+	// Also a path holding a NUL byte (checked in Go).
 	ErrInvalidArgument error = StatusInvalidArgument
 	// ErrBadHandle: the Agent was closed (or is nil).
 	ErrBadHandle error = StatusBadHandle
@@ -57,6 +62,18 @@ var (
 	// change is committed all the same. The hook's error is wrapped: errors.Is and errors.As
 	// see it.
 	ErrHook error = StatusHook
+	// ErrConflict: a compare-and-set write (SetStateIf, ReplaceStateIf and their JSON forms)
+	// found the state at another version than expected; nothing was written. Read the state
+	// again (GetStateVersioned) and retry.
+	ErrConflict error = StatusConflict
+	// ErrRejected: the validator (SetValidator) rejected the change; nothing was written and no
+	// hook ran. The message carries the validator's reason, and the error wraps what the
+	// validator returned (or a *PanicError), so errors.Is and errors.As see it.
+	ErrRejected error = StatusRejected
+	// ErrGap: the change log no longer holds changes that were asked for, pruned by its
+	// retention (Poll, ChangesSince, StateAt, Restore). Poll returns it once, after delivering
+	// the changes that remain; the state itself is always current.
+	ErrGap error = StatusGap
 	// ErrPanic: a bug in the library was caught at its C boundary; the Agent may still be used.
 	ErrPanic error = StatusPanic
 )
@@ -71,6 +88,9 @@ var statusNames = map[Status]string{
 	StatusStorage:         "AGENT_ERR_STORAGE",
 	StatusBusy:            "AGENT_ERR_BUSY",
 	StatusHook:            "AGENT_ERR_HOOK",
+	StatusConflict:        "AGENT_ERR_CONFLICT",
+	StatusRejected:        "AGENT_ERR_REJECTED",
+	StatusGap:             "AGENT_ERR_GAP",
 	StatusPanic:           "AGENT_ERR_PANIC",
 }
 
@@ -98,7 +118,8 @@ type Error struct {
 	// the problem found in Go.
 	Message string
 	// Err is the cause, when there is one: the error returned by a hook (the first, if several
-	// failed), a *PanicError for a hook that panicked, or an encoding error. Unwrap returns it.
+	// failed), the error returned by the validator (for ErrRejected), a *PanicError for a hook
+	// or validator that panicked, or an encoding error. Unwrap returns it.
 	Err error
 	// HookErrors holds every hook error of the call, in delivery order (Err is the first).
 	HookErrors []error
@@ -118,7 +139,7 @@ func (e *Error) Error() string {
 		for i, he := range e.HookErrors {
 			fmt.Fprintf(&b, "; hook error %d: %v", i+1, he)
 		}
-	case e.Err != nil:
+	case e.Err != nil && e.Status != StatusRejected: // a rejection's message holds the validator's text
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
 	}
@@ -134,18 +155,27 @@ func (e *Error) Is(target error) bool {
 // Unwrap returns the cause (a hook's error, an encoding error), or nil.
 func (e *Error) Unwrap() error { return e.Err }
 
-// PanicError is the cause of an ErrHook error when a Go hook panicked: the panic was recovered
-// in the hook's trampoline (a panic must never unwind through the C library) and reported as
-// the error of the call that triggered the hook.
+// PanicError is the cause of an ErrHook error when a Go hook panicked, or of an ErrRejected
+// error when the validator panicked: the panic was recovered in the trampoline (a panic must
+// never unwind through the C library) and reported as the error of the call that triggered
+// the hook or validator.
 type PanicError struct {
-	// Value is what the hook passed to panic.
+	// Value is what the hook or validator passed to panic.
 	Value any
 	// Stack is the hook goroutine's stack at the panic (runtime/debug.Stack).
 	Stack []byte
+
+	who string // "hook" (when empty) or "validator"
 }
 
-// Error describes the panic value.
-func (p *PanicError) Error() string { return fmt.Sprintf("hook panicked: %v", p.Value) }
+// Error describes the panic value: "hook panicked: ..." or "validator panicked: ...".
+func (p *PanicError) Error() string {
+	who := p.who
+	if who == "" {
+		who = "hook"
+	}
+	return fmt.Sprintf("%s panicked: %v", who, p.Value)
+}
 
 // Unwrap returns the panic value when it is an error (panic(err)), else nil.
 func (p *PanicError) Unwrap() error {

@@ -40,16 +40,22 @@ func TestSentinelsAndUnknownStatuses(t *testing.T) {
 			}
 		}
 	}
-	// A status from a newer library (say 9, CONFLICT) is still an *Error, matched by its number.
-	e := error(&Error{Status: 9, Op: "SetState", Message: "agent_set_state: conflict"})
-	if !errors.Is(e, Status(9)) || errors.Is(e, ErrHook) {
+	// A status from a newer library (say 42) is still an *Error, matched by its number.
+	e := error(&Error{Status: 42, Op: "SetState", Message: "agent_set_state: something new"})
+	if !errors.Is(e, Status(42)) || errors.Is(e, ErrHook) {
 		t.Fatal("unknown status not matched by number")
 	}
-	if !strings.Contains(Status(9).Error(), "AGENT_ERR_UNKNOWN(9)") {
-		t.Fatal(Status(9).Error())
+	if !strings.Contains(Status(42).Error(), "AGENT_ERR_UNKNOWN(42)") {
+		t.Fatal(Status(42).Error())
 	}
-	if e.Error() != "agentstate: SetState: agent_set_state: conflict" {
+	if e.Error() != "agentstate: SetState: agent_set_state: something new" {
 		t.Fatal(e.Error())
+	}
+	// The statuses of 0.2 have names and sentinels.
+	for s, name := range map[error]string{ErrConflict: "AGENT_ERR_CONFLICT", ErrRejected: "AGENT_ERR_REJECTED", ErrGap: "AGENT_ERR_GAP"} {
+		if s.(Status).String() != name || !errors.Is(&Error{Status: s.(Status)}, s) {
+			t.Errorf("%v: want %s", s, name)
+		}
 	}
 	if !errors.Is(&Error{Status: StatusPanic}, ErrPanic) {
 		t.Fatal("ErrPanic")

@@ -106,3 +106,99 @@ func ExampleMarshal() {
 	// {"at":{"$date":"2026-11-30T03:06:44.123Z"},"big":{"$bigint":"123456789012345678901234567890"},"bytes":{"$arraybuffer":"AQID"},"map":{"$map":[[1,"one"]]},"re":{"$regexp":{"source":"a+b","flags":"gi"}},"set":{"$set":["a","b"]}} <nil>
 	// true
 }
+
+func ExampleAgent_SetStateIf() {
+	a, _ := agentstate.Open(":memory:", agentstate.Options{})
+	defer a.Close()
+	// A read-modify-write loop that never overwrites another writer's change.
+	increment := func() error {
+		for {
+			var s struct{ Count int }
+			version, err := a.GetStateVersionedInto(&s)
+			if err != nil {
+				return err
+			}
+			_, _, err = a.SetStateIf(version, map[string]any{"Count": s.Count + 1})
+			if !errors.Is(err, agentstate.ErrConflict) {
+				return err // nil: committed
+			}
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if err := increment(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	raw, version, _ := a.GetStateVersionedJSON()
+	fmt.Println(string(raw), version)
+
+	_, _, err := a.SetStateIf(1, map[string]any{"Count": 0}) // stale: nothing written
+	fmt.Println(errors.Is(err, agentstate.ErrConflict))
+	// Output:
+	// {"Count":3} 3
+	// true
+}
+
+func ExampleAgent_SetValidator() {
+	a, _ := agentstate.Open(":memory:", agentstate.Options{})
+	defer a.Close()
+	errOverdrawn := errors.New("overdrawn")
+	a.SetValidator(func(c agentstate.Change) error {
+		var next struct{ Balance int }
+		if err := agentstate.Unmarshal(c.Next, &next); err != nil {
+			return err
+		}
+		if next.Balance < 0 {
+			return fmt.Errorf("balance %d: %w", next.Balance, errOverdrawn)
+		}
+		return nil
+	})
+	a.SetState(map[string]any{"Balance": 10})
+	_, err := a.SetState(map[string]any{"Balance": -5})
+	fmt.Println(errors.Is(err, agentstate.ErrRejected), errors.Is(err, errOverdrawn))
+	fmt.Println(err)
+	raw, _ := a.GetStateJSON() // nothing was written
+	fmt.Println(string(raw))
+	// Output:
+	// true true
+	// agentstate: SetState: agent_set_state: rejected: the validator rejected the change: balance -5: overdrawn
+	// {"Balance":10}
+}
+
+func ExampleAgent_Poll() {
+	dir, _ := os.MkdirTemp("", "agentstate-example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "conv.db")
+
+	// The change log is recorded in the store: every Agent on the file logs its changes.
+	watcher, err := agentstate.Open(path, agentstate.Options{ChangeLog: &agentstate.ChangeLog{KeepLast: 1000}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer watcher.Close()
+	watcher.OnChange(func(c agentstate.Change) error {
+		fmt.Printf("version %d: %s -> %s\n", c.Version, c.Prev, c.Next)
+		return nil
+	})
+
+	writer, _ := agentstate.Open(path, agentstate.Options{}) // another process, say
+	defer writer.Close()
+	writer.SetState(map[string]any{"status": "processing"})
+	writer.SetState(map[string]any{"status": "done"})
+
+	n, err := watcher.Poll() // on a time.Ticker, typically
+	fmt.Println(n, err)
+
+	changes, _ := watcher.ChangesSince(1) // what a client at version 1 is missing
+	for _, c := range changes {
+		fmt.Printf("%d %s %s\n", c.Version, c.Patch, c.Next)
+	}
+	old, _ := watcher.StateAtJSON(1)
+	fmt.Println(string(old))
+	// Output:
+	// version 1: {} -> {"status":"processing"}
+	// version 2: {"status":"processing"} -> {"status":"done"}
+	// 2 <nil>
+	// 2 {"status":"done"} {"status":"done"}
+	// {"status":"processing"}
+}

@@ -31,18 +31,50 @@ type StateChangedFunc func(next, prev, patch json.RawMessage) error
 // to a JSON object.
 type InitialStateFunc func() (any, error)
 
-// HookID identifies a registered OnStateChanged hook of one Agent.
+// HookID identifies a registered OnStateChanged or OnChange hook of one Agent.
 type HookID uint64
 
-type stateHook struct{ fn StateChangedFunc }
+// Change is one change of the state, as OnChange hooks and the validator see it: compact JSON
+// text that the function may keep (decode it with Unmarshal).
+type Change struct {
+	// Next is the state after the change.
+	Next json.RawMessage
+	// Prev is the state before it (for a store's first change, the initial state of the Agent
+	// that made it).
+	Prev json.RawMessage
+	// Patch is the merge patch as applied (SetState and its forms); nil for a replacement
+	// (ReplaceState and its forms, Restore).
+	Patch json.RawMessage
+	// Version is the state's version after the change: 1 for a store's first write, one more
+	// for each commit. The validator sees the version the change would get.
+	Version uint64
+}
+
+// ChangeFunc is an OnChange hook.
+type ChangeFunc func(c Change) error
+
+// ValidateFunc is a validator (see SetValidator): nil lets the change commit, an error rejects
+// it.
+type ValidateFunc func(c Change) error
+
+// stateHook is an OnStateChanged (fn) or OnChange (change) registration.
+type stateHook struct {
+	fn     StateChangedFunc
+	change ChangeFunc
+}
 
 type initialHook struct{ fn InitialStateFunc }
+
+type validatorHook struct{ fn ValidateFunc }
 
 // liveHooks counts registrations whose cgo.Handle is still alive (for tests).
 var liveHooks int64
 
 // OnStateChanged registers fn to run after every committed change made through this Agent
-// (by SetState or ReplaceState, from any goroutine), and returns its id for RemoveHook.
+// (by SetState, ReplaceState and their forms, or Restore, from any goroutine), and returns its
+// id for RemoveHook. With the change log on (see ChangeLog), fn also receives the changes of
+// other Agents and processes, delivered by Poll or ahead of this Agent's next write (see
+// OnChange, the form of this hook that also receives each change's version).
 //
 // Delivery: on the goroutine that made the change, before its SetState/ReplaceState returns,
 // after the commit and with no lock of the library held; in commit order (each delivery's prev
@@ -60,7 +92,11 @@ func (a *Agent) OnStateChanged(fn StateChangedFunc) (HookID, error) {
 	if fn == nil {
 		return 0, newError("OnStateChanged", StatusInvalidArgument, "the hook function is nil", nil)
 	}
-	h := cgo.NewHandle(&stateHook{fn: fn})
+	return a.register("OnStateChanged", &stateHook{fn: fn})
+}
+
+func (a *Agent) register(op string, hook *stateHook) (HookID, error) {
+	h := cgo.NewHandle(hook)
 	atomic.AddInt64(&liveHooks, 1)
 	var id C.uint64_t
 	var cerr *C.char
@@ -68,9 +104,27 @@ func (a *Agent) OnStateChanged(fn StateChangedFunc) (HookID, error) {
 	rc := C.agentstate_on_state_changed(a.handle(), C.uintptr_t(h), &id, &cerr)
 	runtime.KeepAlive(a)
 	if rc != 0 {
-		return 0, libError("OnStateChanged", rc, cerr, 0)
+		return 0, libError(op, rc, cerr, 0)
 	}
 	return HookID(id), nil
+}
+
+// OnChange is OnStateChanged with the change's version: it registers fn to run after every
+// committed change delivered to this Agent's hooks, and returns its id for RemoveHook. Same
+// delivery, ordering, re-entrance and error rules as OnStateChanged (an error or panic makes
+// the triggering call return an ErrHook error wrapping it; the change stays committed).
+//
+// Deliveries are the changes made through this Agent and, with the change log on (see
+// ChangeLog), those of other Agents and processes: Poll delivers them, and every write through
+// this Agent first delivers the ones still pending, so that c.Prev of each delivery is the
+// c.Next of the one before and versions increase by one (unless the log's retention dropped
+// some: see Poll and ErrGap). Without the log, other Agents' changes are not delivered and
+// show up in the next delivery's Prev.
+func (a *Agent) OnChange(fn ChangeFunc) (HookID, error) {
+	if fn == nil {
+		return 0, newError("OnChange", StatusInvalidArgument, "the hook function is nil", nil)
+	}
+	return a.register("OnChange", &stateHook{change: fn})
 }
 
 // RemoveHook unregisters hook id. A delivery already running in another goroutine may still be
@@ -110,6 +164,36 @@ func (a *Agent) SetInitialStateFunc(fn InitialStateFunc) error {
 	return nil
 }
 
+// SetValidator sets the validation gate of this Agent; nil removes it. fn sees every change
+// made through this Agent (SetState, ReplaceState, their If and JSON forms, Restore) inside the
+// write transaction, after the merge and the codec and size checks, before the commit, on the
+// writing goroutine; c.Version is the version the change would get.
+//
+// Returning nil lets the change commit. Returning an error (or panicking) rejects it: nothing
+// is written, no hook runs, and the write returns an error matching ErrRejected whose message
+// includes the error's text and which wraps the error itself (errors.Is and errors.As see it;
+// a panic becomes a *PanicError). Changes made through other Agents or processes are not gated
+// by it.
+//
+// fn runs with the Agent's lock held and the store's write lock taken: it must be quick, a call
+// into this Agent from inside it fails with ErrBusy (other Agents may be used), it must not
+// wait for another goroutine using this Agent, and it must not call runtime.Goexit (t.Fatal,
+// t.FailNow, t.SkipNow).
+func (a *Agent) SetValidator(fn ValidateFunc) error {
+	var h cgo.Handle
+	if fn != nil {
+		h = cgo.NewHandle(&validatorHook{fn: fn})
+		atomic.AddInt64(&liveHooks, 1)
+	}
+	var cerr *C.char
+	rc := C.agentstate_set_validator(a.handle(), C.uintptr_t(h), &cerr)
+	runtime.KeepAlive(a)
+	if rc != 0 {
+		return libError("SetValidator", rc, cerr, 0)
+	}
+	return nil
+}
+
 // protect runs a hook, turning a panic (also panic(nil)) into a *PanicError.
 func protect(f func() error) (err error) {
 	returned := false
@@ -138,17 +222,60 @@ func agentstateStateChanged(h C.uintptr_t, change *C.AgentStateChange, ctx C.uin
 	if !ok {
 		return 1
 	}
-	next := json.RawMessage(goBytes(change.next, change.next_len))
-	prev := json.RawMessage(goBytes(change.prev, change.prev_len))
-	var patch json.RawMessage
-	if change.patch != nil {
-		patch = json.RawMessage(goBytes(change.patch, change.patch_len))
-	}
-	if err := protect(func() error { return hook.fn(next, prev, patch) }); err != nil {
+	c := changeOf(change)
+	err := protect(func() error {
+		if hook.change != nil {
+			return hook.change(c)
+		}
+		return hook.fn(c.Next, c.Prev, c.Patch)
+	})
+	if err != nil {
 		stashHookError(ctx, err)
 		return 1
 	}
 	return 0
+}
+
+// changeOf copies a change the library lends to a hook or validator.
+func changeOf(change *C.AgentStateChange) Change {
+	c := Change{
+		Next:    json.RawMessage(goBytes(change.next, change.next_len)),
+		Prev:    json.RawMessage(goBytes(change.prev, change.prev_len)),
+		Version: uint64(change.version),
+	}
+	if change.patch != nil {
+		c.Patch = json.RawMessage(goBytes(change.patch, change.patch_len))
+	}
+	return c
+}
+
+//export agentstateValidate
+func agentstateValidate(h C.uintptr_t, change *C.AgentStateChange, message *C.AgentBuffer, ctx C.uintptr_t) C.int32_t {
+	hook, ok := cgo.Handle(h).Value().(*validatorHook)
+	if !ok {
+		return 1
+	}
+	c := changeOf(change)
+	err := protect(func() error { return hook.fn(c) })
+	if err == nil {
+		return 0
+	}
+	if pe, ok := err.(*PanicError); ok {
+		pe.who = "validator"
+	}
+	// The reason goes back through the library (it becomes part of the call's message); the
+	// error itself through the call's context, to be wrapped by the returned *Error.
+	text := []byte(err.Error())
+	if len(text) == 0 {
+		text = []byte(fmt.Sprintf("%T with an empty message", err))
+	}
+	var cerr *C.char
+	if rc := C.agentstate_buffer_copy(inputPtr(text), C.size_t(len(text)), message, &cerr); rc != 0 {
+		C.free(unsafe.Pointer(cerr))
+	}
+	runtime.KeepAlive(text)
+	stashHookError(ctx, rejection{err})
+	return 1
 }
 
 //export agentstateInitialState

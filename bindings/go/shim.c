@@ -57,6 +57,70 @@ int32_t agentstate_replace_state(AgentHandle h, const uint8_t *next, size_t len,
     return fail(rc, err);
 }
 
+int32_t agentstate_get_state_versioned(AgentHandle h, AgentBuffer *out, uint64_t *out_version,
+                                       uintptr_t ctx, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_get_state_versioned(h, out, out_version);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_set_state_if(AgentHandle h, uint64_t expected, const uint8_t *patch,
+                                size_t len, AgentBuffer *out, uint64_t *out_version,
+                                uintptr_t ctx, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_set_state_if(h, expected, patch, len, out, out_version);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_replace_state_if(AgentHandle h, uint64_t expected, const uint8_t *next,
+                                    size_t len, AgentBuffer *out, uint64_t *out_version,
+                                    uintptr_t ctx, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_replace_state_if(h, expected, next, len, out, out_version);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_poll(AgentHandle h, size_t *out_delivered, uintptr_t ctx, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_poll(h, out_delivered);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_changes_since(AgentHandle h, uint64_t after, AgentBuffer *out, uintptr_t ctx,
+                                 char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_changes_since(h, after, out);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_get_state_at(AgentHandle h, uint64_t version, AgentBuffer *out, uintptr_t ctx,
+                                char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_get_state_at(h, version, out);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_restore_state(AgentHandle h, uint64_t version, AgentBuffer *out,
+                                 uint64_t *out_version, uintptr_t ctx, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = agent_restore_state(h, version, out, out_version);
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
 // The library's hook signatures, forwarding to the //export'ed Go functions with the context of
 // the call that triggered them.
 static int32_t state_changed_trampoline(void *user_data, const AgentStateChange *change) {
@@ -65,6 +129,12 @@ static int32_t state_changed_trampoline(void *user_data, const AgentStateChange 
 
 static int32_t initial_state_trampoline(void *user_data, AgentBuffer *out) {
     return agentstateInitialState((uintptr_t)user_data, out, current_ctx);
+}
+
+static int32_t validate_trampoline(void *user_data, const AgentStateChange *change,
+                                   AgentBuffer *message) {
+    return agentstateValidate((uintptr_t)user_data, (AgentStateChange *)change, message,
+                              current_ctx);
 }
 
 static void free_trampoline(void *user_data) {
@@ -97,6 +167,19 @@ int32_t agentstate_set_initial_state_hook(AgentHandle h, uintptr_t hook, char **
     } else {
         rc = agent_set_initial_state_hook(h, initial_state_trampoline, (void *)hook,
                                           free_trampoline);
+    }
+    current_ctx = saved;
+    return fail(rc, err);
+}
+
+int32_t agentstate_set_validator(AgentHandle h, uintptr_t hook, char **err) {
+    uintptr_t saved = current_ctx;
+    current_ctx = 0;
+    int32_t rc;
+    if (hook == 0) {
+        rc = agent_set_validator(h, NULL, NULL, NULL);
+    } else {
+        rc = agent_set_validator(h, validate_trampoline, (void *)hook, free_trampoline);
     }
     current_ctx = saved;
     return fail(rc, err);

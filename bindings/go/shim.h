@@ -24,11 +24,29 @@ int32_t agentstate_set_state(AgentHandle h, const uint8_t *patch, size_t len, Ag
                              uintptr_t ctx, char **err);
 int32_t agentstate_replace_state(AgentHandle h, const uint8_t *next, size_t len, AgentBuffer *out,
                                  uintptr_t ctx, char **err);
+/* The versioned, compare-and-set and change-log calls (agent_state.h 0.2). */
+int32_t agentstate_get_state_versioned(AgentHandle h, AgentBuffer *out, uint64_t *out_version,
+                                       uintptr_t ctx, char **err);
+int32_t agentstate_set_state_if(AgentHandle h, uint64_t expected, const uint8_t *patch,
+                                size_t len, AgentBuffer *out, uint64_t *out_version,
+                                uintptr_t ctx, char **err);
+int32_t agentstate_replace_state_if(AgentHandle h, uint64_t expected, const uint8_t *next,
+                                    size_t len, AgentBuffer *out, uint64_t *out_version,
+                                    uintptr_t ctx, char **err);
+int32_t agentstate_poll(AgentHandle h, size_t *out_delivered, uintptr_t ctx, char **err);
+int32_t agentstate_changes_since(AgentHandle h, uint64_t after, AgentBuffer *out, uintptr_t ctx,
+                                 char **err);
+int32_t agentstate_get_state_at(AgentHandle h, uint64_t version, AgentBuffer *out, uintptr_t ctx,
+                                char **err);
+int32_t agentstate_restore_state(AgentHandle h, uint64_t version, AgentBuffer *out,
+                                 uint64_t *out_version, uintptr_t ctx, char **err);
 /* Registers the Go state-changed trampoline with `hook` (a runtime/cgo.Handle) as user_data. */
 int32_t agentstate_on_state_changed(AgentHandle h, uintptr_t hook, uint64_t *out_id, char **err);
 int32_t agentstate_remove_hook(AgentHandle h, uint64_t id, char **err);
 /* Sets the Go initial-state trampoline with `hook` (a runtime/cgo.Handle); 0 removes the hook. */
 int32_t agentstate_set_initial_state_hook(AgentHandle h, uintptr_t hook, char **err);
+/* Sets the Go validator trampoline with `hook` (a runtime/cgo.Handle); 0 removes the gate. */
+int32_t agentstate_set_validator(AgentHandle h, uintptr_t hook, char **err);
 /* agent_buffer_copy, with the same error discipline. */
 int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err);
 

@@ -1,0 +1,307 @@
+package agentstate
+
+// Versions, compare-and-set writes, and the change log: Poll, ChangesSince, StateAt, Restore.
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"runtime"
+	"time"
+)
+
+// GetStateVersioned returns the state (decoded as by GetState) and its version, read together:
+// the number of changes committed to this store (0 while nothing is stored; the state is then
+// the initial state). Pass the version to SetStateIf or ReplaceStateIf to write only if nobody
+// wrote in between.
+func (a *Agent) GetStateVersioned() (map[string]any, uint64, error) {
+	data, version, err := a.getStateVersioned("GetStateVersioned")
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := decodeState("GetStateVersioned", data)
+	if err != nil {
+		return nil, 0, err
+	}
+	return st, version, nil
+}
+
+// GetStateVersionedJSON is GetStateVersioned with the state as compact JSON, as stored.
+func (a *Agent) GetStateVersionedJSON() (json.RawMessage, uint64, error) {
+	return a.getStateVersioned("GetStateVersionedJSON")
+}
+
+// GetStateVersionedInto decodes the state into v (a non-nil pointer) as GetStateInto does, and
+// returns its version.
+func (a *Agent) GetStateVersionedInto(v any) (uint64, error) {
+	const op = "GetStateVersionedInto"
+	if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return 0, newError(op, StatusInvalidArgument, fmt.Sprintf("the target must be a non-nil pointer, not %T", v), nil)
+	}
+	data, version, err := a.getStateVersioned(op)
+	if err != nil {
+		return 0, err
+	}
+	if err := Unmarshal(data, v); err != nil {
+		e := err.(*Error)
+		e.Op = op
+		return 0, e
+	}
+	return version, nil
+}
+
+func (a *Agent) getStateVersioned(op string) ([]byte, uint64, error) {
+	var buf C.AgentBuffer
+	var version C.uint64_t
+	var cerr *C.char
+	ctx := newCallContext()
+	rc := C.agentstate_get_state_versioned(a.handle(), &buf, &version, ctx, &cerr)
+	runtime.KeepAlive(a)
+	if rc != 0 {
+		return nil, 0, libError(op, rc, cerr, ctx)
+	}
+	dropHookErrors(ctx)
+	return takeBuffer(&buf), uint64(version), nil
+}
+
+// SetStateIf is a compare-and-set SetState: it merges patch only if the store's version is
+// still expected (0: nothing stored yet) when the write transaction starts, and returns the
+// merged state and its new version. Otherwise it returns an error matching ErrConflict and
+// nothing is written. With GetStateVersioned it makes read-modify-write loops that never
+// overwrite another writer's change, in this process or another:
+//
+//	for {
+//		var s Counter
+//		v, err := a.GetStateVersionedInto(&s)
+//		if err != nil { return err }
+//		_, _, err = a.SetStateIf(v, map[string]any{"count": s.Count + 1})
+//		if !errors.Is(err, agentstate.ErrConflict) { return err }
+//	}
+//
+// Other errors, hooks and the validator as for SetState; when a hook fails (ErrHook) the change
+// is committed but the state and version are not returned (nil, 0): read them again.
+func (a *Agent) SetStateIf(expected uint64, patch any) (map[string]any, uint64, error) {
+	return a.writeValueIf("SetStateIf", expected, patch, false)
+}
+
+// SetStateIfJSON is SetStateIf with the patch given as JSON text, passed to the library
+// untouched; it returns the merged state as compact JSON.
+func (a *Agent) SetStateIfJSON(expected uint64, patch []byte) (json.RawMessage, uint64, error) {
+	return a.writeIf("SetStateIfJSON", expected, patch, false)
+}
+
+// ReplaceStateIf is a compare-and-set ReplaceState: it replaces the state with next only if
+// the store's version is still expected, and returns the new state and version; otherwise an
+// error matching ErrConflict, with nothing written. Other errors as for SetStateIf.
+func (a *Agent) ReplaceStateIf(expected uint64, next any) (map[string]any, uint64, error) {
+	return a.writeValueIf("ReplaceStateIf", expected, next, true)
+}
+
+// ReplaceStateIfJSON is ReplaceStateIf with the state given as JSON text, passed untouched.
+func (a *Agent) ReplaceStateIfJSON(expected uint64, next []byte) (json.RawMessage, uint64, error) {
+	return a.writeIf("ReplaceStateIfJSON", expected, next, true)
+}
+
+func (a *Agent) writeValueIf(op string, expected uint64, v any, replace bool) (map[string]any, uint64, error) {
+	data, err := Marshal(v)
+	if err != nil {
+		e := err.(*Error)
+		e.Op = op
+		return nil, 0, e
+	}
+	out, version, err := a.writeIf(op, expected, data, replace)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := decodeState(op, out)
+	if err != nil {
+		return nil, 0, err
+	}
+	return st, version, nil
+}
+
+func (a *Agent) writeIf(op string, expected uint64, data []byte, replace bool) ([]byte, uint64, error) {
+	p := inputPtr(data)
+	var buf C.AgentBuffer
+	var version C.uint64_t
+	var cerr *C.char
+	ctx := newCallContext()
+	var rc C.int32_t
+	if replace {
+		rc = C.agentstate_replace_state_if(a.handle(), C.uint64_t(expected), p, C.size_t(len(data)), &buf, &version, ctx, &cerr)
+	} else {
+		rc = C.agentstate_set_state_if(a.handle(), C.uint64_t(expected), p, C.size_t(len(data)), &buf, &version, ctx, &cerr)
+	}
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(data)
+	if rc != 0 {
+		return nil, 0, libError(op, rc, cerr, ctx)
+	}
+	dropHookErrors(ctx)
+	return takeBuffer(&buf), uint64(version), nil
+}
+
+// Poll delivers to this Agent's hooks (OnStateChanged, OnChange), on this goroutine and in
+// commit order, every change that other Agents or processes committed since this Agent's last
+// delivery, each once, with its real prev, next, patch and version, and returns how many it
+// delivered. It needs the change log (see ChangeLog): without it, it fails with
+// ErrInvalidArgument. The library starts no goroutine or thread: call Poll when convenient, on
+// a time.Ticker for instance. Changes committed before this Agent was opened are not
+// delivered; a write through this Agent first delivers the pending ones itself.
+//
+// If the log's retention dropped changes before this Agent delivered them, they are skipped:
+// Poll delivers the rest and returns an error matching ErrGap (once; the state is current).
+// If a hook fails, every delivery still happens and the error matches ErrHook and wraps the
+// hook's error (an ErrGap error wraps it too). With either error n still counts the changes
+// delivered; with any other error it is 0.
+//
+// Poll may be called from inside a hook (what it delivers is delivered after the running hook
+// returns), not from the validator or the initial-state function (ErrBusy).
+func (a *Agent) Poll() (n int, err error) {
+	var delivered C.size_t
+	var cerr *C.char
+	ctx := newCallContext()
+	rc := C.agentstate_poll(a.handle(), &delivered, ctx, &cerr)
+	runtime.KeepAlive(a)
+	if rc != 0 {
+		return int(delivered), libError("Poll", rc, cerr, ctx)
+	}
+	dropHookErrors(ctx)
+	return int(delivered), nil
+}
+
+// LoggedChange is one change retained by the change log, as ChangesSince returns it.
+type LoggedChange struct {
+	// Version is the state's version after the change.
+	Version uint64
+	// At is when the change was committed (millisecond precision, local time).
+	At time.Time
+	// Patch is the merge patch as applied; nil for a replacement (ReplaceState, Restore).
+	Patch json.RawMessage
+	// Next is the state after the change, as compact JSON (decode it with Unmarshal).
+	Next json.RawMessage
+}
+
+// ChangesSince returns the changes committed after version (by any Agent or process), oldest
+// first: nothing if version is the current one. It is what a client that reconnects with the
+// state at version needs to catch up. It needs the change log (see ChangeLog).
+//
+// Errors: ErrGap (the log no longer holds all of them: send the whole state instead),
+// ErrInvalidArgument (the log is off, or version is in the future), ErrBadHandle, ErrStorage.
+func (a *Agent) ChangesSince(version uint64) ([]LoggedChange, error) {
+	data, err := a.changesSince("ChangesSince", version)
+	if err != nil {
+		return nil, err
+	}
+	var raw []struct {
+		Version uint64          `json:"version"`
+		At      int64           `json:"at"`
+		Patch   json.RawMessage `json:"patch"`
+		Next    json.RawMessage `json:"next"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, newError("ChangesSince", StatusCodec, "cannot decode the changes: "+err.Error(), err)
+	}
+	out := make([]LoggedChange, len(raw))
+	for i, r := range raw {
+		out[i] = LoggedChange{Version: r.Version, At: time.UnixMilli(r.At), Patch: r.Patch, Next: r.Next}
+		if string(r.Patch) == "null" {
+			out[i].Patch = nil
+		}
+	}
+	return out, nil
+}
+
+// ChangesSinceJSON is ChangesSince as the library returns it, one JSON array ready to send:
+// [{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...], at in milliseconds since the
+// Unix epoch, patch null for a replacement.
+func (a *Agent) ChangesSinceJSON(version uint64) (json.RawMessage, error) {
+	return a.changesSince("ChangesSinceJSON", version)
+}
+
+func (a *Agent) changesSince(op string, version uint64) ([]byte, error) {
+	var buf C.AgentBuffer
+	var cerr *C.char
+	ctx := newCallContext()
+	rc := C.agentstate_changes_since(a.handle(), C.uint64_t(version), &buf, ctx, &cerr)
+	runtime.KeepAlive(a)
+	if rc != 0 {
+		return nil, libError(op, rc, cerr, ctx)
+	}
+	dropHookErrors(ctx)
+	return takeBuffer(&buf), nil
+}
+
+// StateAt returns the state at version (decoded as by GetState): the current version, one the
+// change log retains, or 0 (the initial state).
+//
+// Errors: ErrGap (the log does not retain it, or is off), ErrInvalidArgument (a future
+// version), ErrBadHandle, ErrStorage; for version 0 with an initial-state function, what it
+// earns (see GetState).
+func (a *Agent) StateAt(version uint64) (map[string]any, error) {
+	data, err := a.stateAt("StateAt", version)
+	if err != nil {
+		return nil, err
+	}
+	return decodeState("StateAt", data)
+}
+
+// StateAtJSON is StateAt with the state as compact JSON, as stored.
+func (a *Agent) StateAtJSON(version uint64) (json.RawMessage, error) {
+	return a.stateAt("StateAtJSON", version)
+}
+
+func (a *Agent) stateAt(op string, version uint64) ([]byte, error) {
+	var buf C.AgentBuffer
+	var cerr *C.char
+	ctx := newCallContext()
+	rc := C.agentstate_get_state_at(a.handle(), C.uint64_t(version), &buf, ctx, &cerr)
+	runtime.KeepAlive(a)
+	if rc != 0 {
+		return nil, libError(op, rc, cerr, ctx)
+	}
+	dropHookErrors(ctx)
+	return takeBuffer(&buf), nil
+}
+
+// Restore is point-in-time recovery: it replaces the state with the state at version (as
+// StateAt finds it) as a new change, and returns the restored state and its new version.
+// The validator gates it and hooks see it as a replacement (nil patch).
+//
+// Errors: those of StateAt and ReplaceState (ErrRejected, ErrHook, ...).
+func (a *Agent) Restore(version uint64) (map[string]any, uint64, error) {
+	data, v, err := a.restore("Restore", version)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := decodeState("Restore", data)
+	if err != nil {
+		return nil, 0, err
+	}
+	return st, v, nil
+}
+
+// RestoreJSON is Restore with the restored state as compact JSON.
+func (a *Agent) RestoreJSON(version uint64) (json.RawMessage, uint64, error) {
+	return a.restore("RestoreJSON", version)
+}
+
+func (a *Agent) restore(op string, version uint64) ([]byte, uint64, error) {
+	var buf C.AgentBuffer
+	var newVersion C.uint64_t
+	var cerr *C.char
+	ctx := newCallContext()
+	rc := C.agentstate_restore_state(a.handle(), C.uint64_t(version), &buf, &newVersion, ctx, &cerr)
+	runtime.KeepAlive(a)
+	if rc != 0 {
+		return nil, 0, libError(op, rc, cerr, ctx)
+	}
+	dropHookErrors(ctx)
+	return takeBuffer(&buf), uint64(newVersion), nil
+}
