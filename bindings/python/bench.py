@@ -167,7 +167,8 @@ def main():
             )
         )
     if args.out:
-        os.makedirs(os.path.dirname(args.out), exist_ok=True)
+        if os.path.dirname(args.out):
+            os.makedirs(os.path.dirname(args.out), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)
 

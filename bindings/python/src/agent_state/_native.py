@@ -9,6 +9,11 @@ during the call itself).
 Exceptions raised by Python hooks during a call are collected in a per-thread *frame* that the
 caller pushes around the call (see :func:`hook_frame`); when the call fails with
 ``AGENT_ERR_HOOK`` the errcheck attaches them to the :class:`~agent_state.HookError`.
+
+The state calls (``agent_get_state``, ``agent_set_state``, ``agent_replace_state``) also have
+second declarations without errcheck, used through :func:`call_text`, which pushes the frame,
+checks the status and reads the output buffer itself: the same contract, with less Python run
+per call.
 """
 
 from __future__ import annotations
@@ -91,10 +96,23 @@ _tls = threading.local()
 
 
 def _frames() -> List[List[BaseException]]:
-    frames = getattr(_tls, "frames", None)
-    if frames is None:
-        frames = _tls.frames = []
-    return frames
+    try:
+        return _tls.frames  # type: ignore[no-any-return]
+    except AttributeError:
+        frames: List[List[BaseException]] = []
+        _tls.frames = frames
+        return frames
+
+
+def _pop_frame(frames: List[List[BaseException]], frame: List[BaseException]) -> None:
+    # Pop our own frame (it is the top one unless something went badly wrong).
+    if frames and frames[-1] is frame:
+        frames.pop()
+    else:  # pragma: no cover - defensive
+        try:
+            frames.remove(frame)
+        except ValueError:
+            pass
 
 
 @contextmanager
@@ -107,14 +125,7 @@ def hook_frame() -> Iterator[List[BaseException]]:
     try:
         yield frame
     finally:
-        # Pop our own frame (it is the top one unless something went badly wrong).
-        if frames and frames[-1] is frame:
-            frames.pop()
-        else:  # pragma: no cover - defensive
-            try:
-                frames.remove(frame)
-            except ValueError:
-                pass
+        _pop_frame(frames, frame)
 
 
 def record_hook_exception(exc: BaseException) -> bool:
@@ -171,23 +182,29 @@ def library_path() -> str:
     )
 
 
+def _raise_status(result: int, name: str, carried: List[BaseException]) -> None:
+    """Raises the error of a failed call: status ``result``, with the message the library left
+    for this thread, and (for ``AGENT_ERR_HOOK``) the exceptions its hooks raised."""
+    raw = _lib_last_error()
+    message = raw.decode("utf-8", "replace") if raw else ""
+    if not message:
+        message = f"{name} failed"
+    err = error_for_status(result, message)
+    if result == AGENT_ERR_HOOK:
+        carried = list(carried)
+        for exc in carried:
+            # KeyboardInterrupt, SystemExit and the like propagate as themselves.
+            if not isinstance(exc, Exception):
+                raise exc
+        err = HookError(message, result, carried)
+        if carried:
+            raise err from carried[0]
+    raise err
+
+
 def _errcheck(result: int, func: Any, args: Any) -> int:
     if result != 0:
-        raw = _lib_last_error()
-        message = raw.decode("utf-8", "replace") if raw else ""
-        if not message:
-            message = f"{func.__name__} failed"
-        err = error_for_status(result, message)
-        if result == AGENT_ERR_HOOK:
-            carried = list(_current_frame())
-            for exc in carried:
-                # KeyboardInterrupt, SystemExit and the like propagate as themselves.
-                if not isinstance(exc, Exception):
-                    raise exc
-            err = HookError(message, result, carried)
-            if carried:
-                raise err from carried[0]
-        raise err
+        _raise_status(result, func.__name__, _current_frame())
     return result
 
 
@@ -232,6 +249,27 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.agent_status_name.restype = ctypes.c_char_p
     _lib_last_error = lib.agent_last_error
 
+    # The hot path (see call_text): separate function objects (``lib[name]`` makes a new one),
+    # without errcheck, so a successful call runs no Python code besides ctypes' own.
+    global _hot_get_state, _hot_set_state, _hot_replace_state, _buffer_free
+
+    def hot_fn(name: str, *argtypes: Any) -> Any:
+        fn = lib[name]
+        fn.argtypes = list(argtypes)
+        fn.restype = _c_status
+        return fn
+
+    _hot_get_state = hot_fn("agent_get_state", _c_handle, buf_p)
+    _hot_set_state = hot_fn("agent_set_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
+    _hot_replace_state = hot_fn("agent_replace_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
+    _buffer_free = lib.agent_buffer_free
+
+
+_hot_get_state: Any = None
+_hot_set_state: Any = None
+_hot_replace_state: Any = None
+_buffer_free: Any = None
+
 
 _lib: Optional[ctypes.CDLL] = None
 _lib_lock = threading.Lock()
@@ -255,8 +293,60 @@ def library() -> ctypes.CDLL:
         return _lib
 
 
+def _make_utf8_at() -> Any:
+    """``utf8_at(address, length, None)``: the UTF-8 bytes at ``address`` as a ``str``, decoded
+    straight from C memory (CPython's PyUnicode_DecodeUTF8: one copy, no intermediate bytes)."""
+    try:
+        fn = ctypes.pythonapi["PyUnicode_DecodeUTF8"]
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_char_p]
+        fn.restype = ctypes.py_object
+        if fn(ctypes.c_char_p(b"ok\xc3\xa9"), 4, None) == "ok\u00e9":
+            return fn
+    except Exception:  # pragma: no cover - not CPython
+        pass
+
+    def utf8_at(address: Any, length: int, errors: Any) -> str:  # pragma: no cover - not CPython
+        return ctypes.string_at(address, length).decode("utf-8")
+
+    return utf8_at  # pragma: no cover
+
+
+_utf8_at = _make_utf8_at()
+
+
+def text_at(address: Any, length: int) -> str:
+    """The ``length`` UTF-8 bytes at ``address`` (a C pointer) as a ``str``."""
+    if not address:
+        return ""
+    return _utf8_at(address, length, None)  # type: ignore[no-any-return]
+
+
 def read_buffer(buf: AgentBuffer) -> bytes:
     """Copies the bytes of a library buffer (empty buffer: ``b""``)."""
     if not buf.data:
         return b""
     return ctypes.string_at(buf.data, buf.len)
+
+
+def call_text(fn: Any, *args: Any) -> str:
+    """Calls one of the hot functions (``_hot_*``), ``fn(*args, &buffer)``, and returns the
+    output buffer as text. Same contract as the errchecked functions: hooks' exceptions are
+    collected in this call's frame, a non-zero status raises its error, the buffer is freed."""
+    buf = AgentBuffer()
+    try:
+        frames = _frames()
+        frame: List[BaseException] = []
+        frames.append(frame)
+        try:
+            status = fn(*args, buf)
+        finally:
+            if frames and frames[-1] is frame:
+                frames.pop()
+            else:  # pragma: no cover - defensive
+                _pop_frame(frames, frame)
+        if status:
+            _raise_status(status, fn.__name__, frame)
+        data = buf.data
+        return _utf8_at(data, buf.len, None) if data else ""  # type: ignore[no-any-return]
+    finally:
+        _buffer_free(buf)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Union
 from . import _native
 from .codec import decode_state, encode_state, encode_value, json_text
 from .errors import ClosedError, InvalidArgumentError
-from ._native import AgentBuffer, hook_frame, read_buffer, record_hook_exception
+from ._native import call_text, record_hook_exception, text_at
 
 __all__ = ["Agent", "Hook", "StateChangedCallback", "InitialStateCallback", "library_version"]
 
@@ -55,9 +55,9 @@ def _state_changed(user_data: Optional[int], change: Any) -> int:
         if fn is None:
             return 0
         c = change.contents
-        next_state = decode_state(ctypes.string_at(c.next, c.next_len))
-        prev_state = decode_state(ctypes.string_at(c.prev, c.prev_len))
-        patch = decode_state(ctypes.string_at(c.patch, c.patch_len)) if c.patch else None
+        next_state = decode_state(text_at(c.next, c.next_len))
+        prev_state = decode_state(text_at(c.prev, c.prev_len))
+        patch = decode_state(text_at(c.patch, c.patch_len)) if c.patch else None
         fn(next_state, prev_state, patch)
         return 0
     except BaseException as exc:  # never let an exception reach ctypes (it would be ignored)
@@ -286,26 +286,23 @@ class Agent:
 
     # -- state ---------------------------------------------------------------------------------
 
-    def _call(self, fn: Any, *args: Any) -> bytes:
-        buf = AgentBuffer()
-        lib = _native.library()
-        try:
-            with hook_frame():
-                fn(*args, ctypes.byref(buf))
-            return read_buffer(buf)
-        finally:
-            lib.agent_buffer_free(ctypes.byref(buf))
+    # The state methods go through _native.call_text: the library call (GIL released), the
+    # hook-exception frame and the buffer, with no Python code run for a successful status.
 
     def get_state_json(self) -> str:
         """The state as the library stores it: compact JSON text."""
-        lib = _native.library()
-        return self._call(lib.agent_get_state, self._h()).decode("utf-8")
+        handle = self._handle
+        if not handle:
+            raise ClosedError("the agent is closed")
+        return call_text(_native._hot_get_state, handle)
 
     def get_state(self) -> State:
         """The stored state, or the initial state while nothing is stored (reading never
         stores it). A fresh ``dict`` on every call."""
-        lib = _native.library()
-        return decode_state(self._call(lib.agent_get_state, self._h()))
+        handle = self._handle
+        if not handle:
+            raise ClosedError("the agent is closed")
+        return decode_state(call_text(_native._hot_get_state, handle))
 
     def set_state(self, patch: Mapping[str, Any]) -> State:
         """Merges ``patch`` into the state by RFC 7396 (nested dicts merge, ``None`` deletes a
@@ -317,28 +314,30 @@ class Agent:
         :class:`~agent_state.CodecError` before anything is sent to the library.
         """
         data = encode_state(patch, "patch")
-        lib = _native.library()
-        return decode_state(self._call(lib.agent_set_state, self._h(), data, len(data)))
+        handle = self._handle
+        if not handle:
+            raise ClosedError("the agent is closed")
+        return decode_state(call_text(_native._hot_set_state, handle, data, len(data)))
 
     def replace_state(self, state: Mapping[str, Any]) -> State:
         """Replaces the whole state with ``state`` and returns it (as stored). Hooks see
         ``patch=None``. Same transaction, hook and error rules as :meth:`set_state`."""
         data = encode_state(state, "state")
-        lib = _native.library()
-        return decode_state(self._call(lib.agent_replace_state, self._h(), data, len(data)))
+        handle = self._handle
+        if not handle:
+            raise ClosedError("the agent is closed")
+        return decode_state(call_text(_native._hot_replace_state, handle, data, len(data)))
 
     def set_state_json(self, patch: Union[str, bytes]) -> str:
         """:meth:`set_state` with raw JSON text in and out (malformed text raises
         :class:`~agent_state.JSONError`)."""
         data = json_text(patch, "patch")
-        lib = _native.library()
-        return self._call(lib.agent_set_state, self._h(), data, len(data)).decode("utf-8")
+        return call_text(_native._hot_set_state, self._h(), data, len(data))
 
     def replace_state_json(self, state: Union[str, bytes]) -> str:
         """:meth:`replace_state` with raw JSON text in and out."""
         data = json_text(state, "state")
-        lib = _native.library()
-        return self._call(lib.agent_replace_state, self._h(), data, len(data)).decode("utf-8")
+        return call_text(_native._hot_replace_state, self._h(), data, len(data))
 
     # -- hooks ---------------------------------------------------------------------------------
 

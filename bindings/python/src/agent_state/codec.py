@@ -44,7 +44,7 @@ import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, Callable, Dict, List, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .errors import CodecError, InvalidArgumentError
 from .values import (
@@ -315,15 +315,110 @@ class _Encoder:
         )
 
 
-def _finish(enc: _Encoder) -> str:
-    text = "".join(enc.out)
+def _utf8(text: str) -> bytes:
     try:
-        text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as e:
         raise CodecError(
             f"a string holds a lone surrogate ({text[e.start:e.end]!r}), which is not valid Unicode"
         ) from None
+
+
+def _finish(enc: _Encoder) -> str:
+    text = "".join(enc.out)
+    _utf8(text)
     return text
+
+
+# -- The fast path of encoding ----------------------------------------------------------------
+#
+# Most states and patches hold nothing but dicts with str keys, lists, str, safe ints, finite
+# floats, bools and None. For those, the C encoder of the json module writes exactly what
+# _Encoder writes (the same string escaping function, int.__repr__, float.__repr__, the same
+# separators), several times faster. _plain() proves that a value is of that kind: exact types
+# only (subclasses such as JSONInt, JSONFloat, IntEnum or a str subclass take the slow path),
+# ints within the safe range, no dict that would be read back as a tagged value, bounded
+# nesting (so also no cycle). What it does not check (NaN and infinities, lone surrogates)
+# makes the fast path raise ValueError, and the slow path then reports it properly.
+
+#: Containers nested deeper than this take the slow path (the library refuses more than 64).
+_FAST_DEPTH = 100
+_LEAF_TYPES = frozenset([str, float, bool, type(None)])
+
+
+def _plain(container: Any, depth: int) -> bool:
+    """True if ``container`` (an exact ``dict``, ``list`` or ``tuple``) holds only values the
+    fast path writes exactly as :class:`_Encoder` does."""
+    if depth > _FAST_DEPTH:
+        return False
+    leaf = _LEAF_TYPES
+    if type(container) is dict:
+        if len(container) == 1 and next(iter(container)) in TAGS:
+            return False  # a dict that would read back as a tagged value: the slow path refuses it
+        items = container.items()
+        for k, v in items:
+            if type(k) is not str:
+                return False
+            t = type(v)
+            if t in leaf:
+                continue
+            if t is int:
+                if -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
+                    continue
+                return False
+            if (t is dict or t is list or t is tuple) and _plain(v, depth + 1):
+                continue
+            return False
+        return True
+    for v in container:
+        t = type(v)
+        if t in leaf:
+            continue
+        if t is int:
+            if -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
+                continue
+            return False
+        if (t is dict or t is list or t is tuple) and _plain(v, depth + 1):
+            continue
+        return False
+    return True
+
+
+def _never_called(value: Any) -> Any:  # pragma: no cover - _plain() lets no such value through
+    raise TypeError(f"a value of type {type(value).__name__} on the fast path")
+
+
+def _make_chunks() -> Callable[[Any, int], Any]:
+    """``chunks(value, 0)``: the parts of ``value``'s compact JSON text, from the C encoder of the
+    json module (what ``json.dumps(value, ensure_ascii=False, allow_nan=False,
+    separators=(",", ":"))`` uses, without building an encoder object on every call)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is not None:
+        try:
+            chunks = make(None, _never_called, _encode_str, None, ":", ",", False, False, False)
+            sample = {"a": [1, -0.5, "\u00e9\n", None, True, ()], "": {}}
+            if "".join(chunks(sample, 0)) == '{"a":[1,-0.5,"\u00e9\\n",null,true,[]],"":{}}':
+                return chunks  # type: ignore[no-any-return]
+        except Exception:  # pragma: no cover - another json implementation
+            pass
+    encoder = json.JSONEncoder(  # pragma: no cover - without the C accelerator
+        ensure_ascii=False, allow_nan=False, check_circular=False, separators=(",", ":")
+    )
+    return lambda value, level: (encoder.encode(value),)  # pragma: no cover
+
+
+_chunks = _make_chunks()
+
+
+def _encode_fast(value: Any) -> Optional[str]:
+    """The fast path: the JSON text of ``value`` (an exact dict or list), or None when the slow
+    path must write it (or report what cannot be stored)."""
+    if _plain(value, 1):
+        try:
+            return "".join(_chunks(value, 0))
+        except (ValueError, TypeError):  # NaN or an infinity: the slow path reports it
+            return None
+    return None
 
 
 def encode_value(value: Any) -> str:
@@ -331,9 +426,22 @@ def encode_value(value: Any) -> str:
 
     Raises :class:`~agent_state.CodecError` for values that cannot be stored.
     """
+    t = type(value)
+    if t is dict or t is list:
+        text = _encode_fast(value)
+        if text is not None and (text.isascii() or _utf8_ok(text)):
+            return text
     enc = _Encoder()
     enc.value(value)
     return _finish(enc)
+
+
+def _utf8_ok(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def encode_state(value: Any, what: str = "state") -> bytes:
@@ -343,6 +451,18 @@ def encode_state(value: Any, what: str = "state") -> bytes:
     for a mapping that is not a JSON object (non-``str`` keys, a :class:`JSMap`), and
     :class:`~agent_state.CodecError` for contents that cannot be stored.
     """
+    if type(value) is dict:
+        text = _encode_fast(value)
+        if text is not None:
+            try:
+                return text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: the slow path reports it
+                pass
+    return _encode_state_slow(value, what)
+
+
+def _encode_state_slow(value: Any, what: str = "state") -> bytes:
+    """:func:`encode_state` without the fast path (every value through :class:`_Encoder`)."""
     if isinstance(value, JSMap) or not isinstance(value, Mapping):
         if isinstance(value, JSMap):
             raise InvalidArgumentError(f"the {what} must be a JSON object (a dict with str keys), not a JSMap")
@@ -355,7 +475,7 @@ def encode_state(value: Any, what: str = "state") -> bytes:
                 f"the {what} must be a JSON object: its keys must be str, not {type(k).__name__}"
             )
     enc.mapping(value, items)
-    return _finish(enc).encode("utf-8")
+    return _utf8("".join(enc.out))
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,17 +582,96 @@ def _object_pairs(pairs: List[Tuple[str, Any]]) -> Any:
     return dict(pairs)
 
 
+# -- Number caches ------------------------------------------------------------------------------
+#
+# The scanner hands every number token to parse_int / parse_float as text. The exact rules
+# (_parse_int, _parse_float) cost a Python call each, and _parse_float a shortest-repr
+# conversion; but a state is read again and again with mostly the same numbers. These caches
+# map a token's text to its plain int or float (immutable values, so sharing them between
+# results is safe; the JSONInt / JSONFloat wrappers are never cached, every read makes new
+# ones). Their __getitem__ is the hook: a C-level dict lookup when the text was seen before,
+# _parse_int / _parse_float otherwise. Both are bounded: full, they are emptied.
+
+_CACHE_SIZE = 4096
+
+
+class _IntCache(Dict[str, int]):
+    __slots__ = ()
+
+    def __missing__(self, text: str) -> int:
+        value = _parse_int(text)
+        if type(value) is int:
+            if len(self) >= _CACHE_SIZE:
+                self.clear()
+            self[text] = value
+        return value
+
+
+class _FloatCache(Dict[str, float]):
+    __slots__ = ()
+
+    def __missing__(self, text: str) -> float:
+        value = _parse_float(text)
+        if type(value) is float:
+            if len(self) >= _CACHE_SIZE:
+                self.clear()
+            self[text] = value
+        return value
+
+
+_int_cache = _IntCache()
+_float_cache = _FloatCache()
+
+#: The full decoder: every object goes through _object_pairs (tagged values).
 _decoder = json.JSONDecoder(
     object_pairs_hook=_object_pairs,
-    parse_float=_parse_float,
-    parse_int=_parse_int,
+    parse_float=_float_cache.__getitem__,
+    parse_int=_int_cache.__getitem__,
     parse_constant=_parse_constant,
 )
+
+#: The fast decoder: the same number rules, and objects built by the C scanner itself (no hook),
+#: for text in which no object can be a tagged value (see decode()).
+_fast_decoder = json.JSONDecoder(
+    parse_float=_float_cache.__getitem__,
+    parse_int=_int_cache.__getitem__,
+    parse_constant=_parse_constant,
+)
+_fast_scan = _fast_decoder.scan_once
+
+
+def _may_hold_tags(text: str) -> bool:
+    """False when no object of the JSON ``text`` can have a member name starting with ``$``
+    (a tag): no ``"$`` anywhere, and no ``\\u0024`` escape. Matches inside strings only cost a
+    trip through the full decoder."""
+    if "$" in text and '"$' in text:
+        return True
+    return "\\" in text and "\\u0024" in text
 
 
 def decode(text: Any) -> Any:
     """Decodes JSON text (``str`` or UTF-8 ``bytes``) as the library stores it into Python
     values (see the module documentation)."""
+    if type(text) is not str:
+        if isinstance(text, (bytes, bytearray, memoryview)):
+            text = bytes(text).decode("utf-8")
+        elif not isinstance(text, str):
+            return _decoder.decode(text)  # json's own TypeError
+    if not _may_hold_tags(text):
+        # Without tags, the object_pairs_hook only ever builds dict(pairs): what the C scanner
+        # builds by itself (same member order, last duplicate wins).
+        try:
+            value, end = _fast_scan(text, 0)
+        except Exception:  # leading whitespace (StopIteration), malformed text: the full
+            pass  # decoder gives its own answer
+        else:
+            if end == len(text):
+                return value
+    return _decoder.decode(text)
+
+
+def _decode_slow(text: Any) -> Any:
+    """:func:`decode` without the fast path (every object through the tag check)."""
     if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("utf-8")
     return _decoder.decode(text)
