@@ -280,10 +280,20 @@ impl Agent {
     /// Sets (or, with `None`, removes) the initial-state hook; it takes precedence over the
     /// `initial_state` option.
     pub fn set_initial_state_hook(&self, hook: Option<Arc<dyn InitialStateHook>>) -> Result<()> {
+        self.replace_slot(&self.initial_hook, hook)
+    }
+
+    /// Puts `value` in one of the agent's hook slots (if open); the previous occupant is
+    /// dropped outside every lock, since dropping may run its owner's finalizer.
+    fn replace_slot<T: ?Sized>(
+        &self,
+        slot: &Mutex<Option<Arc<T>>>,
+        value: Option<Arc<T>>,
+    ) -> Result<()> {
         let old = {
             let guard = self.lock_inner()?;
             guard.as_ref().ok_or(Error::Closed)?;
-            std::mem::replace(&mut *lock(&self.initial_hook), hook)
+            std::mem::replace(&mut *lock(slot), value)
         };
         drop(old);
         Ok(())
@@ -293,13 +303,7 @@ impl Agent {
     /// handle inside the write transaction, after the merge and the codec and size checks, and
     /// an `Err` rejects the change ([`Error::Rejected`], nothing written).
     pub fn set_validator(&self, validator: Option<Arc<dyn Validator>>) -> Result<()> {
-        let old = {
-            let guard = self.lock_inner()?;
-            guard.as_ref().ok_or(Error::Closed)?;
-            std::mem::replace(&mut *lock(&self.validator), validator)
-        };
-        drop(old);
-        Ok(())
+        self.replace_slot(&self.validator, validator)
     }
 
     /// Delivers to this handle's hooks, in commit order, every change that other handles or

@@ -146,18 +146,28 @@ impl Store {
     /// change log table, in one write transaction (re-checked inside it: another process may
     /// have migrated the file meanwhile).
     fn migrate_from_1(&self) -> Result<()> {
+        self.upgrade_schema(
+            1,
+            &format!(
+                "ALTER TABLE agent_kv ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+                 UPDATE agent_kv SET version = 1 WHERE key = '{STATE_KEY}';
+                 {CHANGES_TABLE}
+                 PRAGMA user_version = 2;"
+            ),
+            "cannot migrate the store from schema version 1",
+        )
+    }
+
+    /// Runs `sql` in one write transaction if the file's schema version, read again inside the
+    /// transaction, is still `from` (another process may have done it meanwhile).
+    fn upgrade_schema(&self, from: i32, sql: &str, what: &str) -> Result<()> {
         self.begin_immediate()?;
         let result = (|| -> rusqlite::Result<()> {
             let version: i32 = self
                 .conn
                 .pragma_query_value(None, "user_version", |r| r.get(0))?;
-            if version == 1 {
-                self.conn.execute_batch(&format!(
-                    "ALTER TABLE agent_kv ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
-                     UPDATE agent_kv SET version = 1 WHERE key = '{STATE_KEY}';
-                     {CHANGES_TABLE}
-                     PRAGMA user_version = 2;"
-                ))?;
+            if version == from {
+                self.conn.execute_batch(sql)?;
             }
             Ok(())
         })();
@@ -165,7 +175,7 @@ impl Store {
             Ok(()) => self.commit(),
             Err(e) => {
                 self.rollback();
-                Err(self.storage_err("cannot migrate the store from schema version 1", e))
+                Err(self.storage_err(what, e))
             }
         }
     }
@@ -251,29 +261,17 @@ impl Store {
     /// Creates the schema, inside a write transaction so that two processes opening one new file
     /// at once both end up with the same, single, initialized store.
     fn initialize(&self) -> Result<()> {
-        self.begin_immediate()?;
-        let result = (|| -> rusqlite::Result<()> {
-            let version: i32 = self
-                .conn
-                .pragma_query_value(None, "user_version", |r| r.get(0))?;
-            if version == 0 {
-                self.conn.execute_batch(&format!(
-                    "CREATE TABLE agent_kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL,
-                                            version INTEGER NOT NULL DEFAULT 0);
-                     {CHANGES_TABLE}
-                     PRAGMA application_id = {APPLICATION_ID};
-                     PRAGMA user_version = {SCHEMA_VERSION};"
-                ))?;
-            }
-            Ok(())
-        })();
-        match result {
-            Ok(()) => self.commit(),
-            Err(e) => {
-                self.rollback();
-                Err(self.storage_err("cannot initialize", e))
-            }
-        }
+        self.upgrade_schema(
+            0,
+            &format!(
+                "CREATE TABLE agent_kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL,
+                                        version INTEGER NOT NULL DEFAULT 0);
+                 {CHANGES_TABLE}
+                 PRAGMA application_id = {APPLICATION_ID};
+                 PRAGMA user_version = {SCHEMA_VERSION};"
+            ),
+            "cannot initialize",
+        )
     }
 
     /// True when the store was opened read-only.

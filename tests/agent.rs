@@ -7,38 +7,8 @@ use std::sync::{Arc, Mutex};
 use agent_state::{Agent, Error, InitialStateHook, OpenOptions, StateChange, StateChangedHook};
 use serde_json::{json, Value};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "agent_state_test_{}_{}_{}",
-            name,
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn opts(v: Value) -> OpenOptions {
-    OpenOptions::from_json(v.to_string().as_bytes()).unwrap()
-}
-
-fn text(s: &agent_state::Snapshot) -> String {
-    String::from_utf8(s.json().to_vec()).unwrap()
-}
+mod common;
+use common::{opts, text, TempDir};
 
 #[test]
 fn reference_page_flow_and_persistence() {
