@@ -582,13 +582,7 @@ impl Agent {
             None => (None, 0),
             Some((bytes, version)) => (Some(Arc::new(decode_stored(bytes)?)), version),
         };
-        let log = match store.read(CHANGE_LOG_KEY)? {
-            None => None,
-            Some(text) => Some(
-                LogRetention::from_json(&text)
-                    .map_err(|e| Error::Corrupt(format!("the change log settings: {e}")))?,
-            ),
-        };
+        let log = Self::read_retention(store)?;
         Ok(Cache {
             pager_version: store.data_version_in_transaction(),
             header,
@@ -596,6 +590,16 @@ impl Agent {
             version,
             log,
         })
+    }
+
+    /// The change log's retention as stored (`None`: the log is off).
+    fn read_retention(store: &Store) -> Result<Option<LogRetention>> {
+        match store.read(CHANGE_LOG_KEY)? {
+            None => Ok(None),
+            Some(text) => LogRetention::from_json(&text)
+                .map(Some)
+                .map_err(|e| Error::Corrupt(format!("the change log settings: {e}"))),
+        }
     }
 
     /// The initial state: the hook's answer when a hook is set, else the option's.
@@ -785,14 +789,11 @@ impl Agent {
             // A replacement needs nothing of the previous state, so it can repair an entry that
             // no longer decodes; hooks then see `{}` as prev.
             (Err(Error::Corrupt(_)), Change::Replace(_)) => {
-                let (version, log) = match inner.store.read_state() {
-                    Ok(Some((_, v))) => (v, None),
-                    _ => (0, None),
-                };
+                let version = inner.store.read_state()?.map_or(0, |(_, v)| v);
                 (
                     Arc::new(Snapshot::new(Value::Object(Default::default()))),
                     version,
-                    log,
+                    Self::read_retention(&inner.store)?,
                 )
             }
             (Err(e), _) => return Err(e),

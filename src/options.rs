@@ -14,6 +14,9 @@ pub const MAX_MAX_VALUE_BYTES: usize = 1_000_000_000;
 /// How long a write waits for another connection's lock, by default.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
 
+/// The largest `keep_last` / `keep_seconds` (seconds are turned into milliseconds in an i64).
+pub const MAX_RETENTION: u64 = i64::MAX as u64 / 1000;
+
 /// How much the change log keeps: the last `keep_last` changes, and/or those of the last
 /// `keep_seconds` seconds (the newest change is always kept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +36,7 @@ impl LogRetention {
         let bad = || {
             Error::InvalidArgument(format!(
                 "change_log must be false or {{\"keep_last\": N, \"keep_seconds\": T}} with \
-                 positive integers (at least one of them), got {value}"
+                 integers from 1 to {MAX_RETENTION} (at least one of them), got {value}"
             ))
         };
         let Value::Object(map) = value else {

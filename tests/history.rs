@@ -418,3 +418,33 @@ fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
         Err(Error::Conflict(_))
     ));
 }
+
+#[test]
+fn repairing_a_corrupt_state_is_logged_like_any_replacement() {
+    let dir = TempDir::new("repair_logged");
+    let path = dir.file("a.db");
+    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 100}}))).unwrap();
+    a.set_state(br#"{"n":1}"#).unwrap();
+    a.set_state(br#"{"n":2}"#).unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE agent_kv SET value = x'7b' WHERE key = '__agent_state'",
+            [],
+        )
+        .unwrap();
+    let b = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let rec = Arc::new(Recorder::default());
+    b.on_state_changed(rec.clone()).unwrap();
+    assert_eq!(
+        a.replace_state_if(br#"{"fixed":true}"#, None)
+            .unwrap()
+            .version,
+        3
+    );
+    let since: Value = serde_json::from_slice(&a.changes_since(2).unwrap()).unwrap();
+    assert_eq!(since[0]["version"], json!(3));
+    assert_eq!(since[0]["next"], json!({"fixed": true}));
+    assert_eq!(b.poll().unwrap(), 1);
+    assert_eq!(rec.seen.lock().unwrap()[0].2, r#"{"fixed":true}"#);
+}

@@ -18,10 +18,13 @@ from agent_state import (
     BusyError,
     ClosedError,
     CodecError,
+    ConflictError,
+    GapError,
     HookError,
     InvalidArgumentError,
     JSONError,
     PanicError,
+    RejectedError,
     StateTooLargeError,
     StorageError,
 )
@@ -35,6 +38,9 @@ ALL = {
     6: StorageError,
     7: BusyError,
     8: HookError,
+    9: ConflictError,
+    10: RejectedError,
+    11: GapError,
     99: PanicError,
 }
 

@@ -248,6 +248,15 @@ string_texts = st.one_of(st.text(max_size=12), st.sampled_from(STRINGS)).map(
     lambda s: s if s in STRINGS else json.dumps(s, ensure_ascii=False)[1:-1]
 )
 key_texts = st.one_of(names.map(lambda s: json.dumps(s, ensure_ascii=False)[1:-1]), st.sampled_from(STRINGS))
+def _member_name(text: str) -> str:
+    """A member name as a parser sees it (its escapes resolved), or the raw text when it is
+    not a valid JSON string body (such texts make the document malformed anyway)."""
+    try:
+        return str(json.loads('"' + text + '"'))
+    except ValueError:
+        return text
+
+
 json_texts = st.recursive(
     st.one_of(
         number_texts,
@@ -257,7 +266,8 @@ json_texts = st.recursive(
     ),
     lambda inner: st.one_of(
         st.lists(inner, max_size=4).map(lambda v: "[" + ",".join(v) + "]"),
-        st.lists(st.tuples(key_texts, inner), max_size=4).map(
+        # Unique names: the library never hands out an object with a repeated name (I-JSON).
+        st.lists(st.tuples(key_texts, inner), max_size=4, unique_by=lambda kv: _member_name(kv[0])).map(
             lambda kv: "{" + ",".join('"' + k + '":' + v for k, v in kv) + "}"
         ),
     ),

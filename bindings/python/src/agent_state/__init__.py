@@ -5,6 +5,11 @@
 ...     agent.set_state({"status": "processing"})
 {'status': 'processing', 'lastReply': '', 'at': 0}
 
+Every commit gets the next version (``get_state_versioned``, compare-and-set with
+``set_state_if``/``replace_state_if``); a validator (``set_validator``) can reject changes before
+they commit; with the ``change_log`` option, ``poll`` delivers other agents' and processes'
+changes to the hooks, and ``changes_since``, ``state_at`` and ``restore`` read the history.
+
 The C library is loaded through ctypes (no compiler needed): the copy bundled in the package,
 or the one named by the ``AGENT_STATE_LIBRARY`` environment variable. See ``README.md`` for the
 codec mapping between Python values and stored JSON.
@@ -13,16 +18,31 @@ codec mapping between Python values and stored JSON.
 from __future__ import annotations
 
 from ._native import LIBRARY_ENV, library_path
-from .agent import Agent, Hook, InitialStateCallback, StateChangedCallback, library_version
+from .agent import (
+    Agent,
+    Change,
+    ChangeCallback,
+    ChangeLogOption,
+    Hook,
+    InitialStateCallback,
+    LoggedChange,
+    StateChangedCallback,
+    ValidatorCallback,
+    Versioned,
+    library_version,
+)
 from .codec import MAX_SAFE_INTEGER, decode, encode_value
 from .errors import (
     AGENT_ERR_BAD_HANDLE,
     AGENT_ERR_BUSY,
     AGENT_ERR_CODEC,
+    AGENT_ERR_CONFLICT,
+    AGENT_ERR_GAP,
     AGENT_ERR_HOOK,
     AGENT_ERR_INVALID_ARGUMENT,
     AGENT_ERR_JSON,
     AGENT_ERR_PANIC,
+    AGENT_ERR_REJECTED,
     AGENT_ERR_STORAGE,
     AGENT_ERR_TOO_LARGE,
     AGENT_OK,
@@ -31,10 +51,13 @@ from .errors import (
     BusyError,
     ClosedError,
     CodecError,
+    ConflictError,
+    GapError,
     HookError,
     InvalidArgumentError,
     JSONError,
     PanicError,
+    RejectedError,
     StateTooLargeError,
     StorageError,
     error_for_status,
@@ -48,8 +71,14 @@ __version__ = "0.2.0"
 __all__ = [
     "Agent",
     "Hook",
+    "Change",
+    "Versioned",
+    "LoggedChange",
     "StateChangedCallback",
+    "ChangeCallback",
+    "ValidatorCallback",
     "InitialStateCallback",
+    "ChangeLogOption",
     "library_version",
     "library_path",
     "LIBRARY_ENV",
@@ -75,6 +104,9 @@ __all__ = [
     "StorageError",
     "BusyError",
     "HookError",
+    "ConflictError",
+    "RejectedError",
+    "GapError",
     "PanicError",
     "error_for_status",
     "status_name",
@@ -87,5 +119,8 @@ __all__ = [
     "AGENT_ERR_STORAGE",
     "AGENT_ERR_BUSY",
     "AGENT_ERR_HOOK",
+    "AGENT_ERR_CONFLICT",
+    "AGENT_ERR_REJECTED",
+    "AGENT_ERR_GAP",
     "AGENT_ERR_PANIC",
 ]

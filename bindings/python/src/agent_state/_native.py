@@ -10,9 +10,15 @@ Exceptions raised by Python hooks during a call are collected in a per-thread *f
 caller pushes around the call (see :func:`hook_frame`); when the call fails with
 ``AGENT_ERR_HOOK`` the errcheck attaches them to the :class:`~agent_state.HookError`.
 
-The state calls (``agent_get_state``, ``agent_set_state``, ``agent_replace_state``) also have
-second declarations without errcheck, used through :func:`call_text`, which pushes the frame,
-checks the status and reads the output buffer itself: the same contract, with less Python run
+The validator's exception travels the same way, marked as a rejection (see
+:func:`record_rejection`): when the call fails with ``AGENT_ERR_REJECTED`` it becomes the
+``__cause__`` of the :class:`~agent_state.RejectedError`.
+
+The state calls (``agent_get_state``, ``agent_set_state``, ``agent_replace_state``, their
+versioned and compare-and-set forms, ``agent_get_state_at``, ``agent_restore_state``,
+``agent_changes_since``, ``agent_poll``) also have second declarations without errcheck, used
+through :func:`call_text`, :func:`call_text_versioned` and :func:`call_poll`, which push the
+frame, check the status and read the outputs themselves: the same contract, with less Python run
 per call.
 """
 
@@ -25,20 +31,33 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Tuple
 
-from .errors import AGENT_ERR_HOOK, HookError, error_for_status
+from .errors import (
+    AGENT_ERR_GAP,
+    AGENT_ERR_HOOK,
+    AGENT_ERR_REJECTED,
+    AgentError,
+    GapError,
+    HookError,
+    error_for_status,
+)
 
 __all__ = [
     "AgentBuffer",
     "AgentStateChange",
     "STATE_CHANGED_FN",
     "INITIAL_STATE_FN",
+    "VALIDATE_FN",
     "FREE_FN",
     "library",
     "library_path",
     "hook_frame",
     "record_hook_exception",
+    "record_rejection",
+    "call_text",
+    "call_text_versioned",
+    "call_poll",
     "LIBRARY_ENV",
 ]
 
@@ -65,8 +84,9 @@ class AgentBuffer(ctypes.Structure):
 
 
 class AgentStateChange(ctypes.Structure):
-    """``struct AgentStateChange``: borrowed views of one committed change, valid only during
-    the hook call."""
+    """``struct AgentStateChange``: borrowed views of one committed change (or, for the
+    validator, of the change about to commit), valid only during the call. ``version`` was
+    appended in 0.2."""
 
     _fields_ = [
         ("next", ctypes.c_void_p),
@@ -75,6 +95,7 @@ class AgentStateChange(ctypes.Structure):
         ("prev_len", ctypes.c_size_t),
         ("patch", ctypes.c_void_p),
         ("patch_len", ctypes.c_size_t),
+        ("version", ctypes.c_uint64),
     ]
 
 
@@ -82,6 +103,10 @@ class AgentStateChange(ctypes.Structure):
 STATE_CHANGED_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(AgentStateChange))
 #: ``int32_t (*AgentInitialStateFn)(void *user_data, AgentBuffer *out)``
 INITIAL_STATE_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(AgentBuffer))
+#: ``int32_t (*AgentValidateFn)(void *user_data, const AgentStateChange *change, AgentBuffer *message)``
+VALIDATE_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(AgentStateChange), ctypes.POINTER(AgentBuffer)
+)
 #: ``void (*AgentFreeFn)(void *user_data)``
 FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -138,6 +163,23 @@ def record_hook_exception(exc: BaseException) -> bool:
     return True
 
 
+class _Rejection(Exception):
+    """Marks, in a call's frame, the exception with which the validator rejected the change
+    (told apart from the exceptions of hooks that may have run in the same call)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(exc)
+        self.exc = exc
+
+
+def record_rejection(exc: BaseException) -> bool:
+    """Attaches ``exc`` (raised by the validator to reject a change) to the innermost call
+    running on this thread: it becomes the ``__cause__`` of the call's
+    :class:`~agent_state.RejectedError`. Returns False if no call of this binding is running
+    here."""
+    return record_hook_exception(_Rejection(exc))
+
+
 def _current_frame() -> List[BaseException]:
     frames = _frames()
     return frames[-1] if frames else []
@@ -184,21 +226,32 @@ def library_path() -> str:
 
 def _raise_status(result: int, name: str, carried: List[BaseException]) -> None:
     """Raises the error of a failed call: status ``result``, with the message the library left
-    for this thread, and (for ``AGENT_ERR_HOOK``) the exceptions its hooks raised."""
+    for this thread; for ``AGENT_ERR_REJECTED`` with the validator's exception as
+    ``__cause__``; for ``AGENT_ERR_HOOK`` and ``AGENT_ERR_GAP`` (of ``agent_poll``, whose
+    deliveries happened all the same) with the exceptions its hooks raised."""
     raw = _lib_last_error()
     message = raw.decode("utf-8", "replace") if raw else ""
     if not message:
         message = f"{name} failed"
     err = error_for_status(result, message)
-    if result == AGENT_ERR_HOOK:
-        carried = list(carried)
-        for exc in carried:
+    if not carried:
+        raise err
+    if result == AGENT_ERR_REJECTED:
+        reasons = [e.exc for e in carried if type(e) is _Rejection]
+        if reasons:
+            cause = reasons[-1]
             # KeyboardInterrupt, SystemExit and the like propagate as themselves.
+            if not isinstance(cause, Exception):
+                raise cause
+            raise err from cause
+    elif result == AGENT_ERR_HOOK or result == AGENT_ERR_GAP:
+        raised = [e for e in carried if type(e) is not _Rejection]
+        for exc in raised:
             if not isinstance(exc, Exception):
                 raise exc
-        err = HookError(message, result, carried)
-        if carried:
-            raise err from carried[0]
+        err = (HookError if result == AGENT_ERR_HOOK else GapError)(message, result, raised)
+        if raised:
+            raise err from raised[0]
     raise err
 
 
@@ -238,6 +291,19 @@ def _declare(lib: ctypes.CDLL) -> None:
     )
     status_fn("agent_remove_hook", _c_handle, ctypes.c_uint64)
     status_fn("agent_set_initial_state_hook", _c_handle, INITIAL_STATE_FN, ctypes.c_void_p, FREE_FN)
+    u64_p = ctypes.POINTER(ctypes.c_uint64)
+    status_fn("agent_get_state_versioned", _c_handle, buf_p, u64_p)
+    status_fn(
+        "agent_set_state_if", _c_handle, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t, buf_p, u64_p
+    )
+    status_fn(
+        "agent_replace_state_if", _c_handle, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t, buf_p, u64_p
+    )
+    status_fn("agent_poll", _c_handle, ctypes.POINTER(ctypes.c_size_t))
+    status_fn("agent_changes_since", _c_handle, ctypes.c_uint64, buf_p)
+    status_fn("agent_get_state_at", _c_handle, ctypes.c_uint64, buf_p)
+    status_fn("agent_restore_state", _c_handle, ctypes.c_uint64, buf_p, u64_p)
+    status_fn("agent_set_validator", _c_handle, VALIDATE_FN, ctypes.c_void_p, FREE_FN)
 
     lib.agent_buffer_free.argtypes = [buf_p]
     lib.agent_buffer_free.restype = None
@@ -252,6 +318,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     # The hot path (see call_text): separate function objects (``lib[name]`` makes a new one),
     # without errcheck, so a successful call runs no Python code besides ctypes' own.
     global _hot_get_state, _hot_set_state, _hot_replace_state, _buffer_free
+    global _hot_get_state_versioned, _hot_set_state_if, _hot_replace_state_if, _hot_poll
+    global _hot_changes_since, _hot_get_state_at, _hot_restore_state
 
     def hot_fn(name: str, *argtypes: Any) -> Any:
         fn = lib[name]
@@ -262,12 +330,30 @@ def _declare(lib: ctypes.CDLL) -> None:
     _hot_get_state = hot_fn("agent_get_state", _c_handle, buf_p)
     _hot_set_state = hot_fn("agent_set_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
     _hot_replace_state = hot_fn("agent_replace_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
+    _hot_get_state_versioned = hot_fn("agent_get_state_versioned", _c_handle, buf_p, u64_p)
+    _hot_set_state_if = hot_fn(
+        "agent_set_state_if", _c_handle, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t, buf_p, u64_p
+    )
+    _hot_replace_state_if = hot_fn(
+        "agent_replace_state_if", _c_handle, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t, buf_p, u64_p
+    )
+    _hot_poll = hot_fn("agent_poll", _c_handle, ctypes.POINTER(ctypes.c_size_t))
+    _hot_changes_since = hot_fn("agent_changes_since", _c_handle, ctypes.c_uint64, buf_p)
+    _hot_get_state_at = hot_fn("agent_get_state_at", _c_handle, ctypes.c_uint64, buf_p)
+    _hot_restore_state = hot_fn("agent_restore_state", _c_handle, ctypes.c_uint64, buf_p, u64_p)
     _buffer_free = lib.agent_buffer_free
 
 
 _hot_get_state: Any = None
 _hot_set_state: Any = None
 _hot_replace_state: Any = None
+_hot_get_state_versioned: Any = None
+_hot_set_state_if: Any = None
+_hot_replace_state_if: Any = None
+_hot_poll: Any = None
+_hot_changes_since: Any = None
+_hot_get_state_at: Any = None
+_hot_restore_state: Any = None
 _buffer_free: Any = None
 
 
@@ -350,3 +436,49 @@ def call_text(fn: Any, *args: Any) -> str:
         return _utf8_at(data, buf.len, None) if data else ""  # type: ignore[no-any-return]
     finally:
         _buffer_free(buf)
+
+
+def call_text_versioned(fn: Any, *args: Any) -> Tuple[str, int]:
+    """:func:`call_text` for the functions that also report a version:
+    ``fn(*args, &buffer, &version)``; returns the output buffer as text, and the version."""
+    buf = AgentBuffer()
+    version = ctypes.c_uint64(0)
+    try:
+        frames = _frames()
+        frame: List[BaseException] = []
+        frames.append(frame)
+        try:
+            status = fn(*args, buf, ctypes.byref(version))
+        finally:
+            if frames and frames[-1] is frame:
+                frames.pop()
+            else:  # pragma: no cover - defensive
+                _pop_frame(frames, frame)
+        if status:
+            _raise_status(status, fn.__name__, frame)
+        data = buf.data
+        text: str = _utf8_at(data, buf.len, None) if data else ""
+        return text, version.value
+    finally:
+        _buffer_free(buf)
+
+
+def call_poll(handle: int) -> int:
+    """``agent_poll(handle, &delivered)``: returns how many changes were delivered. On failure
+    the error raised carries that count as ``.delivered`` (the deliveries of a
+    :class:`~agent_state.GapError` or :class:`~agent_state.HookError` happened all the same)."""
+    delivered = ctypes.c_size_t(0)
+    frames = _frames()
+    frame: List[BaseException] = []
+    frames.append(frame)
+    try:
+        status = _hot_poll(handle, ctypes.byref(delivered))
+    finally:
+        _pop_frame(frames, frame)
+    if status:
+        try:
+            _raise_status(status, "agent_poll", frame)
+        except AgentError as err:
+            err.delivered = delivered.value
+            raise
+    return delivered.value

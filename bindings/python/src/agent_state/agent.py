@@ -3,36 +3,108 @@
 from __future__ import annotations
 
 import ctypes
+import datetime as _dt
 import itertools
+import operator
 import os
 import sys
 import threading
 import traceback
 import weakref
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Union
 
 from . import _native
-from .codec import decode_state, encode_state, encode_value, json_text
+from .codec import decode, decode_state, encode_state, encode_value, json_text
 from .errors import ClosedError, InvalidArgumentError
-from ._native import call_text, record_hook_exception, text_at
+from .values import JSONInt
+from ._native import call_text, call_text_versioned, record_hook_exception, record_rejection, text_at
 
-__all__ = ["Agent", "Hook", "StateChangedCallback", "InitialStateCallback", "library_version"]
+__all__ = [
+    "Agent",
+    "Hook",
+    "Change",
+    "Versioned",
+    "LoggedChange",
+    "StateChangedCallback",
+    "ChangeCallback",
+    "ValidatorCallback",
+    "InitialStateCallback",
+    "ChangeLogOption",
+    "library_version",
+]
 
 State = Dict[str, Any]
+
+
+class Change(NamedTuple):
+    """One change of the state, as :meth:`Agent.on_change` hooks and the validator
+    (:meth:`Agent.set_validator`) see it. Fresh, decoded values: keep them as you like."""
+
+    #: The state after the change.
+    next: State
+    #: The state before it (for a store's first change, the initial state of the agent that
+    #: made it).
+    prev: State
+    #: The merge patch as applied (``set_state`` and its forms); ``None`` for a replacement
+    #: (``replace_state`` and its forms, ``restore``).
+    patch: Optional[State]
+    #: The state's version after the change: 1 for a store's first write, one more for each
+    #: commit. The validator sees the version the change would get.
+    version: int
+
+
+class Versioned(NamedTuple):
+    """A state together with its version, as :meth:`Agent.get_state_versioned`, the
+    compare-and-set writes and :meth:`Agent.restore` return it (a tuple:
+    ``state, version = agent.get_state_versioned()``)."""
+
+    #: The state (a fresh dict).
+    state: State
+    #: The number of changes committed to the store up to this state (0 while nothing is
+    #: stored: the state is then the initial state).
+    version: int
+
+
+class LoggedChange(NamedTuple):
+    """One change retained by the store's change log, as :meth:`Agent.changes_since` returns
+    it."""
+
+    #: The state's version after the change.
+    version: int
+    #: When the change was committed (millisecond precision, ``tzinfo=timezone.utc``).
+    at: _dt.datetime
+    #: The merge patch as applied; ``None`` for a replacement (``replace_state``, ``restore``).
+    patch: Optional[State]
+    #: The state after the change.
+    next: State
+
+
 #: ``callback(next, prev, patch)``; ``patch`` is ``None`` for a ``replace_state`` change.
 StateChangedCallback = Callable[[State, State, Optional[State]], Any]
+#: ``callback(change)``, given a :class:`Change` (with the version); see :meth:`Agent.on_change`.
+ChangeCallback = Callable[[Change], Any]
+#: ``validator(change)``, given the :class:`Change` about to commit: raising rejects it, returning
+#: (whatever the value) accepts it; see :meth:`Agent.set_validator`.
+ValidatorCallback = Callable[[Change], Any]
 #: ``callback()`` returning the initial state (a dict), or its raw JSON text (str or bytes).
 InitialStateCallback = Callable[[], Union[Mapping[str, Any], str, bytes]]
+#: The ``change_log`` option: ``{"keep_last": N}`` and/or ``{"keep_seconds": T}`` (an int, or a
+#: ``timedelta`` rounded up to whole seconds) switch the log on; ``False`` switches it off.
+ChangeLogOption = Union[Mapping[str, Union[int, _dt.timedelta]], bool]
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_MAX_VERSION = 2**64 - 1
 
 # --------------------------------------------------------------------------------------------
 # Hook trampolines.
 #
 # The C library holds plain function pointers and a user_data word. The function pointers are
-# the three module-level CFUNCTYPE objects below, alive as long as the module (never garbage
+# the module-level CFUNCTYPE objects below, alive as long as the module (never garbage
 # collected while C may call them). user_data is an integer key into _callbacks, which holds
 # the user's callable; the library calls _free exactly once per registration (on removal, on
-# close, or right away if registering failed), which drops the entry.
+# close, on replacement of the initial-state hook or validator, or right away if registering
+# failed), which drops the entry.
 # --------------------------------------------------------------------------------------------
 
 _callbacks: Dict[int, Callable[..., Any]] = {}
@@ -65,6 +137,56 @@ def _state_changed(user_data: Optional[int], change: Any) -> int:
         return 1
 
 
+def _change_of(c: Any) -> Change:
+    """The :class:`Change` of a borrowed ``AgentStateChange``, decoded."""
+    return Change(
+        decode_state(text_at(c.next, c.next_len)),
+        decode_state(text_at(c.prev, c.prev_len)),
+        decode_state(text_at(c.patch, c.patch_len)) if c.patch else None,
+        c.version,
+    )
+
+
+def _change_hook(user_data: Optional[int], change: Any) -> int:
+    try:
+        fn = _callbacks.get(user_data or 0)
+        if fn is None:
+            return 0
+        fn(_change_of(change.contents))
+        return 0
+    except BaseException as exc:
+        _carry(exc)
+        return 1
+
+
+def _reason(exc: BaseException) -> str:
+    """The text a rejection carries back to the library: ``str(exc)``, or the exception's type
+    name when that is empty."""
+    try:
+        text = str(exc)
+    except BaseException:  # a broken __str__
+        text = ""
+    return text or type(exc).__name__
+
+
+def _validate(user_data: Optional[int], change: Any, message: Any) -> int:
+    try:
+        fn = _callbacks.get(user_data or 0)
+        if fn is None:  # pragma: no cover - the library frees user_data only after the last call
+            return 0
+        fn(_change_of(change.contents))
+        return 0
+    except BaseException as exc:  # rejects the change
+        try:
+            data = _reason(exc).encode("utf-8", "backslashreplace")
+            _native.library().agent_buffer_copy(data, len(data), message)
+        except BaseException:  # pragma: no cover - the library then says "returned 1"
+            pass
+        if not record_rejection(exc):  # pragma: no cover - every write has a frame
+            _carry(exc)
+        return 1
+
+
 def _initial_state(user_data: Optional[int], out: Any) -> int:
     try:
         fn = _callbacks.get(user_data or 0)
@@ -90,10 +212,13 @@ def _free(user_data: Optional[int]) -> None:
 
 
 _STATE_CHANGED_TRAMPOLINE = _native.STATE_CHANGED_FN(_state_changed)
+_CHANGE_TRAMPOLINE = _native.STATE_CHANGED_FN(_change_hook)
 _INITIAL_STATE_TRAMPOLINE = _native.INITIAL_STATE_FN(_initial_state)
+_VALIDATE_TRAMPOLINE = _native.VALIDATE_FN(_validate)
 _FREE_TRAMPOLINE = _native.FREE_FN(_free)
 # NULL function pointers (a CFUNCTYPE argument does not take None).
 _NULL_INITIAL_STATE = _native.INITIAL_STATE_FN()
+_NULL_VALIDATE = _native.VALIDATE_FN()
 _NULL_FREE = _native.FREE_FN()
 
 
@@ -101,6 +226,38 @@ def _register(fn: Callable[..., Any]) -> int:
     key = next(_keys)
     _callbacks[key] = fn
     return key
+
+
+def _version(value: Any, what: str) -> int:
+    """Checks a version argument: an int (not a bool) from 0 to 2**64 - 1."""
+    if type(value) is not int:
+        if isinstance(value, bool):
+            raise TypeError(f"{what} must be an int, not bool")
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    if not 0 <= value <= _MAX_VERSION:
+        raise InvalidArgumentError(f"{what} must be from 0 to 2**64 - 1, not {value}")
+    return value  # type: ignore[no-any-return]
+
+
+_SECOND = _dt.timedelta(seconds=1)
+
+
+def _change_log_json(value: Any) -> str:
+    """The JSON of the ``change_log`` open option (the library checks what it means)."""
+    if isinstance(value, Mapping):
+        items: Dict[Any, Any] = {}
+        for key, v in value.items():
+            if isinstance(v, _dt.timedelta):
+                whole, rest = divmod(v, _SECOND)
+                v = whole + (1 if rest else 0)  # rounded up to whole seconds
+            if type(v) is int:
+                v = JSONInt(v)  # a plain JSON number at any size, never a $bigint
+            items[key] = v
+        return encode_value(items)
+    return encode_value(value)
 
 
 def _close_handle(handle: int) -> None:
@@ -118,10 +275,11 @@ def library_version() -> str:
 
 
 class Hook:
-    """The handle of an ``on_state_changed`` registration, returned by
-    :meth:`Agent.on_state_changed`.
+    """The handle of a hook registration, returned by :meth:`Agent.on_state_changed` and
+    :meth:`Agent.on_change`.
 
-    Calling the handle calls the callback (so decorating a function keeps it callable);
+    Calling the handle calls the callback with the same arguments (so decorating a function
+    keeps it callable);
     :meth:`remove` unregisters it; as a context manager it removes the hook on exit.
 
     Attributes:
@@ -131,7 +289,9 @@ class Hook:
 
     __slots__ = ("_agent", "id", "callback", "_key", "__weakref__")
 
-    def __init__(self, agent: "Agent", hook_id: int, callback: StateChangedCallback, key: int) -> None:
+    def __init__(
+        self, agent: "Agent", hook_id: int, callback: Union[StateChangedCallback, ChangeCallback], key: int
+    ) -> None:
         self._agent = agent
         self.id = hook_id
         self.callback = callback
@@ -155,8 +315,8 @@ class Hook:
             return False
         return True
 
-    def __call__(self, next_state: State, prev_state: State, patch: Optional[State]) -> Any:
-        return self.callback(next_state, prev_state, patch)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.callback(*args, **kwargs)
 
     def __enter__(self) -> "Hook":
         return self
@@ -186,6 +346,13 @@ class Agent:
             ``"normal"`` (survives a process crash).
         busy_timeout_ms: how long a write waits for another connection's lock (default 5000).
         read_only: open the store read-only (writes raise :class:`~agent_state.StorageError`).
+        change_log: the store's change log, which :meth:`poll`, :meth:`changes_since`,
+            :meth:`state_at` and :meth:`restore` read: ``{"keep_last": N}`` and/or
+            ``{"keep_seconds": T}`` (T an int or a ``timedelta``, rounded up to whole seconds;
+            with both, both limits apply; the newest change is always kept) switch it on,
+            ``False`` switches it off and drops it, ``None`` (the default) leaves the store's
+            setting. The setting is recorded in the file: every agent on it, in any process,
+            then logs its changes, whatever options it was opened with.
 
     Every method may be called from any thread, on one shared ``Agent``; calls release the GIL
     while the library works. ``close()`` is idempotent; any other call after it raises
@@ -201,6 +368,7 @@ class Agent:
         synchronous: Optional[str] = None,
         busy_timeout_ms: Optional[int] = None,
         read_only: Optional[bool] = None,
+        change_log: Optional[ChangeLogOption] = None,
     ) -> None:
         self._handle = 0
         self._lock = threading.Lock()
@@ -224,6 +392,8 @@ class Agent:
         ):
             if value is not None:
                 options.append(f'"{name}":' + encode_value(value))
+        if change_log is not None:
+            options.append('"change_log":' + _change_log_json(change_log))
         options_json = ("{" + ",".join(options) + "}").encode("utf-8") if options else None
 
         lib = _native.library()
@@ -339,30 +509,166 @@ class Agent:
         data = json_text(state, "state")
         return call_text(_native._hot_replace_state, self._h(), data, len(data))
 
+    # -- versions and compare-and-set -----------------------------------------------------------
+
+    def get_state_versioned(self) -> Versioned:
+        """The state and its version, read together, as ``Versioned(state, version)``: the
+        version is the number of changes committed to this store (0 while nothing is stored;
+        the state is then the initial state). Pass it to :meth:`set_state_if` or
+        :meth:`replace_state_if` to write only if nobody wrote in between."""
+        handle = self._handle
+        if not handle:
+            raise ClosedError("the agent is closed")
+        text, version = call_text_versioned(_native._hot_get_state_versioned, handle)
+        return Versioned(decode_state(text), version)
+
+    def set_state_if(self, expected_version: int, patch: Mapping[str, Any]) -> Versioned:
+        """Compare-and-set :meth:`set_state`: merges ``patch`` only if the store's version is
+        still ``expected_version`` (0: nothing stored yet) when the write transaction starts,
+        and returns ``Versioned(merged state, new version)``. Otherwise raises
+        :class:`~agent_state.ConflictError` and writes nothing. With
+        :meth:`get_state_versioned` it makes read-modify-write loops that never overwrite
+        another writer's change, in this process or another::
+
+            while True:
+                state, version = agent.get_state_versioned()
+                try:
+                    agent.set_state_if(version, {"count": state.get("count", 0) + 1})
+                    break
+                except ConflictError:
+                    continue
+
+        Other errors, hooks and the validator as for :meth:`set_state` (on
+        :class:`~agent_state.HookError` the change committed: read the state again).
+        """
+        data = encode_state(patch, "patch")
+        expected = _version(expected_version, "expected_version")
+        handle = self._handle
+        if not handle:
+            raise ClosedError("the agent is closed")
+        text, version = call_text_versioned(_native._hot_set_state_if, handle, expected, data, len(data))
+        return Versioned(decode_state(text), version)
+
+    def replace_state_if(self, expected_version: int, state: Mapping[str, Any]) -> Versioned:
+        """Compare-and-set :meth:`replace_state`: replaces the state with ``state`` only if the
+        store's version is still ``expected_version``, and returns ``Versioned(state, new
+        version)``; otherwise raises :class:`~agent_state.ConflictError`, with nothing written.
+        Other errors as for :meth:`set_state_if`."""
+        data = encode_state(state, "state")
+        expected = _version(expected_version, "expected_version")
+        handle = self._handle
+        if not handle:
+            raise ClosedError("the agent is closed")
+        text, version = call_text_versioned(_native._hot_replace_state_if, handle, expected, data, len(data))
+        return Versioned(decode_state(text), version)
+
+    # -- the change log ------------------------------------------------------------------------
+
+    def poll(self) -> int:
+        """Delivers to this agent's hooks (:meth:`on_state_changed`, :meth:`on_change`), on
+        this thread and in commit order, every change that other agents or processes committed
+        since this agent's last delivery, each once, with its real ``prev``, ``next``, ``patch``
+        and version; returns how many it delivered.
+
+        Needs the change log (the ``change_log`` option, on this or any agent of the store):
+        without it, raises :class:`~agent_state.InvalidArgumentError`. The library starts no
+        thread: call it when convenient (a timer, an event loop). Changes committed before this
+        agent was opened are not delivered; a write through this agent first delivers the
+        pending ones itself, so its hooks see one ordered history.
+
+        If the log's retention pruned changes before this agent delivered them, they are
+        skipped: the rest are delivered and :class:`~agent_state.GapError` is raised (once;
+        the state is current). If a hook raises, every delivery still happens and
+        :class:`~agent_state.HookError` is raised. Either way ``.delivered`` on the exception
+        counts the deliveries made. May be called from inside a hook (what it delivers is
+        delivered after the running hook returns), not from the validator or the initial-state
+        hook (:class:`~agent_state.BusyError`).
+        """
+        return _native.call_poll(self._h())
+
+    def changes_since(self, version: int) -> List[LoggedChange]:
+        """The changes committed after ``version`` (by any agent or process), oldest first, as
+        :class:`LoggedChange` tuples ``(version, at, patch, next)``; ``[]`` if ``version`` is
+        the current one. What a client that reconnects with the state at ``version`` needs to
+        catch up. Needs the change log.
+
+        Raises :class:`~agent_state.GapError` (the log no longer holds all of them: send the
+        whole state instead), :class:`~agent_state.InvalidArgumentError` (the log is off, or
+        ``version`` is in the future).
+        """
+        text = call_text(_native._hot_changes_since, self._h(), _version(version, "version"))
+        return [
+            LoggedChange(
+                entry["version"],
+                _EPOCH + _dt.timedelta(milliseconds=entry["at"]),
+                entry["patch"],
+                entry["next"],
+            )
+            for entry in decode(text)
+        ]
+
+    def changes_since_json(self, version: int) -> str:
+        """:meth:`changes_since` as the library returns it, one JSON array ready to send:
+        ``[{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...]`` (``at`` in
+        milliseconds since the Unix epoch, ``patch`` null for a replacement)."""
+        return call_text(_native._hot_changes_since, self._h(), _version(version, "version"))
+
+    def state_at(self, version: int) -> State:
+        """The state at ``version``: the current one, one the change log retains, or 0 (the
+        initial state). Raises :class:`~agent_state.GapError` (not retained, or the log is off)
+        and :class:`~agent_state.InvalidArgumentError` (a future version)."""
+        return decode_state(call_text(_native._hot_get_state_at, self._h(), _version(version, "version")))
+
+    def restore(self, version: int) -> Versioned:
+        """Point-in-time recovery: replaces the state with the state at ``version`` (as
+        :meth:`state_at` finds it) as a new change, and returns ``Versioned(restored state, new
+        version)``. The validator gates it and hooks see it as a replacement (``patch`` None).
+        Raises what :meth:`state_at` and :meth:`replace_state` raise."""
+        text, new_version = call_text_versioned(
+            _native._hot_restore_state, self._h(), _version(version, "version")
+        )
+        return Versioned(decode_state(text), new_version)
+
     # -- hooks ---------------------------------------------------------------------------------
 
     def on_state_changed(self, callback: StateChangedCallback) -> Hook:
-        """Registers ``callback(next, prev, patch)`` to run after every committed change made
-        through this agent, from any thread; usable as a decorator.
+        """Registers ``callback(next, prev, patch)`` to run after every committed change
+        delivered to this agent's hooks, from any thread; usable as a decorator. (To see each
+        change's version too, use :meth:`on_change`.)
 
         Delivery is on the thread that made the change, after the commit, in commit order
         (each ``prev`` is the previous ``next``), hooks in registration order. ``patch`` is the
-        merge patch, or ``None`` for :meth:`replace_state`. A hook may read and change the
-        state (a nested change is delivered after the hook returns), register or remove hooks
-        and close the agent. An exception it raises makes the triggering call raise
-        :class:`~agent_state.HookError` after the commit.
+        merge patch, or ``None`` for :meth:`replace_state`. The changes delivered are those
+        made through this agent and, with the change log on, those of other agents and
+        processes, delivered by :meth:`poll` or ahead of this agent's next write. A hook may
+        read and change the state (a nested change is delivered after the hook returns),
+        register or remove hooks and close the agent. An exception it raises makes the
+        triggering call raise :class:`~agent_state.HookError` after the commit.
 
         Returns a :class:`Hook`, whose ``remove()`` unregisters the callback.
         """
+        return self._register_hook(callback, _STATE_CHANGED_TRAMPOLINE)
+
+    def on_change(self, callback: ChangeCallback) -> Hook:
+        """Registers ``callback(change)`` to run after every committed change delivered to this
+        agent's hooks; usable as a decorator. :meth:`on_state_changed` with the version:
+        ``change`` is a :class:`Change` ``(next, prev, patch, version)``. Same delivery,
+        ordering, re-entrance and error rules; both kinds of hook run in one registration
+        order.
+
+        With the change log on, the versions of successive deliveries increase by one (unless
+        its retention pruned some: see :meth:`poll`).
+        """
+        return self._register_hook(callback, _CHANGE_TRAMPOLINE)
+
+    def _register_hook(self, callback: Any, trampoline: Any) -> Hook:
         if not callable(callback):
             raise TypeError(f"the hook must be callable, not {type(callback).__name__}")
         handle = self._h()
         key = _register(callback)
         hook_id = ctypes.c_uint64(0)
         # On failure the library has already called _FREE_TRAMPOLINE(key): nothing to undo.
-        _native.library().agent_on_state_changed(
-            handle, _STATE_CHANGED_TRAMPOLINE, key, _FREE_TRAMPOLINE, ctypes.byref(hook_id)
-        )
+        _native.library().agent_on_state_changed(handle, trampoline, key, _FREE_TRAMPOLINE, ctypes.byref(hook_id))
         return Hook(self, hook_id.value, callback, key)
 
     def remove_hook(self, hook: Hook) -> bool:
@@ -389,3 +695,35 @@ class Agent:
             raise TypeError(f"the initial-state hook must be callable, not {type(callback).__name__}")
         key = _register(callback)
         lib.agent_set_initial_state_hook(handle, _INITIAL_STATE_TRAMPOLINE, key, _FREE_TRAMPOLINE)
+
+    def set_validator(self, validator: Optional[ValidatorCallback]) -> Optional[ValidatorCallback]:
+        """Sets ``validator(change)`` as this agent's validation gate (``None`` removes it) and
+        returns it, so it may be used as a decorator (``@agent.set_validator``).
+
+        It sees every change made through this agent (:meth:`set_state`,
+        :meth:`replace_state`, their ``_if`` and ``_json`` forms, :meth:`restore`) as a
+        :class:`Change` whose ``version`` is the version it would get, inside the write
+        transaction, after the merge and the codec and size checks, before the commit, on the
+        writing thread. Returning (whatever the value) lets the change commit. Raising rejects
+        it: nothing is written, no hook runs, and the write raises
+        :class:`~agent_state.RejectedError`, whose message includes ``str()`` of the exception
+        (its type name if that is empty) and whose ``__cause__`` is the exception itself
+        (``KeyboardInterrupt``, ``SystemExit`` and other non-``Exception`` errors reject the
+        change and then propagate as themselves). Changes made through other agents or
+        processes are not gated by it.
+
+        It runs with the agent's lock held and the store's write lock taken: keep it quick;
+        using this agent from inside it raises :class:`~agent_state.BusyError` (other agents
+        may be used); do not wait in it for another thread that uses this agent.
+        """
+        handle = self._h()
+        lib = _native.library()
+        if validator is None:
+            lib.agent_set_validator(handle, _NULL_VALIDATE, None, _NULL_FREE)
+            return None
+        if not callable(validator):
+            raise TypeError(f"the validator must be callable, not {type(validator).__name__}")
+        key = _register(validator)
+        # On failure the library has already called _FREE_TRAMPOLINE(key): nothing to undo.
+        lib.agent_set_validator(handle, _VALIDATE_TRAMPOLINE, key, _FREE_TRAMPOLINE)
+        return validator

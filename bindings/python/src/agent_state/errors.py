@@ -29,6 +29,9 @@ __all__ = [
     "StorageError",
     "BusyError",
     "HookError",
+    "ConflictError",
+    "RejectedError",
+    "GapError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -39,6 +42,9 @@ __all__ = [
     "AGENT_ERR_STORAGE",
     "AGENT_ERR_BUSY",
     "AGENT_ERR_HOOK",
+    "AGENT_ERR_CONFLICT",
+    "AGENT_ERR_REJECTED",
+    "AGENT_ERR_GAP",
     "AGENT_ERR_PANIC",
     "error_for_status",
 ]
@@ -59,10 +65,17 @@ AGENT_ERR_TOO_LARGE = 5
 #: SQLite failed (I/O, read-only store, foreign or corrupt file, newer schema).
 AGENT_ERR_STORAGE = 6
 #: The store stayed locked longer than ``busy_timeout_ms``, or a call came from inside the
-#: handle's own initial-state hook.
+#: handle's own initial-state hook or validator.
 AGENT_ERR_BUSY = 7
 #: A hook failed. For ``on_state_changed`` hooks the change is committed all the same.
 AGENT_ERR_HOOK = 8
+#: A compare-and-set write found the state at another version than expected; nothing was
+#: written.
+AGENT_ERR_CONFLICT = 9
+#: The agent's validator rejected the change; nothing was written.
+AGENT_ERR_REJECTED = 10
+#: The change log no longer holds changes that were asked for (pruned by its retention).
+AGENT_ERR_GAP = 11
 #: A bug in the library was caught at the ABI boundary.
 AGENT_ERR_PANIC = 99
 
@@ -76,6 +89,9 @@ _STATUS_NAMES: Dict[int, str] = {
     AGENT_ERR_STORAGE: "AGENT_ERR_STORAGE",
     AGENT_ERR_BUSY: "AGENT_ERR_BUSY",
     AGENT_ERR_HOOK: "AGENT_ERR_HOOK",
+    AGENT_ERR_CONFLICT: "AGENT_ERR_CONFLICT",
+    AGENT_ERR_REJECTED: "AGENT_ERR_REJECTED",
+    AGENT_ERR_GAP: "AGENT_ERR_GAP",
     AGENT_ERR_PANIC: "AGENT_ERR_PANIC",
 }
 
@@ -87,10 +103,16 @@ class AgentError(Exception):
         status: the library's status code (one of the ``AGENT_ERR_*`` constants).
         message: the library's message for the failing call (``agent_last_error()``), or the
             binding's own message for failures detected before calling the library.
+        delivered: set by :meth:`Agent.poll <agent_state.Agent.poll>` on the error it raises:
+            how many changes it delivered all the same (for :class:`GapError` and
+            :class:`HookError` the deliveries happened; 0 for other errors). ``None`` for the
+            errors of every other call.
     """
 
     #: The status code this class stands for (``AgentError`` itself is used for unknown codes).
     default_status: int = -1
+    #: See the class docstring; set on the instance by ``Agent.poll``.
+    delivered: Optional[int] = None
 
     def __init__(self, message: str, status: Optional[int] = None) -> None:
         super().__init__(message)
@@ -162,7 +184,8 @@ class StorageError(AgentError):
 
 class BusyError(AgentError):
     """``AGENT_ERR_BUSY``: another connection held the write lock longer than
-    ``busy_timeout_ms``, or the agent was used from inside its own initial-state hook."""
+    ``busy_timeout_ms``, or the agent was used from inside its own initial-state hook or
+    validator."""
 
     default_status = AGENT_ERR_BUSY
 
@@ -170,8 +193,10 @@ class BusyError(AgentError):
 class HookError(AgentError):
     """``AGENT_ERR_HOOK``: a hook failed.
 
-    For a ``set_state``/``replace_state`` call this is raised *after* the change committed: the
-    state is changed all the same, and the call returns no state (read it again if needed).
+    For a write (``set_state``, ``replace_state``, their ``_if`` forms, ``restore``) this is
+    raised *after* the change committed: the state is changed all the same, and the call returns
+    no state (read it again if needed). For ``poll()`` every delivery still happened
+    (``.delivered`` counts them).
 
     Attributes:
         exceptions: the exceptions raised by the Python hooks that ran during the call, in the
@@ -180,6 +205,56 @@ class HookError(AgentError):
     """
 
     default_status = AGENT_ERR_HOOK
+
+    def __init__(
+        self,
+        message: str,
+        status: Optional[int] = None,
+        exceptions: Sequence[BaseException] = (),
+    ) -> None:
+        super().__init__(message, status)
+        self.exceptions: List[BaseException] = list(exceptions)
+
+
+class ConflictError(AgentError):
+    """``AGENT_ERR_CONFLICT``: a compare-and-set write (:meth:`Agent.set_state_if
+    <agent_state.Agent.set_state_if>`, :meth:`Agent.replace_state_if
+    <agent_state.Agent.replace_state_if>`) found the state at another version than the one
+    expected: another writer committed in between. Nothing was written; read the state again
+    and retry."""
+
+    default_status = AGENT_ERR_CONFLICT
+
+
+class RejectedError(AgentError):
+    """``AGENT_ERR_REJECTED``: the agent's validator (:meth:`Agent.set_validator
+    <agent_state.Agent.set_validator>`) rejected the change. Nothing was written and no hook
+    ran.
+
+    The message includes ``str()`` of the exception the validator raised, and that exception is
+    ``__cause__``.
+    """
+
+    default_status = AGENT_ERR_REJECTED
+
+
+class GapError(AgentError):
+    """``AGENT_ERR_GAP``: the change log no longer holds changes that were asked for: its
+    retention pruned them.
+
+    From :meth:`Agent.poll <agent_state.Agent.poll>`: the pruned changes were skipped and the
+    ones still logged were delivered all the same (``.delivered`` counts them; the state is
+    current); raised once per gap. From :meth:`Agent.changes_since
+    <agent_state.Agent.changes_since>`: send the whole state instead. From
+    :meth:`Agent.state_at <agent_state.Agent.state_at>` and :meth:`Agent.restore
+    <agent_state.Agent.restore>`: that version is not retained.
+
+    Attributes:
+        exceptions: the exceptions raised by hooks during the same ``poll()`` (the gap takes
+            precedence over :class:`HookError`); the first one is also ``__cause__``.
+    """
+
+    default_status = AGENT_ERR_GAP
 
     def __init__(
         self,
@@ -207,6 +282,9 @@ _CLASSES: Dict[int, Type[AgentError]] = {
     AGENT_ERR_STORAGE: StorageError,
     AGENT_ERR_BUSY: BusyError,
     AGENT_ERR_HOOK: HookError,
+    AGENT_ERR_CONFLICT: ConflictError,
+    AGENT_ERR_REJECTED: RejectedError,
+    AGENT_ERR_GAP: GapError,
     AGENT_ERR_PANIC: PanicError,
 }
 
