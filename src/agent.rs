@@ -703,13 +703,10 @@ impl Agent {
     }
 
     fn deliver_all(&self, events: Vec<(u64, StateChange)>) -> Result<()> {
-        let mut first_error = None;
-        for (seq, event) in events {
-            if let Err(e) = self.hooks.deliver(seq, event) {
-                first_error.get_or_insert(e);
-            }
+        if events.is_empty() {
+            return Ok(());
         }
-        first_error.map_or(Ok(()), Err)
+        self.hooks.deliver_all(events)
     }
 
     fn change(&self, change: Change, expected: Option<u64>) -> Result<Versioned> {

@@ -177,35 +177,41 @@ impl Hooks {
     /// Returns the first hook failure of this delivery and of the changes that hooks made while
     /// it ran (those are delivered here too, after the hook that made them returns).
     pub fn deliver(self: &Arc<Self>, seq: u64, change: StateChange) -> Result<(), Error> {
-        let pending = Pending {
+        self.deliver_all(vec![(seq, change)])
+    }
+
+    /// Delivers several changes (consecutive numbers, in order). They are all queued before the
+    /// first hook runs: a change a hook makes meanwhile is queued after them, never ahead of a
+    /// change that must be delivered before it (which would wait for a turn only this thread
+    /// can give).
+    pub fn deliver_all(self: &Arc<Self>, changes: Vec<(u64, StateChange)>) -> Result<(), Error> {
+        let pending = changes.into_iter().map(|(seq, change)| Pending {
             hooks: Arc::clone(self),
             seq,
             change,
-        };
+        });
         let outermost = QUEUE.with(|q| {
             let mut q = q.borrow_mut();
             match q.as_mut() {
                 Some(queue) => {
-                    queue.push_back(pending);
-                    None
+                    queue.extend(pending);
+                    false
                 }
                 None => {
-                    *q = Some(VecDeque::new());
-                    Some(pending)
+                    *q = Some(pending.collect());
+                    true
                 }
             }
         });
-        let Some(first) = outermost else {
-            return Ok(()); // the delivery loop further up this thread's stack will run it
-        };
+        if !outermost {
+            return Ok(()); // the delivery loop further up this thread's stack will run them
+        }
         let _reset = QueueReset;
         let mut failure: Option<String> = None;
-        let mut next = Some(first);
-        while let Some(p) = next {
+        while let Some(p) = QUEUE.with(|q| q.borrow_mut().as_mut().and_then(VecDeque::pop_front)) {
             if let Err(msg) = p.hooks.run(p.seq, &p.change) {
                 failure.get_or_insert(msg);
             }
-            next = QUEUE.with(|q| q.borrow_mut().as_mut().and_then(VecDeque::pop_front));
         }
         match failure {
             None => Ok(()),

@@ -474,6 +474,15 @@ impl Store {
                 self.path.display()
             )));
         }
+        // A file deleted or replaced since it was opened would take the write where no one
+        // can read it again: refuse instead of acknowledging a lost write (costs one stat).
+        if self.conn.has_moved() {
+            return Err(Error::Storage(format!(
+                "{}: the store file was deleted, moved or replaced after it was opened; \
+                 reopen the store (this write was not made)",
+                self.path.display()
+            )));
+        }
         let mut stmt = self.conn.prepare_cached("BEGIN IMMEDIATE")?;
         stmt.execute([])
             .map_err(|e| self.storage_err("cannot begin a transaction", e))?;

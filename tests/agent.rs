@@ -533,3 +533,19 @@ fn a_store_whose_state_no_longer_decodes_still_opens() {
         r#"{"fixed":1}"#
     );
 }
+
+#[test]
+fn writes_to_a_deleted_store_are_refused_not_lost() {
+    let dir = TempDir::new("deleted");
+    let sub = dir.file("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let path = sub.join("a.db");
+    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    a.set_state(br#"{"n":1}"#).unwrap();
+    std::fs::remove_dir_all(&sub).unwrap();
+    let err = a.set_state(br#"{"n":2}"#).unwrap_err();
+    assert!(
+        matches!(&err, Error::Storage(m) if m.contains("deleted")),
+        "{err}"
+    );
+}

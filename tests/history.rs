@@ -448,3 +448,45 @@ fn repairing_a_corrupt_state_is_logged_like_any_replacement() {
     assert_eq!(b.poll().unwrap(), 1);
     assert_eq!(rec.seen.lock().unwrap()[0].2, r#"{"fixed":true}"#);
 }
+
+/// Writes once through its own agent from inside its first delivery.
+struct WritesOnce {
+    agent: Mutex<Option<Arc<Agent>>>,
+    versions: Mutex<Vec<u64>>,
+}
+
+impl StateChangedHook for WritesOnce {
+    fn on_state_changed(&self, c: &StateChange) -> Result<(), String> {
+        self.versions.lock().unwrap().push(c.version);
+        if let Some(a) = self.agent.lock().unwrap().take() {
+            a.set_state(br#"{"nested":1}"#).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_hook_writing_during_a_batch_of_deliveries_does_not_deadlock() {
+    for poll in [false, true] {
+        let dir = TempDir::new("batch_nested");
+        let path = dir.file("a.db");
+        let log = json!({"change_log": {"keep_last": 100}});
+        let a = Arc::new(Agent::open(&path, &opts(log)).unwrap());
+        let b = Agent::open(&path, &OpenOptions::default()).unwrap();
+        let hook = Arc::new(WritesOnce {
+            agent: Mutex::new(Some(a.clone())),
+            versions: Mutex::new(Vec::new()),
+        });
+        a.on_state_changed(hook.clone()).unwrap();
+        b.set_state(br#"{"b":1}"#).unwrap();
+        b.set_state(br#"{"b":2}"#).unwrap();
+        // Versions 1 and 2 are delivered in one batch; the hook's nested write (3) follows them.
+        if poll {
+            assert_eq!(a.poll().unwrap(), 2);
+            assert_eq!(*hook.versions.lock().unwrap(), vec![1, 2, 3]);
+        } else {
+            a.set_state(br#"{"a":1}"#).unwrap();
+            assert_eq!(*hook.versions.lock().unwrap(), vec![1, 2, 3, 4]);
+        }
+    }
+}

@@ -117,6 +117,24 @@ impl WatchedConnection {
         (rc == ffi::SQLITE_OK).then_some(version)
     }
 
+    /// True when the database file was deleted, renamed or replaced since it was opened
+    /// (`SQLITE_FCNTL_HAS_MOVED`): a write would go to a file no one can open again.
+    pub fn has_moved(&self) -> bool {
+        // SAFETY: the handle is only used while `self.conn` is open.
+        let db = unsafe { self.conn.handle() };
+        let mut moved: std::ffi::c_int = 0;
+        // SAFETY: HAS_MOVED writes one int to the pointer we pass.
+        let rc = unsafe {
+            ffi::sqlite3_file_control(
+                db,
+                c"main".as_ptr(),
+                ffi::SQLITE_FCNTL_HAS_MOVED,
+                (&mut moved as *mut std::ffi::c_int).cast::<c_void>(),
+            )
+        };
+        rc == ffi::SQLITE_OK && moved != 0
+    }
+
     /// The current WAL-index header, or `None` when there is no view or a writer is updating
     /// it right now (the two copies differ) or it is not initialized.
     pub fn wal_header(&self) -> Option<WalHeader> {
