@@ -54,8 +54,10 @@ $(BUILD)/test_c: tests/c/test_agent_state.c include/agent_state.h $(LIB)
 test-c: build $(BUILD)/test_c
 	$(BUILD)/test_c
 
+# --fair-sched=yes: memcheck runs one thread at a time; without fair scheduling, threads that
+# spin on cheap reads can starve the writers for minutes.
 test-valgrind: build $(BUILD)/test_c
-	AGENT_TEST_QUICK=1 valgrind --quiet --error-exitcode=42 --leak-check=full \
+	AGENT_TEST_QUICK=1 valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full \
 	  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \
 	  --suppressions=tests/c/valgrind.supp $(BUILD)/test_c
 

@@ -68,7 +68,7 @@ echo "== building $OUT/test_cpp"
 run plain "$OUT/test_cpp"
 
 if command -v valgrind >/dev/null 2>&1; then
-    run valgrind env AGENT_TEST_QUICK=1 valgrind --quiet --error-exitcode=42 --leak-check=full \
+    run valgrind env AGENT_TEST_QUICK=1 valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full \
         --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
         "$OUT/test_cpp"
 else

@@ -112,7 +112,7 @@ $build_ok && say "built ${PROGRAMS[*]} (plain and ASan+UBSan) into $BIN and $ASA
 # is on. Any UBSan report aborts (-fno-sanitize-recover=all).
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-VALGRIND=(valgrind --quiet --error-exitcode=42 --leak-check=full
+VALGRIND=(valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full
     --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible
     --suppressions="$HERE/valgrind.supp")
 
