@@ -12,6 +12,17 @@
  * - JSON inputs are (pointer, length) pairs of UTF-8 text; outputs are AgentBuffer views that
  *   the caller releases with agent_buffer_free().
  * - Hooks must return normally: no longjmp and no C++ exception may cross the library.
+ * - fork(): a handle stays usable in the child. Its first call there notices the fork (a
+ *   pthread_atfork counter, no system call per call), lets go of the connection inherited
+ *   from the parent without touching what the parent uses (SQLite forbids using it, and an
+ *   ordinary close could checkpoint away the WAL the parent still appends to), and opens a
+ *   fresh connection to the same store with the same options; its read cache starts empty,
+ *   and its hooks, validator and initial-state hook stay (the child's copies). The parent's
+ *   handle is unaffected. Each process that closes the handle (or removes a hook) calls that
+ *   hook's free_user_data once in that process; a process that exits without closing calls
+ *   none. Do not fork while another thread is inside a call, or from inside a validator or
+ *   initial-state hook: that handle's store then reports AGENT_ERR_BUSY or AGENT_ERR_STORAGE
+ *   in the child instead of risking the parent's data.
  */
 
 #ifndef AGENT_STATE_H

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::ffi::wal_index::WalHeader;
+use crate::fork;
 use crate::hooks::{Hooks, InitialStateHook, Patch, StateChange, StateChangedHook, Validator};
 use crate::options::{LogRetention, OpenOptions};
 use crate::snapshot::Snapshot;
@@ -31,7 +32,8 @@ pub struct Agent {
     id: u64,
     /// Written with each logged change, so `poll` can tell this handle's changes from others'.
     writer: u64,
-    inner: Mutex<Option<Inner>>,
+    /// Shared with the fork registry (weakly), which may close an inherited connection.
+    inner: Arc<Mutex<Option<Inner>>>,
     hooks: Arc<Hooks>,
     initial_hook: Mutex<Option<Arc<dyn InitialStateHook>>>,
     validator: Mutex<Option<Arc<dyn Validator>>>,
@@ -137,11 +139,12 @@ impl Agent {
         codec::validate(&initial, 1)?;
         let initial = Arc::new(check_state(initial, max, "initial_state")?);
         let store = Store::open(path, &options.store_options())?;
+        let tracker = store.tracker();
         let id = NEXT_AGENT_ID.fetch_add(1, Ordering::Relaxed);
         let agent = Agent {
             id,
             writer: new_writer_id(id),
-            inner: Mutex::new(Some(Inner {
+            inner: Arc::new(Mutex::new(Some(Inner {
                 store,
                 cache: None,
                 seq: 0,
@@ -150,15 +153,19 @@ impl Agent {
                     state: Arc::clone(&initial),
                 },
                 gap: None,
-            })),
+            }))),
             hooks: Arc::new(Hooks::default()),
             initial_hook: Mutex::new(None),
             validator: Mutex::new(None),
             initial_state: initial,
             max_value_bytes: max,
         };
+        if let Some(tracker) = tracker {
+            let owner: Arc<dyn fork::Retire> = agent.inner.clone();
+            fork::register(tracker, Arc::downgrade(&owner));
+        }
         {
-            let mut guard = lock(&agent.inner);
+            let mut guard = agent.lock_inner()?;
             let inner = guard.as_mut().ok_or(Error::Closed)?;
             if let Some(retention) = options.change_log {
                 agent.configure_log(inner, retention)?;
@@ -489,9 +496,17 @@ impl Agent {
         Ok(())
     }
 
+    /// Locks the handle's state, first making sure its connection belongs to this process
+    /// (after a `fork()`, the child's first call reconnects, with an empty read cache).
     fn lock_inner(&self) -> Result<MutexGuard<'_, Option<Inner>>> {
         self.refuse_reentry()?;
-        Ok(lock(&self.inner))
+        let mut guard = lock(&self.inner);
+        if let Some(inner) = guard.as_mut() {
+            if inner.store.ensure_current()? {
+                inner.cache = None;
+            }
+        }
+        Ok(guard)
     }
 
     /// Runs `f` marked as a hook that holds this agent's lock (calls back into the agent from
@@ -952,6 +967,23 @@ fn prefix(e: Error, context: &str) -> Error {
         Error::Codec(m) => Error::Codec(format!("{context}: {m}")),
         Error::TooLarge(m) => Error::TooLarge(format!("{context}: {m}")),
         other => other,
+    }
+}
+
+/// The fork registry's way in: an inherited connection is closed (safely, see [`fork`]) when
+/// no call holds the handle's lock.
+impl fork::Retire for Mutex<Option<Inner>> {
+    fn try_retire(&self) -> bool {
+        let mut guard = match self.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        if let Some(inner) = guard.as_mut() {
+            inner.store.retire_inherited();
+            inner.cache = None;
+        }
+        true
     }
 }
 

@@ -12,6 +12,8 @@
 pub mod agent;
 pub mod codec;
 pub mod error;
+#[cfg(feature = "store")]
+pub mod fork;
 pub mod hooks;
 pub mod json;
 pub mod merge;

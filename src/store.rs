@@ -14,6 +14,7 @@
 //! writing migrates it (its state, if any, becomes version 1).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
@@ -21,6 +22,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use crate::ffi::wal_index::{WalHeader, WatchedConnection};
 
 use crate::error::{Error, Result};
+use crate::fork::{self, FileId, Tracker};
 
 /// `PRAGMA application_id` of an agent store: ASCII "AgSt".
 pub const APPLICATION_ID: i32 = 0x4167_5374;
@@ -66,13 +68,21 @@ pub struct StoreOptions {
     pub read_only: bool,
 }
 
-/// One connection to a store file.
+/// One connection to a store file, private to the process that opened it: after a `fork()`,
+/// the child's first use closes the inherited connection safely and opens its own (see
+/// [`crate::fork`]).
 pub struct Store {
-    conn: WatchedConnection,
+    /// `None` after an inherited connection was retired and before the next one is open.
+    conn: Option<WatchedConnection>,
     path: PathBuf,
-    read_only: bool,
+    options: StoreOptions,
     /// The file's schema version (a read-only handle may be reading a version-1 store).
     schema: i32,
+    /// The fork generation `conn` was opened in.
+    generation: u64,
+    /// Shared with the fork registry; `None` for an in-memory store, which no other process
+    /// can see (the child keeps using its private copy).
+    tracker: Option<Arc<Tracker>>,
 }
 
 impl Store {
@@ -83,7 +93,41 @@ impl Store {
     /// database of another application, or a store of a newer schema is refused with
     /// [`Error::Storage`] before anything is written to it.
     pub fn open(path: &Path, options: &StoreOptions) -> Result<Store> {
-        let in_memory = path.as_os_str() == ":memory:";
+        let generation = fork::generation();
+        let mut store = Store {
+            conn: None,
+            path: path.to_path_buf(),
+            options: options.clone(),
+            schema: SCHEMA_VERSION,
+            generation,
+            tracker: None,
+        };
+        store.connect()?;
+        if !store.in_memory() {
+            let file = FileId::of(path).ok_or_else(|| {
+                Error::Storage(format!(
+                    "{}: the store file vanished while opening",
+                    path.display()
+                ))
+            })?;
+            store.tracker = Some(Tracker::new(file, generation));
+        }
+        Ok(store)
+    }
+
+    /// What the fork registry knows of this connection (`None` in memory).
+    pub fn tracker(&self) -> Option<Arc<Tracker>> {
+        self.tracker.clone()
+    }
+
+    fn in_memory(&self) -> bool {
+        self.path.as_os_str() == ":memory:"
+    }
+
+    /// Opens this process's connection, creating and initializing the store as needed.
+    fn connect(&mut self) -> Result<()> {
+        let (path, options) = (&self.path, &self.options);
+        let in_memory = self.in_memory();
         if !in_memory && !options.read_only {
             create_private_file(path)?;
         }
@@ -97,32 +141,96 @@ impl Store {
             .map_err(|e| storage(path, "cannot open", e))?;
         conn.busy_timeout(options.busy_timeout)
             .map_err(|e| storage(path, "cannot configure", e))?;
-        let mut store = Store {
-            conn: WatchedConnection::new(conn),
-            path: path.to_path_buf(),
-            read_only: options.read_only,
-            schema: SCHEMA_VERSION,
-        };
-        store.check_and_init(options, in_memory)?;
+        self.conn = Some(WatchedConnection::new(conn));
+        let options = self.options.clone();
+        if let Err(e) = self.check_and_init(&options, in_memory) {
+            self.conn = None;
+            return Err(e);
+        }
         // A read-only connection may be given a private copy of the shared memory, whose header
         // would never change: it keeps asking `PRAGMA data_version` instead.
         if !in_memory && !options.read_only {
-            store.data_version()?; // makes sure SQLite has mapped the shared memory
-            store.conn.watch_wal();
+            self.data_version()?; // makes sure SQLite has mapped the shared memory
+            if let Some(conn) = self.conn.as_mut() {
+                conn.watch_wal();
+            }
         }
-        Ok(store)
+        Ok(())
+    }
+
+    /// Makes sure the connection belongs to this process. Free when it does (one atomic load);
+    /// in a child process after `fork()`, closes the inherited connection (and every other one
+    /// this process inherited to the same file) without touching shared state, then opens a
+    /// fresh one. Returns true when it reconnected: what the caller cached may be stale.
+    pub fn ensure_current(&mut self) -> Result<bool> {
+        let now = fork::generation();
+        if self.generation == now && self.conn.is_some() {
+            return Ok(false);
+        }
+        let Some(tracker) = self.tracker.clone() else {
+            // In memory: the child's copy is its own.
+            self.generation = now;
+            return Ok(false);
+        };
+        self.retire_inherited();
+        fork::recover(tracker.file_id(), self.options.busy_timeout)?;
+        self.generation = now;
+        self.connect()?;
+        tracker.set_generation(now);
+        Ok(true)
+    }
+
+    /// If the connection was inherited from a parent process, lets go of it without touching
+    /// what the parent still uses: an idle one is closed with checkpoint-on-close off; one in
+    /// the middle of a transaction is abandoned and the file marked unusable in this process.
+    pub fn retire_inherited(&mut self) {
+        let now = fork::generation();
+        if self.generation == now {
+            return;
+        }
+        let Some(tracker) = self.tracker.clone() else {
+            return;
+        };
+        if let Some(conn) = self.conn.take() {
+            if conn.is_autocommit() {
+                // Checkpointing on close is what deletes a WAL that others still use; with
+                // it off, closing an idle connection touches nothing shared.
+                let _ = conn.set_db_config(
+                    rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                    true,
+                );
+                drop(conn);
+            } else {
+                fork::abandon(Box::new(conn), &tracker);
+                return;
+            }
+        }
+        tracker.set_generation(now);
+    }
+
+    /// This process's connection. Fails when it is not (the process forked while the caller
+    /// was in a call: the call is not completed in the child) or when none is open.
+    fn conn(&self) -> Result<&WatchedConnection> {
+        match &self.conn {
+            Some(conn) if self.generation == fork::generation() => Ok(conn),
+            _ => Err(Error::Storage(format!(
+                "{}: the process forked during this call; the call was not completed in the \
+                 child process",
+                self.path.display()
+            ))),
+        }
     }
 
     fn check_and_init(&mut self, options: &StoreOptions, in_memory: bool) -> Result<()> {
         // Reading the header first: nothing is written to a file we do not own.
         let kind = self.identify()?;
-        if kind == FileKind::Empty && self.read_only {
+        if kind == FileKind::Empty && self.options.read_only {
             return Err(Error::Storage(format!(
                 "{}: no agent store here to open read-only",
                 self.path.display()
             )));
         }
-        if !self.read_only {
+        if !self.options.read_only {
             if !in_memory {
                 self.enable_wal(options.busy_timeout)?;
             }
@@ -130,13 +238,13 @@ impl Store {
                 Synchronous::Full => "FULL",
                 Synchronous::Normal => "NORMAL",
             };
-            self.conn
+            self.conn()?
                 .pragma_update(None, "synchronous", sync)
                 .map_err(|e| self.storage_err("cannot set synchronous", e))?;
         }
         match kind {
             FileKind::Empty => self.initialize()?,
-            FileKind::Store(1) if !self.read_only => self.migrate_from_1()?,
+            FileKind::Store(1) if !self.options.read_only => self.migrate_from_1()?,
             FileKind::Store(schema) => self.schema = schema,
         }
         Ok(())
@@ -162,12 +270,11 @@ impl Store {
     /// transaction, is still `from` (another process may have done it meanwhile).
     fn upgrade_schema(&self, from: i32, sql: &str, what: &str) -> Result<()> {
         self.begin_immediate()?;
+        let conn = self.conn()?;
         let result = (|| -> rusqlite::Result<()> {
-            let version: i32 = self
-                .conn
-                .pragma_query_value(None, "user_version", |r| r.get(0))?;
+            let version: i32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
             if version == from {
-                self.conn.execute_batch(sql)?;
+                conn.execute_batch(sql)?;
             }
             Ok(())
         })();
@@ -186,10 +293,10 @@ impl Store {
     fn enable_wal(&self, busy_timeout: Duration) -> Result<()> {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(1);
+        let conn = self.conn()?;
         loop {
             let attempt: rusqlite::Result<String> =
-                self.conn
-                    .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0));
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0));
             match attempt {
                 Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
                 Ok(mode) => {
@@ -219,8 +326,9 @@ impl Store {
     fn identify(&self) -> Result<FileKind> {
         // One statement, so one read transaction: the three numbers come from the same commit,
         // never from both sides of another process's initialization.
+        let conn = self.conn()?;
         let read = || -> rusqlite::Result<(i32, i32, i64)> {
-            self.conn.query_row(
+            conn.query_row(
                 "SELECT (SELECT application_id FROM pragma_application_id()),
                         (SELECT user_version FROM pragma_user_version()),
                         (SELECT count(*) FROM sqlite_schema)",
@@ -276,13 +384,13 @@ impl Store {
 
     /// True when the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
-        self.read_only
+        self.options.read_only
     }
 
     /// A number that changes whenever *another* connection commits to the file (SQLite's
     /// `PRAGMA data_version`); this connection's own commits leave it unchanged.
     pub fn data_version(&self) -> Result<i64> {
-        let mut stmt = self.conn.prepare_cached("PRAGMA data_version")?;
+        let mut stmt = self.conn()?.prepare_cached("PRAGMA data_version")?;
         Ok(stmt.query_row([], |r| r.get(0))?)
     }
 
@@ -290,7 +398,7 @@ impl Store {
     /// it is the same as when the caller last checked `data_version`, nothing was committed
     /// since. `None` when unavailable (read-only or in-memory store, or a commit in progress).
     pub fn wal_header(&self) -> Option<WalHeader> {
-        self.conn.wal_header()
+        self.conn().ok()?.wal_header()
     }
 
     /// The pager's data version as of this connection's latest transaction (the current one,
@@ -298,7 +406,7 @@ impl Store {
     /// changed by another connection, and by exactly one with each of this connection's own
     /// commits. Costs a function call, where [`Store::data_version`] runs a statement.
     pub fn data_version_in_transaction(&self) -> Option<u32> {
-        self.conn.pager_data_version()
+        self.conn().ok()?.pager_data_version()
     }
 
     /// Reads the state entry and its version, if any.
@@ -308,7 +416,7 @@ impl Store {
         } else {
             "SELECT value, 1 FROM agent_kv WHERE key = ?1"
         };
-        let mut stmt = self.conn.prepare_cached(sql)?;
+        let mut stmt = self.conn()?.prepare_cached(sql)?;
         Ok(stmt
             .query_row([STATE_KEY], |r| {
                 Ok((
@@ -324,12 +432,12 @@ impl Store {
         // UPDATE first: after the first write it is all there is to do, and cheaper than an
         // upsert's extra uniqueness probe.
         let updated = self
-            .conn
+            .conn()?
             .prepare_cached("UPDATE agent_kv SET value = ?2, version = ?3 WHERE key = ?1")?
             .execute(rusqlite::params![STATE_KEY, value, version as i64])
             .map_err(|e| self.storage_err("cannot write", e))?;
         if updated == 0 {
-            self.conn
+            self.conn()?
                 .prepare_cached("INSERT INTO agent_kv (key, value, version) VALUES (?1, ?2, ?3)")?
                 .execute(rusqlite::params![STATE_KEY, value, version as i64])
                 .map_err(|e| self.storage_err("cannot write", e))?;
@@ -347,7 +455,7 @@ impl Store {
         keep_since_ms: Option<i64>,
     ) -> Result<()> {
         let fail = |e| self.storage_err("cannot write the change log", e);
-        self.conn
+        self.conn()?
             .prepare_cached(
                 "INSERT OR REPLACE INTO agent_changes (version, at_ms, writer, patch, next, prev)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -363,13 +471,13 @@ impl Store {
             .map_err(fail)?;
         if let Some(keep) = keep_last {
             let below = change.version.saturating_sub(keep.max(1)) as i64;
-            self.conn
+            self.conn()?
                 .prepare_cached("DELETE FROM agent_changes WHERE version <= ?1")?
                 .execute([below])
                 .map_err(fail)?;
         }
         if let Some(since) = keep_since_ms {
-            self.conn
+            self.conn()?
                 .prepare_cached("DELETE FROM agent_changes WHERE at_ms < ?1 AND version < ?2")?
                 .execute(rusqlite::params![since, change.version as i64])
                 .map_err(fail)?;
@@ -382,7 +490,7 @@ impl Store {
         if self.schema < 2 {
             return Ok(Vec::new());
         }
-        let mut stmt = self.conn.prepare_cached(
+        let mut stmt = self.conn()?.prepare_cached(
             "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
              WHERE version > ?1 ORDER BY version",
         )?;
@@ -395,7 +503,7 @@ impl Store {
         if self.schema < 2 {
             return Ok(None);
         }
-        let mut stmt = self.conn.prepare_cached(
+        let mut stmt = self.conn()?.prepare_cached(
             "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes WHERE version = ?1",
         )?;
         Ok(stmt.query_row([version as i64], row_to_change).optional()?)
@@ -407,7 +515,7 @@ impl Store {
             return Ok(None);
         }
         let mut stmt = self
-            .conn
+            .conn()?
             .prepare_cached("SELECT min(version) FROM agent_changes")?;
         Ok(stmt
             .query_row([], |r| r.get::<_, Option<i64>>(0))?
@@ -417,7 +525,7 @@ impl Store {
     /// Empties the change log (when it is switched off).
     pub fn clear_log(&self) -> Result<()> {
         if self.schema >= 2 {
-            self.conn
+            self.conn()?
                 .prepare_cached("DELETE FROM agent_changes")?
                 .execute([])
                 .map_err(|e| self.storage_err("cannot clear the change log", e))?;
@@ -427,7 +535,7 @@ impl Store {
 
     /// Deletes the entry under `key` (inside the caller's transaction).
     pub fn delete(&self, key: &str) -> Result<()> {
-        self.conn
+        self.conn()?
             .prepare_cached("DELETE FROM agent_kv WHERE key = ?1")?
             .execute([key])
             .map_err(|e| self.storage_err("cannot write", e))?;
@@ -436,7 +544,7 @@ impl Store {
 
     /// Starts a read transaction, so that several reads see one commit.
     pub fn begin_read(&self) -> Result<()> {
-        self.conn
+        self.conn()?
             .prepare_cached("BEGIN DEFERRED")?
             .execute([])
             .map_err(|e| self.storage_err("cannot begin a transaction", e))?;
@@ -446,7 +554,7 @@ impl Store {
     /// Reads the value stored under `key`, if any.
     pub fn read(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let mut stmt = self
-            .conn
+            .conn()?
             .prepare_cached("SELECT value FROM agent_kv WHERE key = ?1")?;
         // Text or blob alike: what matters is the bytes (the library writes blobs).
         Ok(stmt
@@ -456,7 +564,7 @@ impl Store {
 
     /// Stores `value` under `key` (inside the caller's transaction).
     pub fn write(&self, key: &str, value: &[u8]) -> Result<()> {
-        self.conn
+        self.conn()?
             .prepare_cached(
                 "INSERT INTO agent_kv (key, value) VALUES (?1, ?2)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -468,7 +576,7 @@ impl Store {
 
     /// Starts a write transaction, taking the write lock now (waiting up to the busy timeout).
     pub fn begin_immediate(&self) -> Result<()> {
-        if self.read_only {
+        if self.options.read_only {
             return Err(Error::Storage(format!(
                 "{}: the store was opened read_only; writes are refused",
                 self.path.display()
@@ -476,14 +584,14 @@ impl Store {
         }
         // A file deleted or replaced since it was opened would take the write where no one
         // can read it again: refuse instead of acknowledging a lost write (costs one stat).
-        if self.conn.has_moved() {
+        if self.conn()?.has_moved() {
             return Err(Error::Storage(format!(
                 "{}: the store file was deleted, moved or replaced after it was opened; \
                  reopen the store (this write was not made)",
                 self.path.display()
             )));
         }
-        let mut stmt = self.conn.prepare_cached("BEGIN IMMEDIATE")?;
+        let mut stmt = self.conn()?.prepare_cached("BEGIN IMMEDIATE")?;
         stmt.execute([])
             .map_err(|e| self.storage_err("cannot begin a transaction", e))?;
         Ok(())
@@ -492,7 +600,7 @@ impl Store {
     /// Commits the open transaction; on failure the transaction is rolled back.
     pub fn commit(&self) -> Result<()> {
         let result = self
-            .conn
+            .conn()?
             .prepare_cached("COMMIT")
             .and_then(|mut s| s.execute([]).map(|_| ()));
         if let Err(e) = result {
@@ -505,13 +613,24 @@ impl Store {
     /// Rolls back the open transaction, if any. Errors are ignored: SQLite rolls back on its
     /// own when a statement fails in a way that ends the transaction.
     pub fn rollback(&self) {
-        if !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+        if let Ok(conn) = self.conn() {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
         }
     }
 
     fn storage_err(&self, what: &str, e: rusqlite::Error) -> Error {
         storage(&self.path, what, e)
+    }
+}
+
+/// Closing a connection inherited from a parent process the ordinary way would checkpoint
+/// and could delete the WAL the parent still uses: `agent_close` in a child closes only what
+/// the child opened.
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.retire_inherited();
     }
 }
 

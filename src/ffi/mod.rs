@@ -6,6 +6,7 @@
 mod agent;
 mod boundary;
 mod buffer;
+pub(crate) mod fork_watch;
 mod handle;
 mod history;
 mod hooks;

@@ -203,11 +203,19 @@ static char *make_store(const char *db, const char *state) {
 
 static void read_only_file(void) {
     char sub[4200], db[4300];
-    path_in(sub, sizeof sub, "ro-file");
-    make_dirs(sub);
+    int as_root = geteuid() == 0;
+    if (as_root) {
+        /* The unprivileged user must reach the file wherever the checkout lies (a clone under a
+         * private 0700 home directory is common): a directory of its own under /tmp, which
+         * every user can traverse. */
+        snprintf(sub, sizeof sub, "/tmp/agent-state-ro-XXXXXX");
+        if (!mkdtemp(sub)) DIE("mkdtemp");
+    } else {
+        path_in(sub, sizeof sub, "ro-file");
+        make_dirs(sub);
+    }
     snprintf(db, sizeof db, "%s/ro.db", sub);
     char *good = make_store(db, "{\"last\":\"good\",\"n\":42}");
-    int as_root = geteuid() == 0;
     if (as_root) {
         if (chown(sub, 65534, 65534) != 0 || chown(db, 65534, 65534) != 0) DIE("chown");
     }
@@ -249,6 +257,7 @@ static void read_only_file(void) {
     chmod(db, 0600);
     free(good);
     remove_store(db);
+    if (as_root) rmdir(sub);
 }
 
 static void deleted_directory(void) {

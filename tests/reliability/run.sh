@@ -12,7 +12,7 @@
 #
 # Environment: CI=true turns a missing JSONTestSuite corpus or C suite into a failure instead of a
 # skip. RELIABILITY_SEED fixes the random seeds. Soak knobs: CRASH_KILLS (1200),
-# SOAK_PROCS/SOAK_THREADS/SOAK_PATCHES (8/4/5000), FUZZ_SECONDS per target (120),
+# SOAK_PROCS/SOAK_THREADS/SOAK_PATCHES (8/4/5000), FORK_ROUNDS (100), FUZZ_SECONDS per target (120),
 # ABI_STEPS (400000).
 set -uo pipefail
 
@@ -94,7 +94,7 @@ CC=${CC:-gcc}
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O1 -g -Iinclude)
 LDFLAGS=(-L"$LIBDIR" -Wl,-rpath,"$ROOT/$LIBDIR" -lagent_state -lpthread)
 SAN=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
-PROGRAMS=(crash concurrency hostile_json faults access abi_random)
+PROGRAMS=(crash concurrency fork hostile_json faults access abi_random)
 
 build_ok=true
 for p in "${PROGRAMS[@]}"; do
@@ -137,6 +137,14 @@ if [ "$MODE" = quick ]; then
 else
     run lost-updates 3600 "$BIN/concurrency" "${SOAK_PROCS:-8}" "${SOAK_THREADS:-4}" 1000
     run lost-updates-hooks 7200 "$BIN/concurrency" "${SOAK_PROCS:-8}" "${SOAK_THREADS:-4}" "${SOAK_PATCHES:-5000}" hooks
+fi
+
+# ---- 2b. fork safety: handles inherited across fork() --------------------------------------------
+
+if [ "$MODE" = quick ]; then
+    run fork 120 "$BIN/fork" 3 3 150
+else
+    run fork 3600 "$BIN/fork" "${FORK_ROUNDS:-100}" 3 150
 fi
 
 # ---- 3. hostile JSON ----------------------------------------------------------------------------
@@ -199,6 +207,11 @@ run asan-faults 300 "$ASAN_BIN/faults"
 run asan-access 300 "$ASAN_BIN/access"
 run asan-crash 300 "$ASAN_BIN/crash" 10
 run asan-lost-updates-hooks 300 "$ASAN_BIN/concurrency" 2 2 50 hooks
+if [ "$MODE" = quick ]; then
+    run asan-fork 300 "$ASAN_BIN/fork" 1 3 60
+else
+    run asan-fork 3600 "$ASAN_BIN/fork" 20 3 150
+fi
 if $have_corpus; then
     run asan-hostile-json 300 "$ASAN_BIN/hostile_json" "$CORPUS" "$OUT/i_results.asan.tsv"
 else
@@ -207,6 +220,11 @@ fi
 # ... and under valgrind (memcheck: errors and leaks).
 run valgrind-abi-random 600 "${VALGRIND[@]}" "$BIN/abi_random" 1500 1
 run valgrind-access 600 "${VALGRIND[@]}" "$BIN/access"
+if [ "$MODE" = quick ]; then
+    run valgrind-fork 600 "${VALGRIND[@]}" "$BIN/fork" 1 2 30
+else
+    run valgrind-fork 3600 "${VALGRIND[@]}" "$BIN/fork" 5 3 150
+fi
 
 # The project's C test suite (tests/c) under ASan+UBSan; in soak also its full run under valgrind
 # (`make test-valgrind` runs the quick one in `make test`).
@@ -250,9 +268,11 @@ fi
 
 {
     say "reliability $MODE run, $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-    for t in crash lost-updates lost-updates-hooks hostile-json hostile-json-limits abi-random; do
+    for t in crash lost-updates lost-updates-hooks fork asan-fork valgrind-fork hostile-json \
+        hostile-json-limits abi-random; do
         [ -f "$LOGS/$t.log" ] || continue
-        grep -h -E '^(crash|concurrency|hostile-json[a-z ]*|abi-random): .*(=|files)' "$LOGS/$t.log"
+        grep -h -E '^(crash|concurrency|fork|hostile-json[a-z ]*|abi-random): .*(=|files)' "$LOGS/$t.log" |
+            sed "s/^fork:/$t:/"
     done
     for t in json_codec merge abi_sequence; do
         f=$LOGS/fuzz-$t.log

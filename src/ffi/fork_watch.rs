@@ -1,0 +1,44 @@
+//! Counts the forks this process descends from, so a store can tell cheaply, on every call,
+//! whether its SQLite connection was opened by this process or inherited from a parent.
+//!
+//! A connection inherited across `fork()` must never be used in the child: POSIX advisory locks
+//! belong to the process, so the child holds none of the locks SQLite's bookkeeping says it
+//! holds, and a parent that closes its last connection checkpoints and deletes the WAL the
+//! child is appending to (see `crate::fork`). Comparing process ids would cost a system call per
+//! call (`getpid` is not cached by glibc); instead a `pthread_atfork` child handler bumps a
+//! counter, and a store compares the counter it saw when it connected with the current one:
+//! one relaxed atomic load.
+//!
+//! This lives in `ffi` because registering the handler is a call into C; everything it
+//! exposes is safe.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+
+/// How many forks separate this process from the one that loaded the library.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+static REGISTER: Once = Once::new();
+
+/// Runs in the child, in its only thread, right after `fork()` returns there: only an atomic
+/// add, which is async-signal-safe as POSIX requires of code running at that point.
+extern "C" fn forked_child() {
+    GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The current fork generation. The first call registers the fork handler; call it before
+/// opening the first connection (any later fork is then counted).
+///
+/// Relaxed ordering is enough: the counter only changes in a child's single thread before any
+/// other thread of that child exists, and creating a thread orders everything before it.
+pub fn generation() -> u64 {
+    REGISTER.call_once(|| {
+        // SAFETY: `forked_child` is a plain `extern "C"` function that stays valid for the life of
+        // the process (the library is never unloaded while its handlers could run: glibc
+        // unregisters atfork handlers of a dlclose'd object). No prepare or parent handler.
+        let rc = unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+        // pthread_atfork fails only with ENOMEM; then forks go unnoticed, as before this
+        // module existed. Nothing better can be done here than to keep working.
+        debug_assert_eq!(rc, 0, "pthread_atfork failed");
+    });
+    GENERATION.load(Ordering::Relaxed)
+}
