@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::args::Global;
 use crate::changelog;
 use crate::failure::{Failure, Status};
-use crate::open::{open, Access};
+use crate::open::{check_agent, open, Access};
 use crate::output::Output;
 
 /// How long the integrity check waits for a writer's lock (as the library's default).
@@ -34,6 +34,8 @@ impl Verdict {
 }
 
 pub fn check(store: &Path, global: &Global, out: Output) -> Result<(), Failure> {
+    // An agent id is refused before any check: the report would be about the wrong agent.
+    check_agent(global)?;
     let mut verdict = Verdict(None);
     let integrity = integrity(store, global, &mut verdict);
     let (schema, state, change_log) = match open(store, global, Access::Read) {

@@ -6,6 +6,8 @@
 //! stderr, `agent-state: AGENT_ERR_NAME: message`, and exit code 64 + the status number
 //! (see `failure`).
 
+#![forbid(unsafe_code)]
+
 mod args;
 mod changelog;
 mod check;
