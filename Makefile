@@ -92,9 +92,11 @@ bench-smoke:
 PREFIX ?= /usr/local
 install: install-cli
 
+# Stripped (-s): the release profile keeps debug info for profiling the library, which would
+# make the installed command ~28 MB instead of a few.
 install-cli:
 	$(CARGO) build --release --bin agent-state
-	install -D -m 0755 target/release/agent-state $(DESTDIR)$(PREFIX)/bin/agent-state
+	install -D -s -m 0755 target/release/agent-state $(DESTDIR)$(PREFIX)/bin/agent-state
 
 clean:
 	$(CARGO) clean
