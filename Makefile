@@ -9,7 +9,8 @@ LDFLAGS_TEST := -L$(LIBDIR) -Wl,-rpath,$(abspath $(LIBDIR)) -lagent_state -lpthr
 BUILD := target/c
 
 .PHONY: all build header demo test test-rust lint test-header-c test-c test-valgrind \
-        test-cpp test-python test-go test-reliability soak bench bench-smoke clean
+        test-cpp test-python test-go test-reliability soak bench bench-smoke clean \
+        install install-cli
 
 all: build
 
@@ -85,6 +86,17 @@ bench:
 
 bench-smoke:
 	bash bench/run.sh smoke
+
+# `make install` (PREFIX=/usr/local, DESTDIR for staging) installs the `agent-state` command.
+# The prerequisite-only `install:` line lets other parts add their own install steps.
+PREFIX ?= /usr/local
+install: install-cli
+
+# Stripped (-s): the release profile keeps debug info for profiling the library, which would
+# make the installed command ~28 MB instead of a few.
+install-cli:
+	$(CARGO) build --release --bin agent-state
+	install -D -s -m 0755 target/release/agent-state $(DESTDIR)$(PREFIX)/bin/agent-state
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,204 @@
+//! The command line (clap derive): every subcommand, its arguments and its `--help`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const ABOUT: &str = "Look at and change agent state stores through the agent_state library, so \
+versions, the change log, the codec and every check stay in force (an edit in the sqlite3 shell \
+skips them all).";
+
+const OUTPUT_RULE: &str = "Output is JSON: pretty when stdout is a terminal, compact (the \
+library's exact encoding) otherwise; --pretty / --compact force one. `watch` and `export` always \
+write JSON Lines.";
+
+#[derive(Debug, Parser)]
+#[command(name = "agent-state", version, about = ABOUT, long_about = None)]
+#[command(after_help = after_help())]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+fn after_help() -> String {
+    format!("{OUTPUT_RULE}\n\n{}", crate::failure::exit_code_table())
+}
+
+/// Options that apply to every subcommand that opens a store.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The agent to use in a store that holds many (needs agent_id support in the library; a
+    /// store of this release holds a single agent, so giving it is an error)
+    #[arg(long, global = true, value_name = "ID")]
+    pub agent: Option<String>,
+    /// Pretty-print JSON output even when stdout is not a terminal
+    #[arg(long, global = true, conflicts_with = "compact")]
+    pub pretty: bool,
+    /// Print compact JSON (the library's exact encoding) even on a terminal
+    #[arg(long, global = true)]
+    pub compact: bool,
+    /// Open the store read-only even for a command that writes (which then fails). Commands
+    /// that only read always open read-only: they never create or modify a store
+    #[arg(long, global = true)]
+    pub read_only: bool,
+    /// How long a write waits for another connection's lock (library default: 5000)
+    #[arg(long, global = true, value_name = "MS")]
+    pub busy_timeout_ms: Option<u64>,
+    /// Durability of a write: full survives power loss, normal a process crash (default: full)
+    #[arg(long, global = true, value_enum, value_name = "MODE")]
+    pub synchronous: Option<Synchronous>,
+    /// Largest encoded state and input document accepted, in bytes (default: 2097152)
+    #[arg(long, global = true, value_name = "BYTES")]
+    pub max_value_bytes: Option<u64>,
+    /// Switch the store's change log on ('{"keep_last":N}' and/or '{"keep_seconds":T}') or off
+    /// ('false') when a writing command opens it. This is the store's setting, recorded in the
+    /// file for every process, so no command ever changes it unless told
+    #[arg(long, global = true, value_name = "JSON")]
+    pub change_log: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Synchronous {
+    Full,
+    Normal,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the state (the initial state, {}, while nothing is stored)
+    Get {
+        /// The store: a file path
+        store: PathBuf,
+        /// Print {"version": V, "state": ...} (version 0: nothing stored)
+        #[arg(long)]
+        versioned: bool,
+    },
+    /// Merge an RFC 7396 patch into the state and print the merged state
+    Set {
+        /// The store: a file path (created when absent)
+        store: PathBuf,
+        /// The patch, a JSON object; '-' reads it from standard input
+        patch: OsString,
+        /// Write only if the state is still at version V (else AGENT_ERR_CONFLICT, nothing
+        /// written); 0 means nothing stored yet
+        #[arg(long, value_name = "V")]
+        if_version: Option<u64>,
+        /// Print {"version": V, "state": ...}
+        #[arg(long)]
+        versioned: bool,
+    },
+    /// Replace the whole state and print it
+    Replace {
+        /// The store: a file path (created when absent)
+        store: PathBuf,
+        /// The new state, a JSON object; '-' reads it from standard input
+        state: OsString,
+        /// Write only if the state is still at version V (else AGENT_ERR_CONFLICT, nothing
+        /// written); 0 means nothing stored yet
+        #[arg(long, value_name = "V")]
+        if_version: Option<u64>,
+        /// Print {"version": V, "state": ...}
+        #[arg(long)]
+        versioned: bool,
+    },
+    /// Print the state's version, or without STORE this program's (= the library's) version
+    ///
+    /// With STORE: a JSON number, 0 while nothing is stored; each committed change adds 1.
+    /// Without STORE: {"agent_state": "X.Y.Z"}.
+    Version {
+        /// The store: a file path
+        store: Option<PathBuf>,
+    },
+    /// Print the change log (needs the store's change log)
+    ///
+    /// A JSON array of {"version", "at" (ms since the epoch), "patch" (null for a replacement),
+    /// "next"}, oldest first, as the library's changes_since gives it. Without the change log:
+    /// AGENT_ERR_INVALID_ARGUMENT (see --change-log).
+    History {
+        /// The store: a file path
+        store: PathBuf,
+        /// Only the changes after version V (default: every change the log retains);
+        /// AGENT_ERR_GAP when the log no longer holds them all
+        #[arg(long, value_name = "V")]
+        since: Option<u64>,
+    },
+    /// Print the state at version V
+    ///
+    /// V is the current version, one the change log retains, or 0 (the initial state);
+    /// AGENT_ERR_GAP for a version the log does not retain.
+    At {
+        /// The store: a file path
+        store: PathBuf,
+        /// The version
+        version: u64,
+    },
+    /// Write the state of version V back as a new change and print it
+    ///
+    /// Point-in-time recovery: the state of V (see `at`) becomes the next version, logged and
+    /// seen by watchers like any write.
+    Restore {
+        /// The store: a file path
+        store: PathBuf,
+        /// The version to restore (see `at`)
+        version: u64,
+        /// Print {"version": V, "state": ...} (V: the new version)
+        #[arg(long)]
+        versioned: bool,
+    },
+    /// Follow the state's changes, one JSON line each (needs the store's change log)
+    ///
+    /// Prints {"version": V, "state": ...} for the state when it starts, then one such line
+    /// for each change any process commits, in commit order, until interrupted (SIGINT or
+    /// SIGTERM: exit 0). The store is opened read-only. Without the change log it fails with
+    /// AGENT_ERR_INVALID_ARGUMENT: `watch` never switches it on, since that would change the
+    /// store for every process (see --change-log).
+    Watch {
+        /// The store: a file path
+        store: PathBuf,
+        /// How often to look for changes, in milliseconds
+        #[arg(long, value_name = "MS", default_value_t = 100,
+              value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+        interval_ms: u64,
+    },
+    /// Write the store's agents as JSON Lines (for `import`)
+    ///
+    /// One line per agent: {"agent": null, "version": V, "state": {...}}, the state exactly as
+    /// stored (agent null: the single agent of a store). A store with nothing stored has no
+    /// agent to export and prints nothing. The change log is not exported. A progress bar
+    /// shows on stderr when it is a terminal.
+    Export {
+        /// The store: a file path
+        store: PathBuf,
+    },
+    /// Write agents from `export`'s JSON Lines into the store
+    ///
+    /// Each state is written exactly as given, through the library, as a replacement: the
+    /// store gives it its own next version (1 in a fresh store), and prints both versions:
+    /// {"imported": N, "agents": [{"agent": null, "source_version": V, "version": W}]}.
+    /// A store that already holds a state is left alone (AGENT_ERR_CONFLICT) unless --force.
+    /// A store of this release holds a single agent: more than one line is
+    /// AGENT_ERR_INVALID_ARGUMENT. All lines are checked before the store is opened.
+    Import {
+        /// The store: a file path (created when absent)
+        store: PathBuf,
+        /// The JSON Lines to read; '-' (the default) is standard input
+        #[arg(default_value = "-")]
+        input: PathBuf,
+        /// Replace a state the store already holds
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check a store (read-only) and print a JSON report
+    ///
+    /// Checks SQLite's integrity, that the file is an agent store of a schema this library
+    /// reads, that the state decodes and, with the change log, that every retained logged
+    /// state decodes. Exits with the first failed check's status (AGENT_ERR_STORAGE for a
+    /// corrupt or foreign file).
+    Check {
+        /// The store: a file path
+        store: PathBuf,
+    },
+}

@@ -1,0 +1,90 @@
+//! The commands on one state: get, set, replace, version, at, restore.
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use crate::args::Global;
+use crate::failure::Failure;
+use crate::input;
+use crate::open::{check_agent, open, Access};
+use crate::output::Output;
+
+pub fn get(store: &Path, global: &Global, out: Output, versioned: bool) -> Result<(), Failure> {
+    let agent = open(store, global, Access::Read)?;
+    let current = agent.get_state_versioned()?;
+    if versioned {
+        out.versioned(current.version, &current.state)
+    } else {
+        out.state(&current.state)
+    }
+}
+
+/// Whether a write merges a patch or replaces the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    Merge,
+    Replace,
+}
+
+/// `set` and `replace`: one write through the library, optionally compare-and-set.
+pub fn write(
+    kind: Write,
+    store: &Path,
+    global: &Global,
+    out: Output,
+    document: &OsStr,
+    if_version: Option<u64>,
+    versioned: bool,
+) -> Result<(), Failure> {
+    let agent = open(store, global, Access::Write)?;
+    let what = match kind {
+        Write::Merge => "patch",
+        Write::Replace => "state",
+    };
+    let bytes = input::document(document, what, agent.max_value_bytes())?;
+    let written = match kind {
+        Write::Merge => agent.set_state_if(&bytes, if_version)?,
+        Write::Replace => agent.replace_state_if(&bytes, if_version)?,
+    };
+    if versioned {
+        out.versioned(written.version, &written.state)
+    } else {
+        out.state(&written.state)
+    }
+}
+
+/// `version`: the state's version with a store, else the program's (which is the library's:
+/// both are this crate).
+pub fn version(store: Option<&Path>, global: &Global, out: Output) -> Result<(), Failure> {
+    let Some(store) = store else {
+        // --agent without a store selects nothing; refuse it as everywhere else.
+        check_agent(global)?;
+        let text = format!("{{\"agent_state\":\"{}\"}}", env!("CARGO_PKG_VERSION"));
+        return out.document(text.as_bytes());
+    };
+    let agent = open(store, global, Access::Read)?;
+    let current = agent.get_state_versioned()?;
+    out.document(current.version.to_string().as_bytes())
+}
+
+pub fn at(store: &Path, global: &Global, out: Output, version: u64) -> Result<(), Failure> {
+    let agent = open(store, global, Access::Read)?;
+    let state = agent.state_at(version)?;
+    out.state(&state)
+}
+
+pub fn restore(
+    store: &Path,
+    global: &Global,
+    out: Output,
+    version: u64,
+    versioned: bool,
+) -> Result<(), Failure> {
+    let agent = open(store, global, Access::Write)?;
+    let written = agent.restore(version)?;
+    if versioned {
+        out.versioned(written.version, &written.state)
+    } else {
+        out.state(&written.state)
+    }
+}
