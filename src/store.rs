@@ -137,7 +137,17 @@ impl Store {
         } else {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
         };
-        let conn = Connection::open_with_flags(path, flags)
+        // The bundled SQLite interprets file names starting with "file:" as URIs ("file:a.db"
+        // would open "a.db", with the query and fragment dropped); a path is a file name, so a
+        // relative one is given to SQLite as "./path", which no URI parser touches.
+        let literal;
+        let sqlite_path = if !in_memory && path.is_relative() {
+            literal = Path::new(".").join(path);
+            literal.as_path()
+        } else {
+            path.as_path()
+        };
+        let conn = Connection::open_with_flags(sqlite_path, flags)
             .map_err(|e| storage(path, "cannot open", e))?;
         conn.busy_timeout(options.busy_timeout)
             .map_err(|e| storage(path, "cannot configure", e))?;

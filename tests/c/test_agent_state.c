@@ -1376,6 +1376,48 @@ static void test_state_persists_and_new_store_file_is_private(void)
     CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0600);
 }
 
+/* Checks that `name` (relative to the current directory) exists with mode 0600. */
+static void check_private_file(const char *name, int line)
+{
+    struct stat st;
+    int ok = stat(name, &st) == 0 && (st.st_mode & 0777) == 0600;
+    check_(ok, __FILE__, line, "%s: %s", name,
+           ok ? "" : (access(name, F_OK) == 0 ? "mode is not 0600" : "missing"));
+}
+
+/* The bundled SQLite reads names starting with "file:" as URIs; a path is a file name. */
+static void test_uri_looking_paths_open_exactly_the_named_file(void)
+{
+    static const char *const names[] = {"file:notes.db", "file:z.db#frag",
+                                        "file:q.db?mode=memory&cache=shared"};
+    char cwd[4096];
+    size_t i;
+    mode_t old = umask(022);
+    if (getcwd(cwd, sizeof cwd) == NULL || chdir(g_dir) != 0) {
+        check_(0, __FILE__, __LINE__, "cannot enter %s", g_dir);
+        umask(old);
+        return;
+    }
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char side[600];
+        AgentHandle h = open_at(names[i], NULL);
+        CHECK_SET(h, "{\"n\":1}", "{\"n\":1}");
+        check_private_file(names[i], __LINE__);
+        snprintf(side, sizeof side, "%s-wal", names[i]);
+        check_private_file(side, __LINE__);
+        snprintf(side, sizeof side, "%s-shm", names[i]);
+        check_private_file(side, __LINE__);
+        CHECK_STATUS(AGENT_OK, agent_close(h));
+        h = open_at(names[i], NULL);
+        CHECK_STATE(h, "{\"n\":1}");
+        CHECK_STATUS(AGENT_OK, agent_close(h));
+    }
+    /* ... and no file the user never named. */
+    CHECK(!file_exists("notes.db") && !file_exists("z.db") && !file_exists("q.db"));
+    umask(old);
+    CHECK(chdir(cwd) == 0);
+}
+
 static void test_path_is_taken_as_raw_bytes(void)
 {
     const char *p = tmp_path("caf\xe9 \xff.db"); /* not UTF-8: the OS takes bytes */
@@ -3796,6 +3838,7 @@ static const struct {
     TestFn fn;
 } k_tests[] = {
     TEST(test_version_and_status_names),
+    TEST(test_uri_looking_paths_open_exactly_the_named_file),
     TEST(test_last_error_is_per_thread_and_kept_by_successes),
     TEST(test_open_refuses_bad_arguments_and_options),
     TEST(test_bad_handles_are_refused_by_every_function),
