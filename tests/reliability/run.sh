@@ -221,9 +221,9 @@ fi
 run valgrind-abi-random 600 "${VALGRIND[@]}" "$BIN/abi_random" 1500 1
 run valgrind-access 600 "${VALGRIND[@]}" "$BIN/access"
 if [ "$MODE" = quick ]; then
-    run valgrind-fork 600 "${VALGRIND[@]}" "$BIN/fork" 1 2 30
+    run valgrind-fork 600 "${VALGRIND[@]}" "$BIN/fork" 1 2 30 always-close
 else
-    run valgrind-fork 3600 "${VALGRIND[@]}" "$BIN/fork" 5 3 150
+    run valgrind-fork 3600 "${VALGRIND[@]}" "$BIN/fork" 5 3 150 always-close
 fi
 
 # The project's C test suite (tests/c) under ASan+UBSan; in soak also its full run under valgrind
