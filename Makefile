@@ -8,9 +8,26 @@ CFLAGS_TEST := -std=c99 -Wall -Wextra -Werror -pedantic -g -O1 -Iinclude
 LDFLAGS_TEST := -L$(LIBDIR) -Wl,-rpath,$(abspath $(LIBDIR)) -lagent_state -lpthread
 BUILD := target/c
 
+# `make install`: GNU directory variables, all below PREFIX unless set; DESTDIR stages.
+PREFIX ?= /usr/local
+exec_prefix ?= $(PREFIX)
+libdir ?= $(exec_prefix)/lib
+includedir ?= $(PREFIX)/include
+bindir ?= $(exec_prefix)/bin
+pkgconfigdir ?= $(libdir)/pkgconfig
+DESTDIR ?=
+INSTALL ?= install
+# Run after installing into the live system (no DESTDIR, as root), so the loader finds the new
+# library under /usr/local/lib; `make install LDCONFIG=:` skips it.
+LDCONFIG ?= ldconfig
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SONAME := libagent_state.so.$(MAJOR)
+DIST := target/dist
+
 .PHONY: all build header demo test test-rust lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-reliability soak bench bench-smoke clean \
-        install install-cli
+        dist install uninstall test-install
 
 all: build
 
@@ -30,7 +47,7 @@ demo: build
 	$(BUILD)/demo demo.db
 
 test: lint test-rust test-header-c test-c test-valgrind test-cpp test-python test-go \
-      test-reliability bench-smoke
+      test-reliability bench-smoke test-install
 	@echo "make test: every suite passed"
 
 lint:
@@ -87,16 +104,45 @@ bench:
 bench-smoke:
 	bash bench/run.sh smoke
 
-# `make install` (PREFIX=/usr/local, DESTDIR for staging) installs the `agent-state` command.
-# The prerequisite-only `install:` line lets other parts add their own install steps.
-PREFIX ?= /usr/local
-install: install-cli
+# What `make install` copies, built and staged in target/dist: the shared library as
+# libagent_state.so.VERSION (its SONAME checked), the static archive with only agent_* symbols
+# global (packaging/static-archive.sh), and the `agent-state` command when the crate has it.
+dist:
+	rm -f $(LIBDIR)/agent-state
+	$(CARGO) build --release
+	@soname="$$(readelf -d $(LIB) | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')"; \
+	  if [ "$$soname" != "$(SONAME)" ]; then echo "dist: $(LIB) has SONAME '$$soname', expected $(SONAME)" >&2; exit 1; fi
+	rm -rf $(DIST)
+	mkdir -p $(DIST)/lib $(DIST)/bin
+	cp $(LIB) $(DIST)/lib/libagent_state.so.$(VERSION)
+	bash packaging/static-archive.sh $(LIBDIR)/libagent_state.a $(LIB) $(DIST)/lib/libagent_state.a
+	if [ -f $(LIBDIR)/agent-state ]; then cp $(LIBDIR)/agent-state $(DIST)/bin/; fi
 
-# Stripped (-s): the release profile keeps debug info for profiling the library, which would
-# make the installed command ~28 MB instead of a few.
-install-cli:
-	$(CARGO) build --release --bin agent-state
-	install -D -s -m 0755 target/release/agent-state $(DESTDIR)$(PREFIX)/bin/agent-state
+install: dist
+	$(INSTALL) -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
+	$(INSTALL) -m 755 $(DIST)/lib/libagent_state.so.$(VERSION) $(DESTDIR)$(libdir)/
+	ln -sfn libagent_state.so.$(VERSION) $(DESTDIR)$(libdir)/$(SONAME)
+	ln -sfn $(SONAME) $(DESTDIR)$(libdir)/libagent_state.so
+	$(INSTALL) -m 644 $(DIST)/lib/libagent_state.a $(DESTDIR)$(libdir)/
+	$(INSTALL) -m 644 include/agent_state.h bindings/cpp/agent_state.hpp $(DESTDIR)$(includedir)/
+	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(libdir)|' -e 's|@includedir@|$(includedir)|' \
+	  -e 's|@version@|$(VERSION)|' packaging/agent_state.pc.in > $(DESTDIR)$(pkgconfigdir)/agent_state.pc
+	chmod 644 $(DESTDIR)$(pkgconfigdir)/agent_state.pc
+	if [ -f $(DIST)/bin/agent-state ]; then \
+	  $(INSTALL) -d $(DESTDIR)$(bindir) && $(INSTALL) -m 755 $(DIST)/bin/agent-state $(DESTDIR)$(bindir)/; fi
+	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v $(firstword $(LDCONFIG)) >/dev/null 2>&1; then \
+	  $(LDCONFIG) || true; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(libdir)/libagent_state.so $(DESTDIR)$(libdir)/$(SONAME) \
+	  $(DESTDIR)$(libdir)/libagent_state.so.$(VERSION) $(DESTDIR)$(libdir)/libagent_state.a \
+	  $(DESTDIR)$(includedir)/agent_state.h $(DESTDIR)$(includedir)/agent_state.hpp \
+	  $(DESTDIR)$(pkgconfigdir)/agent_state.pc $(DESTDIR)$(bindir)/agent-state
+
+# Installs into a temporary prefix and uses it from outside the repository: C with pkg-config
+# (shared, static, next to the system's SQLite), Go, Python from the sdist, the command.
+test-install:
+	bash tests/install/run.sh
 
 clean:
 	$(CARGO) clean

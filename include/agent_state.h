@@ -34,6 +34,17 @@
 #include <stdint.h>
 
 /**
+ * The version of the library this header belongs to: AGENT_STATE_VERSION is the string that
+ * agent_version() returns. Compare them at run time to detect a header/library mismatch; within
+ * one major version the C ABI only grows (the shared library's SONAME is
+ * libagent_state.so.AGENT_STATE_VERSION_MAJOR).
+ */
+#define AGENT_STATE_VERSION_MAJOR 0
+#define AGENT_STATE_VERSION_MINOR 2
+#define AGENT_STATE_VERSION_PATCH 0
+#define AGENT_STATE_VERSION "0.2.0"
+
+/**
  * The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`
  * codes below. The numbers are part of the ABI: they never change and are never reused.
  */
@@ -317,7 +328,8 @@ AgentStatus agent_replace_state(AgentHandle h,
 const char *agent_last_error(void);
 
 /**
- * The library's version, e.g. `"0.1.0"`. Static; never free.
+ * The library's version, `"MAJOR.MINOR.PATCH"`: the header's `AGENT_STATE_VERSION` when header
+ * and library match. Static; never free.
  */
 const char *agent_version(void);
 

@@ -1,7 +1,6 @@
 package agentstate
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include
 #include <stdlib.h>
 #include "shim.h"
 */

@@ -13,21 +13,25 @@
 //
 // # Linking
 //
-// The package links the C library through cgo (CGO_ENABLED=1 and a C compiler are needed) from
-// the repository it lives in: headers from ../../include, the library from
-// ../../target/release, built with `make build` at the repository root.
+// Import path: github.com/agent-state/agent-state/bindings/go (package agentstate). The
+// package links the C library through cgo (CGO_ENABLED=1 and a C compiler are needed).
 //
-// By default it links the shared library libagent_state.so, with an rpath to that directory,
-// so programs find it at run time as long as the repository stays where it was built (copy the
-// .so elsewhere and set LD_LIBRARY_PATH otherwise).
+// By default it links the installed library, found with pkg-config (`#cgo pkg-config:
+// agent_state`): run `make install` at the repository root (PREFIX=/usr/local by default). For
+// a prefix that pkg-config does not search, set PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig, and let
+// the loader find $PREFIX/lib at run time (CGO_LDFLAGS=-Wl,-rpath,$PREFIX/lib when building,
+// or LD_LIBRARY_PATH). The header comes from the same installation, so the package builds from
+// the module cache or from a vendor directory (`go mod vendor`).
 //
-// To link the static library libagent_state.a instead, build with the agentstate_static tag:
+// Inside the repository, two build tags link the checkout's own build instead (`make build`),
+// with the header from ../../include:
 //
-//	go build -tags agentstate_static ./...
+//	go test -tags agentstate_inrepo ./...   // ../../target/release/libagent_state.so, with an rpath
+//	go test -tags agentstate_static ./...   // ../../target/release/libagent_state.a
 //
-// which uses `#cgo LDFLAGS: ${SRCDIR}/../../target/release/libagent_state.a -lm -ldl -lpthread`
-// (the Rust standard library in the archive needs libm, libdl and libpthread); the program then
-// does not load libagent_state.so at all.
+// With agentstate_static the program does not load libagent_state.so at all (the Rust
+// standard library in the archive needs libm, libdl and libpthread:
+// `#cgo LDFLAGS: ${SRCDIR}/../../target/release/libagent_state.a -lm -ldl -lpthread`).
 //
 // # Values
 //

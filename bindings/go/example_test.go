@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"agentstate"
+	agentstate "github.com/agent-state/agent-state/bindings/go"
 )
 
 type ConvState struct {

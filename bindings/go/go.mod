@@ -1,3 +1,3 @@
-module agentstate
+module github.com/agent-state/agent-state/bindings/go
 
 go 1.19

@@ -1,6 +1,7 @@
 # Sourced by bindings/go/run-tests.sh and bench/run.sh: makes sure Go is installed (from the
-# system packages, on a fresh machine) and keeps every Go cache under target/go. Expects $root
-# to be the repository's root.
+# system packages, on a fresh machine), keeps every Go cache under target/go and builds the
+# package against the checkout (tag agentstate_inrepo). Expects $root to be the repository's
+# root.
 if ! command -v go >/dev/null 2>&1; then
     echo "goenv.sh: go not found; installing golang-go" >&2
     sudo=""
@@ -12,7 +13,10 @@ export CGO_ENABLED=1
 export GOPATH="$root/target/go/path"
 export GOCACHE="$root/target/go/cache"
 export GOMODCACHE="$root/target/go/path/pkg/mod"
-export GOFLAGS="-mod=readonly"
+# agentstate_inrepo: link the checkout's own build (include/, target/release) rather than an
+# installed library found with pkg-config, the package's default. A -tags on the command line
+# (run-tests.sh's agentstate_static) replaces it.
+export GOFLAGS="-mod=readonly -tags=agentstate_inrepo"
 export GOPROXY=off
 export GOTOOLCHAIN=local
 export GO111MODULE=on

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Tests of the Go binding (make test-go): go vet and go test -race over package agentstate.
+# Tests of the Go binding (make test-go): go vet and go test -race over package agentstate,
+# linked against the checkout's build (goenv.sh sets -tags=agentstate_inrepo; the package's
+# default, an installed library found with pkg-config, is tested by tests/install/run.sh).
 # Works on a fresh machine: installs Go from the system packages when it is missing, builds the
 # C library when it is not built yet, and keeps every Go cache under target/go.
 set -euo pipefail
@@ -23,7 +25,7 @@ if [ -n "$unformatted" ]; then
     echo "run-tests.sh: not gofmt-formatted: $unformatted" >&2
     exit 1
 fi
-echo "+ go vet ./..."
+echo "+ go vet ./...  (GOFLAGS=$GOFLAGS)"
 go vet ./...
 echo "+ go vet -tags agentstate_static ./..."
 go vet -tags agentstate_static ./...

@@ -2,7 +2,8 @@
 # Tests of the Python binding: `make test-python` (which builds the library first) runs this.
 #
 # venv.sh makes the virtual environment under target/pyvenv and (re)installs the package
-# itself (`pip install ./bindings/python`, which bundles target/release's library); this script
+# itself (`pip install ./bindings/python`, which runs `cargo build --release --lib`, a no-op after
+# `make build`, and bundles target/release's library); this script
 # always reinstalls it (the library was just built), adds pytest and hypothesis, then runs the
 # suite. Exits non-zero on any failure. Works on a fresh Debian machine with Python 3.9+
 # (PYTHON=python3.x picks another interpreter).

@@ -1,25 +1,52 @@
-"""Build hook: bundle the C library built by `make build` into the package.
+"""Build hook: builds the Rust library with cargo and bundles it into the package.
 
-`pip install ./bindings/python` copies `target/release/libagent_state.so` (of the checkout this
-directory lives in) into the wheel as `agent_state/libagent_state.so`, and tags the wheel for
-this platform (`py3-none-<platform>`: ctypes needs no particular Python ABI).
+`pip install ./bindings/python`, `pip install agent_state-X.Y.Z.tar.gz` and `python -m build`
+run `cargo build --release --lib` on the crate (the repository root in a checkout, its copy
+under `rust/` in an sdist) and put the shared library in the wheel as
+`agent_state/.libs/libagent_state.so`: in a directory whose name is not a Python identifier, so
+neither the import system nor `pkgutil` takes the library for an extension module. The
+package loads it with ctypes, so the wheel needs no particular Python ABI: it is tagged
+`py3-none-manylinux_2_N_<arch>`, where 2.N is the newest glibc symbol version the library
+references (the manylinux policy auditwheel checks; on a glibc 2.34+ build machine, 2.34,
+since the pthread and dl functions moved into libc there).
+
+The build is plain setuptools plus this file, not setuptools-rust or maturin: setuptools-rust
+builds with `cargo rustc --crate-type cdylib` (a different build of the crate from `make
+build`'s, so the two would rebuild each other in the shared target/ directory) and installs the
+library as a CPython extension module (`*.cpython-3XX-<platform>.so`), which is what this
+package must avoid; maturin has no mode for a library loaded with ctypes.
+
+A Rust toolchain (cargo, rustc; Rust 1.70+) and a C compiler (for the bundled SQLite) are
+needed unless AGENT_STATE_LIBRARY is set. cargo fetches the crate's dependencies from crates.io
+unless they are in its cache.
 
 Environment:
-  AGENT_STATE_LIBRARY=/path/to/libagent_state.so   bundle that file instead
-  AGENT_STATE_BUNDLE=0                             bundle nothing (a pure-Python wheel that
-                                                   needs AGENT_STATE_LIBRARY at run time)
+  CARGO=/path/to/cargo             the cargo to run (default: `cargo` on PATH, then ~/.cargo/bin)
+  CARGO_TARGET_DIR=DIR             cargo's build directory (default: the crate's target/; in a
+                                   checkout, the repository's, which `make build` also uses, so a
+                                   library already built is not rebuilt)
+  AGENT_STATE_LIBRARY=/path/to/libagent_state.so
+                                   bundle that file instead of building one
+  AGENT_STATE_BUNDLE=0             bundle nothing (a pure-Python wheel that needs
+                                   AGENT_STATE_LIBRARY, or an installed library, at run time)
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import struct
+import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator, Optional, Tuple
 
 from setuptools import setup
-from setuptools.dist import Distribution
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
+from setuptools.dist import Distribution
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel
@@ -35,41 +62,145 @@ elif sys.platform == "win32":
 else:
     LIB_NAME = "libagent_state.so"
 
+#: Where the library goes inside the package (see agent_state/_native.py).
+LIB_DIR = ".libs"
+
+#: The crate's files an sdist carries (under rust/): what `cargo build --lib` reads.
+CRATE_FILES = ("Cargo.toml", "Cargo.lock", "build.rs", "LICENSE")
+CRATE_DIRS = ("src", "benches")  # benches: Cargo.toml declares a [[bench]] target
+
 
 def bundling() -> bool:
     return os.environ.get("AGENT_STATE_BUNDLE", "1") not in ("0", "false", "no")
 
 
-def built_library() -> Path:
+def crate_dir() -> Path:
+    """The Rust crate: rust/ in an unpacked sdist, else the checkout's root."""
+    for candidate in (HERE / "rust", HERE.parent.parent):
+        if (candidate / "Cargo.toml").is_file() and (candidate / "src" / "lib.rs").is_file():
+            return candidate
+    sys.exit(
+        "agent_state: the Rust crate is missing (neither rust/ of an sdist nor the repository "
+        "around bindings/python). Set AGENT_STATE_LIBRARY to a built libagent_state.so."
+    )
+
+
+def find_cargo() -> str:
+    cargo = os.environ.get("CARGO") or shutil.which("cargo")
+    if not cargo:
+        home = Path.home() / ".cargo" / "bin" / "cargo"
+        if home.is_file():
+            cargo = str(home)
+    if not cargo:
+        sys.exit(
+            "agent_state: building the native library needs a Rust toolchain (cargo, Rust 1.70+) "
+            "and a C compiler; install them (rustup, or your distribution's cargo package), or "
+            "set AGENT_STATE_LIBRARY to a built libagent_state.so."
+        )
+    return cargo
+
+
+def cargo_build() -> Path:
+    """Runs `cargo build --release --lib` on the crate and returns the shared library it made."""
+    crate = crate_dir()
+    command = [find_cargo(), "build", "--release", "--lib", "--message-format=json-render-diagnostics",
+               "--manifest-path", str(crate / "Cargo.toml")]
+    if crate != HERE.parent.parent:
+        command.append("--locked")  # an sdist builds exactly the dependencies it was made with
+    print("agent_state: " + " ".join(command), file=sys.stderr, flush=True)
+    proc = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"agent_state: cargo build failed (exit status {proc.returncode}); see the messages above")
+    built: Optional[Path] = None
+    for line in proc.stdout.splitlines():
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        target = message.get("target") or {}
+        if message.get("reason") == "compiler-artifact" and "cdylib" in target.get("kind", ()):
+            for filename in message.get("filenames", ()):
+                if Path(filename).name == LIB_NAME:
+                    built = Path(filename)
+    if built is None or not built.is_file():
+        sys.exit(f"agent_state: cargo reported no {LIB_NAME}")
+    return built
+
+
+def library_to_bundle() -> Path:
     env = os.environ.get("AGENT_STATE_LIBRARY")
     if env:
         path = Path(env)
         if not path.is_file():
             sys.exit(f"agent_state: AGENT_STATE_LIBRARY={env} is not a file")
         return path
-    target = Path(os.environ.get("CARGO_TARGET_DIR", HERE.parent.parent / "target"))
-    if not target.is_absolute():
-        target = HERE.parent.parent / target
-    for profile in ("release", "debug"):
-        path = target / profile / LIB_NAME
-        if path.is_file():
-            return path
-    sys.exit(
-        f"agent_state: {LIB_NAME} not found under {target}/release. Build the C library first "
-        "(`make build` at the repository root), set AGENT_STATE_LIBRARY to a built copy, or set "
-        "AGENT_STATE_BUNDLE=0 to install without it (AGENT_STATE_LIBRARY is then needed at run time)."
-    )
+    return cargo_build()
+
+
+def glibc_versions(path: Path) -> Iterator[Tuple[int, int]]:
+    """The GLIBC_X.Y symbol versions an ELF file needs (its SHT_GNU_verneed entries)."""
+    data = path.read_bytes()
+    if data[:4] != b"\x7fELF":
+        return
+    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
+    if wide:
+        shoff, shentsize, shnum = struct.unpack_from(order + "Q10xHH", data, 0x28)
+        section = order + "4xI16xQQI4x16x"
+    else:
+        shoff, shentsize, shnum = struct.unpack_from(order + "I10xHH", data, 0x20)
+        section = order + "4xI8xIII12x"
+    sections = [struct.unpack_from(section, data, shoff + i * shentsize) for i in range(shnum)]
+    for sh_type, offset, size, link in sections:
+        if sh_type != 0x6FFFFFFE:  # SHT_GNU_verneed
+            continue
+        strtab = sections[link][1]
+        need, end = offset, offset + size
+        while need < end:
+            _, count, _, aux, next_need = struct.unpack_from(order + "HHIII", data, need)
+            entry = need + aux
+            for _ in range(count):
+                _, _, _, name, next_aux = struct.unpack_from(order + "IHHII", data, entry)
+                raw = data[strtab + name: data.index(b"\0", strtab + name)]
+                match = re.fullmatch(rb"GLIBC_(\d+)\.(\d+)", raw)
+                if match:
+                    yield int(match.group(1)), int(match.group(2))
+                entry += next_aux
+            if not next_need:
+                break
+            need += next_need
+
+
+def platform_tag(library: Path, plat: str) -> str:
+    """`manylinux_2_N_<arch>` for a glibc Linux library, else the platform tag unchanged."""
+    if not plat.startswith("linux_"):
+        return plat
+    needed = max(glibc_versions(library), default=None)
+    if needed is None:
+        return plat
+    return "manylinux_{}_{}_{}".format(needed[0], needed[1], plat[len("linux_"):])
 
 
 class build_py_with_library(build_py):
     def run(self) -> None:
         super().run()
         if bundling():
-            source = built_library()
-            dest = Path(self.build_lib) / "agent_state" / LIB_NAME
+            dest = Path(self.build_lib) / "agent_state" / LIB_DIR / LIB_NAME
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, dest)
+            shutil.copyfile(library_to_bundle(), dest)
             os.chmod(dest, 0o755)
+
+
+class sdist_with_crate(sdist):
+    """Adds the Rust crate under rust/, so the sdist builds with no checkout around it."""
+
+    def make_release_tree(self, base_dir: str, files: list) -> None:  # type: ignore[override]
+        super().make_release_tree(base_dir, files)
+        crate, dest = crate_dir(), Path(base_dir) / "rust"
+        for name in CRATE_FILES:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(crate / name, dest / name)
+        for name in CRATE_DIRS:
+            shutil.copytree(crate / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 class BinaryDistribution(Distribution):
@@ -82,12 +213,16 @@ class BinaryDistribution(Distribution):
 class platform_wheel(bdist_wheel):
     def get_tag(self):  # type: ignore[no-untyped-def]
         python, abi, plat = super().get_tag()
-        if bundling():
-            return "py3", "none", plat
-        return python, abi, plat
+        if not bundling():
+            return python, abi, plat
+        build_lib = Path(self.get_finalized_command("build").build_lib)
+        library = build_lib / "agent_state" / LIB_DIR / LIB_NAME
+        if library.is_file():
+            plat = platform_tag(library, plat)
+        return "py3", "none", plat
 
 
 setup(
     distclass=BinaryDistribution,
-    cmdclass={"build_py": build_py_with_library, "bdist_wheel": platform_wheel},
+    cmdclass={"build_py": build_py_with_library, "sdist": sdist_with_crate, "bdist_wheel": platform_wheel},
 )

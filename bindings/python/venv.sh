@@ -5,7 +5,8 @@
 #   VENV  the environment's directory (target/pyvenv)
 #   PY    its interpreter ("$VENV/bin/python")
 #
-# The package bundles target/release's library, so `make build` must have run first.
+# The package bundles target/release's library (its setup.py runs cargo, a no-op once built);
+# `make build` must have run first.
 # It is (re)installed when it is missing, or when the installed copy differs from this
 # checkout (a source file of src/agent_state, or the bundled library); AGENT_STATE_REINSTALL=1
 # reinstalls it anyway. A venv made by another interpreter (or a broken one) is rebuilt.
@@ -73,7 +74,7 @@ if os.path.realpath(pkg) == os.path.realpath(src):
 names = [n for n in os.listdir(src) if n.endswith((".py", ".typed"))]
 same = all(filecmp.cmp(os.path.join(src, n), os.path.join(pkg, n), shallow=False)
            if os.path.isfile(os.path.join(pkg, n)) else False for n in names)
-bundled = os.path.join(pkg, os.path.basename(lib))
+bundled = os.path.join(pkg, ".libs", os.path.basename(lib))
 same = same and os.path.isfile(bundled) and filecmp.cmp(lib, bundled, shallow=False)
 sys.exit(0 if same else 1)
 EOF

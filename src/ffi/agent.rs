@@ -210,7 +210,8 @@ pub extern "C" fn agent_last_error() -> *const c_char {
     boundary::run_value("agent_last_error", c"".as_ptr(), boundary::last_error_ptr)
 }
 
-/// The library's version, e.g. `"0.1.0"`. Static; never free.
+/// The library's version, `"MAJOR.MINOR.PATCH"`: the header's `AGENT_STATE_VERSION` when header
+/// and library match. Static; never free.
 #[no_mangle]
 pub extern "C" fn agent_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()

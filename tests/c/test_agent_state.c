@@ -615,8 +615,15 @@ static void test_version_and_status_names(void)
         { AGENT_ERR_PANIC, 99, "AGENT_ERR_PANIC" },
     };
     size_t i;
+    char numbers[64];
     const char *v = agent_version();
     CHECK(v != NULL && strlen(v) > 0);
+    /* The header's version macros describe the library it ships with. */
+    check_(strcmp(v, AGENT_STATE_VERSION) == 0, __FILE__, __LINE__,
+           "agent_version() is %s, the header's AGENT_STATE_VERSION %s", v, AGENT_STATE_VERSION);
+    snprintf(numbers, sizeof numbers, "%d.%d.%d", AGENT_STATE_VERSION_MAJOR,
+             AGENT_STATE_VERSION_MINOR, AGENT_STATE_VERSION_PATCH);
+    CHECK(strcmp(numbers, AGENT_STATE_VERSION) == 0);
     for (i = 0; i < sizeof k / sizeof k[0]; i++) {
         CHECK(k[i].code == k[i].value);
         check_(strcmp(agent_status_name(k[i].code), k[i].name) == 0, __FILE__, __LINE__,

@@ -1,12 +1,15 @@
 """Packaging: the installed package finds its bundled library with no environment variable,
-AGENT_STATE_LIBRARY overrides it, the package is typed and documented, and its sources parse
-as Python 3.9."""
+Python does not take that library for a module, AGENT_STATE_LIBRARY overrides it, the package
+is typed and documented, and its sources parse as Python 3.9. (The sdist, the wheel's tag and
+LICENSE are checked by tests/install/run.sh.)"""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import os
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -17,7 +20,7 @@ import pytest
 import agent_state
 
 PACKAGE_DIR = Path(agent_state.__file__).resolve().parent
-BUNDLED = PACKAGE_DIR / "libagent_state.so"
+BUNDLED = PACKAGE_DIR / ".libs" / "libagent_state.so"
 
 
 def run_python(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
@@ -39,6 +42,18 @@ def test_installed_package_uses_its_bundled_library(tmp_path: Path) -> None:
     out = run_python(code, tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [str(BUNDLED), "{'ok': 1}"]
+
+
+def test_bundled_library_is_not_taken_for_a_module() -> None:
+    if not BUNDLED.is_file():
+        pytest.skip("running from a source tree: no library bundled next to the package")
+    modules = sorted(m.name for m in pkgutil.iter_modules(agent_state.__path__))
+    assert modules == ["_native", "agent", "codec", "errors", "values"]
+    assert [m.name for m in pkgutil.walk_packages(agent_state.__path__, "agent_state.")] == [
+        "agent_state." + name for name in modules
+    ]
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("agent_state.libagent_state")
 
 
 def test_environment_variable_overrides_the_library(tmp_path: Path) -> None:

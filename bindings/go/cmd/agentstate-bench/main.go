@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"agentstate"
+	agentstate "github.com/agent-state/agent-state/bindings/go"
 )
 
 // makeState builds a state of about size bytes: a status plus members of ~250 bytes, the same

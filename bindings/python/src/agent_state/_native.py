@@ -192,7 +192,9 @@ def _current_frame() -> List[BaseException]:
 
 def _candidates() -> List[Path]:
     here = Path(__file__).resolve().parent
-    found: List[Path] = [here / _LIB_NAME]
+    # The copy bundled by setup.py, in a directory that is not a Python identifier: the import
+    # system and pkgutil never take it for an extension module.
+    found: List[Path] = [here / ".libs" / _LIB_NAME]
     # Running from a source checkout (or an editable install): <repo>/target/release.
     for parent in here.parents:
         for profile in ("release", "debug"):
