@@ -176,15 +176,28 @@ class JSONFloat(float):
         return (JSONFloat, (self.json,))
 
 
+#: A string literal, or the exponent marker of a number (after a digit), in JSON text.
+_STRING_OR_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<=[0-9])[eE]([-+]?)')
+
+
+def _exponent(match: "re.Match[str]") -> str:
+    if match.group(0)[0] == '"':
+        return match.group(0)
+    return "e" + (match.group(1) or "+")
+
+
 def identity_of_text(text: str) -> str:
     """What makes two ``$map`` keys or ``$set`` elements the same, from their encoded JSON: the
     library's rule. A number is compared by its value as a double, as JavaScript does
     (SameValueZero: ``1`` and ``1.0`` are one value, so are ``0`` and ``-0``); anything else by
-    its JSON text (so two equal lists or dicts are the same key)."""
+    its JSON text as the library writes it (so two equal lists or dicts are the same key, and
+    ``[1E2]`` is ``[1e+2]``)."""
     if text[0] in "-0123456789":
         number = float(text)
         if number not in (float("inf"), float("-inf")):
             return "#" + (number + 0.0).hex()  # + 0.0 turns -0.0 into 0.0
+    if "e" in text or "E" in text:
+        return _STRING_OR_EXPONENT.sub(_exponent, text)
     return text
 
 
@@ -204,9 +217,13 @@ class JSMap(MutableMapping[Any, Any]):
     """A JavaScript ``Map``, stored as ``{"$map": [[key, value], ...]}``.
 
     Insertion-ordered, with keys of any storable type, including lists and dicts (numbers
-    compare by value, anything else by its encoded JSON). ``get_state()`` returns every ``$map`` as a ``JSMap`` (also one whose
-    keys are all strings, which a ``dict`` would turn into a plain object). A Python ``dict``
-    with any non-``str`` key is written as a ``$map`` too.
+    compare by value, anything else by its encoded JSON). ``get_state()`` returns every ``$map``
+    as a ``JSMap`` (also one whose keys are all strings, which a ``dict`` would turn into a plain
+    object). A Python ``dict`` with any non-``str`` key is written as a ``$map`` too.
+
+    Built from pairs, two keys that are one for the library (``(1, "a"), (1.0, "b")``) raise
+    :class:`~agent_state.CodecError`, as the library refuses them (and Go refuses such a
+    ``Map``); assigning to an existing key (``m[1.0] = "b"``) updates it.
 
     >>> m = JSMap([(1, "one"), ([1, 2], "pair")])
     >>> m[(1, 2)]
@@ -220,7 +237,12 @@ class JSMap(MutableMapping[Any, Any]):
         pairs = items.items() if isinstance(items, Mapping) else items
         for pair in pairs:
             k, v = pair
-            self[k] = v
+            ck = _key(k)
+            if ck in self._items:
+                raise CodecError(
+                    f"two keys of this map are the same for the library ({self._items[ck][0]!r} and {k!r})"
+                )
+            self._items[ck] = (k, v)
 
     def __getitem__(self, key: Any) -> Any:
         try:
