@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+import agent_state
+
 from agent_state import (
     Agent,
     CodecError,
@@ -118,3 +120,14 @@ def test_a_busy_timeout_beyond_the_library_range_is_refused_naming_the_maximum(t
 def test_the_largest_busy_timeout_is_accepted() -> None:
     with Agent(":memory:", busy_timeout_ms=2**31 - 1) as agent:
         assert agent.set_state({"a": 1}) == {"a": 1}
+
+
+def test_decoding_text_the_library_refuses_does_not_drop_members() -> None:
+    # JSSet() keeps one of two equal members; decoding must not turn refused text into a
+    # valid, different value: it keeps it verbatim, and storing it is refused.
+    for text in ('{"s":{"$set":[1,1.0]}}', '{"m":{"$map":[[1,"a"],[1.0,"b"]]}}'):
+        value = agent_state.decode(text)
+        assert isinstance(next(iter(value.values())), Tagged)
+        assert encode_value(value) == text
+        with Agent(":memory:") as agent, pytest.raises(CodecError, match="twice"):
+            agent.set_state(value)

@@ -111,7 +111,10 @@ def _decode_tagged(tag: str, inner: Any) -> Any:
             raise ValueError("malformed $bigint")
         return BigInt(int_from_text(inner))
     if tag == "$set":
-        return JSSet(inner)
+        members = JSSet(inner)
+        if len(members) != len(inner):  # text the library refuses: keep it, do not drop members
+            raise ValueError("a $set holding one member twice")
+        return members
     if tag == "$map":
         return JSMap((k, v) for k, v in inner)
     if tag == "$arraybuffer":
