@@ -69,15 +69,28 @@ $(BUILD)/test_c: tests/c/test_agent_state.c include/agent_state.h $(LIB)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS_TEST) tests/c/test_agent_state.c -o $@ $(LDFLAGS_TEST)
 
-test-c: build $(BUILD)/test_c
+test-c: build $(BUILD)/test_c $(BUILD)/conformance_c
 	$(BUILD)/test_c
+	$(BUILD)/conformance_c $(CONFORMANCE_VECTORS)
+
+# The cross-language conformance vectors (tests/conformance/README.md); every binding's test
+# target runs the same files.
+CONFORMANCE_VECTORS := $(sort $(wildcard tests/conformance/vectors/*.json))
+CONFORMANCE_C_SRC := tests/conformance/run_c.c tests/conformance/json_reader.c tests/conformance/vector_text.c
+
+$(BUILD)/conformance_c: $(CONFORMANCE_C_SRC) tests/conformance/json_reader.h tests/conformance/vector_text.h include/agent_state.h $(LIB)
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS_TEST) -Itests/conformance $(CONFORMANCE_C_SRC) -o $@ $(LDFLAGS_TEST)
 
 # --fair-sched=yes: memcheck runs one thread at a time; without fair scheduling, threads that
 # spin on cheap reads can starve the writers for minutes.
-test-valgrind: build $(BUILD)/test_c
+test-valgrind: build $(BUILD)/test_c $(BUILD)/conformance_c
 	AGENT_TEST_QUICK=1 valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full \
 	  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \
 	  --suppressions=tests/c/valgrind.supp $(BUILD)/test_c
+	valgrind --quiet --error-exitcode=42 --leak-check=full \
+	  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \
+	  --suppressions=tests/c/valgrind.supp $(BUILD)/conformance_c $(CONFORMANCE_VECTORS)
 
 test-cpp: build
 	bash tests/cpp/run.sh

@@ -19,6 +19,9 @@ import (
 	"unsafe"
 )
 
+// maxBusyTimeoutMs is the largest busy_timeout_ms the library accepts (src/options.rs).
+const maxBusyTimeoutMs = 2147483647
+
 // Synchronous is the durability of a commit (the "synchronous" open option).
 type Synchronous string
 
@@ -43,8 +46,9 @@ type Options struct {
 	// Synchronous is SyncFull or SyncNormal; "" means SyncFull.
 	Synchronous Synchronous
 	// BusyTimeout is how long a write waits for another connection's write lock before failing
-	// with ErrBusy, in whole milliseconds (rounded up). 0 means the library's default (5s); a
-	// negative value means not to wait at all.
+	// with ErrBusy, in whole milliseconds (rounded up), at most 2147483647ms (about 24.8 days;
+	// Open refuses more with ErrInvalidArgument). 0 means the library's default (5s); a negative
+	// value means not to wait at all.
 	BusyTimeout time.Duration
 	// ReadOnly opens an existing store for reading only; writes fail with ErrStorage.
 	ReadOnly bool
@@ -132,8 +136,18 @@ func (o Options) optionsJSON() (string, error) {
 	case o.BusyTimeout < 0:
 		parts = append(parts, `"busy_timeout_ms":0`)
 	case o.BusyTimeout > 0:
-		ms := (o.BusyTimeout + time.Millisecond - 1) / time.Millisecond
-		parts = append(parts, `"busy_timeout_ms":`+strconv.FormatInt(int64(ms), 10))
+		// Rounded up without overflowing (adding 999999ns to a Duration near its maximum would
+		// wrap around to a negative count).
+		ms := int64(o.BusyTimeout / time.Millisecond)
+		if o.BusyTimeout%time.Millisecond != 0 {
+			ms++
+		}
+		if ms > maxBusyTimeoutMs {
+			return "", newError("Open", StatusInvalidArgument, fmt.Sprintf(
+				"BusyTimeout %v is more than the maximum, %dms (%v)", o.BusyTimeout,
+				maxBusyTimeoutMs, time.Duration(maxBusyTimeoutMs)*time.Millisecond), nil)
+		}
+		parts = append(parts, `"busy_timeout_ms":`+strconv.FormatInt(ms, 10))
 	}
 	if o.ReadOnly {
 		parts = append(parts, `"read_only":true`)

@@ -50,7 +50,13 @@
 //
 // Values with no JSON form — channels, functions, complex numbers, NaN, infinities, cycles,
 // strings that are not UTF-8, unsupported map keys — are ErrCodec errors found in Go, before
-// any call into the library.
+// any call into the library; so are values the library would refuse or read back as another
+// type: nesting deeper than 64 levels (at any depth), a map or struct whose only member is
+// named like a tag (map[string]any{"$date": ...} would come back as a time.Time; store the
+// time.Time, or json.RawMessage for tagged JSON text), and a Map or Set holding the same key
+// twice by the library's rule (numbers by value: 1 and 1.0 are one key, which Map.Get, Has,
+// Set and Delete also follow). The other language bindings behave the same way; the shared
+// vectors in tests/conformance check it.
 //
 // # Versions, compare-and-set and validation
 //

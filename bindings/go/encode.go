@@ -3,10 +3,8 @@ package agentstate
 import (
 	"bytes"
 	"encoding"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"math"
 	"math/big"
 	"reflect"
 	"sort"
@@ -47,11 +45,20 @@ var (
 //   - []byte (any slice of bytes) is {"$arraybuffer":"<base64>"}; a nil slice is null.
 //   - Map, Set, TypedArray and RegExp are their tagged forms ($map, $set, $typedarray, $regexp).
 //   - json.Number is written as is (after a syntax check), so numbers keep their exact text.
-//   - Strings must be valid UTF-8 (encoding/json would silently replace bad bytes); <, > and &
-//     are not escaped.
+//   - Strings must be valid UTF-8 (encoding/json would silently replace bad bytes); they are
+//     escaped as the library writes them (<, > and & are not escaped; \b and \f are).
 //
 // Values with no JSON form (channels, functions, complex numbers, NaN and infinities, cycles,
-// unsupported map keys) are ErrCodec errors.
+// unsupported map keys) are ErrCodec errors, and so are values the library would refuse to
+// store, found here before any call into C:
+//
+//   - nesting deeper than the library's 64 levels, counted as the library counts them (a Map
+//     takes three levels, a Set two, the other tagged values one);
+//   - a Go map or struct whose only member is named like a tag ("$date", "$map", ...): stored
+//     as it is, it would be read back as a tagged value of another type (write the tagged
+//     value's Go type instead, or json.RawMessage to store tagged JSON text on purpose);
+//   - a Map with two keys, or a Set with two members, that the library counts as one: numbers
+//     equal in value (1 and 1.0, 0 and -0), anything else with the same JSON text.
 func Marshal(v any) ([]byte, error) {
 	e := encoder{}
 	if err := e.encode(reflect.ValueOf(v), 0); err != nil {
@@ -62,6 +69,9 @@ func Marshal(v any) ([]byte, error) {
 
 type encoder struct {
 	buf []byte
+	// level is the library's nesting level of the innermost container being written (0 at the
+	// top): see enter.
+	level int
 }
 
 // codecError is an encoding failure with the Go path where it happened.
@@ -116,6 +126,19 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 		return e.encode(v.Elem(), depth+1)
 	}
 	switch t {
+	case timeType, bigIntType, typedArrayType, regexpType:
+		// Tagged values without members of their own: one level.
+		if err := e.enter(1); err != nil {
+			return err
+		}
+		defer e.leave(1)
+	case mapType, setType:
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+	}
+	switch t {
 	case timeType:
 		return e.date(v.Interface().(time.Time))
 	case bigIntType:
@@ -131,10 +154,12 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 		e.buf = append(e.buf, `"}`...)
 		return nil
 	case mapType:
-		if v.IsNil() {
-			e.buf = append(e.buf, "null"...)
-			return nil
+		// The tagged object, its array and each [key, value] pair: three levels.
+		if err := e.enter(3); err != nil {
+			return err
 		}
+		defer e.leave(3)
+		seen := make(map[string]struct{}, v.Len())
 		e.buf = append(e.buf, `{"$map":[`...)
 		for i := 0; i < v.Len(); i++ {
 			if i > 0 {
@@ -142,7 +167,11 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 			}
 			entry := v.Index(i)
 			e.buf = append(e.buf, '[')
+			start := len(e.buf)
 			if err := e.encode(entry.Field(0), depth+2); err != nil {
+				return at(err, "["+strconv.Itoa(i)+"].Key")
+			}
+			if err := once(seen, e.buf[start:], "two keys of this Map"); err != nil {
 				return at(err, "["+strconv.Itoa(i)+"].Key")
 			}
 			e.buf = append(e.buf, ',')
@@ -154,16 +183,22 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 		e.buf = append(e.buf, "]}"...)
 		return nil
 	case setType:
-		if v.IsNil() {
-			e.buf = append(e.buf, "null"...)
-			return nil
+		// The tagged object and its array: two levels.
+		if err := e.enter(2); err != nil {
+			return err
 		}
+		defer e.leave(2)
+		seen := make(map[string]struct{}, v.Len())
 		e.buf = append(e.buf, `{"$set":[`...)
 		for i := 0; i < v.Len(); i++ {
 			if i > 0 {
 				e.buf = append(e.buf, ',')
 			}
+			start := len(e.buf)
 			if err := e.encode(v.Index(i), depth+1); err != nil {
+				return at(err, "["+strconv.Itoa(i)+"]")
+			}
+			if err := once(seen, e.buf[start:], "two members of this Set"); err != nil {
 				return at(err, "["+strconv.Itoa(i)+"]")
 			}
 		}
@@ -243,6 +278,10 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 			return nil
 		}
 		if isByteSlice(t) {
+			if err := e.enter(1); err != nil {
+				return err
+			}
+			defer e.leave(1)
 			e.buf = append(e.buf, `{"$arraybuffer":"`...)
 			e.buf = appendBase64(e.buf, v.Bytes())
 			e.buf = append(e.buf, `"}`...)
@@ -277,91 +316,6 @@ func isByteSlice(t reflect.Type) bool {
 	return !p.Implements(marshalerType) && !p.Implements(textMarshalType)
 }
 
-func appendBase64(dst, src []byte) []byte {
-	n := base64.StdEncoding.EncodedLen(len(src))
-	start := len(dst)
-	for cap(dst)-len(dst) < n {
-		dst = append(dst[:cap(dst)], 0)[:len(dst)]
-	}
-	dst = dst[:start+n]
-	base64.StdEncoding.Encode(dst[start:], src)
-	return dst
-}
-
-func (e *encoder) date(t time.Time) error {
-	u := t.UTC()
-	if u.Nanosecond()%int(time.Millisecond) != 0 {
-		return encErr("time.Time %s has sub-millisecond precision, which $date cannot hold "+
-			"(truncate it first: t.Truncate(time.Millisecond))", t.Format(time.RFC3339Nano))
-	}
-	if y := u.Year(); y < 0 || y > 9999 {
-		return encErr("time.Time %s is outside the years 0000-9999 that $date can hold", t.Format(time.RFC3339Nano))
-	}
-	e.buf = append(e.buf, `{"$date":"`...)
-	e.buf = u.AppendFormat(e.buf, dateLayout)
-	e.buf = append(e.buf, `"}`...)
-	return nil
-}
-
-func (e *encoder) float(f float64, bits int) error {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return encErr("json: unsupported value: %s", strconv.FormatFloat(f, 'g', -1, bits))
-	}
-	// encoding/json's (ES6) number format.
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 {
-		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
-			format = 'e'
-		}
-	}
-	start := len(e.buf)
-	e.buf = strconv.AppendFloat(e.buf, f, format, -1, bits)
-	if format == 'e' {
-		b := e.buf[start:]
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			e.buf = e.buf[:len(e.buf)-1]
-		}
-	}
-	return nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// str writes s as a JSON string; s must be valid UTF-8.
-func (e *encoder) str(s string) error {
-	if !utf8.ValidString(s) {
-		return encErr("string %q is not valid UTF-8 (store bytes as []byte)", s)
-	}
-	e.buf = append(e.buf, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		e.buf = append(e.buf, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			e.buf = append(e.buf, '\\', c)
-		case '\n':
-			e.buf = append(e.buf, '\\', 'n')
-		case '\r':
-			e.buf = append(e.buf, '\\', 'r')
-		case '\t':
-			e.buf = append(e.buf, '\\', 't')
-		default:
-			e.buf = append(e.buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	e.buf = append(e.buf, s[start:]...)
-	e.buf = append(e.buf, '"')
-	return nil
-}
-
 func (e *encoder) marshaler(v reflect.Value) error {
 	if v.Kind() == reflect.Pointer && v.IsNil() {
 		e.buf = append(e.buf, "null"...)
@@ -386,6 +340,9 @@ func (e *encoder) marshaler(v reflect.Value) error {
 	if err := json.Compact(&compact, out); err != nil {
 		return encErr("json: error calling MarshalJSON for type %s: %v", v.Type(), err)
 	}
+	if err := e.rawNesting(compact.Bytes()); err != nil {
+		return err
+	}
 	e.buf = append(e.buf, compact.Bytes()...)
 	return nil
 }
@@ -408,6 +365,10 @@ func (e *encoder) textMarshaler(v reflect.Value) error {
 }
 
 func (e *encoder) array(v reflect.Value, depth int) error {
+	if err := e.enter(1); err != nil {
+		return err
+	}
+	defer e.leave(1)
 	e.buf = append(e.buf, '[')
 	for i := 0; i < v.Len(); i++ {
 		if i > 0 {
@@ -440,6 +401,15 @@ func (e *encoder) goMap(v reflect.Value, depth int) error {
 		entries = append(entries, kv{name, it.Value()})
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	if len(entries) == 1 {
+		if err := tagShaped("map", entries[0].name); err != nil {
+			return err
+		}
+	}
+	if err := e.enter(1); err != nil {
+		return err
+	}
+	defer e.leave(1)
 	e.buf = append(e.buf, '{')
 	for i, en := range entries {
 		if i > 0 {
@@ -480,118 +450,4 @@ func mapKeyName(k reflect.Value) (string, error) {
 		return strconv.FormatUint(k.Uint(), 10), nil
 	}
 	return "", encErr("json: unsupported map key type: %s", k.Type())
-}
-
-func (e *encoder) structure(v reflect.Value, depth int) error {
-	e.buf = append(e.buf, '{')
-	first := true
-fields:
-	for _, f := range cachedFields(v.Type()) {
-		fv := v
-		for _, i := range f.index {
-			if fv.Kind() == reflect.Pointer {
-				if fv.IsNil() {
-					continue fields // a nil embedded pointer has no fields to promote
-				}
-				fv = fv.Elem()
-			}
-			fv = fv.Field(i)
-		}
-		if f.omitEmpty && isEmptyValue(fv) {
-			continue
-		}
-		if !first {
-			e.buf = append(e.buf, ',')
-		}
-		first = false
-		if err := e.str(f.name); err != nil {
-			return err
-		}
-		e.buf = append(e.buf, ':')
-		var err error
-		if f.quoted {
-			err = e.quoted(fv, depth)
-		} else {
-			err = e.encode(fv, depth+1)
-		}
-		if err != nil {
-			return at(err, "."+f.name)
-		}
-	}
-	e.buf = append(e.buf, '}')
-	return nil
-}
-
-// quoted writes a scalar field with the ",string" option as a JSON string of its JSON text.
-func (e *encoder) quoted(v reflect.Value, depth int) error {
-	for v.Kind() == reflect.Pointer {
-		if v.IsNil() {
-			e.buf = append(e.buf, "null"...)
-			return nil
-		}
-		v = v.Elem()
-	}
-	inner := encoder{}
-	if err := inner.encode(v, depth+1); err != nil {
-		return err
-	}
-	return e.str(string(inner.buf))
-}
-
-func isEmptyValue(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
-		return v.Len() == 0
-	case reflect.Bool:
-		return !v.Bool()
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return v.Int() == 0
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return v.Uint() == 0
-	case reflect.Float32, reflect.Float64:
-		return v.Float() == 0
-	case reflect.Interface, reflect.Pointer:
-		return v.IsNil()
-	}
-	return false
-}
-
-// isJSONNumber reports whether s is a JSON number literal.
-func isJSONNumber(s string) bool {
-	i, n := 0, len(s)
-	if i < n && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < n && s[i] == '0':
-		i++
-	case i < n && s[i] >= '1' && s[i] <= '9':
-		for i < n && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < n && s[i] == '.' {
-		i++
-		if i >= n || s[i] < '0' || s[i] > '9' {
-			return false
-		}
-		for i < n && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	}
-	if i < n && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < n && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if i >= n || s[i] < '0' || s[i] > '9' {
-			return false
-		}
-		for i < n && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	}
-	return i == n
 }

@@ -67,7 +67,7 @@ func TestErrInvalidArgument(t *testing.T) {
 	wantStatus(t, a.RemoveHook(12345), ErrInvalidArgument, "RemoveHook", "agent_remove_hook", "12345")
 	_, err := a.SetState([]int{1})
 	wantStatus(t, err, ErrInvalidArgument, "agent_set_state", "must be a JSON object, not an array")
-	_, err = a.ReplaceState(map[string]any{"$date": "2026-11-30T03:06:44.123Z"})
+	_, err = a.ReplaceStateJSON([]byte(`{"$date":"2026-11-30T03:06:44.123Z"}`))
 	wantStatus(t, err, ErrInvalidArgument, "agent_replace_state", "tagged value")
 	_, err = a.OnStateChanged(nil)
 	wantStatus(t, err, ErrInvalidArgument, "OnStateChanged", "nil")
@@ -130,15 +130,18 @@ func TestErrCodec(t *testing.T) {
 		_, err := a.SetStateJSON([]byte(c.in))
 		wantStatus(t, err, ErrCodec, "agent_set_state", c.msg)
 	}
-	// The same malformed values through the Go types are refused by the library as well.
+	// The same malformed values through the Go types are refused as well (a repeated Set
+	// member already by Marshal, before any call into C).
 	_, err := a.SetState(map[string]any{"s": Set{1, 1}})
-	wantStatus(t, err, ErrCodec, "SetState", "same value twice")
+	wantStatus(t, err, ErrCodec, "SetState", "two members of this Set are the same")
 	_, err = a.SetState(map[string]any{"t": TypedArray{Type: "Int32Array", Data: []byte{1}}})
 	wantStatus(t, err, ErrCodec, "multiple of 4")
 	_, err = a.SetState(map[string]any{"r": RegExp{Source: "x", Flags: "uv"}})
 	wantStatus(t, err, ErrCodec, "exclude each other")
 	_, err = Open(":memory:", Options{InitialState: map[string]any{"m": Map{{1, 1}, {1, 2}}}})
-	wantStatus(t, err, ErrCodec, "Open", "agent_open")
+	wantStatus(t, err, ErrCodec, "Open", "initial state", "two keys of this Map are the same")
+	_, err = Open(":memory:", Options{InitialState: json.RawMessage(`{"m":{"$map":[[1,1],[1,2]]}}`)})
+	wantStatus(t, err, ErrCodec, "Open", "agent_open", "same key twice")
 }
 
 // Values with no JSON form fail in Go, before any call into C.

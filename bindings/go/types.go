@@ -1,10 +1,12 @@
 package agentstate
 
-import "bytes"
-
 // Map is a JavaScript Map: entries in insertion order, keys of any storable type. It is stored
-// as {"$map":[[key,value],...]}; the library refuses two keys with the same JSON text. A nil
-// Map is stored as null, an empty one as {"$map":[]}.
+// as {"$map":[[key,value],...]}. A nil Map is stored as null, an empty one as {"$map":[]}.
+//
+// Keys are compared as the library compares them: numbers by value (1, 1.0 and
+// json.Number("1e0") are one key; so are 0 and -0), anything else by its JSON text. Get, Has,
+// Set and Delete follow that rule; a Map holding two keys that are one for the library cannot
+// be stored (Marshal and the writes fail with ErrCodec).
 type Map []MapEntry
 
 // MapEntry is one entry of a Map.
@@ -13,19 +15,53 @@ type MapEntry struct {
 	Value any
 }
 
-// Get returns the value of the first entry whose key has the same JSON text as key (the
-// identity the library uses), and whether there was one.
-func (m Map) Get(key any) (any, bool) {
+// index returns the position of the first entry whose key is the same as key for the library,
+// or -1 (also for a key that cannot be encoded).
+func (m Map) index(key any) int {
 	want, err := Marshal(key)
 	if err != nil {
-		return nil, false
+		return -1
 	}
-	for _, e := range m {
-		if k, err := Marshal(e.Key); err == nil && bytes.Equal(k, want) {
-			return e.Value, true
+	id := identityOf(want)
+	for i, e := range m {
+		if k, err := Marshal(e.Key); err == nil && identityOf(k) == id {
+			return i
 		}
 	}
+	return -1
+}
+
+// Get returns the value of the entry whose key is the same as key for the library (see Map),
+// and whether there is one.
+func (m Map) Get(key any) (any, bool) {
+	if i := m.index(key); i >= 0 {
+		return m[i].Value, true
+	}
 	return nil, false
+}
+
+// Has reports whether m has an entry whose key is the same as key for the library.
+func (m Map) Has(key any) bool { return m.index(key) >= 0 }
+
+// Set sets the value of the entry whose key is the same as key for the library, keeping that
+// entry's key and place (as a JavaScript Map does), or appends a new entry.
+func (m *Map) Set(key, value any) {
+	if i := m.index(key); i >= 0 {
+		(*m)[i].Value = value
+		return
+	}
+	*m = append(*m, MapEntry{Key: key, Value: value})
+}
+
+// Delete removes the entry whose key is the same as key for the library, and reports whether
+// there was one.
+func (m *Map) Delete(key any) bool {
+	i := m.index(key)
+	if i < 0 {
+		return false
+	}
+	*m = append((*m)[:i], (*m)[i+1:]...)
+	return true
 }
 
 // MarshalJSON encodes m as its tagged form, so Map also works inside encoding/json.
@@ -34,18 +70,21 @@ func (m Map) MarshalJSON() ([]byte, error) { return Marshal(m) }
 // UnmarshalJSON decodes a $map tagged value (or null).
 func (m *Map) UnmarshalJSON(data []byte) error { return Unmarshal(data, m) }
 
-// Set is a JavaScript Set: distinct values in insertion order, stored as {"$set":[...]}; the
-// library refuses two values with the same JSON text. A nil Set is stored as null.
+// Set is a JavaScript Set: distinct values in insertion order, stored as {"$set":[...]}.
+// Members are compared as Map keys are (numbers by value, anything else by JSON text); a Set
+// holding two members that are one for the library cannot be stored (ErrCodec). A nil Set is
+// stored as null.
 type Set []any
 
-// Has reports whether s holds a value with the same JSON text as v.
+// Has reports whether s holds a member that is the same as v for the library.
 func (s Set) Has(v any) bool {
 	want, err := Marshal(v)
 	if err != nil {
 		return false
 	}
+	id := identityOf(want)
 	for _, x := range s {
-		if b, err := Marshal(x); err == nil && bytes.Equal(b, want) {
+		if b, err := Marshal(x); err == nil && identityOf(b) == id {
 			return true
 		}
 	}

@@ -20,6 +20,11 @@ CXXFLAGS=(-std=c++17 -Wall -Wextra -Werror -pedantic -Wshadow -Wconversion -Wsig
           -Wnon-virtual-dtor -Wold-style-cast -g -I"$ROOT/include" -I"$ROOT/bindings/cpp")
 LDFLAGS=(-L"$LIBDIR" -Wl,-rpath,"$LIBDIR" -lagent_state -lpthread)
 SOURCES=("$ROOT/tests/cpp/test_agent_state.cpp" "$ROOT/tests/cpp/second_tu.cpp")
+# The conformance runner (tests/conformance/README.md): C++ on top of the C runners' vector
+# reader, which is compiled as C.
+CC="${CC:-cc}"
+CONFORMANCE_C=("$ROOT/tests/conformance/json_reader.c" "$ROOT/tests/conformance/vector_text.c")
+CONFORMANCE_VECTORS=("$ROOT"/tests/conformance/vectors/*.json)
 
 if [[ ! -f "$LIBDIR/libagent_state.so" ]]; then
     echo "run.sh: $LIBDIR/libagent_state.so is missing; run 'make build' first" >&2
@@ -63,14 +68,34 @@ run() {
     fi
 }
 
+# build_conformance NAME FLAGS...: compiles the conformance runner into $OUT/NAME.
+build_conformance() {
+    local name="$1"
+    shift
+    local objs=()
+    for src in "${CONFORMANCE_C[@]}"; do
+        local obj="$OUT/$name-$(basename "$src" .c).o"
+        "$CC" -std=c99 -Wall -Wextra -Werror -pedantic -g "$@" -c "$src" -o "$obj"
+        objs+=("$obj")
+    done
+    "$CXX" "${CXXFLAGS[@]}" -I"$ROOT/tests/conformance" "$@" "$ROOT/tests/cpp/conformance.cpp" \
+        "${objs[@]}" -o "$OUT/$name" "${LDFLAGS[@]}"
+}
+
 echo "== building $OUT/test_cpp"
 "$CXX" "${CXXFLAGS[@]}" -O1 "${SOURCES[@]}" -o "$OUT/test_cpp" "${LDFLAGS[@]}"
 run plain "$OUT/test_cpp"
+echo "== building $OUT/conformance_cpp"
+build_conformance conformance_cpp -O1
+run conformance "$OUT/conformance_cpp" "${CONFORMANCE_VECTORS[@]}"
 
 if command -v valgrind >/dev/null 2>&1; then
     run valgrind env AGENT_TEST_QUICK=1 valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full \
         --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
         "$OUT/test_cpp"
+    run conformance-valgrind valgrind --quiet --error-exitcode=42 --leak-check=full \
+        --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+        "$OUT/conformance_cpp" "${CONFORMANCE_VECTORS[@]}"
 else
     echo "== valgrind: not installed, FAILED to run"
     total_failed=$((total_failed + 1))
@@ -82,6 +107,11 @@ if [[ "${AGENT_CPP_SKIP_ASAN:-0}" != 1 ]]; then
         -fno-sanitize-recover=undefined "${SOURCES[@]}" -o "$OUT/test_cpp_asan" "${LDFLAGS[@]}"
     run asan env AGENT_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$OUT/test_cpp_asan"
+    echo "== building $OUT/conformance_cpp_asan"
+    build_conformance conformance_cpp_asan -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+        -fno-sanitize-recover=undefined
+    run conformance-asan env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$OUT/conformance_cpp_asan" "${CONFORMANCE_VECTORS[@]}"
 else
     echo "== asan: skipped (AGENT_CPP_SKIP_ASAN=1)"
 fi

@@ -171,6 +171,7 @@ def test_codec_error_before_any_call_into_c(mem: Agent, monkeypatch, value) -> N
         lambda: mem.set_state({"v": value}),
         lambda: mem.replace_state({"v": value}),
         lambda: mem.set_state({"deep": {"er": [value]}}),
+        lambda: mem.set_state({"deep": _nested(70)}),  # nesting beyond 64 levels
     ):
         with pytest.raises(CodecError) as e:
             call()
@@ -198,7 +199,6 @@ def test_codec_error_from_the_library(mem: Agent) -> None:
         {"d": agent_state.Tagged("$date", "2026-11-30T03:06:44Z")},
         {"b": agent_state.Tagged("$bigint", "01")},
         {"n": agent_state.JSONInt("1" + "0" * 400)},  # beyond the range of a double
-        {"deep": _nested(70)},  # nesting beyond 64 levels
     ]
     for patch in cases:
         with pytest.raises(CodecError) as e:

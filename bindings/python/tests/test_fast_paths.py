@@ -37,6 +37,7 @@ from agent_state import (
     Tagged,
     TypedArray,
     codec,
+    decoding,
 )
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -192,14 +193,14 @@ def test_the_fast_path_is_taken_only_without_tags(monkeypatch: pytest.MonkeyPatc
         def decode(self, text: str) -> Any:
             raise AssertionError("the full decoder was used")
 
-    full = codec._decoder
-    monkeypatch.setattr(codec, "_decoder", Refuse())
+    full = decoding._decoder
+    monkeypatch.setattr(decoding, "_decoder", Refuse())
     assert codec.decode('{"a":{"b":[1,-0,1.50,"x$y","-0",12345678901234567890]}}')["a"]["b"][1].json == "-0"
     with pytest.raises(AssertionError):
         codec.decode('{"a":{"$date":"2026-11-30T03:06:44.123Z"}}')
     with pytest.raises(AssertionError):
         codec.decode('{"a":{"\\u0024date":"2026-11-30T03:06:44.123Z"}}')
-    monkeypatch.setattr(codec, "_decoder", full)
+    monkeypatch.setattr(decoding, "_decoder", full)
     assert codec.decode('{"a":{"\\u0024date":"2026-11-30T03:06:44.123Z"}}')["a"].year == 2026
 
 
