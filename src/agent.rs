@@ -470,7 +470,10 @@ impl Agent {
     /// Closes the store. Later calls fail with [`Error::Closed`]; hooks are dropped once no
     /// running delivery uses them.
     pub fn close(&self) -> Result<()> {
-        let inner = self.lock_inner()?.take().ok_or(Error::Closed)?;
+        // Not `lock_inner`: a handle inherited across fork() need not reconnect just to close;
+        // dropping its store lets go of the inherited connection without touching the parent's.
+        self.refuse_reentry()?;
+        let inner = lock(&self.inner).take().ok_or(Error::Closed)?;
         drop(inner);
         self.hooks.clear();
         let initial_hook = lock(&self.initial_hook).take();

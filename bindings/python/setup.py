@@ -183,6 +183,11 @@ def platform_tag(library: Path, plat: str) -> str:
 class build_py_with_library(build_py):
     def run(self) -> None:
         super().run()
+        # A build directory left by an older release bundled the library next to the modules,
+        # where pkgutil lists it as a module; never carry it into this build.
+        stale = Path(self.build_lib) / "agent_state" / LIB_NAME
+        if stale.exists():
+            stale.unlink()
         if bundling():
             dest = Path(self.build_lib) / "agent_state" / LIB_DIR / LIB_NAME
             dest.parent.mkdir(parents=True, exist_ok=True)
