@@ -173,14 +173,11 @@ impl Hooks {
         drop(old);
     }
 
-    /// Delivers change number `seq` (numbers are consecutive from 1 per agent) to every hook.
+    /// Delivers changes (numbered consecutively from 1 per agent, in order) to every hook.
     /// Returns the first hook failure of this delivery and of the changes that hooks made while
     /// it ran (those are delivered here too, after the hook that made them returns).
-    pub fn deliver(self: &Arc<Self>, seq: u64, change: StateChange) -> Result<(), Error> {
-        self.deliver_all(vec![(seq, change)])
-    }
-
-    /// Delivers several changes (consecutive numbers, in order). They are all queued before the
+    ///
+    /// They are all queued before the
     /// first hook runs: a change a hook makes meanwhile is queued after them, never ahead of a
     /// change that must be delivered before it (which would wait for a turn only this thread
     /// can give).

@@ -24,6 +24,7 @@ pub mod snapshot;
 pub mod store;
 
 #[cfg(feature = "store")]
+#[allow(unsafe_code)] // the C boundary: every block has its SAFETY note
 mod ffi;
 
 #[cfg(feature = "store")]

@@ -392,11 +392,6 @@ impl Store {
         )
     }
 
-    /// True when the store was opened read-only.
-    pub fn is_read_only(&self) -> bool {
-        self.options.read_only
-    }
-
     /// A number that changes whenever *another* connection commits to the file (SQLite's
     /// `PRAGMA data_version`); this connection's own commits leave it unchanged.
     pub fn data_version(&self) -> Result<i64> {
@@ -517,19 +512,6 @@ impl Store {
             "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes WHERE version = ?1",
         )?;
         Ok(stmt.query_row([version as i64], row_to_change).optional()?)
-    }
-
-    /// The oldest retained version of the log, if any.
-    pub fn oldest_logged(&self) -> Result<Option<u64>> {
-        if self.schema < 2 {
-            return Ok(None);
-        }
-        let mut stmt = self
-            .conn()?
-            .prepare_cached("SELECT min(version) FROM agent_changes")?;
-        Ok(stmt
-            .query_row([], |r| r.get::<_, Option<i64>>(0))?
-            .map(|v| v as u64))
     }
 
     /// Empties the change log (when it is switched off).
