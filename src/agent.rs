@@ -8,14 +8,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::codec;
 use crate::error::{Error, Result};
 use crate::ffi::wal_index::WalHeader;
 use crate::fork;
 use crate::hooks::{Hooks, InitialStateHook, Patch, StateChange, StateChangedHook, Validator};
 use crate::options::{LogRetention, OpenOptions};
-use crate::snapshot::Snapshot;
 use crate::store::{LoggedChange, Store, CHANGE_LOG_KEY};
+use crate::value::snapshot::Snapshot;
+use crate::value::{accept, json};
 
 static NEXT_AGENT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -136,8 +136,7 @@ impl Agent {
             None => Value::Object(Default::default()),
             Some(v) => v.clone(),
         };
-        codec::validate(&initial, 1)?;
-        let initial = Arc::new(check_state(initial, max, "initial_state")?);
+        let initial = Arc::new(accept::state_from_value(initial, max, "initial_state")?);
         let store = Store::open(path, &options.store_options())?;
         let tracker = store.tracker();
         let id = NEXT_AGENT_ID.fetch_add(1, Ordering::Relaxed);
@@ -443,7 +442,7 @@ impl Agent {
                 )));
             }
             match inner.store.change_at(version)? {
-                Some(c) => Ok(Some(Arc::new(decode_stored(c.next)?))),
+                Some(c) => Ok(Some(Arc::new(accept::decode_stored(&c.next)?))),
                 None => Err(Error::Gap(format!(
                     "version {version} is not retained by the change log"
                 ))),
@@ -524,22 +523,7 @@ impl Agent {
     }
 
     fn parse_input(&self, text: &[u8], what: &str) -> Result<Value> {
-        if text.len() > self.max_value_bytes {
-            return Err(Error::TooLarge(format!(
-                "the {what} is {} bytes, over max_value_bytes ({})",
-                text.len(),
-                self.max_value_bytes
-            )));
-        }
-        let value = crate::json::parse(text)?;
-        if !codec::is_plain_object(&value) {
-            return Err(Error::InvalidArgument(format!(
-                "the {what} must be a JSON object, not {}",
-                describe(&value)
-            )));
-        }
-        codec::validate(&value, 1)?;
-        Ok(value)
+        accept::parse_object(text, self.max_value_bytes, what)
     }
 
     /// What is committed now, from the cache when no connection has committed since it was
@@ -595,7 +579,7 @@ impl Agent {
     fn reread(store: &Store, header: Option<WalHeader>) -> Result<Cache> {
         let (stored, version) = match store.read_state()? {
             None => (None, 0),
-            Some((bytes, version)) => (Some(Arc::new(decode_stored(bytes)?)), version),
+            Some((bytes, version)) => (Some(Arc::new(accept::decode_stored(&bytes)?)), version),
         };
         let log = Self::read_retention(store)?;
         Ok(Cache {
@@ -627,8 +611,9 @@ impl Agent {
         let text = answer.map_err(|m| Error::Hook(format!("initial-state hook: {m}")))?;
         let value = self
             .parse_input(&text, "answer")
-            .map_err(|e| prefix(e, "initial-state hook"))?;
-        check_state(value, self.max_value_bytes, "initial-state hook's answer").map(Arc::new)
+            .map_err(|e| accept::in_context(e, "initial-state hook"))?;
+        accept::encode_state(value, self.max_value_bytes, "initial-state hook's answer")
+            .map(Arc::new)
     }
 
     /// Changes of other handles committed after this handle's cursor and up to `current`,
@@ -658,10 +643,10 @@ impl Agent {
             if c.version > current.version {
                 break;
             }
-            let next = Arc::new(decode_stored(c.next)?);
+            let next = Arc::new(accept::decode_stored(&c.next)?);
             if let (Some(first_prev), true) = (c.prev, c.version == expected) {
                 // The first change of a store: its prev is the writer's initial state.
-                prev = Arc::new(decode_stored(first_prev)?);
+                prev = Arc::new(accept::decode_stored(&first_prev)?);
             }
             if c.version != expected {
                 let from = foreign.gap.map_or(expected, |(from, _)| from);
@@ -669,7 +654,7 @@ impl Agent {
             } else if c.writer != self.writer {
                 let patch = match c.patch {
                     Some(p) => {
-                        Some(Patch::new(crate::json::parse(&p).map_err(|e| {
+                        Some(Patch::new(json::parse(&p).map_err(|e| {
                             Error::Corrupt(format!("a logged patch: {e}"))
                         })?))
                     }
@@ -823,7 +808,10 @@ impl Agent {
                 (next, Some(Value::Object(patch)))
             }
             Change::Merge(_) => unreachable!("patches are checked to be objects"),
-            Change::Replace(next) => (check_state(next, self.max_value_bytes, "state")?, None),
+            Change::Replace(next) => (
+                accept::encode_state(next, self.max_value_bytes, "state")?,
+                None,
+            ),
         };
         let next = Arc::new(next);
         let version = version + 1;
@@ -916,57 +904,6 @@ impl Cache {
             version: self.version,
             log: self.log,
         }
-    }
-}
-
-/// Encodes a codec-checked state and enforces the size cap.
-fn check_state(value: Value, max: usize, what: &str) -> Result<Snapshot> {
-    if !codec::is_plain_object(&value) {
-        return Err(Error::InvalidArgument(format!(
-            "the {what} must be a JSON object, not {}",
-            describe(&value)
-        )));
-    }
-    let snapshot = Snapshot::new(value);
-    if snapshot.json().len() > max {
-        return Err(Error::TooLarge(format!(
-            "the encoded {what} would be {} bytes, over max_value_bytes ({max}); nothing was written",
-            snapshot.json().len()
-        )));
-    }
-    Ok(snapshot)
-}
-
-fn decode_stored(bytes: Vec<u8>) -> Result<Snapshot> {
-    let corrupt = |e: Error| Error::Corrupt(e.to_string());
-    let value = crate::json::parse(&bytes).map_err(corrupt)?;
-    if !codec::is_plain_object(&value) {
-        return Err(corrupt(Error::InvalidArgument(
-            "not a JSON object".to_string(),
-        )));
-    }
-    codec::validate(&value, 1).map_err(corrupt)?;
-    Ok(Snapshot::new(value))
-}
-
-fn describe(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "a tagged value",
-    }
-}
-
-fn prefix(e: Error, context: &str) -> Error {
-    match e {
-        Error::InvalidArgument(m) => Error::InvalidArgument(format!("{context}: {m}")),
-        Error::Json(m) => Error::Json(format!("{context}: {m}")),
-        Error::Codec(m) => Error::Codec(format!("{context}: {m}")),
-        Error::TooLarge(m) => Error::TooLarge(format!("{context}: {m}")),
-        other => other,
     }
 }
 

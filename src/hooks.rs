@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::snapshot::Snapshot;
+use crate::value::snapshot::Snapshot;
 
 /// One committed change as hooks see it.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ impl Patch {
     /// Compact JSON followed by a NUL byte.
     pub fn json_with_nul(&self) -> &[u8] {
         self.encoded.get_or_init(|| {
-            let mut bytes = crate::json::to_vec(&self.value);
+            let mut bytes = crate::value::json::to_vec(&self.value);
             bytes.push(0);
             bytes.into_boxed_slice()
         })

@@ -28,7 +28,7 @@ pub struct LogRetention {
 impl LogRetention {
     /// `{"keep_last": N, "keep_seconds": T}` (either may be absent, not both).
     pub fn from_json(text: &[u8]) -> Result<LogRetention> {
-        let value = crate::json::parse(text)?;
+        let value = crate::value::json::parse(text)?;
         Self::from_value(&value)
     }
 
@@ -71,7 +71,7 @@ impl LogRetention {
         if let Some(n) = self.keep_seconds {
             map.insert("keep_seconds".into(), n.into());
         }
-        crate::json::to_vec(&Value::Object(map))
+        crate::value::json::to_vec(&Value::Object(map))
     }
 }
 
@@ -108,7 +108,7 @@ impl OpenOptions {
     /// [`Error::InvalidArgument`]; malformed JSON is [`Error::Json`]. The initial state's own
     /// codec and size checks happen when the agent opens.
     pub fn from_json(text: &[u8]) -> Result<OpenOptions> {
-        let value = crate::json::parse(text)?;
+        let value = crate::value::json::parse(text)?;
         let Value::Object(map) = value else {
             return Err(Error::InvalidArgument(
                 "options must be a JSON object".to_string(),

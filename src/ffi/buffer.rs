@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::boundary;
 use super::status::{AgentStatus, AGENT_ERR_INVALID_ARGUMENT};
 use crate::error::Error;
-use crate::snapshot::Snapshot;
+use crate::value::snapshot::Snapshot;
 
 /// A read-only view of bytes owned by the library: JSON text, `len` bytes at `data`, followed by
 /// a NUL byte (not counted in `len`) so it may also be used as a C string.
