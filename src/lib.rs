@@ -4,15 +4,15 @@
 //!
 //! The safe core lives in plain modules that know nothing of C:
 //! [`value`] (JSON states: strict input, the codec, RFC 7396 merge, immutable shared
-//! snapshots, and the accept pipeline every input takes), [`store`] (the SQLite key-value layer),
-//! [`hooks`] (hook delivery in commit order), [`options`] and [`agent`] (the API).
-//! The C ABI, and every `unsafe` block, is in `ffi`.
+//! snapshots, and the accept pipeline every input takes), [`store`] (the `Backend` trait the agent
+//! needs from storage, and its SQLite implementation), [`hooks`] (hook delivery in commit
+//! order), [`options`] and [`agent`] (the API, split by job).
+//! The C ABI is in `ffi`; `unsafe` is allowed there and in the SQLite backend's OS glue only
+//! (`store::sqlite`'s WAL-index and fork watchers).
 
 #[cfg(feature = "store")]
 pub mod agent;
 pub mod error;
-#[cfg(feature = "store")]
-pub mod fork;
 pub mod hooks;
 #[cfg(feature = "store")]
 pub mod options;

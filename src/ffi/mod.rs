@@ -6,9 +6,7 @@
 mod agent;
 mod boundary;
 mod buffer;
-pub(crate) mod fork_watch;
 mod handle;
 mod history;
 mod hooks;
 mod status;
-pub(crate) mod wal_index;
