@@ -1,8 +1,8 @@
 //! One agent: one store, one state, its hooks. The safe Rust API the C boundary wraps.
 //!
-//! The handle's API is split by job: [`cache`] (the read cache and its freshness test),
-//! [`write`] (set, replace, restore: the write path), [`feed`] (other handles' changes to this
-//! handle's hooks, `poll`), [`history`] (the change log's queries), [`hooks`] (hook slots and
+//! The handle's API is split by job: `cache` (the read cache and its freshness test),
+//! `write` (set, replace, restore: the write path), `feed` (other handles' changes to this
+//! handle's hooks, `poll`), `history` (the change log's queries), `hooks` (hook slots and
 //! the re-entry guard). Storage is reached only through [`crate::store::Backend`]; values only
 //! through [`crate::value::accept`].
 

@@ -56,3 +56,57 @@ impl Drop for Txn<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::Error;
+    use crate::store::{self, StoreOptions, Synchronous};
+
+    fn memory() -> Box<dyn Backend> {
+        let options = StoreOptions {
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(1),
+            read_only: false,
+        };
+        store::open(Path::new(":memory:"), &options).unwrap()
+    }
+
+    fn stored_version(store: &dyn Backend) -> Option<u64> {
+        let txn = Txn::read(store).unwrap();
+        txn.read_state().unwrap().map(|(_, v)| v)
+    }
+
+    #[test]
+    fn a_dropped_write_is_rolled_back_and_a_committed_one_stays() {
+        let store = memory();
+        {
+            let txn = Txn::write(&*store).unwrap();
+            txn.write_state(b"{}", 1).unwrap();
+        }
+        assert_eq!(stored_version(&*store), None);
+        let txn = Txn::write(&*store).unwrap();
+        txn.write_state(b"{}", 1).unwrap();
+        txn.commit().unwrap();
+        assert_eq!(stored_version(&*store), Some(1));
+    }
+
+    #[test]
+    fn an_error_inside_a_write_rolls_it_back() {
+        let store = memory();
+        let attempt = || -> crate::error::Result<()> {
+            let txn = Txn::write(&*store)?;
+            txn.write_state(b"{}", 1)?;
+            Err(Error::Conflict("stop".into()))?;
+            txn.commit()
+        };
+        assert!(matches!(attempt(), Err(Error::Conflict(_))));
+        assert_eq!(stored_version(&*store), None);
+        // The connection is usable again: no transaction was left open.
+        let txn = Txn::write(&*store).unwrap();
+        txn.commit().unwrap();
+    }
+}

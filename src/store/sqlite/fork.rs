@@ -22,7 +22,7 @@
 //! fresh connection could take real locks next to it.
 //!
 //! Every store connection registers here with its file's identity and the fork generation it
-//! was opened in ([`super::fork_watch`] counts forks); [`recover`] does the closing.
+//! was opened in (`fork_watch` counts forks); [`recover`] does the closing.
 
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,7 +1,7 @@
 //! The SQLite backend: one connection to an agent store file.
 //!
-//! [`schema`] (the file format), [`entries`] (the state and the change log),
-//! [`wal_index`] (the cheap freshness test) and [`fork`] with [`fork_watch`] (connections
+//! `schema` (the file format), `entries` (the state and the change log),
+//! `wal_index` (the cheap freshness test) and [`fork`] with `fork_watch` (connections
 //! across `fork()`). The last three talk to C directly: they are the only `unsafe` outside
 //! the C boundary, each block with its SAFETY note.
 //!
