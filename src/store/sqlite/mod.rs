@@ -5,18 +5,8 @@
 //! across `fork()`). The last three talk to C directly: they are the only `unsafe` outside
 //! the C boundary, each block with its SAFETY note.
 //!
-//! Layout (schema version [`SCHEMA_VERSION`]): the file's `application_id` is [`APPLICATION_ID`]
-//! so foreign SQLite files are recognised and left untouched; `user_version` holds the schema
-//! version so later releases can migrate. Table `agent_kv(key TEXT PRIMARY KEY, value BLOB,
-//! version INTEGER)` holds entries, of which the library reserves keys starting with
-//! `__agent_`: the state is the single entry [`STATE_KEY`], whose `version` counts its commits
-//! (1 for the first write); [`CHANGE_LOG_KEY`] holds the change log's retention, when enabled.
-//! Table `agent_changes(version INTEGER PRIMARY KEY, at_ms, writer, patch, next, prev)` is the
-//! optional change log, written in the same transaction as the state. The journal is WAL, so
-//! readers never block the writer.
-//!
-//! Schema history: 1 had no `version` column and no change log; opening a version-1 store for
-//! writing migrates it (its state, if any, becomes version 1).
+//! The file format (tables, reserved keys, schema versions and migration) is described in
+//! `schema`; [`APPLICATION_ID`] and [`SCHEMA_VERSION`] identify an agent store.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};

@@ -4,8 +4,9 @@
 //! so foreign SQLite files are recognised and left untouched; `user_version` holds the schema
 //! version so later releases can migrate. Table `agent_kv(key TEXT PRIMARY KEY, value BLOB,
 //! version INTEGER)` holds entries, of which the library reserves keys starting with
-//! `__agent_`: the state is the single entry [`STATE_KEY`](super::entries::STATE_KEY), whose `version` counts its commits
-//! (1 for the first write); [`CHANGE_LOG_KEY`](super::entries::CHANGE_LOG_KEY) holds the change log's retention, when enabled.
+//! `__agent_`: the state is the single entry `__agent_state` ([`STATE_KEY`]), whose `version`
+//! counts its commits (1 for the first write); `__agent_change_log` ([`CHANGE_LOG_KEY`](super::CHANGE_LOG_KEY)) holds
+//! the change log's retention, when enabled.
 //! Table `agent_changes(version INTEGER PRIMARY KEY, at_ms, writer, patch, next, prev)` is the
 //! optional change log, written in the same transaction as the state. The journal is WAL, so
 //! readers never block the writer.
