@@ -12,6 +12,9 @@
 //!
 //! Usage: `cargo bench --bench abi -- [--smoke] [--out FILE]`.
 
+// It calls the C ABI as a C program would, which takes `unsafe` (each block has its SAFETY note).
+#![allow(unsafe_code)]
+
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::snapshot::Snapshot;
+use crate::value::snapshot::Snapshot;
 
 /// One committed change as hooks see it.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ impl Patch {
     /// Compact JSON followed by a NUL byte.
     pub fn json_with_nul(&self) -> &[u8] {
         self.encoded.get_or_init(|| {
-            let mut bytes = crate::json::to_vec(&self.value);
+            let mut bytes = crate::value::json::to_vec(&self.value);
             bytes.push(0);
             bytes.into_boxed_slice()
         })
@@ -173,14 +173,11 @@ impl Hooks {
         drop(old);
     }
 
-    /// Delivers change number `seq` (numbers are consecutive from 1 per agent) to every hook.
+    /// Delivers changes (numbered consecutively from 1 per agent, in order) to every hook.
     /// Returns the first hook failure of this delivery and of the changes that hooks made while
     /// it ran (those are delivered here too, after the hook that made them returns).
-    pub fn deliver(self: &Arc<Self>, seq: u64, change: StateChange) -> Result<(), Error> {
-        self.deliver_all(vec![(seq, change)])
-    }
-
-    /// Delivers several changes (consecutive numbers, in order). They are all queued before the
+    ///
+    /// They are all queued before the
     /// first hook runs: a change a hook makes meanwhile is queued after them, never ahead of a
     /// change that must be delivered before it (which would wait for a turn only this thread
     /// can give).

@@ -6,6 +6,8 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::store::{StoreOptions, Synchronous};
+// The change log's retention is the store's policy; it is named here too, as before.
+pub use crate::store::{LogRetention, MAX_RETENTION};
 
 /// The per-value size cap of SQLite-backed Durable Objects, our default.
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 2 * 1024 * 1024;
@@ -13,67 +15,6 @@ pub const DEFAULT_MAX_VALUE_BYTES: usize = 2 * 1024 * 1024;
 pub const MAX_MAX_VALUE_BYTES: usize = 1_000_000_000;
 /// How long a write waits for another connection's lock, by default.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
-
-/// The largest `keep_last` / `keep_seconds` (seconds are turned into milliseconds in an i64).
-pub const MAX_RETENTION: u64 = i64::MAX as u64 / 1000;
-
-/// How much the change log keeps: the last `keep_last` changes, and/or those of the last
-/// `keep_seconds` seconds (the newest change is always kept).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogRetention {
-    pub keep_last: Option<u64>,
-    pub keep_seconds: Option<u64>,
-}
-
-impl LogRetention {
-    /// `{"keep_last": N, "keep_seconds": T}` (either may be absent, not both).
-    pub fn from_json(text: &[u8]) -> Result<LogRetention> {
-        let value = crate::json::parse(text)?;
-        Self::from_value(&value)
-    }
-
-    fn from_value(value: &Value) -> Result<LogRetention> {
-        let bad = || {
-            Error::InvalidArgument(format!(
-                "change_log must be false or {{\"keep_last\": N, \"keep_seconds\": T}} with \
-                 integers from 1 to {MAX_RETENTION} (at least one of them), got {value}"
-            ))
-        };
-        let Value::Object(map) = value else {
-            return Err(bad());
-        };
-        let mut retention = LogRetention {
-            keep_last: None,
-            keep_seconds: None,
-        };
-        for (key, v) in map {
-            let n = v
-                .as_u64()
-                .filter(|n| *n >= 1 && *n <= i64::MAX as u64 / 1000);
-            match key.as_str() {
-                "keep_last" => retention.keep_last = Some(n.ok_or_else(bad)?),
-                "keep_seconds" => retention.keep_seconds = Some(n.ok_or_else(bad)?),
-                _ => return Err(bad()),
-            }
-        }
-        if retention.keep_last.is_none() && retention.keep_seconds.is_none() {
-            return Err(bad());
-        }
-        Ok(retention)
-    }
-
-    /// The stored form.
-    pub fn to_json(&self) -> Vec<u8> {
-        let mut map = serde_json::Map::new();
-        if let Some(n) = self.keep_last {
-            map.insert("keep_last".into(), n.into());
-        }
-        if let Some(n) = self.keep_seconds {
-            map.insert("keep_seconds".into(), n.into());
-        }
-        crate::json::to_vec(&Value::Object(map))
-    }
-}
 
 /// Everything `agent_open` can be told.
 #[derive(Debug, Clone)]
@@ -108,7 +49,7 @@ impl OpenOptions {
     /// [`Error::InvalidArgument`]; malformed JSON is [`Error::Json`]. The initial state's own
     /// codec and size checks happen when the agent opens.
     pub fn from_json(text: &[u8]) -> Result<OpenOptions> {
-        let value = crate::json::parse(text)?;
+        let value = crate::value::json::parse(text)?;
         let Value::Object(map) = value else {
             return Err(Error::InvalidArgument(
                 "options must be a JSON object".to_string(),

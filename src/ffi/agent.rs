@@ -4,36 +4,16 @@ use std::ffi::{c_char, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use std::ptr::null_mut;
+
+use super::args::{input, with_agent, BufferOut, NumberOut};
 use super::boundary;
-use super::buffer::{self, AgentBuffer};
+use super::buffer::AgentBuffer;
 use super::handle::{self, AgentHandle};
 use super::status::AgentStatus;
 use crate::agent::Agent;
 use crate::error::Error;
 use crate::options::OpenOptions;
-
-/// Borrows `len` bytes at `ptr`, refusing NULL.
-///
-/// # Safety
-/// `ptr` must be NULL or valid for `len` bytes of reads for the returned lifetime.
-unsafe fn input<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], Error> {
-    if ptr.is_null() {
-        return Err(Error::InvalidArgument(format!("{what} is NULL")));
-    }
-    // SAFETY: not NULL, and the caller guarantees `len` readable bytes.
-    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
-}
-
-/// Empties `*out` first, so that it is empty whatever happens next.
-///
-/// # Safety
-/// `out` must be NULL or valid for writing one `AgentBuffer`.
-unsafe fn clear(out: *mut AgentBuffer) {
-    if !out.is_null() {
-        // SAFETY: by this function's contract.
-        unsafe { out.write(AgentBuffer::EMPTY) };
-    }
-}
 
 /// Opens (creating when absent) the agent store at `path` and stores a new handle in `*out`.
 ///
@@ -64,11 +44,9 @@ pub unsafe extern "C" fn agent_open(
     out: *mut AgentHandle,
 ) -> AgentStatus {
     boundary::run("agent_open", || {
-        if out.is_null() {
-            return Err(Error::InvalidArgument("out is NULL".into()));
-        }
-        // SAFETY: not NULL; the caller guarantees it is writable.
-        unsafe { out.write(0) };
+        // SAFETY: NULL or writable, per the caller.
+        let out = unsafe { NumberOut::new(out) };
+        out.required("out")?;
         if path.is_null() {
             return Err(Error::InvalidArgument("path is NULL".into()));
         }
@@ -88,9 +66,7 @@ pub unsafe extern "C" fn agent_open(
             })?
         };
         let agent = Agent::open(Path::new(OsStr::from_bytes(path)), &options)?;
-        let h = handle::insert(agent);
-        // SAFETY: checked above.
-        unsafe { out.write(h) };
+        out.set(handle::insert(agent));
         Ok(())
     })
 }
@@ -106,9 +82,8 @@ pub unsafe extern "C" fn agent_open(
 #[no_mangle]
 pub extern "C" fn agent_close(h: AgentHandle) -> AgentStatus {
     boundary::run("agent_close", || {
-        let agent = handle::get(h)?;
         // Refuse a close from inside the initial-state hook before unregistering the handle.
-        agent.close()?;
+        with_agent(h, Agent::close)?;
         handle::remove(h).map(drop)
     })
 }
@@ -128,14 +103,10 @@ pub extern "C" fn agent_close(h: AgentHandle) -> AgentStatus {
 #[no_mangle]
 pub unsafe extern "C" fn agent_get_state(h: AgentHandle, out: *mut AgentBuffer) -> AgentStatus {
     boundary::run("agent_get_state", || {
-        if out.is_null() {
-            return Err(Error::InvalidArgument("out is NULL".into()));
-        }
-        // SAFETY: not NULL; the caller guarantees it is writable.
-        unsafe { clear(out) };
-        let state = handle::get(h)?.get_state()?;
-        // SAFETY: `out` is not NULL and writable.
-        unsafe { buffer::store(out, AgentBuffer::from_snapshot(state)) };
+        // SAFETY: NULL or writable, per the caller.
+        let out = unsafe { BufferOut::new(out) };
+        out.required()?;
+        out.snapshot(with_agent(h, Agent::get_state)?);
         Ok(())
     })
 }
@@ -162,16 +133,18 @@ pub unsafe extern "C" fn agent_set_state(
     len: usize,
     out: *mut AgentBuffer,
 ) -> AgentStatus {
-    boundary::run("agent_set_state", || {
-        // SAFETY: `out` is NULL or writable, per the caller.
-        unsafe { clear(out) };
-        // SAFETY: the caller guarantees `len` readable bytes at a non-NULL `patch`.
-        let patch = unsafe { input(patch, len, "patch") }?;
-        let state = handle::get(h)?.set_state(patch)?;
-        // SAFETY: `out` is NULL or writable.
-        unsafe { buffer::store(out, AgentBuffer::from_snapshot(state)) };
-        Ok(())
-    })
+    // SAFETY: forwarded under this function's contract.
+    unsafe {
+        write(
+            "agent_set_state",
+            h,
+            Write::Merge,
+            (patch, len),
+            None,
+            out,
+            null_mut(),
+        )
+    }
 }
 
 /// Replaces the state with `next` (`len` bytes of JSON text: an object); nothing of the
@@ -186,16 +159,18 @@ pub unsafe extern "C" fn agent_replace_state(
     len: usize,
     out: *mut AgentBuffer,
 ) -> AgentStatus {
-    boundary::run("agent_replace_state", || {
-        // SAFETY: `out` is NULL or writable, per the caller.
-        unsafe { clear(out) };
-        // SAFETY: the caller guarantees `len` readable bytes at a non-NULL `next`.
-        let next = unsafe { input(next, len, "next") }?;
-        let state = handle::get(h)?.replace_state(next)?;
-        // SAFETY: `out` is NULL or writable.
-        unsafe { buffer::store(out, AgentBuffer::from_snapshot(state)) };
-        Ok(())
-    })
+    // SAFETY: forwarded under this function's contract.
+    unsafe {
+        write(
+            "agent_replace_state",
+            h,
+            Write::Replace,
+            (next, len),
+            None,
+            out,
+            null_mut(),
+        )
+    }
 }
 
 /// The message of the calling thread's last failed `agent_*` call (starting with the function's
@@ -207,12 +182,56 @@ pub unsafe extern "C" fn agent_replace_state(
 /// Ownership: owned by the library; valid until the next failing call on this thread. Never free.
 #[no_mangle]
 pub extern "C" fn agent_last_error() -> *const c_char {
-    boundary::run_value("agent_last_error", c"".as_ptr(), boundary::last_error_ptr)
+    boundary::guard("agent_last_error", boundary::last_error_ptr)
 }
 
 /// The library's version, `"MAJOR.MINOR.PATCH"`: the header's `AGENT_STATE_VERSION` when header
 /// and library match. Static; never free.
 #[no_mangle]
 pub extern "C" fn agent_version() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+    boundary::guard("agent_version", || {
+        concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+    })
+}
+
+/// The two kinds of write.
+pub(super) enum Write {
+    /// RFC 7396 merge of a patch (argument `patch`).
+    Merge,
+    /// Replacement (argument `next`).
+    Replace,
+}
+
+/// The body of the four writes (`agent_set_state`, `agent_replace_state` and their `_if`
+/// forms): `kind` with the `len` bytes at `data`, when the version is `expected` (if given).
+///
+/// # Safety
+/// As the exports: `data` NULL or readable for `len` bytes; `out` and `out_version` NULL or
+/// writable.
+pub(super) unsafe fn write(
+    name: &str,
+    h: AgentHandle,
+    kind: Write,
+    (data, len): (*const u8, usize),
+    expected: Option<u64>,
+    out: *mut AgentBuffer,
+    out_version: *mut u64,
+) -> AgentStatus {
+    boundary::run(name, || {
+        // SAFETY: NULL or writable, per the caller.
+        let (out, out_version) = unsafe { (BufferOut::new(out), NumberOut::new(out_version)) };
+        let arg = match kind {
+            Write::Merge => "patch",
+            Write::Replace => "next",
+        };
+        // SAFETY: NULL or readable for `len` bytes, per the caller.
+        let input = unsafe { input(data, len, arg) }?;
+        let v = with_agent(h, |agent| match kind {
+            Write::Merge => agent.set_state_if(input, expected),
+            Write::Replace => agent.replace_state_if(input, expected),
+        })?;
+        out_version.set(v.version);
+        out.snapshot(v.state);
+        Ok(())
+    })
 }

@@ -1,4 +1,10 @@
 //! The panic boundary every export runs in, and the per-thread last-error message.
+//!
+//! One generic entry, [`guard`]: the export's body runs under `catch_unwind`, and a panic
+//! becomes the fallback value of the export's return type ([`PanicOrDefault`]: a status
+//! becomes `AGENT_ERR_PANIC`, a string the empty string, nothing nothing), with a last-error
+//! message. [`run`] is the same for the usual shape, a body returning `Result<(), Error>`
+//! mapped to a status. No Rust panic ever unwinds into C.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
@@ -9,6 +15,28 @@ use crate::error::Error;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// What an export returns when its body panicked.
+pub(crate) trait PanicOrDefault {
+    fn panic_value() -> Self;
+}
+
+impl PanicOrDefault for AgentStatus {
+    fn panic_value() -> Self {
+        AGENT_ERR_PANIC
+    }
+}
+
+impl PanicOrDefault for () {
+    fn panic_value() -> Self {}
+}
+
+/// Strings returned by exports are static or owned by the library; the fallback is `""`.
+impl PanicOrDefault for *const c_char {
+    fn panic_value() -> Self {
+        c"".as_ptr()
+    }
 }
 
 /// Records `message` as this thread's last error (interior NULs are replaced).
@@ -33,27 +61,9 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Runs the body of export `name`: maps its error to a status and a last-error message, and
-/// turns a panic into `AGENT_ERR_PANIC` instead of unwinding into C.
-pub(crate) fn run(name: &str, body: impl FnOnce() -> Result<(), Error>) -> AgentStatus {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => AGENT_OK,
-        Ok(Err(e)) => {
-            set_last_error(format!("{name}: {e}"));
-            status_of(&e)
-        }
-        Err(payload) => {
-            set_last_error(format!(
-                "{name}: internal error (a bug in agent_state, please report it): {}",
-                panic_message(&*payload)
-            ));
-            AGENT_ERR_PANIC
-        }
-    }
-}
-
-/// Like [`run`] for exports that return a value instead of a status: a panic yields `fallback`.
-pub(crate) fn run_value<T>(name: &str, fallback: T, body: impl FnOnce() -> T) -> T {
+/// Runs the body of export `name`; a panic yields the return type's fallback and sets the
+/// last-error message, instead of unwinding into C.
+pub(crate) fn guard<T: PanicOrDefault>(name: &str, body: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(v) => v,
         Err(payload) => {
@@ -61,7 +71,19 @@ pub(crate) fn run_value<T>(name: &str, fallback: T, body: impl FnOnce() -> T) ->
                 "{name}: internal error (a bug in agent_state, please report it): {}",
                 panic_message(&*payload)
             ));
-            fallback
+            T::panic_value()
         }
     }
+}
+
+/// [`guard`] for a body that fails with an [`Error`]: maps it to its status and sets the
+/// last-error message (`"name: message"`).
+pub(crate) fn run(name: &str, body: impl FnOnce() -> Result<(), Error>) -> AgentStatus {
+    guard(name, || match body() {
+        Ok(()) => AGENT_OK,
+        Err(e) => {
+            set_last_error(format!("{name}: {e}"));
+            status_of(&e)
+        }
+    })
 }

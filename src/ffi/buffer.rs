@@ -3,10 +3,11 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
+use super::args::BufferOut;
 use super::boundary;
-use super::status::{AgentStatus, AGENT_ERR_INVALID_ARGUMENT};
+use super::status::AgentStatus;
 use crate::error::Error;
-use crate::snapshot::Snapshot;
+use crate::value::snapshot::Snapshot;
 
 /// A read-only view of bytes owned by the library: JSON text, `len` bytes at `data`, followed by
 /// a NUL byte (not counted in `len`) so it may also be used as a C string.
@@ -108,13 +109,10 @@ pub unsafe extern "C" fn agent_buffer_copy(
     len: usize,
     out: *mut AgentBuffer,
 ) -> AgentStatus {
-    if out.is_null() {
-        boundary::set_last_error("agent_buffer_copy: out is NULL".to_string());
-        return AGENT_ERR_INVALID_ARGUMENT;
-    }
     boundary::run("agent_buffer_copy", || {
-        // SAFETY: `out` is not NULL and the caller guarantees it is writable.
-        unsafe { out.write(AgentBuffer::EMPTY) };
+        // SAFETY: NULL or writable, per the caller.
+        let out = unsafe { BufferOut::new(out) };
+        out.required()?;
         if data.is_null() && len > 0 {
             return Err(Error::InvalidArgument("data is NULL but len > 0".into()));
         }
@@ -124,13 +122,7 @@ pub unsafe extern "C" fn agent_buffer_copy(
             bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(data, len) });
         }
         bytes.push(0);
-        // SAFETY: `out` is not NULL and writable (see above).
-        unsafe {
-            store(
-                out,
-                AgentBuffer::from_owner(Owner::Bytes(bytes.into_boxed_slice())),
-            )
-        };
+        out.bytes_with_nul(bytes);
         Ok(())
     })
 }
@@ -142,7 +134,7 @@ pub unsafe extern "C" fn agent_buffer_copy(
 /// Thread-safety: any thread, but not concurrently on the same `AgentBuffer`.
 #[no_mangle]
 pub unsafe extern "C" fn agent_buffer_free(buf: *mut AgentBuffer) {
-    boundary::run_value("agent_buffer_free", (), || {
+    boundary::guard("agent_buffer_free", || {
         if buf.is_null() {
             return;
         }

@@ -7,9 +7,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
-
-use once_cell::sync::Lazy;
+use std::sync::{Arc, LazyLock, RwLock};
 
 use crate::agent::Agent;
 use crate::error::Error;
@@ -19,10 +17,10 @@ pub type AgentHandle = u64;
 
 const COUNTER_BITS: u32 = 48;
 
-static REGISTRY: Lazy<RwLock<HashMap<AgentHandle, Arc<Agent>>>> =
-    Lazy::new(|| RwLock::new(HashMap::new()));
+static REGISTRY: LazyLock<RwLock<HashMap<AgentHandle, Arc<Agent>>>> =
+    LazyLock::new(|| RwLock::new(HashMap::new()));
 static NEXT: AtomicU64 = AtomicU64::new(1);
-static TAG: Lazy<u64> = Lazy::new(|| {
+static TAG: LazyLock<u64> = LazyLock::new(|| {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     (h.finish() & 0x7fff) | 0x8000 // never 0

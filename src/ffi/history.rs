@@ -2,33 +2,13 @@
 //! `agent_set_state_if`, `agent_replace_state_if`, `agent_poll`, `agent_changes_since`,
 //! `agent_get_state_at`, `agent_restore_state`.
 
+use super::agent::{write, Write};
+use super::args::{with_agent, BufferOut, NumberOut};
 use super::boundary;
-use super::buffer::{self, AgentBuffer, Owner};
-use super::handle::{self, AgentHandle};
+use super::buffer::AgentBuffer;
+use super::handle::AgentHandle;
 use super::status::AgentStatus;
-use crate::error::Error;
-
-/// Empties `*out` first, so that it is empty whatever happens next.
-///
-/// # Safety
-/// `out` must be NULL or valid for writing one `AgentBuffer`.
-unsafe fn clear(out: *mut AgentBuffer) {
-    if !out.is_null() {
-        // SAFETY: by this function's contract.
-        unsafe { out.write(AgentBuffer::EMPTY) };
-    }
-}
-
-/// Writes `value` to `out` when `out` is not NULL.
-///
-/// # Safety
-/// `out` must be NULL or valid for writing a `u64`.
-unsafe fn put(out: *mut u64, value: u64) {
-    if !out.is_null() {
-        // SAFETY: by this function's contract.
-        unsafe { out.write(value) };
-    }
-}
+use crate::agent::Agent;
 
 /// Reads the state and its version together: `*out` as `agent_get_state`, `*out_version` the
 /// number of committed changes of this store (0 while nothing is stored; then `*out` is the
@@ -42,19 +22,12 @@ pub unsafe extern "C" fn agent_get_state_versioned(
     out_version: *mut u64,
 ) -> AgentStatus {
     boundary::run("agent_get_state_versioned", || {
-        // SAFETY: `out_version` is NULL or writable, per the caller.
-        unsafe { put(out_version, 0) };
-        if out.is_null() {
-            return Err(Error::InvalidArgument("out is NULL".into()));
-        }
-        // SAFETY: `out` is not NULL and writable.
-        unsafe { clear(out) };
-        let v = handle::get(h)?.get_state_versioned()?;
-        // SAFETY: checked above.
-        unsafe {
-            buffer::store(out, AgentBuffer::from_snapshot(v.state));
-            put(out_version, v.version);
-        }
+        // SAFETY: NULL or writable, per the caller.
+        let (out, out_version) = unsafe { (BufferOut::new(out), NumberOut::new(out_version)) };
+        out.required()?;
+        let v = with_agent(h, Agent::get_state_versioned)?;
+        out.snapshot(v.state);
+        out_version.set(v.version);
         Ok(())
     })
 }
@@ -75,17 +48,17 @@ pub unsafe extern "C" fn agent_set_state_if(
     out: *mut AgentBuffer,
     out_version: *mut u64,
 ) -> AgentStatus {
-    // SAFETY: forwarded under the same contract.
+    let input = (patch, len);
+    // SAFETY: forwarded under this function's contract.
     unsafe {
-        write_if(
+        write(
             "agent_set_state_if",
             h,
-            expected_version,
-            patch,
-            len,
+            Write::Merge,
+            input,
+            Some(expected_version),
             out,
             out_version,
-            false,
         )
     }
 }
@@ -102,65 +75,19 @@ pub unsafe extern "C" fn agent_replace_state_if(
     out: *mut AgentBuffer,
     out_version: *mut u64,
 ) -> AgentStatus {
-    // SAFETY: forwarded under the same contract.
+    let input = (next, len);
+    // SAFETY: forwarded under this function's contract.
     unsafe {
-        write_if(
+        write(
             "agent_replace_state_if",
             h,
-            expected_version,
-            next,
-            len,
+            Write::Replace,
+            input,
+            Some(expected_version),
             out,
             out_version,
-            true,
         )
     }
-}
-
-/// # Safety
-/// As the exports above.
-#[allow(clippy::too_many_arguments)]
-unsafe fn write_if(
-    name: &str,
-    h: AgentHandle,
-    expected: u64,
-    data: *const u8,
-    len: usize,
-    out: *mut AgentBuffer,
-    out_version: *mut u64,
-    replace: bool,
-) -> AgentStatus {
-    boundary::run(name, || {
-        // SAFETY: `out` and `out_version` are NULL or writable, per the caller.
-        unsafe {
-            clear(out);
-            put(out_version, 0);
-        }
-        if data.is_null() {
-            return Err(Error::InvalidArgument(
-                if replace {
-                    "next is NULL"
-                } else {
-                    "patch is NULL"
-                }
-                .into(),
-            ));
-        }
-        // SAFETY: not NULL; the caller guarantees `len` readable bytes.
-        let input = unsafe { std::slice::from_raw_parts(data, len) };
-        let agent = handle::get(h)?;
-        let v = if replace {
-            agent.replace_state_if(input, Some(expected))?
-        } else {
-            agent.set_state_if(input, Some(expected))?
-        };
-        // SAFETY: NULL or writable.
-        unsafe {
-            put(out_version, v.version);
-            buffer::store(out, AgentBuffer::from_snapshot(v.state));
-        }
-        Ok(())
-    })
 }
 
 /// Delivers to `h`'s `on_state_changed` hooks, on this thread and in commit order, every change
@@ -182,15 +109,10 @@ unsafe fn write_if(
 #[no_mangle]
 pub unsafe extern "C" fn agent_poll(h: AgentHandle, out_delivered: *mut usize) -> AgentStatus {
     boundary::run("agent_poll", || {
-        if !out_delivered.is_null() {
-            // SAFETY: not NULL; the caller guarantees it is writable.
-            unsafe { out_delivered.write(0) };
-        }
-        let (n, result) = handle::get(h)?.poll_counted();
-        if !out_delivered.is_null() {
-            // SAFETY: as above.
-            unsafe { out_delivered.write(n) };
-        }
+        // SAFETY: NULL or writable, per the caller.
+        let out_delivered = unsafe { NumberOut::new(out_delivered) };
+        let (n, result) = with_agent(h, |agent| Ok(agent.poll_counted()))?;
+        out_delivered.set(n);
         result
     })
 }
@@ -211,20 +133,12 @@ pub unsafe extern "C" fn agent_changes_since(
     out: *mut AgentBuffer,
 ) -> AgentStatus {
     boundary::run("agent_changes_since", || {
-        if out.is_null() {
-            return Err(Error::InvalidArgument("out is NULL".into()));
-        }
-        // SAFETY: not NULL and writable.
-        unsafe { clear(out) };
-        let mut json = handle::get(h)?.changes_since(after)?;
+        // SAFETY: NULL or writable, per the caller.
+        let out = unsafe { BufferOut::new(out) };
+        out.required()?;
+        let mut json = with_agent(h, |agent| agent.changes_since(after))?;
         json.push(0);
-        // SAFETY: not NULL and writable.
-        unsafe {
-            buffer::store(
-                out,
-                AgentBuffer::from_owner(Owner::Bytes(json.into_boxed_slice())),
-            )
-        };
+        out.bytes_with_nul(json);
         Ok(())
     })
 }
@@ -240,14 +154,10 @@ pub unsafe extern "C" fn agent_get_state_at(
     out: *mut AgentBuffer,
 ) -> AgentStatus {
     boundary::run("agent_get_state_at", || {
-        if out.is_null() {
-            return Err(Error::InvalidArgument("out is NULL".into()));
-        }
-        // SAFETY: not NULL and writable.
-        unsafe { clear(out) };
-        let state = handle::get(h)?.state_at(version)?;
-        // SAFETY: not NULL and writable.
-        unsafe { buffer::store(out, AgentBuffer::from_snapshot(state)) };
+        // SAFETY: NULL or writable, per the caller.
+        let out = unsafe { BufferOut::new(out) };
+        out.required()?;
+        out.snapshot(with_agent(h, |agent| agent.state_at(version))?);
         Ok(())
     })
 }
@@ -265,16 +175,10 @@ pub unsafe extern "C" fn agent_restore_state(
 ) -> AgentStatus {
     boundary::run("agent_restore_state", || {
         // SAFETY: NULL or writable, per the caller.
-        unsafe {
-            clear(out);
-            put(out_version, 0);
-        }
-        let v = handle::get(h)?.restore(version)?;
-        // SAFETY: NULL or writable.
-        unsafe {
-            put(out_version, v.version);
-            buffer::store(out, AgentBuffer::from_snapshot(v.state));
-        }
+        let (out, out_version) = unsafe { (BufferOut::new(out), NumberOut::new(out_version)) };
+        let v = with_agent(h, |agent| agent.restore(version))?;
+        out_version.set(v.version);
+        out.snapshot(v.state);
         Ok(())
     })
 }

@@ -4,9 +4,11 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
+use super::args::{with_agent, NumberOut};
 use super::boundary;
 use super::buffer::AgentBuffer;
-use super::handle::{self, AgentHandle};
+use super::callback::{AgentFreeFn, Callback, UserData};
+use super::handle::AgentHandle;
 use super::status::AgentStatus;
 use crate::error::Error;
 use crate::hooks::{InitialStateHook, StateChange, StateChangedHook, Validator};
@@ -60,36 +62,11 @@ pub type AgentValidateFn = Option<
     ) -> i32,
 >;
 
-/// Finalizer for a hook's `user_data`; called exactly once, when the library no longer needs it.
-pub type AgentFreeFn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
-
-/// `user_data` plus the finalizer that releases it when the hook is dropped.
-struct UserData {
-    ptr: *mut c_void,
-    free: AgentFreeFn,
-}
-
-// SAFETY: the registration functions document that hooks run on whichever thread makes a
-// change (or needs an initial state), so the caller vouches that `user_data` may be used and
-// finalized from any thread.
-unsafe impl Send for UserData {}
-// SAFETY: as above; the library never touches `ptr` itself, it only passes it back.
-unsafe impl Sync for UserData {}
-
-impl Drop for UserData {
-    fn drop(&mut self) {
-        if let Some(free) = self.free {
-            // SAFETY: the caller registered `free` for `ptr`; Drop runs once, after the last
-            // delivery that could use `ptr` has finished (hooks are held by Arc).
-            unsafe { free(self.ptr) }
-        }
-    }
-}
-
-struct CStateHook {
-    f: unsafe extern "C" fn(*mut c_void, *const AgentStateChange) -> i32,
-    data: UserData,
-}
+/// The three hook kinds, as callbacks (non-NULL function pointers).
+type StateChangedFn = unsafe extern "C" fn(*mut c_void, *const AgentStateChange) -> i32;
+type InitialStateFn = unsafe extern "C" fn(*mut c_void, *mut AgentBuffer) -> i32;
+type ValidateFn =
+    unsafe extern "C" fn(*mut c_void, *const AgentStateChange, *mut AgentBuffer) -> i32;
 
 /// The C view of a change; it borrows from `change`.
 fn change_view(change: &StateChange) -> AgentStateChange {
@@ -108,12 +85,12 @@ fn change_view(change: &StateChange) -> AgentStateChange {
     }
 }
 
-impl StateChangedHook for CStateHook {
+impl StateChangedHook for Callback<StateChangedFn> {
     fn on_state_changed(&self, change: &StateChange) -> Result<(), String> {
         let view = change_view(change);
         // SAFETY: `f` is the caller's hook; `view` and the snapshots it points into outlive the
         // call.
-        let rc = unsafe { (self.f)(self.data.ptr, &view) };
+        let rc = unsafe { (self.f)(self.user_data(), &view) };
         if rc == 0 {
             Ok(())
         } else {
@@ -122,16 +99,11 @@ impl StateChangedHook for CStateHook {
     }
 }
 
-struct CInitialHook {
-    f: unsafe extern "C" fn(*mut c_void, *mut AgentBuffer) -> i32,
-    data: UserData,
-}
-
-impl InitialStateHook for CInitialHook {
+impl InitialStateHook for Callback<InitialStateFn> {
     fn initial_state(&self) -> Result<Vec<u8>, String> {
         let mut out = AgentBuffer::EMPTY;
         // SAFETY: `f` is the caller's hook, given a valid, empty buffer to fill.
-        let rc = unsafe { (self.f)(self.data.ptr, &mut out) };
+        let rc = unsafe { (self.f)(self.user_data(), &mut out) };
         let bytes = if out.data.is_null() {
             None
         } else {
@@ -173,25 +145,16 @@ pub unsafe extern "C" fn agent_on_state_changed(
     free_user_data: AgentFreeFn,
     out_id: *mut u64,
 ) -> AgentStatus {
-    let data = UserData {
-        ptr: user_data,
-        free: free_user_data,
-    };
+    let data = UserData::new(user_data, free_user_data);
     boundary::run("agent_on_state_changed", move || {
-        if !out_id.is_null() {
-            // SAFETY: not NULL; the caller guarantees it is writable.
-            unsafe { out_id.write(0) };
-        }
-        let Some(f) = r#fn else {
+        // SAFETY: NULL or writable, per the caller.
+        let out_id = unsafe { NumberOut::new(out_id) };
+        let Some(hook) = data.attach(r#fn) else {
             return Err(Error::InvalidArgument("fn is NULL".into()));
         };
-        if out_id.is_null() {
-            return Err(Error::InvalidArgument("out_id is NULL".into()));
-        }
-        let agent = handle::get(h)?;
-        let id = agent.on_state_changed(Arc::new(CStateHook { f, data }))?;
-        // SAFETY: checked above.
-        unsafe { out_id.write(id) };
+        out_id.required("out_id")?;
+        let id = with_agent(h, |agent| agent.on_state_changed(Arc::new(hook)))?;
+        out_id.set(id);
         Ok(())
     })
 }
@@ -205,7 +168,9 @@ pub unsafe extern "C" fn agent_on_state_changed(
 /// Thread-safety: any thread, including from inside a hook.
 #[no_mangle]
 pub extern "C" fn agent_remove_hook(h: AgentHandle, id: u64) -> AgentStatus {
-    boundary::run("agent_remove_hook", || handle::get(h)?.remove_hook(id))
+    boundary::run("agent_remove_hook", || {
+        with_agent(h, |agent| agent.remove_hook(id))
+    })
 }
 
 /// Sets the initial-state hook of handle `h` (`fn` NULL removes it). The hook takes precedence
@@ -229,35 +194,24 @@ pub unsafe extern "C" fn agent_set_initial_state_hook(
     user_data: *mut c_void,
     free_user_data: AgentFreeFn,
 ) -> AgentStatus {
-    let data = UserData {
-        ptr: user_data,
-        free: free_user_data,
-    };
+    let data = UserData::new(user_data, free_user_data);
     boundary::run("agent_set_initial_state_hook", move || {
-        let agent = handle::get(h)?;
-        let hook: Option<Arc<dyn InitialStateHook>> = match r#fn {
-            Some(f) => Some(Arc::new(CInitialHook { f, data })),
-            None => {
-                drop(data);
-                None
-            }
-        };
-        agent.set_initial_state_hook(hook)
+        with_agent(h, |agent| {
+            let hook = data
+                .attach(r#fn)
+                .map(|c| Arc::new(c) as Arc<dyn InitialStateHook>);
+            agent.set_initial_state_hook(hook)
+        })
     })
 }
 
-struct CValidator {
-    f: unsafe extern "C" fn(*mut c_void, *const AgentStateChange, *mut AgentBuffer) -> i32,
-    data: UserData,
-}
-
-impl Validator for CValidator {
+impl Validator for Callback<ValidateFn> {
     fn validate(&self, change: &StateChange) -> Result<(), String> {
         let view = change_view(change);
         let mut message = AgentBuffer::EMPTY;
         // SAFETY: `f` is the caller's gate; `view` (and what it points into) and `message`
         // outlive the call.
-        let rc = unsafe { (self.f)(self.data.ptr, &view, &mut message) };
+        let rc = unsafe { (self.f)(self.user_data(), &view, &mut message) };
         let text = if message.data.is_null() {
             None
         } else {
@@ -299,19 +253,11 @@ pub unsafe extern "C" fn agent_set_validator(
     user_data: *mut c_void,
     free_user_data: AgentFreeFn,
 ) -> AgentStatus {
-    let data = UserData {
-        ptr: user_data,
-        free: free_user_data,
-    };
+    let data = UserData::new(user_data, free_user_data);
     boundary::run("agent_set_validator", move || {
-        let agent = handle::get(h)?;
-        let gate: Option<Arc<dyn Validator>> = match r#fn {
-            Some(f) => Some(Arc::new(CValidator { f, data })),
-            None => {
-                drop(data);
-                None
-            }
-        };
-        agent.set_validator(gate)
+        with_agent(h, |agent| {
+            let hook = data.attach(r#fn).map(|c| Arc::new(c) as Arc<dyn Validator>);
+            agent.set_validator(hook)
+        })
     })
 }

@@ -1,7 +1,37 @@
 //! Status codes: fixed numbers, never reused, never renumbered.
 
+/// Generates, from one list of `STATUS [=> error patterns]`, the status names and the mapping
+/// of errors to statuses (see the table below).
+macro_rules! status_table {
+    ($($status:ident $(=> $errors:pat)?),+ $(,)?) => {
+        /// Every status with its name, NUL-terminated.
+        const NAMES: &[(AgentStatus, &str)] = &[$(($status, concat!(stringify!($status), "\0"))),+];
+
+        const _: () = {
+            let all = [$($status),+];
+            let mut i = 0;
+            while i < all.len() {
+                let mut j = i + 1;
+                while j < all.len() {
+                    assert!(all[i] != all[j], "two statuses share a number");
+                    j += 1;
+                }
+                i += 1;
+            }
+        };
+
+        /// The status that reports `e`.
+        pub(crate) fn status_of(e: &Error) -> AgentStatus {
+            match e {
+                $($($errors => $status,)?)+
+            }
+        }
+    };
+}
+
 use std::ffi::c_char;
 
+use super::boundary;
 use crate::error::Error;
 
 /// The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`
@@ -43,20 +73,25 @@ pub const AGENT_ERR_GAP: AgentStatus = 11;
 /// A bug in the library was caught at the ABI boundary; the handle may still be used.
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
-pub(crate) fn status_of(e: &Error) -> AgentStatus {
-    match e {
-        Error::InvalidArgument(_) => AGENT_ERR_INVALID_ARGUMENT,
-        Error::Closed => AGENT_ERR_BAD_HANDLE,
-        Error::Json(_) => AGENT_ERR_JSON,
-        Error::Codec(_) => AGENT_ERR_CODEC,
-        Error::TooLarge(_) => AGENT_ERR_TOO_LARGE,
-        Error::Storage(_) | Error::Corrupt(_) => AGENT_ERR_STORAGE,
-        Error::Busy(_) => AGENT_ERR_BUSY,
-        Error::Hook(_) => AGENT_ERR_HOOK,
-        Error::Conflict(_) => AGENT_ERR_CONFLICT,
-        Error::Rejected(_) => AGENT_ERR_REJECTED,
-        Error::Gap(_) => AGENT_ERR_GAP,
-    }
+// The table: every status once, with the error kinds it reports. It generates the name
+// table of `agent_status_name` (names spelled by the constants themselves) and `status_of`,
+// whose match the compiler checks for exhaustiveness, and checks at compile time that no two
+// statuses share a number. (The constants above stay written out: cbindgen reads them, with
+// their docs, from the source and does not expand macros.)
+status_table! {
+    AGENT_OK,
+    AGENT_ERR_INVALID_ARGUMENT => Error::InvalidArgument(_),
+    AGENT_ERR_BAD_HANDLE => Error::Closed,
+    AGENT_ERR_JSON => Error::Json(_),
+    AGENT_ERR_CODEC => Error::Codec(_),
+    AGENT_ERR_TOO_LARGE => Error::TooLarge(_),
+    AGENT_ERR_STORAGE => Error::Storage(_) | Error::Corrupt(_),
+    AGENT_ERR_BUSY => Error::Busy(_),
+    AGENT_ERR_HOOK => Error::Hook(_),
+    AGENT_ERR_CONFLICT => Error::Conflict(_),
+    AGENT_ERR_REJECTED => Error::Rejected(_),
+    AGENT_ERR_GAP => Error::Gap(_),
+    AGENT_ERR_PANIC,
 }
 
 /// The name of a status code, e.g. `"AGENT_ERR_CODEC"`, or `"AGENT_ERR_UNKNOWN"` for a number
@@ -65,21 +100,11 @@ pub(crate) fn status_of(e: &Error) -> AgentStatus {
 /// Ownership: the returned string is static; never free it. Thread-safety: any thread.
 #[no_mangle]
 pub extern "C" fn agent_status_name(status: AgentStatus) -> *const c_char {
-    let name: &'static [u8] = match status {
-        AGENT_OK => b"AGENT_OK\0",
-        AGENT_ERR_INVALID_ARGUMENT => b"AGENT_ERR_INVALID_ARGUMENT\0",
-        AGENT_ERR_BAD_HANDLE => b"AGENT_ERR_BAD_HANDLE\0",
-        AGENT_ERR_JSON => b"AGENT_ERR_JSON\0",
-        AGENT_ERR_CODEC => b"AGENT_ERR_CODEC\0",
-        AGENT_ERR_TOO_LARGE => b"AGENT_ERR_TOO_LARGE\0",
-        AGENT_ERR_STORAGE => b"AGENT_ERR_STORAGE\0",
-        AGENT_ERR_BUSY => b"AGENT_ERR_BUSY\0",
-        AGENT_ERR_HOOK => b"AGENT_ERR_HOOK\0",
-        AGENT_ERR_CONFLICT => b"AGENT_ERR_CONFLICT\0",
-        AGENT_ERR_REJECTED => b"AGENT_ERR_REJECTED\0",
-        AGENT_ERR_GAP => b"AGENT_ERR_GAP\0",
-        AGENT_ERR_PANIC => b"AGENT_ERR_PANIC\0",
-        _ => b"AGENT_ERR_UNKNOWN\0",
-    };
-    name.as_ptr().cast()
+    boundary::guard("agent_status_name", || {
+        let name = NAMES
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or("AGENT_ERR_UNKNOWN\0", |(_, name)| name);
+        name.as_ptr().cast()
+    })
 }

@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::codec;
 use crate::error::{Error, Result};
-use crate::merge::merge_patch;
+use crate::value::codec;
+use crate::value::merge::merge_patch;
 
 /// One top-level member of a state.
 #[derive(Debug)]

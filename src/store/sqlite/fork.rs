@@ -22,7 +22,7 @@
 //! fresh connection could take real locks next to it.
 //!
 //! Every store connection registers here with its file's identity and the fork generation it
-//! was opened in ([`crate::ffi::fork_watch`] counts forks); [`recover`] does the closing.
+//! was opened in (`fork_watch` counts forks); [`recover`] does the closing.
 
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,10 +30,11 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::store::Retire;
 
 /// The current fork generation: it changes in a child process right after `fork()`.
 pub fn generation() -> u64 {
-    crate::ffi::fork_watch::generation()
+    super::fork_watch::generation()
 }
 
 /// The identity of a store file (device and inode): what SQLite shares its lock records by.
@@ -87,13 +88,6 @@ impl Tracker {
     pub fn poison(&self) {
         self.poisoned.store(true, Ordering::Release);
     }
-}
-
-/// An owner of a registered connection that can be asked to let go of an inherited one.
-pub trait Retire: Send + Sync {
-    /// Closes the owner's connection if it was inherited (see the module doc) and returns
-    /// true; returns false, doing nothing, when the owner is busy (its lock is held).
-    fn try_retire(&self) -> bool;
 }
 
 struct Entry {

@@ -4,12 +4,12 @@
 //! A connection inherited across `fork()` must never be used in the child: POSIX advisory locks
 //! belong to the process, so the child holds none of the locks SQLite's bookkeeping says it
 //! holds, and a parent that closes its last connection checkpoints and deletes the WAL the
-//! child is appending to (see `crate::fork`). Comparing process ids would cost a system call per
+//! child is appending to (see [`super::fork`]). Comparing process ids would cost a system call per
 //! call (`getpid` is not cached by glibc); instead a `pthread_atfork` child handler bumps a
 //! counter, and a store compares the counter it saw when it connected with the current one:
 //! one relaxed atomic load.
 //!
-//! This lives in `ffi` because registering the handler is a call into C; everything it
+//! Registering the handler is a call into C (the module's one `unsafe` block); everything it
 //! exposes is safe.
 
 use std::sync::atomic::{AtomicU64, Ordering};

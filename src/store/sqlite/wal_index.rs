@@ -10,8 +10,8 @@
 //! (`SQLITE_FCNTL_FILE_POINTER`, then `xShmMap`), the same way: copy 1, a fence, copy 2, and
 //! trust them only when equal. An unchanged header means no commit became visible since.
 //!
-//! This lives in `ffi` because it is the one place the store talks to SQLite's C interface
-//! directly; everything it exposes is safe.
+//! This is the one place the store talks to SQLite's C interface directly (hence `unsafe`,
+//! allowed in this module only); everything it exposes is safe.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;

@@ -1,0 +1,131 @@
+//! The read cache: what a handle last saw committed, and the cheap test that it still is.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::store::{Backend, LogRetention, Mark, Txn};
+use crate::value::accept;
+use crate::value::snapshot::Snapshot;
+
+/// The stored state as last confirmed by one handle.
+#[derive(Clone)]
+pub(super) struct Cache {
+    /// The store's data version when the cache was last confirmed (plus one after our own
+    /// commit, which moves it by exactly one).
+    data_version: Option<u32>,
+    /// The commit mark seen just before a version was last confirmed; while the mark is
+    /// unchanged, no connection has committed and the cache is current.
+    mark: Option<Mark>,
+    /// `None`: nothing stored.
+    stored: Option<Arc<Snapshot>>,
+    /// The stored state's version (0: nothing stored).
+    version: u64,
+    /// The change log's retention; `None` when the log is off.
+    log: Option<LogRetention>,
+}
+
+/// What is committed right now, as seen by one handle.
+pub(super) struct Current {
+    pub stored: Option<Arc<Snapshot>>,
+    pub version: u64,
+    pub log: Option<LogRetention>,
+}
+
+/// Where a check of the cache runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Context {
+    /// Outside any transaction.
+    Autocommit,
+    /// Inside this connection's write transaction: no other connection can commit, so the
+    /// live commit mark describes exactly what the transaction sees.
+    WriteTransaction,
+    /// Inside this connection's read transaction (which has already read, see
+    /// [`Txn::snapshot`]): others may commit meanwhile, so the live mark may be newer than what
+    /// the transaction sees, and must not be recorded.
+    ReadTransaction,
+}
+
+impl Cache {
+    fn current(&self) -> Current {
+        Current {
+            stored: self.stored.clone(),
+            version: self.version,
+            log: self.log,
+        }
+    }
+
+    /// Records this handle's own commit of `stored` at `version`. The commit mark changed too;
+    /// it is recorded again on the next check (recording it now could hide a commit that
+    /// another process makes right after ours).
+    pub fn committed(&mut self, stored: Arc<Snapshot>, version: u64, log: Option<LogRetention>) {
+        self.stored = Some(stored);
+        self.version = version;
+        self.log = log;
+        self.data_version = self.data_version.map(|v| v.wrapping_add(1));
+        self.mark = None;
+    }
+}
+
+/// What is committed now, from `cache` when no connection has committed since it was filled.
+///
+/// Two tests, cheapest first: the commit mark is unchanged (no commit anywhere, a few loads);
+/// else the data version is unchanged (a function call, current inside a transaction; outside
+/// one, [`Backend::refresh`] runs first to bring it up to date); else the entries are read and
+/// decoded again (in one read transaction).
+pub(super) fn current(
+    store: &dyn Backend,
+    cache: &mut Option<Cache>,
+    context: Context,
+) -> Result<Current> {
+    // Read the mark *before* the version: a commit landing in between then shows up as a mark
+    // change next time, never as a missed update.
+    let mark = store.commit_mark();
+    if let Some(cache) = cache.as_ref() {
+        if mark.is_some() && cache.mark == mark {
+            return Ok(cache.current());
+        }
+    }
+    if context == Context::Autocommit {
+        store.refresh()?;
+    }
+    // A mark read before the transaction's snapshot (autocommit: the snapshot is taken after
+    // it) or while no one else can commit (write transaction) may be recorded with what the
+    // snapshot shows; one read during a read transaction may be newer than it.
+    let mark = match context {
+        Context::ReadTransaction => None,
+        Context::Autocommit | Context::WriteTransaction => mark,
+    };
+    let version = store.data_version();
+    if let Some(cache) = cache.as_mut() {
+        if version.is_some() && cache.data_version == version {
+            cache.mark = mark;
+            return Ok(cache.current());
+        }
+    }
+    let fresh = match context {
+        Context::WriteTransaction | Context::ReadTransaction => reread(store, mark)?,
+        Context::Autocommit => {
+            let txn = Txn::read(store)?;
+            reread(&*txn, mark)?
+        }
+    };
+    let current = fresh.current();
+    *cache = Some(fresh);
+    Ok(current)
+}
+
+/// Reads the state, its version and the log's retention (inside a transaction).
+fn reread(store: &dyn Backend, mark: Option<Mark>) -> Result<Cache> {
+    let (stored, version) = match store.read_state()? {
+        None => (None, 0),
+        Some((bytes, version)) => (Some(Arc::new(accept::decode_stored(&bytes)?)), version),
+    };
+    let log = store.log_retention()?;
+    Ok(Cache {
+        data_version: store.data_version(),
+        mark,
+        stored,
+        version,
+        log,
+    })
+}

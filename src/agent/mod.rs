@@ -1,0 +1,253 @@
+//! One agent: one store, one state, its hooks. The safe Rust API the C boundary wraps.
+//!
+//! The handle's API is split by job: `cache` (the read cache and its freshness test),
+//! `write` (set, replace, restore: the write path), `feed` (other handles' changes to this
+//! handle's hooks, `poll`), `history` (the change log's queries), `hooks` (hook slots and
+//! the re-entry guard). Storage is reached only through [`crate::store::Backend`]; values only
+//! through [`crate::value::accept`].
+
+mod cache;
+mod feed;
+mod history;
+mod hooks;
+mod write;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use serde_json::Value;
+
+use self::cache::{Cache, Context};
+use crate::error::{Error, Result};
+use crate::hooks::{Hooks, InitialStateHook, Validator};
+use crate::options::{LogRetention, OpenOptions};
+use crate::store::{self, Backend, Retire, Txn};
+use crate::value::accept;
+use crate::value::snapshot::Snapshot;
+
+static NEXT_AGENT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A persistent agent state on one store file. All methods take `&self` and are safe to call
+/// from many threads at once; calls on one agent are serialized by an internal lock, which is
+/// never held while an on_state_changed hook runs.
+pub struct Agent {
+    id: u64,
+    /// Written with each logged change, so `poll` can tell this handle's changes from others'.
+    writer: u64,
+    /// Shared with the store's fork registry (weakly), which may close an inherited connection.
+    inner: Arc<Mutex<Option<Inner>>>,
+    hooks: Arc<Hooks>,
+    initial_hook: Mutex<Option<Arc<dyn InitialStateHook>>>,
+    validator: Mutex<Option<Arc<dyn Validator>>>,
+    initial_state: Arc<Snapshot>,
+    max_value_bytes: usize,
+}
+
+/// What the agent's lock guards: the connection, and what this handle knows of the store.
+struct Inner {
+    store: Box<dyn Backend>,
+    view: View,
+}
+
+/// What one handle knows of its store, apart from the connection (so that both can be
+/// borrowed at once: a transaction borrows the connection while the view is updated).
+struct View {
+    /// The stored state as last confirmed; `None` until first read.
+    cache: Option<Cache>,
+    /// Sequence number of the last change handed to the hooks' turnstile.
+    seq: u64,
+    /// The last change this handle's hooks were given (or the state when it opened).
+    cursor: Cursor,
+    /// Changes of other handles were pruned from the log before this handle could deliver
+    /// them; reported by the next `poll`.
+    gap: Option<(u64, u64)>,
+}
+
+struct Cursor {
+    version: u64,
+    state: Arc<Snapshot>,
+}
+
+/// A state together with its version (0: nothing stored, this is the initial state).
+#[derive(Debug, Clone)]
+pub struct Versioned {
+    pub state: Arc<Snapshot>,
+    pub version: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A writer id unique to this handle among all processes (random per process, counted within).
+fn new_writer_id(agent_id: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u64(agent_id);
+    h.finish()
+}
+
+impl Agent {
+    /// Opens the store at `path` (created when absent unless `read_only`).
+    pub fn open(path: &Path, options: &OpenOptions) -> Result<Agent> {
+        let max = options.max_value_bytes;
+        let initial = match &options.initial_state {
+            None => Value::Object(Default::default()),
+            Some(v) => v.clone(),
+        };
+        let initial = Arc::new(accept::state_from_value(initial, max, "initial_state")?);
+        let store = store::open(path, &options.store_options())?;
+        let id = NEXT_AGENT_ID.fetch_add(1, Ordering::Relaxed);
+        let view = View {
+            cache: None,
+            seq: 0,
+            cursor: Cursor {
+                version: 0,
+                state: Arc::clone(&initial),
+            },
+            gap: None,
+        };
+        // The store registers the cell (weakly) before anything can lock it.
+        let inner = Arc::new_cyclic(|cell: &Weak<Mutex<Option<Inner>>>| {
+            let owner: Weak<dyn Retire> = cell.clone();
+            store.register_owner(owner);
+            Mutex::new(Some(Inner { store, view }))
+        });
+        let agent = Agent {
+            id,
+            writer: new_writer_id(id),
+            inner,
+            hooks: Arc::new(Hooks::default()),
+            initial_hook: Mutex::new(None),
+            validator: Mutex::new(None),
+            initial_state: initial,
+            max_value_bytes: max,
+        };
+        {
+            let mut guard = agent.lock_inner()?;
+            let inner = guard.as_mut().ok_or(Error::Closed)?;
+            if let Some(retention) = options.change_log {
+                Self::configure_log(inner, retention)?;
+            }
+            // Changes committed before this handle opened are not delivered to its hooks. A
+            // stored state that no longer decodes does not stop the open: reads report it, and
+            // a replacement repairs it.
+            let Inner { store, view } = inner;
+            view.cursor = match cache::current(&**store, &mut view.cache, Context::Autocommit) {
+                Ok(current) => Cursor {
+                    version: current.version,
+                    state: current
+                        .stored
+                        .unwrap_or_else(|| Arc::clone(&agent.initial_state)),
+                },
+                Err(Error::Corrupt(_)) => Cursor {
+                    version: store.read_state()?.map_or(0, |(_, v)| v),
+                    state: Arc::new(Snapshot::new(Value::Object(Default::default()))),
+                },
+                Err(e) => return Err(e),
+            };
+        }
+        Ok(agent)
+    }
+
+    /// Switches the change log on (with this retention), off (`None`), or leaves it when the
+    /// store already has this setting.
+    fn configure_log(inner: &mut Inner, retention: Option<LogRetention>) -> Result<()> {
+        let Inner { store, view } = inner;
+        let unchanged = match cache::current(&**store, &mut view.cache, Context::Autocommit) {
+            Ok(current) => current.log == retention,
+            Err(Error::Corrupt(_)) => false, // write the setting all the same
+            Err(e) => return Err(e),
+        };
+        if unchanged {
+            return Ok(());
+        }
+        let txn = Txn::write(&**store)?;
+        txn.set_log_retention(retention)?;
+        txn.commit()?;
+        view.cache = None;
+        Ok(())
+    }
+
+    /// The stored state, or the initial state when nothing is stored. Never writes.
+    pub fn get_state(&self) -> Result<Arc<Snapshot>> {
+        self.get_state_versioned().map(|v| v.state)
+    }
+
+    /// The state with its version, read together (version 0: nothing stored).
+    pub fn get_state_versioned(&self) -> Result<Versioned> {
+        let mut guard = self.lock_inner()?;
+        let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
+        let current = cache::current(&**store, &mut view.cache, Context::Autocommit)?;
+        Ok(Versioned {
+            state: match current.stored {
+                Some(state) => state,
+                None => self.initial()?,
+            },
+            version: current.version,
+        })
+    }
+
+    /// Closes the store. Later calls fail with [`Error::Closed`]; hooks are dropped once no
+    /// running delivery uses them.
+    pub fn close(&self) -> Result<()> {
+        // Not `lock_inner`: a handle inherited across fork() need not reconnect just to close;
+        // dropping its store lets go of the inherited connection without touching the parent's.
+        self.refuse_reentry()?;
+        let inner = lock(&self.inner).take().ok_or(Error::Closed)?;
+        drop(inner);
+        self.hooks.clear();
+        let initial_hook = lock(&self.initial_hook).take();
+        drop(initial_hook);
+        let validator = lock(&self.validator).take();
+        drop(validator);
+        Ok(())
+    }
+
+    /// The largest encoded state this agent accepts.
+    pub fn max_value_bytes(&self) -> usize {
+        self.max_value_bytes
+    }
+
+    /// Locks the handle's state, first making sure its connection belongs to this process
+    /// (after a `fork()`, the child's first call reconnects, with an empty read cache).
+    fn lock_inner(&self) -> Result<MutexGuard<'_, Option<Inner>>> {
+        self.refuse_reentry()?;
+        let mut guard = lock(&self.inner);
+        if let Some(inner) = guard.as_mut() {
+            if inner.store.ensure_current()? {
+                inner.view.cache = None;
+            }
+        }
+        Ok(guard)
+    }
+}
+
+/// The store's way in after a `fork()`: an inherited connection is closed (safely, see
+/// [`crate::store::sqlite::fork`]) when no call holds the handle's lock.
+impl Retire for Mutex<Option<Inner>> {
+    fn try_retire(&self) -> bool {
+        let mut guard = match self.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        if let Some(inner) = guard.as_mut() {
+            inner.store.retire_inherited();
+            inner.view.cache = None;
+        }
+        true
+    }
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let open = lock(&self.inner).is_some();
+        f.debug_struct("Agent")
+            .field("id", &self.id)
+            .field("open", &open)
+            .finish_non_exhaustive()
+    }
+}

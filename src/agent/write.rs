@@ -1,0 +1,224 @@
+//! The write path: merge, replace and restore, each one write transaction that starts from
+//! the latest committed state, then delivery to this handle's hooks in commit order.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use super::cache::{self, Context, Current};
+use super::feed::Foreign;
+use super::{lock, Agent, Cursor, Inner, Versioned, View};
+use crate::error::{Error, Result};
+use crate::hooks::{Patch, StateChange};
+use crate::store::{Backend, LogRetention, LoggedChange, Txn};
+use crate::value::accept;
+use crate::value::snapshot::Snapshot;
+
+pub(super) enum Change {
+    Merge(Value),
+    Replace(Value),
+}
+
+/// A change written inside the transaction, waiting for the commit.
+struct Applied {
+    prev: Arc<Snapshot>,
+    next: Arc<Snapshot>,
+    patch: Option<Patch>,
+    version: u64,
+    log: Option<LogRetention>,
+    /// With the log on: changes of other handles to deliver first.
+    foreign: Option<Foreign>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Agent {
+    /// Merges `patch` (JSON text of an object) by RFC 7396 and returns the full merged state.
+    pub fn set_state(&self, patch: &[u8]) -> Result<Arc<Snapshot>> {
+        self.set_state_if(patch, None).map(|v| v.state)
+    }
+
+    /// Like [`Agent::set_state`], but only when the stored version is `expected` (when given);
+    /// otherwise [`Error::Conflict`] and nothing is written. Returns the new state and version.
+    pub fn set_state_if(&self, patch: &[u8], expected: Option<u64>) -> Result<Versioned> {
+        self.refuse_reentry()?;
+        let patch = accept::parse_object(patch, self.max_value_bytes, "patch")?;
+        self.change(Change::Merge(patch), expected)
+    }
+
+    /// Replaces the state with `next` (JSON text of an object) and returns it.
+    pub fn replace_state(&self, next: &[u8]) -> Result<Arc<Snapshot>> {
+        self.replace_state_if(next, None).map(|v| v.state)
+    }
+
+    /// Like [`Agent::replace_state`], but only when the stored version is `expected` (when
+    /// given); otherwise [`Error::Conflict`] and nothing is written.
+    pub fn replace_state_if(&self, next: &[u8], expected: Option<u64>) -> Result<Versioned> {
+        self.refuse_reentry()?;
+        let next = accept::parse_object(next, self.max_value_bytes, "state")?;
+        self.change(Change::Replace(next), expected)
+    }
+
+    /// Commits `change` (when the stored version is `expected`, if given), then delivers it,
+    /// after any undelivered changes of other handles, to this handle's hooks.
+    pub(super) fn change(&self, change: Change, expected: Option<u64>) -> Result<Versioned> {
+        let (events, result) = {
+            let mut guard = self.lock_inner()?;
+            let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
+            let txn = Txn::write(&**store)?;
+            let applied = self.apply(&*txn, view, change, expected)?;
+            txn.commit()?;
+            let Applied {
+                prev,
+                next,
+                patch,
+                version,
+                log,
+                foreign,
+            } = applied;
+            let mut events = match foreign {
+                Some(foreign) => view.take_foreign(foreign),
+                None => Vec::new(),
+            };
+            if let Some(cache) = view.cache.as_mut() {
+                cache.committed(Arc::clone(&next), version, log);
+            }
+            view.cursor = Cursor {
+                version,
+                state: Arc::clone(&next),
+            };
+            view.seq += 1;
+            events.push((
+                view.seq,
+                StateChange {
+                    next: Arc::clone(&next),
+                    prev,
+                    patch,
+                    version,
+                },
+            ));
+            (
+                events,
+                Versioned {
+                    state: next,
+                    version,
+                },
+            )
+        };
+        self.deliver_all(events)?;
+        Ok(result)
+    }
+
+    /// Inside the write transaction: read the latest state, compute the next one, check it
+    /// (codec and size, then the validator) and write it, with its log entry when the log is
+    /// on. Changes of other handles not yet delivered to this handle's hooks are collected
+    /// too, so hooks see every logged change in commit order.
+    fn apply(
+        &self,
+        store: &dyn Backend,
+        view: &mut View,
+        change: Change,
+        expected: Option<u64>,
+    ) -> Result<Applied> {
+        let (prev, version, log) = match (
+            cache::current(store, &mut view.cache, Context::WriteTransaction),
+            &change,
+        ) {
+            (Ok(current), _) => {
+                let prev = match &current.stored {
+                    Some(state) => Arc::clone(state),
+                    None => self.initial()?,
+                };
+                (prev, current.version, current.log)
+            }
+            // A replacement needs nothing of the previous state, so it can repair an entry
+            // that no longer decodes; hooks then see `{}` as prev.
+            (Err(Error::Corrupt(_)), Change::Replace(_)) => {
+                let version = store.read_state()?.map_or(0, |(_, v)| v);
+                (
+                    Arc::new(Snapshot::new(Value::Object(Default::default()))),
+                    version,
+                    store.log_retention()?,
+                )
+            }
+            (Err(e), _) => return Err(e),
+        };
+        if let Some(expected) = expected {
+            if expected != version {
+                return Err(Error::Conflict(format!(
+                    "expected version {expected}, but the state is at version {version}; nothing was written"
+                )));
+            }
+        }
+        let (next, patch) = match change {
+            Change::Merge(Value::Object(patch)) => {
+                let next = prev.merge(&patch, self.max_value_bytes)?;
+                (next, Some(Value::Object(patch)))
+            }
+            Change::Merge(_) => unreachable!("patches are checked to be objects"),
+            Change::Replace(next) => (
+                accept::encode_state(next, self.max_value_bytes, "state")?,
+                None,
+            ),
+        };
+        let next = Arc::new(next);
+        let version = version + 1;
+        let mut patch = patch.map(Patch::new);
+        let validator = lock(&self.validator).clone();
+        if let Some(validator) = validator {
+            let proposed = StateChange {
+                next: Arc::clone(&next),
+                prev: Arc::clone(&prev),
+                patch,
+                version,
+            };
+            self.locked_hook(|| validator.validate(&proposed))
+                .map_err(|m| Error::Rejected(format!("the validator rejected the change: {m}")))?;
+            patch = proposed.patch;
+        }
+        store.write_state(next.json(), version)?;
+        let mut foreign = None;
+        if let Some(retention) = log {
+            // Other handles' pending changes are read before this change is logged: logging
+            // prunes, and could drop the predecessor of one of them.
+            let before = Current {
+                stored: Some(Arc::clone(&prev)),
+                version: version - 1,
+                log,
+            };
+            foreign = Some(self.foreign_changes(store, &view.cursor, &before)?);
+            store.log_change(
+                &LoggedChange {
+                    version,
+                    at_ms: now_ms(),
+                    writer: self.writer,
+                    patch: patch.as_ref().map(|p| p.json().to_vec()),
+                    next: next.json().to_vec(),
+                    prev: (version == 1).then(|| prev.json().to_vec()),
+                },
+                retention,
+            )?;
+        }
+        Ok(Applied {
+            prev,
+            next,
+            patch,
+            version,
+            log,
+            foreign,
+        })
+    }
+
+    /// Point-in-time recovery: replaces the state with the state at `version` (see
+    /// [`Agent::state_at`]), as a new change.
+    pub fn restore(&self, version: u64) -> Result<Versioned> {
+        let old = self.state_at(version)?;
+        self.change(Change::Replace(old.to_value()), None)
+    }
+}

@@ -1,0 +1,107 @@
+//! Storage: what an agent needs from the place its state lives, as one trait.
+//!
+//! [`Backend`] holds exactly that: the connection's ownership across `fork()`, a cheap
+//! freshness test for the read cache, transactions, the state and its version, and the change
+//! log, whose retention is the store's policy. Transactions are taken through [`Txn`], which
+//! rolls back unless committed, so an early return or a `?` can never leave one open.
+//!
+//! [`sqlite`] is the one backend (an embedded SQLite file); a second one is a sibling module
+//! behind the same trait, and nothing above the trait changes. The agent never sees SQL,
+//! storage keys or how the log is pruned.
+
+pub mod sqlite;
+mod txn;
+mod types;
+
+use std::path::Path;
+use std::sync::Weak;
+
+use crate::error::Result;
+
+pub use txn::Txn;
+pub use types::{LogRetention, LoggedChange, Mark, StoreOptions, Synchronous, MAX_RETENTION};
+
+/// Opens the store at `path` with the backend it names (today always SQLite).
+pub fn open(path: &Path, options: &StoreOptions) -> Result<Box<dyn Backend>> {
+    Ok(Box::new(sqlite::Sqlite::open(path, options)?))
+}
+
+/// An owner of a connection that can be asked to let go of one inherited across `fork()`.
+pub trait Retire: Send + Sync {
+    /// Closes the owner's connection if it was inherited (see [`sqlite::fork`]) and returns
+    /// true; returns false, doing nothing, when the owner is busy (its lock is held).
+    fn try_retire(&self) -> bool;
+}
+
+/// One connection to a store, as the agent uses it. Methods that read or write entries run
+/// inside a transaction taken with [`Txn`].
+pub trait Backend: Send {
+    // ---- the connection belongs to this process ------------------------------------------
+
+    /// Registers the owner of this connection, which the store asks (through [`Retire`]) to
+    /// let go of it when a child process must reconnect. A no-op where nothing is inherited.
+    fn register_owner(&self, owner: Weak<dyn Retire>);
+
+    /// Makes sure the connection belongs to this process (free when it does); after a
+    /// `fork()`, reconnects. Returns true when it reconnected: what the caller cached may be
+    /// stale.
+    fn ensure_current(&mut self) -> Result<bool>;
+
+    /// Lets go of a connection inherited from a parent process without touching what the parent
+    /// still uses (does nothing to one this process opened).
+    fn retire_inherited(&mut self);
+
+    // ---- freshness, for the read cache ---------------------------------------------------
+
+    /// A mark that changes whenever any connection, in any process, commits, read without a
+    /// transaction. `None` when unavailable (then [`Backend::data_version`] decides).
+    fn commit_mark(&self) -> Option<Mark>;
+
+    /// Brings [`Backend::data_version`] up to date outside a transaction; inside a read
+    /// transaction that has not read yet, takes its snapshot now.
+    fn refresh(&self) -> Result<()>;
+
+    /// A number that differs from an earlier one when another connection committed in between,
+    /// as of this connection's latest transaction (the current one, inside a transaction). Each
+    /// commit of this connection moves it by exactly one. `None` when unavailable.
+    fn data_version(&self) -> Option<u32>;
+
+    // ---- transactions (through [`Txn`]) --------------------------------------------------
+
+    /// Starts a read transaction; its snapshot is taken at its first read.
+    fn begin_read(&self) -> Result<()>;
+
+    /// Starts a write transaction, waiting for other writers up to the busy timeout. Refused on
+    /// a read-only store.
+    fn begin_write(&self) -> Result<()>;
+
+    /// Commits the open transaction; on failure it is rolled back.
+    fn commit(&self) -> Result<()>;
+
+    /// Rolls back the open transaction, if any.
+    fn rollback(&self);
+
+    // ---- inside a transaction ------------------------------------------------------------
+
+    /// The stored state (encoded) and its version, if any state is stored.
+    fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>>;
+
+    /// Stores the state and its version.
+    fn write_state(&self, value: &[u8], version: u64) -> Result<()>;
+
+    /// The change log's retention (`None`: the log is off).
+    fn log_retention(&self) -> Result<Option<LogRetention>>;
+
+    /// Switches the change log on with this retention, or off (`None`, dropping the log).
+    fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()>;
+
+    /// Appends a change to the log and prunes what `retention` no longer keeps (never the
+    /// change just appended).
+    fn log_change(&self, change: &LoggedChange, retention: LogRetention) -> Result<()>;
+
+    /// Logged changes with a version above `after`, oldest first.
+    fn changes_after(&self, after: u64) -> Result<Vec<LoggedChange>>;
+
+    /// The logged change that made `version`, if retained.
+    fn change_at(&self, version: u64) -> Result<Option<LoggedChange>>;
+}

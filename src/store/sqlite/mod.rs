@@ -1,0 +1,327 @@
+//! The SQLite backend: one connection to an agent store file.
+//!
+//! `schema` (the file format), `entries` (the state and the change log),
+//! `wal_index` (the cheap freshness test) and [`fork`] with `fork_watch` (connections
+//! across `fork()`). The last three talk to C directly: they are the only `unsafe` outside
+//! the C boundary, each block with its SAFETY note.
+//!
+//! The file format (tables, reserved keys, schema versions and migration) is described in
+//! `schema`; [`APPLICATION_ID`] and [`SCHEMA_VERSION`] identify an agent store.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+use rusqlite::{Connection, OpenFlags};
+
+use self::fork::{FileId, Tracker};
+use self::schema::create_private_file;
+use self::wal_index::WatchedConnection;
+use super::{Backend, LogRetention, LoggedChange, Mark, Retire, StoreOptions};
+use crate::error::{Error, Result};
+
+mod entries;
+pub mod fork;
+#[allow(unsafe_code)] // pthread_atfork
+mod fork_watch;
+mod schema;
+#[allow(unsafe_code)] // reads SQLite's shared memory through its VFS
+mod wal_index;
+
+pub use entries::{CHANGE_LOG_KEY, STATE_KEY};
+pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
+
+/// One connection to a store file, private to the process that opened it: after a `fork()`,
+/// the child's first use closes the inherited connection safely and opens its own (see
+/// [`fork`]).
+pub struct Sqlite {
+    /// `None` after an inherited connection was retired and before the next one is open.
+    conn: Option<WatchedConnection>,
+    path: PathBuf,
+    options: StoreOptions,
+    /// The file's schema version (a read-only handle may be reading a version-1 store).
+    schema: i32,
+    /// The fork generation `conn` was opened in.
+    generation: u64,
+    /// Shared with the fork registry; `None` for an in-memory store, which no other process
+    /// can see (the child keeps using its private copy).
+    tracker: Option<Arc<Tracker>>,
+}
+
+impl Sqlite {
+    /// Opens (creating when absent and not read-only) the store at `path`.
+    ///
+    /// A new file is created with mode 0600 before SQLite sees it, and SQLite gives its WAL and
+    /// shared-memory files the same mode. A file that is not an SQLite database, an SQLite
+    /// database of another application, or a store of a newer schema is refused with
+    /// [`Error::Storage`] before anything is written to it.
+    pub fn open(path: &Path, options: &StoreOptions) -> Result<Sqlite> {
+        let generation = fork::generation();
+        let mut store = Sqlite {
+            conn: None,
+            path: path.to_path_buf(),
+            options: options.clone(),
+            schema: SCHEMA_VERSION,
+            generation,
+            tracker: None,
+        };
+        store.connect()?;
+        if !store.in_memory() {
+            let file = FileId::of(path).ok_or_else(|| {
+                Error::Storage(format!(
+                    "{}: the store file vanished while opening",
+                    path.display()
+                ))
+            })?;
+            store.tracker = Some(Tracker::new(file, generation));
+        }
+        Ok(store)
+    }
+
+    fn in_memory(&self) -> bool {
+        self.path.as_os_str() == ":memory:"
+    }
+
+    /// Opens this process's connection, creating and initializing the store as needed.
+    fn connect(&mut self) -> Result<()> {
+        let (path, options) = (&self.path, &self.options);
+        let in_memory = self.in_memory();
+        if !in_memory && !options.read_only {
+            create_private_file(path)?;
+        }
+        let mut flags = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_EXRESCODE;
+        flags |= if options.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+        };
+        // The bundled SQLite interprets file names starting with "file:" as URIs ("file:a.db"
+        // would open "a.db", with the query and fragment dropped); a path is a file name, so a
+        // relative one is given to SQLite as "./path", which no URI parser touches.
+        let literal;
+        let sqlite_path = if !in_memory && path.is_relative() {
+            literal = Path::new(".").join(path);
+            literal.as_path()
+        } else {
+            path.as_path()
+        };
+        let conn = Connection::open_with_flags(sqlite_path, flags)
+            .map_err(|e| storage(path, "cannot open", e))?;
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(|e| storage(path, "cannot configure", e))?;
+        self.conn = Some(WatchedConnection::new(conn));
+        let options = self.options.clone();
+        if let Err(e) = self.check_and_init(&options, in_memory) {
+            self.conn = None;
+            return Err(e);
+        }
+        // A read-only connection may be given a private copy of the shared memory, whose header
+        // would never change: it keeps asking `PRAGMA data_version` instead.
+        if !in_memory && !options.read_only {
+            self.refresh()?; // makes sure SQLite has mapped the shared memory
+            if let Some(conn) = self.conn.as_mut() {
+                conn.watch_wal();
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes sure the connection belongs to this process. Free when it does (one atomic load);
+    /// in a child process after `fork()`, closes the inherited connection (and every other one
+    /// this process inherited to the same file) without touching shared state, then opens a
+    /// fresh one. Returns true when it reconnected: what the caller cached may be stale.
+    pub fn ensure_current(&mut self) -> Result<bool> {
+        let now = fork::generation();
+        if self.generation == now && self.conn.is_some() {
+            return Ok(false);
+        }
+        let Some(tracker) = self.tracker.clone() else {
+            // In memory: the child's copy is its own.
+            self.generation = now;
+            return Ok(false);
+        };
+        self.retire_inherited();
+        fork::recover(tracker.file_id(), self.options.busy_timeout)?;
+        self.generation = now;
+        self.connect()?;
+        tracker.set_generation(now);
+        Ok(true)
+    }
+
+    /// If the connection was inherited from a parent process, lets go of it without touching
+    /// what the parent still uses: an idle one is closed with checkpoint-on-close off; one in
+    /// the middle of a transaction is abandoned and the file marked unusable in this process.
+    pub fn retire_inherited(&mut self) {
+        let now = fork::generation();
+        if self.generation == now {
+            return;
+        }
+        let Some(tracker) = self.tracker.clone() else {
+            return;
+        };
+        if let Some(conn) = self.conn.take() {
+            if conn.is_autocommit() {
+                // Checkpointing on close is what deletes a WAL that others still use; with
+                // it off, closing an idle connection touches nothing shared.
+                let _ = conn.set_db_config(
+                    rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                    true,
+                );
+                drop(conn);
+            } else {
+                fork::abandon(Box::new(conn), &tracker);
+                return;
+            }
+        }
+        tracker.set_generation(now);
+    }
+
+    /// This process's connection. Fails when it is not (the process forked while the caller
+    /// was in a call: the call is not completed in the child) or when none is open.
+    fn conn(&self) -> Result<&WatchedConnection> {
+        match &self.conn {
+            Some(conn) if self.generation == fork::generation() => Ok(conn),
+            _ => Err(Error::Storage(format!(
+                "{}: the process forked during this call; the call was not completed in the \
+                 child process",
+                self.path.display()
+            ))),
+        }
+    }
+
+    fn storage_err(&self, what: &str, e: rusqlite::Error) -> Error {
+        storage(&self.path, what, e)
+    }
+}
+
+impl Backend for Sqlite {
+    fn register_owner(&self, owner: Weak<dyn Retire>) {
+        if let Some(tracker) = &self.tracker {
+            fork::register(Arc::clone(tracker), owner);
+        }
+    }
+
+    fn ensure_current(&mut self) -> Result<bool> {
+        Sqlite::ensure_current(self)
+    }
+
+    fn retire_inherited(&mut self) {
+        Sqlite::retire_inherited(self)
+    }
+
+    /// The WAL-index header: it changes whenever any connection, in any process, commits.
+    /// `None` when unavailable (read-only or in-memory store, or a commit in progress).
+    fn commit_mark(&self) -> Option<Mark> {
+        self.conn().ok()?.wal_header().map(Mark)
+    }
+
+    /// `PRAGMA data_version`: a statement, and so a read transaction of its own outside one.
+    fn refresh(&self) -> Result<()> {
+        let mut stmt = self.conn()?.prepare_cached("PRAGMA data_version")?;
+        stmt.query_row([], |r| r.get::<_, i64>(0))?;
+        Ok(())
+    }
+
+    /// The pager's data version: a function call, where `PRAGMA data_version` runs a statement.
+    fn data_version(&self) -> Option<u32> {
+        self.conn().ok()?.pager_data_version()
+    }
+
+    /// Starts a read transaction, so that several reads see one commit.
+    fn begin_read(&self) -> Result<()> {
+        self.conn()?
+            .prepare_cached("BEGIN DEFERRED")?
+            .execute([])
+            .map_err(|e| self.storage_err("cannot begin a transaction", e))?;
+        Ok(())
+    }
+
+    /// Starts a write transaction, taking the write lock now (waiting up to the busy timeout).
+    fn begin_write(&self) -> Result<()> {
+        if self.options.read_only {
+            return Err(Error::Storage(format!(
+                "{}: the store was opened read_only; writes are refused",
+                self.path.display()
+            )));
+        }
+        // A file deleted or replaced since it was opened would take the write where no one
+        // can read it again: refuse instead of acknowledging a lost write (costs one stat).
+        if self.conn()?.has_moved() {
+            return Err(Error::Storage(format!(
+                "{}: the store file was deleted, moved or replaced after it was opened; \
+                 reopen the store (this write was not made)",
+                self.path.display()
+            )));
+        }
+        let mut stmt = self.conn()?.prepare_cached("BEGIN IMMEDIATE")?;
+        stmt.execute([])
+            .map_err(|e| self.storage_err("cannot begin a transaction", e))?;
+        Ok(())
+    }
+
+    /// Commits the open transaction; on failure the transaction is rolled back.
+    fn commit(&self) -> Result<()> {
+        let result = self
+            .conn()?
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]).map(|_| ()));
+        if let Err(e) = result {
+            self.rollback();
+            return Err(self.storage_err("cannot commit", e));
+        }
+        Ok(())
+    }
+
+    /// Rolls back the open transaction, if any. Errors are ignored: SQLite rolls back on its
+    /// own when a statement fails in a way that ends the transaction.
+    fn rollback(&self) {
+        if let Ok(conn) = self.conn() {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+        }
+    }
+
+    fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
+        Sqlite::read_state(self)
+    }
+
+    fn write_state(&self, value: &[u8], version: u64) -> Result<()> {
+        Sqlite::write_state(self, value, version)
+    }
+
+    fn log_retention(&self) -> Result<Option<LogRetention>> {
+        Sqlite::log_retention(self)
+    }
+
+    fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()> {
+        Sqlite::set_log_retention(self, retention)
+    }
+
+    fn log_change(&self, change: &LoggedChange, retention: LogRetention) -> Result<()> {
+        Sqlite::log_change(self, change, retention)
+    }
+
+    fn changes_after(&self, after: u64) -> Result<Vec<LoggedChange>> {
+        Sqlite::changes_after(self, after)
+    }
+
+    fn change_at(&self, version: u64) -> Result<Option<LoggedChange>> {
+        Sqlite::change_at(self, version)
+    }
+}
+
+/// Closing a connection inherited from a parent process the ordinary way would checkpoint
+/// and could delete the WAL the parent still uses: `agent_close` in a child closes only what
+/// the child opened.
+impl Drop for Sqlite {
+    fn drop(&mut self) {
+        self.retire_inherited();
+    }
+}
+
+fn storage(path: &Path, what: &str, e: rusqlite::Error) -> Error {
+    match Error::from(e) {
+        Error::Storage(m) => Error::Storage(format!("{}: {what}: {m}", path.display())),
+        other => other,
+    }
+}

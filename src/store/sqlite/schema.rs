@@ -1,0 +1,220 @@
+//! The file format: recognising an agent store, creating one, migrating an old one.
+//!
+//! Layout (schema version [`SCHEMA_VERSION`]): the file's `application_id` is [`APPLICATION_ID`]
+//! so foreign SQLite files are recognised and left untouched; `user_version` holds the schema
+//! version so later releases can migrate. Table `agent_kv(key TEXT PRIMARY KEY, value BLOB,
+//! version INTEGER)` holds entries, of which the library reserves keys starting with
+//! `__agent_`: the state is the single entry `__agent_state` ([`STATE_KEY`]), whose `version`
+//! counts its commits (1 for the first write); `__agent_change_log` ([`CHANGE_LOG_KEY`](super::CHANGE_LOG_KEY)) holds
+//! the change log's retention, when enabled.
+//! Table `agent_changes(version INTEGER PRIMARY KEY, at_ms, writer, patch, next, prev)` is the
+//! optional change log, written in the same transaction as the state. The journal is WAL, so
+//! readers never block the writer.
+//!
+//! Schema history: 1 had no `version` column and no change log; opening a version-1 store for
+//! writing migrates it (its state, if any, becomes version 1).
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::entries::STATE_KEY;
+use super::Sqlite;
+use crate::error::{Error, Result};
+use crate::store::{StoreOptions, Synchronous, Txn};
+
+/// `PRAGMA application_id` of an agent store: ASCII "AgSt".
+pub const APPLICATION_ID: i32 = 0x4167_5374;
+/// The schema version this release writes and understands.
+pub const SCHEMA_VERSION: i32 = 2;
+
+impl Sqlite {
+    pub(super) fn check_and_init(&mut self, options: &StoreOptions, in_memory: bool) -> Result<()> {
+        // Reading the header first: nothing is written to a file we do not own.
+        let kind = self.identify()?;
+        if kind == FileKind::Empty && self.options.read_only {
+            return Err(Error::Storage(format!(
+                "{}: no agent store here to open read-only",
+                self.path.display()
+            )));
+        }
+        if !self.options.read_only {
+            if !in_memory {
+                self.enable_wal(options.busy_timeout)?;
+            }
+            let sync = match options.synchronous {
+                Synchronous::Full => "FULL",
+                Synchronous::Normal => "NORMAL",
+            };
+            self.conn()?
+                .pragma_update(None, "synchronous", sync)
+                .map_err(|e| self.storage_err("cannot set synchronous", e))?;
+        }
+        match kind {
+            FileKind::Empty => self.initialize()?,
+            FileKind::Store(1) if !self.options.read_only => self.migrate_from_1()?,
+            FileKind::Store(schema) => self.schema = schema,
+        }
+        Ok(())
+    }
+
+    /// Schema 1 -> 2: adds the state's version (an existing state becomes version 1) and the
+    /// change log table, in one write transaction (re-checked inside it: another process may
+    /// have migrated the file meanwhile).
+    pub(super) fn migrate_from_1(&self) -> Result<()> {
+        self.upgrade_schema(
+            1,
+            &format!(
+                "ALTER TABLE agent_kv ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+                 UPDATE agent_kv SET version = 1 WHERE key = '{STATE_KEY}';
+                 {CHANGES_TABLE}
+                 PRAGMA user_version = 2;"
+            ),
+            "cannot migrate the store from schema version 1",
+        )
+    }
+
+    /// Runs `sql` in one write transaction if the file's schema version, read again inside the
+    /// transaction, is still `from` (another process may have done it meanwhile).
+    pub(super) fn upgrade_schema(&self, from: i32, sql: &str, what: &str) -> Result<()> {
+        let txn = Txn::write(self)?;
+        let conn = self.conn()?;
+        let version: i32 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| self.storage_err(what, e))?;
+        if version == from {
+            conn.execute_batch(sql)
+                .map_err(|e| self.storage_err(what, e))?;
+        }
+        txn.commit()
+    }
+
+    /// Switches the file to WAL journaling. SQLite does not apply the busy timeout to this
+    /// pragma (another process initializing the same new file makes it fail at once with
+    /// SQLITE_BUSY), so it is retried here until `busy_timeout` has passed.
+    pub(super) fn enable_wal(&self, busy_timeout: Duration) -> Result<()> {
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(1);
+        let conn = self.conn()?;
+        loop {
+            let attempt: rusqlite::Result<String> =
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0));
+            match attempt {
+                Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+                Ok(mode) => {
+                    return Err(Error::Storage(format!(
+                        "{}: cannot enable WAL (journal_mode is {mode})",
+                        self.path.display()
+                    )))
+                }
+                Err(e) => match Error::from(e) {
+                    Error::Busy(_) if started.elapsed() < busy_timeout => {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(20));
+                    }
+                    Error::Busy(m) => return Err(Error::Busy(m)),
+                    Error::Storage(m) => {
+                        return Err(Error::Storage(format!(
+                            "{}: cannot enable WAL: {m}",
+                            self.path.display()
+                        )))
+                    }
+                    other => return Err(other),
+                },
+            }
+        }
+    }
+
+    pub(super) fn identify(&self) -> Result<FileKind> {
+        // One statement, so one read transaction: the three numbers come from the same commit,
+        // never from both sides of another process's initialization.
+        let conn = self.conn()?;
+        let read = || -> rusqlite::Result<(i32, i32, i64)> {
+            conn.query_row(
+                "SELECT (SELECT application_id FROM pragma_application_id()),
+                        (SELECT user_version FROM pragma_user_version()),
+                        (SELECT count(*) FROM sqlite_schema)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+        };
+        let (app, version, objects) = read().map_err(|e| match Error::from(e) {
+            Error::Storage(m) => {
+                Error::Storage(format!("{}: not an agent store ({m})", self.path.display()))
+            }
+            other => other,
+        })?;
+        if app == 0 && objects == 0 && version == 0 {
+            return Ok(FileKind::Empty);
+        }
+        if app != APPLICATION_ID {
+            return Err(Error::Storage(format!(
+                "{}: not an agent store (an SQLite database of another application, application_id {app:#x})",
+                self.path.display()
+            )));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(Error::Storage(format!(
+                "{}: written by a newer release (schema version {version}, this release reads up to {SCHEMA_VERSION})",
+                self.path.display()
+            )));
+        }
+        if version < 1 {
+            return Err(Error::Storage(format!(
+                "{}: agent store with unknown schema version {version}",
+                self.path.display()
+            )));
+        }
+        Ok(FileKind::Store(version))
+    }
+
+    /// Creates the schema, inside a write transaction so that two processes opening one new file
+    /// at once both end up with the same, single, initialized store.
+    pub(super) fn initialize(&self) -> Result<()> {
+        self.upgrade_schema(
+            0,
+            &format!(
+                "CREATE TABLE agent_kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL,
+                                        version INTEGER NOT NULL DEFAULT 0);
+                 {CHANGES_TABLE}
+                 PRAGMA application_id = {APPLICATION_ID};
+                 PRAGMA user_version = {SCHEMA_VERSION};"
+            ),
+            "cannot initialize",
+        )
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum FileKind {
+    Empty,
+    /// An agent store of this schema version.
+    Store(i32),
+}
+
+/// The change log table (schema 2).
+const CHANGES_TABLE: &str = "CREATE TABLE agent_changes (
+    version INTEGER PRIMARY KEY NOT NULL,
+    at_ms INTEGER NOT NULL,
+    writer INTEGER NOT NULL,
+    patch BLOB,
+    next BLOB NOT NULL,
+    prev BLOB);";
+
+/// Creates `path` with mode 0600 if it does not exist yet. SQLite would create it with the
+/// process umask (usually 0644), exposing agent state to every local user.
+pub(super) fn create_private_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::Storage(format!(
+            "{}: cannot create the store file: {e}",
+            path.display()
+        ))),
+    }
+}
