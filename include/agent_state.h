@@ -11,7 +11,8 @@
  *   Every function may be called from any thread, on the same handle at once.
  * - JSON inputs are (pointer, length) pairs of UTF-8 text; outputs are AgentBuffer views that
  *   the caller releases with agent_buffer_free().
- * - Hooks must return normally: no longjmp and no C++ exception may cross the library.
+ * - Hooks must return normally: no longjmp, no C++ exception, no pthread_exit or thread
+ *   cancellation may cross the library (a forced unwind through it aborts the process).
  * - fork(): a handle stays usable in the child. Its first call there notices the fork (a
  *   pthread_atfork counter, no system call per call), lets go of the connection inherited
  *   from the parent without touching what the parent uses (SQLite forbids using it, and an
@@ -20,9 +21,10 @@
  *   and its hooks, validator and initial-state hook stay (the child's copies). The parent's
  *   handle is unaffected. Each process that closes the handle (or removes a hook) calls that
  *   hook's free_user_data once in that process; a process that exits without closing calls
- *   none. Do not fork while another thread is inside a call, or from inside a validator or
- *   initial-state hook: that handle's store then reports AGENT_ERR_BUSY or AGENT_ERR_STORAGE
- *   in the child instead of risking the parent's data.
+ *   none. Not supported: forking while another thread is inside a call on a handle (POSIX
+ *   allows the child of a multi-threaded process only async-signal-safe calls; that handle may
+ *   block in the child, and never touches the parent's data), or from inside a validator or
+ *   initial-state hook (the child gets AGENT_ERR_STORAGE for that store).
  */
 
 #ifndef AGENT_STATE_H
