@@ -26,10 +26,11 @@ DAEMON_IN_CALLBACK = """
     from agent_state import Agent
 
     kind, path = sys.argv[1], sys.argv[2]
-    entered = threading.Event()
+    entered, returning = threading.Event(), threading.Event()
 
     def slow(*args):
         entered.set()
+        returning.wait(30)  # the main thread is returning while this runs
         time.sleep(0.05)  # stands in for I/O
         print("done", flush=True)
         if kind == "initial":
@@ -63,6 +64,7 @@ DAEMON_IN_CALLBACK = """
     cycle.me = cycle
     del cycle
     print("main returns", flush=True)
+    returning.set()
 """
 
 
@@ -165,7 +167,7 @@ def test_a_forked_child_does_not_wait_for_its_parents_threads(run_python) -> Non
     # Forked while another thread is inside a hook: that thread does not exist in the child,
     # whose exit must not wait for it.
     script = """
-        import os, sys, threading, time
+        import os, sys, threading, time, warnings
         from agent_state import Agent
 
         agent = Agent(sys.argv[1])
@@ -179,6 +181,8 @@ def test_a_forked_child_does_not_wait_for_its_parents_threads(run_python) -> Non
         t = threading.Thread(target=agent.set_state, args=({"a": 1},), daemon=True)
         t.start()
         inside.wait(30)
+        # 3.12+ warns that fork() with threads may deadlock the child: the case under test.
+        warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
         if pid == 0:
             sys.exit(0)  # a normal exit: atexit functions run

@@ -166,6 +166,25 @@ def test_interrupt_right_after_the_validator_accepted_keeps_its_verdict(run_pyth
     assert run(run_python, body) == {"outcome": "KeyboardInterrupt", "state": {"x": 1}}
 
 
+def test_interrupt_while_the_binding_words_a_rejection_is_not_lost(run_python) -> None:
+    body = """
+    class Refusal(Exception):
+        def __str__(self):  # the binding calls str() for the library's message
+            signal.raise_signal(signal.SIGINT)
+            return "refused"
+
+    def refuse(change):
+        raise Refusal()
+
+    agent = Agent(":memory:")
+    agent.set_validator(refuse)
+    result = outcome(lambda: agent.set_state({"x": 1}))
+    print(json.dumps({"outcome": result, "state": agent.get_state()}))
+    """
+    # Before: the binding took it for a broken __str__'s error; the write raised RejectedError.
+    assert run(run_python, body) == {"outcome": "KeyboardInterrupt", "state": {}}
+
+
 def test_interrupt_just_before_free_user_data_releases_the_callable(run_python) -> None:
     body = """
     agent = Agent(":memory:")
@@ -212,8 +231,10 @@ def test_many_interrupts_during_writes_never_change_a_verdict_or_get_lost(run_py
 
     caught, lost, done = [0], [0], [False]
     main_ident = threading.get_ident()
+    ready = threading.Event()  # set once the main thread is inside its try
 
     def interrupter():
+        ready.wait(60)
         rng = random.Random(7)
         for _ in range(N):
             time.sleep(rng.random() * 0.002)
@@ -233,6 +254,7 @@ def test_many_interrupts_during_writes_never_change_a_verdict_or_get_lost(run_py
     threading.Thread(target=interrupter).start()
     while not done[0]:
         try:
+            ready.set()
             if unacknowledged:
                 unacknowledged = False
                 caught[0] += 1

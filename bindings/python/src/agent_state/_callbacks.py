@@ -173,7 +173,7 @@ def _reason(exc: BaseException) -> str:
     name when that is empty."""
     try:
         text = str(exc)
-    except BaseException:  # a broken __str__
+    except Exception:  # a broken __str__ (an interrupt propagates: the caller carries it)
         text = ""
     return text or type(exc).__name__
 
