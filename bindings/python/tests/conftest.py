@@ -1,7 +1,12 @@
-"""Shared fixtures: agents that are always closed, in memory or in a temporary store file."""
+"""Shared fixtures: agents that are always closed, in memory or in a temporary store file, and
+Python child processes (for what only a whole process shows: its exit, its signals)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Callable, Iterator, List
 
@@ -43,3 +48,25 @@ def mem() -> Iterator[Agent]:
     """An agent on a private in-memory store."""
     with Agent(":memory:") as agent:
         yield agent
+
+
+@pytest.fixture
+def run_python(tmp_path: Path) -> Callable[..., "subprocess.CompletedProcess[str]"]:
+    """Runs ``script`` (dedented) in a child process of this interpreter, from ``tmp_path``, with
+    ``args`` as ``sys.argv[1:]``; returns the finished process (output captured as text). The
+    child imports the same installed package the tests use."""
+
+    def _run(script: str, *args: str, timeout: float = 60) -> "subprocess.CompletedProcess[str]":
+        env = dict(os.environ)
+        env.pop("AGENT_STATE_LIBRARY", None)
+        env["PYTHONFAULTHANDLER"] = "1"  # a crash prints the threads' stacks
+        return subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(script), *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    return _run

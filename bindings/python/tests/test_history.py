@@ -31,7 +31,8 @@ from agent_state import (
     StorageError,
     Versioned,
 )
-from agent_state import agent as agent_module
+from agent_state import _callbacks as callbacks_module
+from agent_state import _options as options_module
 
 
 class Recorder:
@@ -691,7 +692,7 @@ def test_change_log_off_and_options(open_agent, tmp_path: Path) -> None:
 
 
 def test_change_log_option_json() -> None:
-    to_json = agent_module._change_log_json
+    to_json = options_module.change_log_json
     assert to_json(False) == "false"
     assert to_json({"keep_last": 5}) == '{"keep_last":5}'
     assert to_json({"keep_seconds": 90}) == '{"keep_seconds":90}'
@@ -722,7 +723,7 @@ def test_new_calls_on_a_closed_agent_raise_closed_error(open_agent) -> None:
 
 
 def test_on_change_registrations_are_released(open_agent) -> None:
-    table = agent_module._callbacks
+    table = callbacks_module.tables
     before = set(table)
     a = open_agent(":memory:")
     with pytest.raises(TypeError):

@@ -11,12 +11,12 @@ import pytest
 
 import agent_state
 from agent_state import Agent, BusyError, ClosedError, CodecError, Hook, HookError, JSSet
-from agent_state import agent as agent_module
+from agent_state import _callbacks as callbacks_module
 
 
 def table() -> dict:
-    """The binding's table of live hook callables, keyed by user_data."""
-    return agent_module._callbacks
+    """The binding's registered keys (user_data), each to its agent's table of callables."""
+    return callbacks_module.tables
 
 
 def test_hooks_run_in_registration_order_with_next_prev_patch(mem: Agent) -> None:
@@ -129,12 +129,13 @@ def test_free_user_data_runs_exactly_once_per_registration(mem: Agent) -> None:
     mem.close()
     assert sorted(freed[7:]) == [3, 9] and len(freed) == 9
     # And the binding's own table: a registration that fails leaves no entry behind.
-    key = agent_module._register(lambda n, p, d: None)
+    callables = callbacks_module.CallbackTable()
+    key = callbacks_module.register(callables, lambda n, p, d: None)
     with pytest.raises(ClosedError):
         lib.agent_on_state_changed(
-            0xDEAD, agent_module._STATE_CHANGED_TRAMPOLINE, key, agent_module._FREE_TRAMPOLINE, ctypes.byref(out)
+            0xDEAD, callbacks_module.STATE_CHANGED_TRAMPOLINE, key, callbacks_module.FREE_TRAMPOLINE, ctypes.byref(out)
         )
-    assert key not in table()
+    assert key not in table() and key not in callables
 
 
 def test_hook_exception_is_raised_after_commit(mem: Agent) -> None:

@@ -19,7 +19,7 @@ from agent_state import (
     HookError,
     RejectedError,
 )
-from agent_state import agent as agent_module
+from agent_state import _callbacks as callbacks_module
 
 
 class NegativeBalance(ValueError):
@@ -250,7 +250,7 @@ def test_rejections_go_to_their_own_call_across_threads(mem: Agent) -> None:
 
 
 def test_validator_callables_are_released(open_agent) -> None:
-    table = agent_module._callbacks
+    table = callbacks_module.tables
     before = set(table)
     a = open_agent(":memory:")
     for _ in range(20):
@@ -268,9 +268,10 @@ def test_validator_callables_are_released(open_agent) -> None:
         a.set_validator(lambda change: None)
     assert set(table) == before
     # A failed registration through the C API frees the key it was given.
-    key = agent_module._register(lambda change: None)
+    callables = callbacks_module.CallbackTable()
+    key = callbacks_module.register(callables, lambda change: None)
     with pytest.raises(ClosedError):
         agent_state._native.library().agent_set_validator(
-            0xDEAD, agent_module._VALIDATE_TRAMPOLINE, key, agent_module._FREE_TRAMPOLINE
+            0xDEAD, callbacks_module.VALIDATE_TRAMPOLINE, key, callbacks_module.FREE_TRAMPOLINE
         )
-    assert key not in table
+    assert key not in table and key not in callables

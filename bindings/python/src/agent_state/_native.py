@@ -6,20 +6,21 @@ subclass, with the message read from ``agent_last_error()`` right after the call
 thread (ctypes runs the call and its errcheck on the calling thread, and releases the GIL only
 during the call itself).
 
-Exceptions raised by Python hooks during a call are collected in a per-thread *frame* that the
-caller pushes around the call (see :func:`hook_frame`); when the call fails with
-``AGENT_ERR_HOOK`` the errcheck attaches them to the :class:`~agent_state.HookError`.
-
-The validator's exception travels the same way, marked as a rejection (see
-:func:`record_rejection`): when the call fails with ``AGENT_ERR_REJECTED`` it becomes the
-``__cause__`` of the :class:`~agent_state.RejectedError`.
+Every call that may run a Python callback goes through :func:`call`, :func:`call_text`,
+:func:`call_text_versioned` or :func:`call_poll`, which push a *frame* on the thread's stack for
+its duration (``_inflight``) and pass the exit gate. Exceptions that callbacks raise are
+collected in the frame (``_callbacks``); :func:`_raise_status` turns the call's status and its
+frame into what the call raises: an interrupt (``KeyboardInterrupt``, ``SystemExit``) as itself
+whatever the status; for ``AGENT_ERR_HOOK`` a :class:`~agent_state.HookError` carrying the
+hooks' exceptions; for ``AGENT_ERR_REJECTED`` a :class:`~agent_state.RejectedError` caused by the
+validator's exception.
 
 The state calls (``agent_get_state``, ``agent_set_state``, ``agent_replace_state``, their
 versioned and compare-and-set forms, ``agent_get_state_at``, ``agent_restore_state``,
-``agent_changes_since``, ``agent_poll``) also have second declarations without errcheck, used
-through :func:`call_text`, :func:`call_text_versioned` and :func:`call_poll`, which push the
-frame, check the status and read the outputs themselves: the same contract, with less Python run
-per call.
+``agent_changes_since``, ``agent_poll``) and ``agent_close`` also have second declarations
+without errcheck, used through :func:`call_text`, :func:`call_text_versioned`,
+:func:`call_poll` and :func:`call`, which check the status and read the outputs themselves: the
+same contract, with less Python run per call.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import itertools
 import sys
 import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
+from . import _inflight
+from ._inflight import REJECTED, frames as _frames
 from .errors import (
     AGENT_ERR_GAP,
     AGENT_ERR_HOOK,
@@ -52,9 +55,7 @@ __all__ = [
     "FREE_FN",
     "library",
     "library_path",
-    "hook_frame",
-    "record_hook_exception",
-    "record_rejection",
+    "call",
     "call_text",
     "call_text_versioned",
     "call_poll",
@@ -113,76 +114,20 @@ FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _c_status = ctypes.c_int32
 _c_handle = ctypes.c_uint64
 
-# --------------------------------------------------------------------------------------------
-# Hook exception frames
-# --------------------------------------------------------------------------------------------
-
-_tls = threading.local()
+def _current_frame() -> List[Any]:
+    stack = _frames()
+    return stack[-1] if stack else []
 
 
-def _frames() -> List[List[BaseException]]:
-    try:
-        return _tls.frames  # type: ignore[no-any-return]
-    except AttributeError:
-        frames: List[List[BaseException]] = []
-        _tls.frames = frames
-        return frames
-
-
-def _pop_frame(frames: List[List[BaseException]], frame: List[BaseException]) -> None:
+def _pop_frame(stack: List[Any], frame: List[Any]) -> None:
     # Pop our own frame (it is the top one unless something went badly wrong).
-    if frames and frames[-1] is frame:
-        frames.pop()
+    if stack and stack[-1] is frame:
+        stack.pop()
     else:  # pragma: no cover - defensive
         try:
-            frames.remove(frame)
+            stack.remove(frame)
         except ValueError:
             pass
-
-
-@contextmanager
-def hook_frame() -> Iterator[List[BaseException]]:
-    """Collects, for the duration of one library call on this thread, the exceptions that Python
-    hooks raise while it runs. Frames nest: a call made from inside a hook gets its own."""
-    frames = _frames()
-    frame: List[BaseException] = []
-    frames.append(frame)
-    try:
-        yield frame
-    finally:
-        _pop_frame(frames, frame)
-
-
-def record_hook_exception(exc: BaseException) -> bool:
-    """Attaches ``exc`` (raised by a hook) to the innermost call running on this thread.
-    Returns False if no call of this binding is running here (the caller should report it)."""
-    frames = _frames()
-    if not frames:
-        return False
-    frames[-1].append(exc)
-    return True
-
-
-class _Rejection(Exception):
-    """Marks, in a call's frame, the exception with which the validator rejected the change
-    (told apart from the exceptions of hooks that may have run in the same call)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(exc)
-        self.exc = exc
-
-
-def record_rejection(exc: BaseException) -> bool:
-    """Attaches ``exc`` (raised by the validator to reject a change) to the innermost call
-    running on this thread: it becomes the ``__cause__`` of the call's
-    :class:`~agent_state.RejectedError`. Returns False if no call of this binding is running
-    here."""
-    return record_hook_exception(_Rejection(exc))
-
-
-def _current_frame() -> List[BaseException]:
-    frames = _frames()
-    return frames[-1] if frames else []
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,11 +171,26 @@ def library_path() -> str:
     )
 
 
-def _raise_status(result: int, name: str, carried: List[BaseException]) -> None:
-    """Raises the error of a failed call: status ``result``, with the message the library left
-    for this thread; for ``AGENT_ERR_REJECTED`` with the validator's exception as
-    ``__cause__``; for ``AGENT_ERR_HOOK`` and ``AGENT_ERR_GAP`` (of ``agent_poll``, whose
-    deliveries happened all the same) with the exceptions its hooks raised."""
+def _raise_status(result: int, name: str, carried: List[Any]) -> None:
+    """Raises what a call must raise that ended with status ``result`` and whose callbacks
+    carried ``carried`` (its frame; see ``_inflight.REJECTED``):
+
+    - an interrupt (an exception that is not an ``Exception``: ``KeyboardInterrupt``,
+      ``SystemExit``, ...) as itself, the first one, whatever the status;
+    - on success, the first exception carried: one that a signal handler raised after a
+      callback had answered;
+    - otherwise the error of ``result``, with the message the library left for this thread;
+      for ``AGENT_ERR_REJECTED`` with the validator's exception as ``__cause__``; for
+      ``AGENT_ERR_HOOK`` and ``AGENT_ERR_GAP`` (of ``agent_poll``, whose deliveries happened all
+      the same) with the exceptions its hooks raised.
+    """
+    for entry in carried:
+        exc = entry[1] if type(entry) is tuple else entry
+        if not isinstance(exc, Exception):
+            raise exc
+    if not result:
+        entry = carried[0]
+        raise entry[1] if type(entry) is tuple else entry
     raw = _lib_last_error()
     message = raw.decode("utf-8", "replace") if raw else ""
     if not message:
@@ -239,18 +199,11 @@ def _raise_status(result: int, name: str, carried: List[BaseException]) -> None:
     if not carried:
         raise err
     if result == AGENT_ERR_REJECTED:
-        reasons = [e.exc for e in carried if type(e) is _Rejection]
+        reasons = [e[1] for e in carried if type(e) is tuple and e[0] is REJECTED]
         if reasons:
-            cause = reasons[-1]
-            # KeyboardInterrupt, SystemExit and the like propagate as themselves.
-            if not isinstance(cause, Exception):
-                raise cause
-            raise err from cause
+            raise err from reasons[-1]
     elif result == AGENT_ERR_HOOK or result == AGENT_ERR_GAP:
-        raised = [e for e in carried if type(e) is not _Rejection]
-        for exc in raised:
-            if not isinstance(exc, Exception):
-                raise exc
+        raised = [e for e in carried if type(e) is not tuple]
         err = (HookError if result == AGENT_ERR_HOOK else GapError)(message, result, raised)
         if raised:
             raise err from raised[0]
@@ -321,7 +274,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     # without errcheck, so a successful call runs no Python code besides ctypes' own.
     global _hot_get_state, _hot_set_state, _hot_replace_state, _buffer_free
     global _hot_get_state_versioned, _hot_set_state_if, _hot_replace_state_if, _hot_poll
-    global _hot_changes_since, _hot_get_state_at, _hot_restore_state
+    global _hot_changes_since, _hot_get_state_at, _hot_restore_state, _hot_close
 
     def hot_fn(name: str, *argtypes: Any) -> Any:
         fn = lib[name]
@@ -343,6 +296,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     _hot_changes_since = hot_fn("agent_changes_since", _c_handle, ctypes.c_uint64, buf_p)
     _hot_get_state_at = hot_fn("agent_get_state_at", _c_handle, ctypes.c_uint64, buf_p)
     _hot_restore_state = hot_fn("agent_restore_state", _c_handle, ctypes.c_uint64, buf_p, u64_p)
+    _hot_close = hot_fn("agent_close", _c_handle)
     _buffer_free = lib.agent_buffer_free
 
 
@@ -356,6 +310,7 @@ _hot_poll: Any = None
 _hot_changes_since: Any = None
 _hot_get_state_at: Any = None
 _hot_restore_state: Any = None
+_hot_close: Any = None
 _buffer_free: Any = None
 
 
@@ -416,23 +371,55 @@ def read_buffer(buf: AgentBuffer) -> bytes:
     return ctypes.string_at(buf.data, buf.len)
 
 
+# The calls below push their frame with `stack += (frame,)` rather than append(): between the
+# push and the try, no instruction handles signals (CPython 3.11+), so a KeyboardInterrupt
+# cannot leave a frame behind (which would make the thread look inside the library forever).
+
+_starmap = itertools.starmap
+
+
+def call(fn: Any, *args: Any, answer: Optional[List[int]] = None) -> int:
+    """Calls ``fn(*args)``, a library function that may run Python callbacks, in its own frame,
+    past the exit gate; returns its status. With an errcheck'd function, a failure raises from
+    inside the call with the frame's exceptions; with a hot one, :func:`_raise_status` does.
+    ``answer``, a list, gets the status appended the moment the library returns, before any
+    instruction that handles signals, so that a caller interrupted right afterwards still knows
+    what the library did."""
+    if answer is None:
+        answer = []
+    stack = _frames()
+    frame: List[Any] = []
+    stack += (frame,)
+    try:
+        if _inflight.exiting:
+            _inflight.gate(stack)
+        answer += _starmap(fn, (args,))
+    finally:
+        _pop_frame(stack, frame)
+    status: int = answer[-1]
+    if status or frame:
+        _raise_status(status, fn.__name__, frame)
+    return status
+
+
 def call_text(fn: Any, *args: Any) -> str:
     """Calls one of the hot functions (``_hot_*``), ``fn(*args, &buffer)``, and returns the
-    output buffer as text. Same contract as the errchecked functions: hooks' exceptions are
-    collected in this call's frame, a non-zero status raises its error, the buffer is freed."""
+    output buffer as text. Same contract as :func:`call`; the buffer is freed."""
     buf = AgentBuffer()
     try:
-        frames = _frames()
-        frame: List[BaseException] = []
-        frames.append(frame)
+        stack = _frames()
+        frame: List[Any] = []
+        stack += (frame,)
         try:
+            if _inflight.exiting:
+                _inflight.gate(stack)
             status = fn(*args, buf)
         finally:
-            if frames and frames[-1] is frame:
-                frames.pop()
+            if stack and stack[-1] is frame:
+                stack.pop()
             else:  # pragma: no cover - defensive
-                _pop_frame(frames, frame)
-        if status:
+                _pop_frame(stack, frame)
+        if status or frame:
             _raise_status(status, fn.__name__, frame)
         data = buf.data
         return _utf8_at(data, buf.len, None) if data else ""  # type: ignore[no-any-return]
@@ -446,17 +433,19 @@ def call_text_versioned(fn: Any, *args: Any) -> Tuple[str, int]:
     buf = AgentBuffer()
     version = ctypes.c_uint64(0)
     try:
-        frames = _frames()
-        frame: List[BaseException] = []
-        frames.append(frame)
+        stack = _frames()
+        frame: List[Any] = []
+        stack += (frame,)
         try:
+            if _inflight.exiting:
+                _inflight.gate(stack)
             status = fn(*args, buf, ctypes.byref(version))
         finally:
-            if frames and frames[-1] is frame:
-                frames.pop()
+            if stack and stack[-1] is frame:
+                stack.pop()
             else:  # pragma: no cover - defensive
-                _pop_frame(frames, frame)
-        if status:
+                _pop_frame(stack, frame)
+        if status or frame:
             _raise_status(status, fn.__name__, frame)
         data = buf.data
         text: str = _utf8_at(data, buf.len, None) if data else ""
@@ -470,14 +459,16 @@ def call_poll(handle: int) -> int:
     the error raised carries that count as ``.delivered`` (the deliveries of a
     :class:`~agent_state.GapError` or :class:`~agent_state.HookError` happened all the same)."""
     delivered = ctypes.c_size_t(0)
-    frames = _frames()
-    frame: List[BaseException] = []
-    frames.append(frame)
+    stack = _frames()
+    frame: List[Any] = []
+    stack += (frame,)
     try:
+        if _inflight.exiting:
+            _inflight.gate(stack)
         status = _hot_poll(handle, ctypes.byref(delivered))
     finally:
-        _pop_frame(frames, frame)
-    if status:
+        _pop_frame(stack, frame)
+    if status or frame:
         try:
             _raise_status(status, "agent_poll", frame)
         except AgentError as err:

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import ctypes
 import datetime as _dt
-import itertools
-import operator
+import functools
 import os
-import sys
 import threading
-import traceback
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Union
+from typing import Any, List, Mapping, Optional, Union
 
-from . import _native
-from .codec import decode, decode_state, encode_state, encode_value, json_text
-from .errors import ClosedError, InvalidArgumentError
-from .values import JSONInt
-from ._native import call_text, call_text_versioned, record_hook_exception, record_rejection, text_at
+from . import _callbacks, _inflight, _native
+from ._callbacks import CallbackTable
+from ._hook import Hook
+from ._options import check_version as _version
+from ._options import open_options
+from ._native import call, call_text, call_text_versioned
+from ._records import (
+    Change,
+    ChangeCallback,
+    ChangeLogOption,
+    InitialStateCallback,
+    LoggedChange,
+    PathLike,
+    State,
+    StateChangedCallback,
+    ValidatorCallback,
+    Versioned,
+)
+from .codec import decode, decode_state, encode_state, json_text
+from .errors import AGENT_ERR_BAD_HANDLE, ClosedError, InvalidArgumentError
 
 __all__ = [
     "Agent",
@@ -33,237 +45,18 @@ __all__ = [
     "library_version",
 ]
 
-State = Dict[str, Any]
-
-
-class Change(NamedTuple):
-    """One change of the state, as :meth:`Agent.on_change` hooks and the validator
-    (:meth:`Agent.set_validator`) see it. Fresh, decoded values: keep them as you like."""
-
-    #: The state after the change.
-    next: State
-    #: The state before it (for a store's first change, the initial state of the agent that
-    #: made it).
-    prev: State
-    #: The merge patch as applied (``set_state`` and its forms); ``None`` for a replacement
-    #: (``replace_state`` and its forms, ``restore``).
-    patch: Optional[State]
-    #: The state's version after the change: 1 for a store's first write, one more for each
-    #: commit. The validator sees the version the change would get.
-    version: int
-
-
-class Versioned(NamedTuple):
-    """A state together with its version, as :meth:`Agent.get_state_versioned`, the
-    compare-and-set writes and :meth:`Agent.restore` return it (a tuple:
-    ``state, version = agent.get_state_versioned()``)."""
-
-    #: The state (a fresh dict).
-    state: State
-    #: The number of changes committed to the store up to this state (0 while nothing is
-    #: stored: the state is then the initial state).
-    version: int
-
-
-class LoggedChange(NamedTuple):
-    """One change retained by the store's change log, as :meth:`Agent.changes_since` returns
-    it."""
-
-    #: The state's version after the change.
-    version: int
-    #: When the change was committed (millisecond precision, ``tzinfo=timezone.utc``).
-    at: _dt.datetime
-    #: The merge patch as applied; ``None`` for a replacement (``replace_state``, ``restore``).
-    patch: Optional[State]
-    #: The state after the change.
-    next: State
-
-
-#: ``callback(next, prev, patch)``; ``patch`` is ``None`` for a ``replace_state`` change.
-StateChangedCallback = Callable[[State, State, Optional[State]], Any]
-#: ``callback(change)``, given a :class:`Change` (with the version); see :meth:`Agent.on_change`.
-ChangeCallback = Callable[[Change], Any]
-#: ``validator(change)``, given the :class:`Change` about to commit: raising rejects it, returning
-#: (whatever the value) accepts it; see :meth:`Agent.set_validator`.
-ValidatorCallback = Callable[[Change], Any]
-#: ``callback()`` returning the initial state (a dict), or its raw JSON text (str or bytes).
-InitialStateCallback = Callable[[], Union[Mapping[str, Any], str, bytes]]
-#: The ``change_log`` option: ``{"keep_last": N}`` and/or ``{"keep_seconds": T}`` (an int, or a
-#: ``timedelta`` rounded up to whole seconds) switch the log on; ``False`` switches it off.
-ChangeLogOption = Union[Mapping[str, Union[int, _dt.timedelta]], bool]
-PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
-
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-_MAX_VERSION = 2**64 - 1
-
-# --------------------------------------------------------------------------------------------
-# Hook trampolines.
-#
-# The C library holds plain function pointers and a user_data word. The function pointers are
-# the module-level CFUNCTYPE objects below, alive as long as the module (never garbage
-# collected while C may call them). user_data is an integer key into _callbacks, which holds
-# the user's callable; the library calls _free exactly once per registration (on removal, on
-# close, on replacement of the initial-state hook or validator, or right away if registering
-# failed), which drops the entry.
-# --------------------------------------------------------------------------------------------
-
-_callbacks: Dict[int, Callable[..., Any]] = {}
-_keys = itertools.count(1)
-
-
-def _carry(exc: BaseException) -> None:
-    """Hands a hook's exception to the call that triggered the hook (same thread)."""
-    if not record_hook_exception(exc):  # pragma: no cover - every triggering call has a frame
-        try:
-            sys.stderr.write("agent_state: exception in a hook with no caller to report it to:\n")
-            traceback.print_exception(type(exc), exc, exc.__traceback__)
-        except BaseException:
-            pass
-
-
-def _state_changed(user_data: Optional[int], change: Any) -> int:
-    try:
-        fn = _callbacks.get(user_data or 0)
-        if fn is None:
-            return 0
-        c = change.contents
-        next_state = decode_state(text_at(c.next, c.next_len))
-        prev_state = decode_state(text_at(c.prev, c.prev_len))
-        patch = decode_state(text_at(c.patch, c.patch_len)) if c.patch else None
-        fn(next_state, prev_state, patch)
-        return 0
-    except BaseException as exc:  # never let an exception reach ctypes (it would be ignored)
-        _carry(exc)
-        return 1
-
-
-def _change_of(c: Any) -> Change:
-    """The :class:`Change` of a borrowed ``AgentStateChange``, decoded."""
-    return Change(
-        decode_state(text_at(c.next, c.next_len)),
-        decode_state(text_at(c.prev, c.prev_len)),
-        decode_state(text_at(c.patch, c.patch_len)) if c.patch else None,
-        c.version,
-    )
-
-
-def _change_hook(user_data: Optional[int], change: Any) -> int:
-    try:
-        fn = _callbacks.get(user_data or 0)
-        if fn is None:
-            return 0
-        fn(_change_of(change.contents))
-        return 0
-    except BaseException as exc:
-        _carry(exc)
-        return 1
-
-
-def _reason(exc: BaseException) -> str:
-    """The text a rejection carries back to the library: ``str(exc)``, or the exception's type
-    name when that is empty."""
-    try:
-        text = str(exc)
-    except BaseException:  # a broken __str__
-        text = ""
-    return text or type(exc).__name__
-
-
-def _validate(user_data: Optional[int], change: Any, message: Any) -> int:
-    try:
-        fn = _callbacks.get(user_data or 0)
-        if fn is None:  # pragma: no cover - the library frees user_data only after the last call
-            return 0
-        fn(_change_of(change.contents))
-        return 0
-    except BaseException as exc:  # rejects the change
-        try:
-            data = _reason(exc).encode("utf-8", "backslashreplace")
-            _native.library().agent_buffer_copy(data, len(data), message)
-        except BaseException:  # pragma: no cover - the library then says "returned 1"
-            pass
-        if not record_rejection(exc):  # pragma: no cover - every write has a frame
-            _carry(exc)
-        return 1
-
-
-def _initial_state(user_data: Optional[int], out: Any) -> int:
-    try:
-        fn = _callbacks.get(user_data or 0)
-        if fn is None:  # pragma: no cover - the library frees user_data only after the last call
-            raise RuntimeError("initial-state hook called after it was released")
-        value = fn()
-        if isinstance(value, (str, bytes, bytearray, memoryview)):
-            data = json_text(value, "initial state")
-        else:
-            data = encode_state(value, "initial state")
-        _native.library().agent_buffer_copy(data, len(data), out)
-        return 0
-    except BaseException as exc:
-        _carry(exc)
-        return 1
-
-
-def _free(user_data: Optional[int]) -> None:
-    try:
-        _callbacks.pop(user_data or 0, None)
-    except BaseException:  # pragma: no cover
-        pass
-
-
-_STATE_CHANGED_TRAMPOLINE = _native.STATE_CHANGED_FN(_state_changed)
-_CHANGE_TRAMPOLINE = _native.STATE_CHANGED_FN(_change_hook)
-_INITIAL_STATE_TRAMPOLINE = _native.INITIAL_STATE_FN(_initial_state)
-_VALIDATE_TRAMPOLINE = _native.VALIDATE_FN(_validate)
-_FREE_TRAMPOLINE = _native.FREE_FN(_free)
-# NULL function pointers (a CFUNCTYPE argument does not take None).
-_NULL_INITIAL_STATE = _native.INITIAL_STATE_FN()
-_NULL_VALIDATE = _native.VALIDATE_FN()
-_NULL_FREE = _native.FREE_FN()
-
-
-def _register(fn: Callable[..., Any]) -> int:
-    key = next(_keys)
-    _callbacks[key] = fn
-    return key
-
-
-def _version(value: Any, what: str) -> int:
-    """Checks a version argument: an int (not a bool) from 0 to 2**64 - 1."""
-    if type(value) is not int:
-        if isinstance(value, bool):
-            raise TypeError(f"{what} must be an int, not bool")
-        try:
-            value = operator.index(value)
-        except TypeError:
-            raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
-    if not 0 <= value <= _MAX_VERSION:
-        raise InvalidArgumentError(f"{what} must be from 0 to 2**64 - 1, not {value}")
-    return value  # type: ignore[no-any-return]
-
-
-_SECOND = _dt.timedelta(seconds=1)
-
-
-def _change_log_json(value: Any) -> str:
-    """The JSON of the ``change_log`` open option (the library checks what it means)."""
-    if isinstance(value, Mapping):
-        items: Dict[Any, Any] = {}
-        for key, v in value.items():
-            if isinstance(v, _dt.timedelta):
-                whole, rest = divmod(v, _SECOND)
-                v = whole + (1 if rest else 0)  # rounded up to whole seconds
-            if type(v) is int:
-                v = JSONInt(v)  # a plain JSON number at any size, never a $bigint
-            items[key] = v
-        return encode_value(items)
-    return encode_value(value)
 
 
 def _close_handle(handle: int) -> None:
     """Finalizer of an agent that was garbage-collected (or alive at exit) without close()."""
+    if _inflight.exiting and _inflight.refuses():
+        # Collected on a daemon thread while the interpreter exits: that thread must stay out
+        # of the library (see _inflight); the exiting thread closes the handle instead.
+        _inflight.defer_to_exit(functools.partial(_close_handle, handle))
+        return
     try:
-        _native.library().agent_close(handle)
+        call(_native.library().agent_close, handle)
     except Exception:
         pass
 
@@ -272,61 +65,6 @@ def library_version() -> str:
     """The version of the loaded C library, e.g. ``"0.1.0"``."""
     version: bytes = _native.library().agent_version()
     return version.decode("ascii")
-
-
-class Hook:
-    """The handle of a hook registration, returned by :meth:`Agent.on_state_changed` and
-    :meth:`Agent.on_change`.
-
-    Calling the handle calls the callback with the same arguments (so decorating a function
-    keeps it callable);
-    :meth:`remove` unregisters it; as a context manager it removes the hook on exit.
-
-    Attributes:
-        id: the library's id of the hook.
-        callback: the registered callable.
-    """
-
-    __slots__ = ("_agent", "id", "callback", "_key", "__weakref__")
-
-    def __init__(
-        self, agent: "Agent", hook_id: int, callback: Union[StateChangedCallback, ChangeCallback], key: int
-    ) -> None:
-        self._agent = agent
-        self.id = hook_id
-        self.callback = callback
-        self._key = key
-
-    @property
-    def active(self) -> bool:
-        """True while the library still holds the hook (False after removal or close)."""
-        return self._key in _callbacks
-
-    def remove(self) -> bool:
-        """Unregisters the hook: it is not called for changes delivered later (a delivery
-        already running on another thread may still be inside it). Idempotent; returns True
-        if this call removed it, False if it was already gone (removed, or the agent closed)."""
-        handle = self._agent._handle
-        if not handle:
-            return False
-        try:
-            _native.library().agent_remove_hook(handle, self.id)
-        except (InvalidArgumentError, ClosedError):
-            return False
-        return True
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.callback(*args, **kwargs)
-
-    def __enter__(self) -> "Hook":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.remove()
-
-    def __repr__(self) -> str:
-        state = "active" if self.active else "removed"
-        return f"<agent_state.Hook id={self.id} {state} callback={self.callback!r}>"
 
 
 class Agent:
@@ -372,35 +110,25 @@ class Agent:
     ) -> None:
         self._handle = 0
         self._lock = threading.Lock()
+        # The callables the library may call for this agent, owned by it (see _callbacks): a
+        # callable that refers back to the agent does not keep it from being collected.
+        self._callbacks = CallbackTable()
         raw_path = os.fsencode(path)
         if b"\0" in raw_path:
             raise InvalidArgumentError("the path contains a NUL byte")
         self._path = os.fsdecode(raw_path)
 
-        options = []
-        hook: Optional[InitialStateCallback] = None
-        if initial_state is not None:
-            if callable(initial_state) and not isinstance(initial_state, Mapping):
-                hook = initial_state
-            else:
-                options.append('"initial_state":' + encode_state(initial_state, "initial_state").decode("utf-8"))
-        for name, value in (
-            ("max_value_bytes", max_value_bytes),
-            ("synchronous", synchronous),
-            ("busy_timeout_ms", busy_timeout_ms),
-            ("read_only", read_only),
-        ):
-            if value is not None:
-                options.append(f'"{name}":' + encode_value(value))
-        if change_log is not None:
-            options.append('"change_log":' + _change_log_json(change_log))
-        options_json = ("{" + ",".join(options) + "}").encode("utf-8") if options else None
+        options_json, hook = open_options(
+            initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only, change_log
+        )
 
         lib = _native.library()
         out = ctypes.c_uint64(0)
         lib.agent_open(raw_path, options_json, ctypes.byref(out))
         self._handle = out.value
         self._finalizer = weakref.finalize(self, _close_handle, self._handle)
+        # After the first finalize(): the exit step runs before the finalizers at exit.
+        _inflight.register_exit_step()
         if hook is not None:
             try:
                 self.set_initial_state_hook(hook)
@@ -428,14 +156,19 @@ class Agent:
         handle = self._handle
         if not handle:
             return
+        # The library's status, recorded as soon as it answers: an interrupt (raised by a
+        # signal handler once the call returned) must not leave a closed handle looking open.
+        status: List[int] = []
         try:
-            _native.library().agent_close(handle)
+            call(_native._hot_close, handle, answer=status)
         except ClosedError:
             pass  # closed by another thread at the same time
-        with self._lock:
-            if self._handle == handle:
-                self._handle = 0
-                self._finalizer.detach()
+        finally:
+            if status and status[0] in (0, AGENT_ERR_BAD_HANDLE):
+                with self._lock:
+                    if self._handle == handle:
+                        self._handle = 0
+                        self._finalizer.detach()
 
     def __enter__(self) -> "Agent":
         self._h()
@@ -647,7 +380,7 @@ class Agent:
 
         Returns a :class:`Hook`, whose ``remove()`` unregisters the callback.
         """
-        return self._register_hook(callback, _STATE_CHANGED_TRAMPOLINE)
+        return self._register_hook(callback, _callbacks.STATE_CHANGED_TRAMPOLINE)
 
     def on_change(self, callback: ChangeCallback) -> Hook:
         """Registers ``callback(change)`` to run after every committed change delivered to this
@@ -659,16 +392,23 @@ class Agent:
         With the change log on, the versions of successive deliveries increase by one (unless
         its retention pruned some: see :meth:`poll`).
         """
-        return self._register_hook(callback, _CHANGE_TRAMPOLINE)
+        return self._register_hook(callback, _callbacks.CHANGE_TRAMPOLINE)
 
     def _register_hook(self, callback: Any, trampoline: Any) -> Hook:
         if not callable(callback):
             raise TypeError(f"the hook must be callable, not {type(callback).__name__}")
         handle = self._h()
-        key = _register(callback)
+        key = _callbacks.register(self._callbacks, callback)
         hook_id = ctypes.c_uint64(0)
-        # On failure the library has already called _FREE_TRAMPOLINE(key): nothing to undo.
-        _native.library().agent_on_state_changed(handle, trampoline, key, _FREE_TRAMPOLINE, ctypes.byref(hook_id))
+        # On failure the library has already called FREE_TRAMPOLINE(key): nothing to undo.
+        call(
+            _native.library().agent_on_state_changed,
+            handle,
+            trampoline,
+            key,
+            _callbacks.FREE_TRAMPOLINE,
+            ctypes.byref(hook_id),
+        )
         return Hook(self, hook_id.value, callback, key)
 
     def remove_hook(self, hook: Hook) -> bool:
@@ -689,12 +429,12 @@ class Agent:
         handle = self._h()
         lib = _native.library()
         if callback is None:
-            lib.agent_set_initial_state_hook(handle, _NULL_INITIAL_STATE, None, _NULL_FREE)
+            call(lib.agent_set_initial_state_hook, handle, _callbacks.NULL_INITIAL_STATE, None, _callbacks.NULL_FREE)
             return
         if not callable(callback):
             raise TypeError(f"the initial-state hook must be callable, not {type(callback).__name__}")
-        key = _register(callback)
-        lib.agent_set_initial_state_hook(handle, _INITIAL_STATE_TRAMPOLINE, key, _FREE_TRAMPOLINE)
+        key = _callbacks.register(self._callbacks, callback)
+        call(lib.agent_set_initial_state_hook, handle, _callbacks.INITIAL_STATE_TRAMPOLINE, key, _callbacks.FREE_TRAMPOLINE)
 
     def set_validator(self, validator: Optional[ValidatorCallback]) -> Optional[ValidatorCallback]:
         """Sets ``validator(change)`` as this agent's validation gate (``None`` removes it) and
@@ -719,11 +459,11 @@ class Agent:
         handle = self._h()
         lib = _native.library()
         if validator is None:
-            lib.agent_set_validator(handle, _NULL_VALIDATE, None, _NULL_FREE)
+            call(lib.agent_set_validator, handle, _callbacks.NULL_VALIDATE, None, _callbacks.NULL_FREE)
             return None
         if not callable(validator):
             raise TypeError(f"the validator must be callable, not {type(validator).__name__}")
-        key = _register(validator)
-        # On failure the library has already called _FREE_TRAMPOLINE(key): nothing to undo.
-        lib.agent_set_validator(handle, _VALIDATE_TRAMPOLINE, key, _FREE_TRAMPOLINE)
+        key = _callbacks.register(self._callbacks, validator)
+        # On failure the library has already called FREE_TRAMPOLINE(key): nothing to undo.
+        call(lib.agent_set_validator, handle, _callbacks.VALIDATE_TRAMPOLINE, key, _callbacks.FREE_TRAMPOLINE)
         return validator

@@ -1,0 +1,269 @@
+"""The callbacks the C library calls: five ``CFUNCTYPE`` trampolines, and the tables of the
+Python callables they run.
+
+**Tables.** The library holds plain function pointers (the module-level trampolines below,
+alive as long as the module) and, as ``user_data``, an integer key. The callable of a key lives
+in its agent's :class:`CallbackTable`, owned by the agent: a callable that refers back to its
+agent (a bound method of the agent's owner, the commonest hook) then forms a cycle that the
+garbage collector frees, and the agent's finalizer closes it. The module-level :data:`tables`
+maps each key to a weak proxy of its agent's table. The library calls ``free`` exactly once
+per key (on removal, on close, on replacement of the initial-state hook or validator, or right
+away when registering fails), which drops the key from both.
+
+**Signals.** CPython runs a signal's Python handler (KeyboardInterrupt for SIGINT) at the next
+"check" of the bytecode running on the main thread. A signal that arrives while the library
+runs C code is handled at the first check of the next Python code, often a trampoline's first
+instruction. An exception raised there, before the trampoline's ``try``, escapes to ctypes,
+which prints it ("Exception ignored on calling ctypes callback function") and hands the library
+an *uninitialised* return value: a hook then fails with a random number and, worse, a validator
+accepts or rejects at random, while the interrupt is lost. So:
+
+- each trampoline starts inside its ``try`` (:func:`_enter_inside_try`);
+- its answer is decided by whether the Python callable *returned*: its call is an in-place
+  list extension (``done += starmap(fn, ...)``), after which no instruction handles signals
+  before the ``return``, so a signal that arrives once it has returned is handled after the
+  library call instead, in the binding, and re-raised from it (the validator's acceptance
+  stands; the change commits);
+- its ``except`` clause records the exception in the call's frame (``frames[-1] += (exc,)``,
+  which handles no signal either) and returns the failure code, before anything that could be
+  interrupted.
+
+From CPython 3.11 on, only the start of a function (``RESUME``), backward jumps and the return
+of a call handle signals; the trampolines' code is laid out around that. On 3.9 and 3.10 more
+instructions do: the ``done`` tests and ``_free``'s last ``except`` clause are for them. The
+frame then makes the triggering call raise the exception as itself (``_native``).
+"""
+
+from __future__ import annotations
+
+import dis
+import itertools
+import sys
+import warnings
+import weakref
+from typing import Any, Callable, Dict
+
+from . import _native
+from ._inflight import REJECTED, tls
+from ._records import Change
+from .codec import decode_state, encode_state, json_text
+
+__all__ = [
+    "CallbackTable",
+    "tables",
+    "register",
+    "STATE_CHANGED_TRAMPOLINE",
+    "CHANGE_TRAMPOLINE",
+    "INITIAL_STATE_TRAMPOLINE",
+    "VALIDATE_TRAMPOLINE",
+    "FREE_TRAMPOLINE",
+    "NULL_INITIAL_STATE",
+    "NULL_VALIDATE",
+    "NULL_FREE",
+]
+
+
+class CallbackTable(Dict[int, Callable[..., Any]]):
+    """An agent's registered callables by key (a dict that can be weakly referenced)."""
+
+    __slots__ = ("proxy", "__weakref__")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proxy = weakref.proxy(self)
+
+
+#: Every registered key -> a weak proxy of the table holding its callable.
+tables: Dict[int, Any] = {}
+_keys = itertools.count(1)
+_starmap = itertools.starmap
+
+
+def register(table: CallbackTable, fn: Callable[..., Any]) -> int:
+    """Adds ``fn`` to ``table`` under a new key, and returns the key (the ``user_data`` to give
+    the library with :data:`FREE_TRAMPOLINE`)."""
+    key = next(_keys)
+    table[key] = fn
+    tables[key] = table.proxy
+    return key
+
+
+def _enter_inside_try(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Makes the first instruction of ``fn`` (whose body is one ``try``) one that handles no
+    signal, so that the first one that does is inside the ``try``.
+
+    CPython 3.9 and 3.10 handle no signal before a ``SETUP_FINALLY`` (the start of a ``try``),
+    so a function that starts with ``try`` is already right. From 3.11 on, a function starts
+    with ``RESUME 0``, which handles signals; ``RESUME`` with the "after yield from" location (2)
+    does not (so that a chain of generators is interrupted in the innermost one only). The code
+    object is rewritten with that operand: same instructions, same size, same exception table.
+    """
+    if sys.implementation.name != "cpython":  # pragma: no cover
+        return fn
+    code = fn.__code__
+    raw = bytearray(code.co_code)
+    if sys.version_info < (3, 11):
+        if raw[0] != dis.opmap["SETUP_FINALLY"]:  # pragma: no cover - a code layout bug
+            raise RuntimeError(f"agent_state: {fn.__name__} must start with try")
+        return fn
+    resume = dis.opmap.get("RESUME")
+    if raw[0] != resume or raw[1] & 3:  # pragma: no cover - an interpreter we do not know
+        warnings.warn(
+            f"agent_state: unknown bytecode layout on Python {sys.version.split()[0]}: a signal "
+            "arriving during a library call may be lost in a callback",
+            RuntimeWarning,
+        )
+        return fn
+    raw[1] |= 2
+    fn.__code__ = code.replace(co_code=bytes(raw))
+    return fn
+
+
+# Each trampoline takes its result holders as parameters with defaults, so they are bound
+# before the first instruction; the first statement of the try gives the call its own.
+
+
+def _state_changed(user_data: int, change: Any, done: Any = ()) -> int:
+    try:
+        done = []
+        fn = tables[user_data][user_data]
+        c = change.contents
+        args = (
+            decode_state(_native.text_at(c.next, c.next_len)),
+            decode_state(_native.text_at(c.prev, c.prev_len)),
+            decode_state(_native.text_at(c.patch, c.patch_len)) if c.patch else None,
+        )
+        done += _starmap(fn, (args,))
+        return 0
+    except BaseException as exc:
+        try:
+            tls.frames[-1] += (exc,)
+        except BaseException:  # pragma: no cover - every call that runs callbacks has a frame
+            pass
+        # `done`: the hook returned before the exception (possible on 3.9 and 3.10 only).
+        return 0 if done else 1
+
+
+def _change_of(c: Any) -> Change:
+    """The :class:`~agent_state.Change` of a borrowed ``AgentStateChange``, decoded."""
+    return Change(
+        decode_state(_native.text_at(c.next, c.next_len)),
+        decode_state(_native.text_at(c.prev, c.prev_len)),
+        decode_state(_native.text_at(c.patch, c.patch_len)) if c.patch else None,
+        c.version,
+    )
+
+
+def _change_hook(user_data: int, change: Any, done: Any = ()) -> int:
+    try:
+        done = []
+        fn = tables[user_data][user_data]
+        done += _starmap(fn, ((_change_of(change.contents),),))
+        return 0
+    except BaseException as exc:
+        try:
+            tls.frames[-1] += (exc,)
+        except BaseException:  # pragma: no cover - every call that runs callbacks has a frame
+            pass
+        return 0 if done else 1
+
+
+def _reason(exc: BaseException) -> str:
+    """The text a rejection carries back to the library: ``str(exc)``, or the exception's type
+    name when that is empty."""
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ (an interrupt propagates: the caller carries it)
+        text = ""
+    return text or type(exc).__name__
+
+
+def _copy(data: bytes, out: Any) -> None:
+    """Hands ``data`` to the library in the buffer ``out`` (``agent_buffer_copy``)."""
+    _native.library().agent_buffer_copy(data, len(data), out)
+
+
+def _validate(user_data: int, change: Any, message: Any, done: Any = ()) -> int:
+    try:
+        done = []
+        fn = tables[user_data][user_data]
+        proposed = _change_of(change.contents)
+        done += _starmap(fn, ((proposed,),))
+        return 0
+    except BaseException as exc:
+        if done:  # it returned, so it accepted; exc came after (possible on 3.9 and 3.10 only)
+            try:
+                tls.frames[-1] += (exc,)
+            except BaseException:  # pragma: no cover - every write has a frame
+                pass
+            return 0
+        try:
+            tls.frames[-1] += ((REJECTED, exc),)  # the RejectedError's cause
+        except BaseException:  # pragma: no cover - every write has a frame
+            pass
+        try:
+            # The reason for the library's message; if this is interrupted, the library says
+            # "returned 1" and the interrupt is raised all the same.
+            _copy(_reason(exc).encode("utf-8", "backslashreplace"), message)
+        except BaseException as late:
+            try:
+                tls.frames[-1] += (late,)
+            except BaseException:  # pragma: no cover - every write has a frame
+                pass
+        return 1
+
+
+def _initial_state(user_data: int, out: Any, handed: Any = ()) -> int:
+    # The answer counts once handed over: an interrupt before that fails the call.
+    try:
+        handed = []
+        fn = tables[user_data][user_data]
+        returned: Any = []
+        returned += _starmap(fn, ((),))
+        value = returned[0]
+        if isinstance(value, (str, bytes, bytearray, memoryview)):
+            data = json_text(value, "initial state")
+        else:
+            data = encode_state(value, "initial state")
+        handed += _starmap(_copy, ((data, out),))
+        return 0
+    except BaseException as exc:
+        try:
+            tls.frames[-1] += (exc,)
+        except BaseException:  # pragma: no cover - every call that runs callbacks has a frame
+            pass
+        return 0 if handed else 1
+
+
+def _free(user_data: int, table: Any = None) -> None:
+    # From 3.11 on, no instruction here handles signals: the release always completes.
+    try:
+        table = tables[user_data]
+        del tables[user_data]
+        del table[user_data]
+    except (KeyError, ReferenceError):  # the table went with its garbage-collected agent
+        pass
+    except BaseException as exc:  # 3.9: an interrupt came first; finish the release, carry it
+        try:
+            proxy = tables.pop(user_data, None)
+            owner = table if proxy is None else proxy
+            if owner is not None:
+                owner.pop(user_data, None)
+        except ReferenceError:
+            pass
+        finally:
+            try:
+                tls.frames[-1] += (exc,)
+            except BaseException:  # pragma: no cover - every call that frees has a frame
+                pass
+
+
+STATE_CHANGED_TRAMPOLINE = _native.STATE_CHANGED_FN(_enter_inside_try(_state_changed))
+CHANGE_TRAMPOLINE = _native.STATE_CHANGED_FN(_enter_inside_try(_change_hook))
+INITIAL_STATE_TRAMPOLINE = _native.INITIAL_STATE_FN(_enter_inside_try(_initial_state))
+VALIDATE_TRAMPOLINE = _native.VALIDATE_FN(_enter_inside_try(_validate))
+FREE_TRAMPOLINE = _native.FREE_FN(_enter_inside_try(_free))
+# NULL function pointers (a CFUNCTYPE argument does not take None).
+NULL_INITIAL_STATE = _native.INITIAL_STATE_FN()
+NULL_VALIDATE = _native.VALIDATE_FN()
+NULL_FREE = _native.FREE_FN()

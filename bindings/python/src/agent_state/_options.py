@@ -1,0 +1,79 @@
+"""The arguments of :class:`~agent_state.Agent` checked and encoded for the library: the open
+options (one JSON object) and version numbers."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import operator
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from ._records import ChangeLogOption, InitialStateCallback
+from .codec import encode_state, encode_value
+from .errors import InvalidArgumentError
+from .values import JSONInt
+
+__all__ = ["check_version", "change_log_json", "open_options"]
+
+_MAX_VERSION = 2**64 - 1
+
+
+def check_version(value: Any, what: str) -> int:
+    """Checks a version argument: an int (not a bool) from 0 to 2**64 - 1."""
+    if type(value) is not int:
+        if isinstance(value, bool):
+            raise TypeError(f"{what} must be an int, not bool")
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    if not 0 <= value <= _MAX_VERSION:
+        raise InvalidArgumentError(f"{what} must be from 0 to 2**64 - 1, not {value}")
+    return value  # type: ignore[no-any-return]
+
+
+_SECOND = _dt.timedelta(seconds=1)
+
+
+def change_log_json(value: Any) -> str:
+    """The JSON of the ``change_log`` open option (the library checks what it means)."""
+    if isinstance(value, Mapping):
+        items: Dict[Any, Any] = {}
+        for key, v in value.items():
+            if isinstance(v, _dt.timedelta):
+                whole, rest = divmod(v, _SECOND)
+                v = whole + (1 if rest else 0)  # rounded up to whole seconds
+            if type(v) is int:
+                v = JSONInt(v)  # a plain JSON number at any size, never a $bigint
+            items[key] = v
+        return encode_value(items)
+    return encode_value(value)
+
+
+def open_options(
+    initial_state: Any,
+    max_value_bytes: Optional[int],
+    synchronous: Optional[str],
+    busy_timeout_ms: Optional[int],
+    read_only: Optional[bool],
+    change_log: Optional[ChangeLogOption],
+) -> Tuple[Optional[bytes], Optional[InitialStateCallback]]:
+    """The options JSON for ``agent_open`` (``None``: all defaults), and the initial-state hook
+    when ``initial_state`` is a callable (registered once the agent is open)."""
+    options = []
+    hook: Optional[InitialStateCallback] = None
+    if initial_state is not None:
+        if callable(initial_state) and not isinstance(initial_state, Mapping):
+            hook = initial_state
+        else:
+            options.append('"initial_state":' + encode_state(initial_state, "initial_state").decode("utf-8"))
+    for name, value in (
+        ("max_value_bytes", max_value_bytes),
+        ("synchronous", synchronous),
+        ("busy_timeout_ms", busy_timeout_ms),
+        ("read_only", read_only),
+    ):
+        if value is not None:
+            options.append(f'"{name}":' + encode_value(value))
+    if change_log is not None:
+        options.append('"change_log":' + change_log_json(change_log))
+    return (("{" + ",".join(options) + "}").encode("utf-8") if options else None), hook
