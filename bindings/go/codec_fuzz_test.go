@@ -35,6 +35,7 @@ func FuzzCodecAgainstEncodingJSON(f *testing.F) {
 		}
 		checkGenericDecode(t, data)
 		checkTree(t, data)
+		checkStructs(t, data)
 	})
 }
 

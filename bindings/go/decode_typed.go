@@ -349,7 +349,8 @@ func decodeQuoted(n *node, v reflect.Value) error {
 		return codecErrf("field with the ,string option needs a string, got %s", kindName(n))
 	}
 	inner, err := parseJSON([]byte(n.str))
-	if err != nil || inner.kind == '{' || inner.kind == '[' {
+	// Exactly one scalar, without white space around it, as encoding/json takes it.
+	if err != nil || inner.kind == '{' || inner.kind == '[' || len(inner.raw) != len(n.str) {
 		return codecErrf("field with the ,string option: %q is not a quoted scalar", n.str)
 	}
 	return decode(inner, v)
