@@ -19,8 +19,9 @@ import (
 //     when encoding/json refuses it; without tagged values, the same Go value as encoding/json
 //     with UseNumber, which Marshal writes back to text that encoding/json reads as that value;
 //     with them, Marshal and Unmarshal reach a fixed point;
-//   - the ordered tree of the typed decoder (read with encoding/json's tokenizer): each node's
-//     text and value are what encoding/json reads at that place.
+//   - the splitter that cuts text checked by json.Valid into the typed decoder's ordered tree:
+//     refuses what encoding/json refuses, and each node's text and value are what encoding/json
+//     reads at that place.
 //
 // The seed corpus is testdata/fuzz/FuzzCodecAgainstEncodingJSON; run-tests.sh fuzzes briefly.
 func FuzzCodecAgainstEncodingJSON(f *testing.F) {
