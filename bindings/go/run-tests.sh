@@ -31,6 +31,10 @@ echo "+ go vet -tags agentstate_static ./..."
 go vet -tags agentstate_static ./...
 echo "+ go test -race -count=1 ./..."
 go test -race -count=1 -timeout 170s ./...
+# The codec against encoding/json on generated input (codec_fuzz_test.go; the seed corpus in
+# testdata/fuzz runs in every go test): a short fuzzing run, so that make test explores a little.
+echo "+ go test -run '^\$' -fuzz '^FuzzCodecAgainstEncodingJSON\$' -fuzztime 10s"
+go test -count=1 -run '^$' -fuzz '^FuzzCodecAgainstEncodingJSON$' -fuzztime 10s .
 # Static linking (libagent_state.a) builds and runs too; a short run, without -race.
 echo "+ go test -tags agentstate_static -count=1 -run 'TestVersion|TestLinkMode|Example' ./..."
 go test -tags agentstate_static -count=1 -run 'TestVersion|TestLinkMode|Example' ./...
