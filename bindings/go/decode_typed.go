@@ -6,6 +6,7 @@ package agentstate
 import (
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -351,7 +352,62 @@ func decodeQuoted(n *node, v reflect.Value) error {
 	inner, err := parseJSON([]byte(n.str))
 	// Exactly one scalar, without white space around it, as encoding/json takes it.
 	if err != nil || inner.kind == '{' || inner.kind == '[' || len(inner.raw) != len(n.str) {
+		if s := n.str; s != "" && (s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
+			return decodeQuotedNumber(s, v)
+		}
 		return codecErrf("field with the ,string option: %q is not a quoted scalar", n.str)
 	}
 	return decode(inner, v)
+}
+
+// decodeQuotedNumber takes a ",string" field's text that starts like a number but is not a JSON
+// number ("00", "1.", "-0x1p4"): encoding/json hands such text to strconv for the field's kind
+// rather than to its JSON scanner, and so does this, so that both accept the same inputs.
+func decodeQuotedNumber(s string, v reflect.Value) error {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		v = v.Elem()
+	}
+	bad := func(err error) error {
+		return codecErrf("field with the ,string option: %q does not fit %s: %v", s, v.Type(), err)
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		x, err := strconv.ParseInt(s, 10, 64)
+		if err == nil && v.OverflowInt(x) {
+			err = strconv.ErrRange
+		}
+		if err != nil {
+			return bad(err)
+		}
+		v.SetInt(x)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		x, err := strconv.ParseUint(s, 10, 64)
+		if err == nil && v.OverflowUint(x) {
+			err = strconv.ErrRange
+		}
+		if err != nil {
+			return bad(err)
+		}
+		v.SetUint(x)
+	case reflect.Float32, reflect.Float64:
+		x, err := strconv.ParseFloat(s, v.Type().Bits())
+		if err == nil && v.OverflowFloat(x) {
+			err = strconv.ErrRange
+		}
+		if err != nil {
+			return bad(err)
+		}
+		v.SetFloat(x)
+	case reflect.String:
+		if v.Type() == numberType {
+			return bad(errors.New("not a JSON number"))
+		}
+		v.SetString(s)
+	default:
+		return codecErrf("field with the ,string option: %q is not a quoted scalar", s)
+	}
+	return nil
 }
