@@ -35,19 +35,6 @@ import time
 import weakref
 from typing import Any, Callable, List, Optional
 
-__all__ = [
-    "Frames",
-    "frames",
-    "tls",
-    "REJECTED",
-    "exiting",
-    "gate",
-    "refuses",
-    "defer_to_exit",
-    "register_exit_step",
-    "EXIT_WAIT_SECONDS",
-]
-
 #: How long, at exit, the binding waits for library calls in flight on other threads.
 EXIT_WAIT_SECONDS = 10.0
 

@@ -46,22 +46,6 @@ from .errors import (
     error_for_status,
 )
 
-__all__ = [
-    "AgentBuffer",
-    "AgentStateChange",
-    "STATE_CHANGED_FN",
-    "INITIAL_STATE_FN",
-    "VALIDATE_FN",
-    "FREE_FN",
-    "library",
-    "library_path",
-    "call",
-    "call_text",
-    "call_text_versioned",
-    "call_poll",
-    "LIBRARY_ENV",
-]
-
 #: Environment variable naming the shared library to load, overriding every other place.
 LIBRARY_ENV = "AGENT_STATE_LIBRARY"
 

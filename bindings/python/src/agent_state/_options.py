@@ -7,12 +7,10 @@ import datetime as _dt
 import operator
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ._records import ChangeLogOption, InitialStateCallback
+from ._records import ChangeLogOption, InitialStateCallback, Synchronous
 from .codec import encode_state, encode_value
 from .errors import InvalidArgumentError
 from .values import JSONInt
-
-__all__ = ["check_version", "change_log_json", "open_options"]
 
 _MAX_VERSION = 2**64 - 1
 
@@ -52,7 +50,7 @@ def change_log_json(value: Any) -> str:
 def open_options(
     initial_state: Any,
     max_value_bytes: Optional[int],
-    synchronous: Optional[str],
+    synchronous: Optional[Synchronous],
     busy_timeout_ms: Optional[int],
     read_only: Optional[bool],
     change_log: Optional[ChangeLogOption],

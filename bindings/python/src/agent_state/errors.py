@@ -46,7 +46,6 @@ __all__ = [
     "AGENT_ERR_REJECTED",
     "AGENT_ERR_GAP",
     "AGENT_ERR_PANIC",
-    "error_for_status",
 ]
 
 #: Success.
