@@ -12,7 +12,7 @@ import base64
 import datetime as _dt
 import json
 import re
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 from .errors import CodecError
 from .limits import MAX_SAFE_INTEGER
@@ -190,7 +190,9 @@ _fast_decoder = json.JSONDecoder(
     parse_int=_int_cache.__getitem__,
     parse_constant=_parse_constant,
 )
-_fast_scan = _fast_decoder.scan_once
+# scan_once is an instance attribute that JSONDecoder.__init__ sets, which typeshed does not
+# declare: read it with its type.
+_fast_scan: Callable[[str, int], Tuple[Any, int]] = getattr(_fast_decoder, "scan_once")
 
 
 def _may_hold_tags(text: str) -> bool:

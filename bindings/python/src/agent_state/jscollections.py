@@ -121,7 +121,7 @@ class JSMap(MutableMapping[Any, Any], Encodable):
         theirs = {k: v for k, (_, v) in other._items.items()}
         return mine == theirs
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as dict and set are (typeshed does the same)
 
     def __repr__(self) -> str:
         return f"JSMap({self.pairs()!r})"
@@ -187,7 +187,7 @@ class JSSet(MutableSet[Any], Encodable):
                 return False
         return self._items.keys() == other._items.keys()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as dict and set are (typeshed does the same)
 
     def __repr__(self) -> str:
         return f"JSSet({list(self._items.values())!r})"
