@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import agent_state
 from agent_state import BigInt, JSMap, JSONFloat, JSONInt, JSSet, RegExp, TypedArray
+from agent_state.errors import status_name
 
 ROOT = Path(__file__).resolve().parents[3]
 VECTOR_DIR = ROOT / "tests" / "conformance" / "vectors"
@@ -139,7 +140,7 @@ def status_of(exc: BaseException) -> str:
     Python type is given (a list as a state), before the library sees it: the vectors' status
     for it is AGENT_ERR_INVALID_ARGUMENT."""
     if isinstance(exc, agent_state.AgentError):
-        return agent_state.status_name(exc.status)
+        return status_name(exc.status)
     if isinstance(exc, TypeError):
         return "AGENT_ERR_INVALID_ARGUMENT"
     raise exc

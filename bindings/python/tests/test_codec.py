@@ -23,13 +23,13 @@ from agent_state import (
     JSONFloat,
     JSONInt,
     JSSet,
-    MAX_SAFE_INTEGER,
     RegExp,
     Tagged,
     TypedArray,
     decode,
     encode_value,
 )
+from agent_state.limits import MAX_SAFE_INTEGER
 
 UTC = dt.timezone.utc
 

@@ -28,6 +28,7 @@ from agent_state import (
     StateTooLargeError,
     StorageError,
 )
+from agent_state.errors import error_for_status, status_name
 
 ALL = {
     1: InvalidArgumentError,
@@ -48,13 +49,13 @@ ALL = {
 def test_status_mapping_and_names_match_the_library() -> None:
     lib = agent_state._native.library()
     for status, cls in ALL.items():
-        err = agent_state.error_for_status(status, "m")
+        err = error_for_status(status, "m")
         assert type(err) is cls and isinstance(err, AgentError)
         assert err.status == status == cls.default_status
         assert err.status_name == lib.agent_status_name(status).decode()
-        assert agent_state.status_name(status) == err.status_name
+        assert status_name(status) == err.status_name
         assert str(err) == f"m [{err.status_name}]"
-    unknown = agent_state.error_for_status(42, "odd")
+    unknown = error_for_status(42, "odd")
     assert type(unknown) is AgentError and unknown.status == 42
     assert unknown.status_name == "AGENT_ERR_UNKNOWN" == lib.agent_status_name(42).decode()
     assert agent_state.BadHandleError is ClosedError
@@ -339,7 +340,7 @@ def test_hook_error(mem: Agent) -> None:
 
 
 def test_panic_error_mapping() -> None:
-    err = agent_state.error_for_status(99, "agent_x: internal error")
+    err = error_for_status(99, "agent_x: internal error")
     assert isinstance(err, PanicError) and err.status_name == "AGENT_ERR_PANIC"
 
 

@@ -32,22 +32,22 @@ from agent_state import (
     JSONFloat,
     JSONInt,
     JSSet,
-    MAX_SAFE_INTEGER,
     RegExp,
     Tagged,
     TypedArray,
     codec,
     decoding,
 )
+from agent_state.limits import MAX_SAFE_INTEGER
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 #: The decoder as it was before the fast path and the number caches: the reference.
 REFERENCE = json.JSONDecoder(
-    object_pairs_hook=codec._object_pairs,
-    parse_float=codec._parse_float,
-    parse_int=codec._parse_int,
-    parse_constant=codec._parse_constant,
+    object_pairs_hook=decoding._object_pairs,
+    parse_float=decoding._parse_float,
+    parse_int=decoding._parse_int,
+    parse_constant=decoding._parse_constant,
 )
 
 
@@ -82,8 +82,8 @@ def outcome(fn: Callable[[], Any]) -> Tuple[str, Any]:
 
 
 def check_decoders_agree(text: Any) -> Any:
-    fast = outcome(lambda: codec.decode(text))
-    slow = outcome(lambda: codec._decode_slow(text))
+    fast = outcome(lambda: decoding.decode(text))
+    slow = outcome(lambda: decoding._decode_slow(text))
     raw = text.decode("utf-8") if isinstance(text, bytes) else text
     ref = outcome(lambda: REFERENCE.decode(raw))
     for other in (slow, ref):
@@ -93,7 +93,7 @@ def check_decoders_agree(text: Any) -> Any:
         else:
             assert fast[1] == other[1], (text, fast[1], other[1])
     # Twice: the second read goes through the warm caches.
-    again = outcome(lambda: codec.decode(text))
+    again = outcome(lambda: decoding.decode(text))
     assert again[0] == fast[0] and (identical(again[1], fast[1]) if again[0] == "value" else again[1] == fast[1])
     return fast[1]
 
@@ -181,11 +181,11 @@ def test_odd_and_malformed_texts_behave_alike(text: str) -> None:
 
 def test_non_text_is_refused_alike() -> None:
     with pytest.raises(TypeError):
-        codec.decode(5)
+        decoding.decode(5)
     with pytest.raises(TypeError):
-        codec._decode_slow(5)
-    assert codec.decode(bytearray(b'{"a":1.50}'))["a"].json == "1.50"
-    assert codec.decode(memoryview(b'{"a":-0}'))["a"].json == "-0"
+        decoding._decode_slow(5)
+    assert decoding.decode(bytearray(b'{"a":1.50}'))["a"].json == "1.50"
+    assert decoding.decode(memoryview(b'{"a":-0}'))["a"].json == "-0"
 
 
 def test_the_fast_path_is_taken_only_without_tags(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -195,35 +195,35 @@ def test_the_fast_path_is_taken_only_without_tags(monkeypatch: pytest.MonkeyPatc
 
     full = decoding._decoder
     monkeypatch.setattr(decoding, "_decoder", Refuse())
-    assert codec.decode('{"a":{"b":[1,-0,1.50,"x$y","-0",12345678901234567890]}}')["a"]["b"][1].json == "-0"
+    assert decoding.decode('{"a":{"b":[1,-0,1.50,"x$y","-0",12345678901234567890]}}')["a"]["b"][1].json == "-0"
     with pytest.raises(AssertionError):
-        codec.decode('{"a":{"$date":"2026-11-30T03:06:44.123Z"}}')
+        decoding.decode('{"a":{"$date":"2026-11-30T03:06:44.123Z"}}')
     with pytest.raises(AssertionError):
-        codec.decode('{"a":{"\\u0024date":"2026-11-30T03:06:44.123Z"}}')
+        decoding.decode('{"a":{"\\u0024date":"2026-11-30T03:06:44.123Z"}}')
     monkeypatch.setattr(decoding, "_decoder", full)
-    assert codec.decode('{"a":{"\\u0024date":"2026-11-30T03:06:44.123Z"}}')["a"].year == 2026
+    assert decoding.decode('{"a":{"\\u0024date":"2026-11-30T03:06:44.123Z"}}')["a"].year == 2026
 
 
 def test_results_are_fresh_and_wrappers_never_shared() -> None:
     text = '{"a":{"b":[1,2.5,1.50,-0]},"c":[{"d":1}]}'
-    one, two = codec.decode(text), codec.decode(text)
+    one, two = decoding.decode(text), decoding.decode(text)
     assert identical(one, two)
     assert one is not two and one["a"] is not two["a"] and one["a"]["b"] is not two["a"]["b"]
     assert one["c"][0] is not two["c"][0]
     assert one["a"]["b"][2] is not two["a"]["b"][2]  # JSONFloat: a new one every time
     assert one["a"]["b"][3] is not two["a"]["b"][3]  # JSONInt
     one["a"]["b"].append("mutated")
-    assert codec.decode(text) == two
+    assert decoding.decode(text) == two
 
 
 def test_number_caches_are_bounded() -> None:
-    floats = "[" + ",".join("%d.25" % i for i in range(codec._CACHE_SIZE + 100)) + "]"
-    ints = "[" + ",".join(str(i) for i in range(codec._CACHE_SIZE + 100)) + "]"
-    assert codec.decode(floats)[-1] == codec._CACHE_SIZE + 99.25
-    assert codec.decode(ints)[-1] == codec._CACHE_SIZE + 99
-    assert len(codec._float_cache) <= codec._CACHE_SIZE and len(codec._int_cache) <= codec._CACHE_SIZE
-    assert all(type(v) is float for v in codec._float_cache.values())
-    assert all(type(v) is int for v in codec._int_cache.values())
+    floats = "[" + ",".join("%d.25" % i for i in range(decoding._CACHE_SIZE + 100)) + "]"
+    ints = "[" + ",".join(str(i) for i in range(decoding._CACHE_SIZE + 100)) + "]"
+    assert decoding.decode(floats)[-1] == decoding._CACHE_SIZE + 99.25
+    assert decoding.decode(ints)[-1] == decoding._CACHE_SIZE + 99
+    assert len(decoding._float_cache) <= decoding._CACHE_SIZE and len(decoding._int_cache) <= decoding._CACHE_SIZE
+    assert all(type(v) is float for v in decoding._float_cache.values())
+    assert all(type(v) is int for v in decoding._int_cache.values())
 
 
 # -- decoding: hypothesis ----------------------------------------------------------------------

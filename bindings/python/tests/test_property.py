@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_state import Agent, BigInt, JSMap, JSSet, RegExp, TypedArray, encode_value
-from agent_state.values import identity_of_text
+from agent_state.codec import identity_of_text
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

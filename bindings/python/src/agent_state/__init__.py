@@ -17,21 +17,22 @@ codec mapping between Python values and stored JSON.
 
 from __future__ import annotations
 
-from ._native import LIBRARY_ENV, library_path
-from .agent import (
-    Agent,
+from ._native import library_path
+from ._records import (
     Change,
     ChangeCallback,
     ChangeLogOption,
-    Hook,
     InitialStateCallback,
     LoggedChange,
     StateChangedCallback,
+    Synchronous,
     ValidatorCallback,
     Versioned,
-    library_version,
 )
-from .codec import MAX_SAFE_INTEGER, decode, encode_value
+from ._hook import Hook
+from .agent import Agent, library_version
+from .codec import encode_value
+from .decoding import decode
 from .errors import (
     AGENT_ERR_BAD_HANDLE,
     AGENT_ERR_BUSY,
@@ -60,14 +61,15 @@ from .errors import (
     RejectedError,
     StateTooLargeError,
     StorageError,
-    error_for_status,
-    status_name,
 )
-from .values import TAGS, BigInt, JSMap, JSONFloat, JSONInt, JSSet, RegExp, Tagged, TypedArray
+from .jscollections import JSMap, JSSet, Tagged
+from .values import BigInt, JSONFloat, JSONInt, RegExp, TypedArray
 
 #: The version of this package.
 __version__ = "0.2.0"
 
+# The public API, as README.md documents it (tests/test_layout.py checks both). Everything else
+# is internal, also the names of the package's modules that have no underscore.
 __all__ = [
     "Agent",
     "Hook",
@@ -79,13 +81,11 @@ __all__ = [
     "ValidatorCallback",
     "InitialStateCallback",
     "ChangeLogOption",
+    "Synchronous",
     "library_version",
     "library_path",
-    "LIBRARY_ENV",
     "encode_value",
     "decode",
-    "MAX_SAFE_INTEGER",
-    "TAGS",
     "BigInt",
     "JSONInt",
     "JSONFloat",
@@ -108,8 +108,6 @@ __all__ = [
     "RejectedError",
     "GapError",
     "PanicError",
-    "error_for_status",
-    "status_name",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
     "AGENT_ERR_BAD_HANDLE",

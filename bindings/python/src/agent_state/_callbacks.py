@@ -46,21 +46,8 @@ from typing import Any, Callable, Dict
 from . import _native
 from ._inflight import REJECTED, tls
 from ._records import Change
-from .codec import decode_state, encode_state, json_text
-
-__all__ = [
-    "CallbackTable",
-    "tables",
-    "register",
-    "STATE_CHANGED_TRAMPOLINE",
-    "CHANGE_TRAMPOLINE",
-    "INITIAL_STATE_TRAMPOLINE",
-    "VALIDATE_TRAMPOLINE",
-    "FREE_TRAMPOLINE",
-    "NULL_INITIAL_STATE",
-    "NULL_VALIDATE",
-    "NULL_FREE",
-]
+from .codec import encode_state, json_text
+from .decoding import decode_state
 
 
 class CallbackTable(Dict[int, Callable[..., Any]]):

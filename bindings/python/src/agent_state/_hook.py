@@ -12,8 +12,6 @@ from .errors import ClosedError, InvalidArgumentError
 if TYPE_CHECKING:  # pragma: no cover
     from .agent import Agent
 
-__all__ = ["Hook"]
-
 
 class Hook:
     """The handle of a hook registration, returned by :meth:`Agent.on_state_changed` and

@@ -35,24 +35,11 @@ import time
 import weakref
 from typing import Any, Callable, List, Optional
 
-__all__ = [
-    "Frames",
-    "frames",
-    "tls",
-    "REJECTED",
-    "exiting",
-    "gate",
-    "refuses",
-    "defer_to_exit",
-    "register_exit_step",
-    "EXIT_WAIT_SECONDS",
-]
-
 #: How long, at exit, the binding waits for library calls in flight on other threads.
 EXIT_WAIT_SECONDS = 10.0
 
 
-class Frames(list):  # type: ignore[type-arg]
+class Frames(list[Any]):  # not typing.List, which would add Generic to the bases
     """One thread's stack of frames, innermost last (a list, so the callbacks' ``frames[-1] +=
     (exc,)`` runs no Python code; weakly referenceable, so the exit step can find every
     thread's stack without keeping finished threads' alive)."""
@@ -61,7 +48,7 @@ class Frames(list):  # type: ignore[type-arg]
     # Each thread's stack is one object: compared and hashed by identity (for the WeakSet).
     __eq__ = object.__eq__
     __ne__ = object.__ne__
-    __hash__ = object.__hash__  # type: ignore[assignment]
+    __hash__ = object.__hash__  # type: ignore[assignment]  # list's is None: unhashable
 
 
 #: ``tls.frames``: the calling thread's :class:`Frames` (absent until its first call).
@@ -77,7 +64,8 @@ _every_lock = threading.Lock()  # a WeakSet may not grow while the exit step ite
 def frames() -> Frames:
     """The calling thread's stack of frames."""
     try:
-        return tls.frames  # type: ignore[no-any-return]
+        stack: Frames = tls.frames
+        return stack
     except AttributeError:
         stack = Frames()
         with _every_lock:

@@ -17,8 +17,8 @@ validator's exception.
 
 The state calls (``agent_get_state``, ``agent_set_state``, ``agent_replace_state``, their
 versioned and compare-and-set forms, ``agent_get_state_at``, ``agent_restore_state``,
-``agent_changes_since``, ``agent_poll``) and ``agent_close`` also have second declarations
-without errcheck, used through :func:`call_text`, :func:`call_text_versioned`,
+``agent_changes_since``, ``agent_poll``) and ``agent_close`` also have second function objects
+(the same declaration, without errcheck), used through :func:`call_text`, :func:`call_text_versioned`,
 :func:`call_poll` and :func:`call`, which check the status and read the outputs themselves: the
 same contract, with less Python run per call.
 """
@@ -32,7 +32,7 @@ import itertools
 import sys
 import threading
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from . import _inflight
 from ._inflight import REJECTED, frames as _frames
@@ -45,22 +45,6 @@ from .errors import (
     HookError,
     error_for_status,
 )
-
-__all__ = [
-    "AgentBuffer",
-    "AgentStateChange",
-    "STATE_CHANGED_FN",
-    "INITIAL_STATE_FN",
-    "VALIDATE_FN",
-    "FREE_FN",
-    "library",
-    "library_path",
-    "call",
-    "call_text",
-    "call_text_versioned",
-    "call_poll",
-    "LIBRARY_ENV",
-]
 
 #: Environment variable naming the shared library to load, overriding every other place.
 LIBRARY_ENV = "AGENT_STATE_LIBRARY"
@@ -270,33 +254,32 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.agent_status_name.restype = ctypes.c_char_p
     _lib_last_error = lib.agent_last_error
 
-    # The hot path (see call_text): separate function objects (``lib[name]`` makes a new one),
-    # without errcheck, so a successful call runs no Python code besides ctypes' own.
+    # The hot path (see call_text): second function objects of the functions declared above,
+    # with the same argtypes and restype and no errcheck, so a successful call runs no Python
+    # code besides ctypes' own (errcheck is per function object, hence two).
     global _hot_get_state, _hot_set_state, _hot_replace_state, _buffer_free
     global _hot_get_state_versioned, _hot_set_state_if, _hot_replace_state_if, _hot_poll
     global _hot_changes_since, _hot_get_state_at, _hot_restore_state, _hot_close
 
-    def hot_fn(name: str, *argtypes: Any) -> Any:
+    def hot_fn(name: str) -> Any:
+        # ``lib[name]`` makes a new function object; it takes the declaration made above.
+        declared = getattr(lib, name)
         fn = lib[name]
-        fn.argtypes = list(argtypes)
-        fn.restype = _c_status
+        fn.argtypes = declared.argtypes
+        fn.restype = declared.restype
         return fn
 
-    _hot_get_state = hot_fn("agent_get_state", _c_handle, buf_p)
-    _hot_set_state = hot_fn("agent_set_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
-    _hot_replace_state = hot_fn("agent_replace_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
-    _hot_get_state_versioned = hot_fn("agent_get_state_versioned", _c_handle, buf_p, u64_p)
-    _hot_set_state_if = hot_fn(
-        "agent_set_state_if", _c_handle, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t, buf_p, u64_p
-    )
-    _hot_replace_state_if = hot_fn(
-        "agent_replace_state_if", _c_handle, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t, buf_p, u64_p
-    )
-    _hot_poll = hot_fn("agent_poll", _c_handle, ctypes.POINTER(ctypes.c_size_t))
-    _hot_changes_since = hot_fn("agent_changes_since", _c_handle, ctypes.c_uint64, buf_p)
-    _hot_get_state_at = hot_fn("agent_get_state_at", _c_handle, ctypes.c_uint64, buf_p)
-    _hot_restore_state = hot_fn("agent_restore_state", _c_handle, ctypes.c_uint64, buf_p, u64_p)
-    _hot_close = hot_fn("agent_close", _c_handle)
+    _hot_get_state = hot_fn("agent_get_state")
+    _hot_set_state = hot_fn("agent_set_state")
+    _hot_replace_state = hot_fn("agent_replace_state")
+    _hot_get_state_versioned = hot_fn("agent_get_state_versioned")
+    _hot_set_state_if = hot_fn("agent_set_state_if")
+    _hot_replace_state_if = hot_fn("agent_replace_state_if")
+    _hot_poll = hot_fn("agent_poll")
+    _hot_changes_since = hot_fn("agent_changes_since")
+    _hot_get_state_at = hot_fn("agent_get_state_at")
+    _hot_restore_state = hot_fn("agent_restore_state")
+    _hot_close = hot_fn("agent_close")
     _buffer_free = lib.agent_buffer_free
 
 
@@ -336,7 +319,7 @@ def library() -> ctypes.CDLL:
         return _lib
 
 
-def _make_utf8_at() -> Any:
+def _make_utf8_at() -> Callable[[Any, int, Any], str]:
     """``utf8_at(address, length, None)``: the UTF-8 bytes at ``address`` as a ``str``, decoded
     straight from C memory (CPython's PyUnicode_DecodeUTF8: one copy, no intermediate bytes)."""
     try:
@@ -361,7 +344,7 @@ def text_at(address: Any, length: int) -> str:
     """The ``length`` UTF-8 bytes at ``address`` (a C pointer) as a ``str``."""
     if not address:
         return ""
-    return _utf8_at(address, length, None)  # type: ignore[no-any-return]
+    return _utf8_at(address, length, None)
 
 
 def read_buffer(buf: AgentBuffer) -> bytes:
@@ -422,7 +405,7 @@ def call_text(fn: Any, *args: Any) -> str:
         if status or frame:
             _raise_status(status, fn.__name__, frame)
         data = buf.data
-        return _utf8_at(data, buf.len, None) if data else ""  # type: ignore[no-any-return]
+        return _utf8_at(data, buf.len, None) if data else ""
     finally:
         _buffer_free(buf)
 

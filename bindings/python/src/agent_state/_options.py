@@ -7,28 +7,29 @@ import datetime as _dt
 import operator
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ._records import ChangeLogOption, InitialStateCallback
+from ._records import ChangeLogOption, InitialStateCallback, Synchronous
 from .codec import encode_state, encode_value
 from .errors import InvalidArgumentError
 from .values import JSONInt
-
-__all__ = ["check_version", "change_log_json", "open_options"]
 
 _MAX_VERSION = 2**64 - 1
 
 
 def check_version(value: Any, what: str) -> int:
     """Checks a version argument: an int (not a bool) from 0 to 2**64 - 1."""
-    if type(value) is not int:
+    number: int
+    if type(value) is int:
+        number = value
+    else:
         if isinstance(value, bool):
             raise TypeError(f"{what} must be an int, not bool")
         try:
-            value = operator.index(value)
+            number = operator.index(value)
         except TypeError:
             raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
-    if not 0 <= value <= _MAX_VERSION:
-        raise InvalidArgumentError(f"{what} must be from 0 to 2**64 - 1, not {value}")
-    return value  # type: ignore[no-any-return]
+    if not 0 <= number <= _MAX_VERSION:
+        raise InvalidArgumentError(f"{what} must be from 0 to 2**64 - 1, not {number}")
+    return number
 
 
 _SECOND = _dt.timedelta(seconds=1)
@@ -52,7 +53,7 @@ def change_log_json(value: Any) -> str:
 def open_options(
     initial_state: Any,
     max_value_bytes: Optional[int],
-    synchronous: Optional[str],
+    synchronous: Optional[Synchronous],
     busy_timeout_ms: Optional[int],
     read_only: Optional[bool],
     change_log: Optional[ChangeLogOption],

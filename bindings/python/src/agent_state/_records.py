@@ -5,20 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Union
-
-__all__ = [
-    "State",
-    "Change",
-    "Versioned",
-    "LoggedChange",
-    "StateChangedCallback",
-    "ChangeCallback",
-    "ValidatorCallback",
-    "InitialStateCallback",
-    "ChangeLogOption",
-    "PathLike",
-]
+from typing import Any, Callable, Dict, Literal, Mapping, NamedTuple, Optional, Union
 
 State = Dict[str, Any]
 
@@ -78,4 +65,7 @@ InitialStateCallback = Callable[[], Union[Mapping[str, Any], str, bytes]]
 #: The ``change_log`` option: ``{"keep_last": N}`` and/or ``{"keep_seconds": T}`` (an int, or a
 #: ``timedelta`` rounded up to whole seconds) switch the log on; ``False`` switches it off.
 ChangeLogOption = Union[Mapping[str, Union[int, _dt.timedelta]], bool]
+#: The ``synchronous`` option: ``"full"`` (an acknowledged write survives power loss) or
+#: ``"normal"`` (it survives a process crash).
+Synchronous = Literal["full", "normal"]
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]

@@ -25,25 +25,15 @@ from ._records import (
     PathLike,
     State,
     StateChangedCallback,
+    Synchronous,
     ValidatorCallback,
     Versioned,
 )
-from .codec import decode, decode_state, encode_state, json_text
+from .codec import encode_state, json_text
+from .decoding import decode, decode_state
 from .errors import AGENT_ERR_BAD_HANDLE, ClosedError, InvalidArgumentError
 
-__all__ = [
-    "Agent",
-    "Hook",
-    "Change",
-    "Versioned",
-    "LoggedChange",
-    "StateChangedCallback",
-    "ChangeCallback",
-    "ValidatorCallback",
-    "InitialStateCallback",
-    "ChangeLogOption",
-    "library_version",
-]
+__all__ = ["Agent", "library_version"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -103,7 +93,7 @@ class Agent:
         *,
         initial_state: Union[Mapping[str, Any], InitialStateCallback, None] = None,
         max_value_bytes: Optional[int] = None,
-        synchronous: Optional[str] = None,
+        synchronous: Optional[Synchronous] = None,
         busy_timeout_ms: Optional[int] = None,
         read_only: Optional[bool] = None,
         change_log: Optional[ChangeLogOption] = None,

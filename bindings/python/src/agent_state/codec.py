@@ -30,9 +30,13 @@ surrogates, a ``dict`` whose only key is a tag name such as ``"$date"`` (it woul
 back as a tagged value), and nesting deeper than the library's 64 levels, at any depth (counted
 as the library counts: a ``$map`` takes three levels, a ``$set`` two, other tagged values one).
 
-Reading (``decode``) gives the native type back where it is exact, and the wrapper types of
-:mod:`agent_state.values` where not, so that writing back what was read stores the same JSON:
+Reading is :mod:`agent_state.decoding`'s (``decode``): it gives the native type back where it is
+exact, and the wrapper types where not, so that writing back what was read stores the same JSON:
 numbers keep their exact text, ``$map`` and ``$set`` keep their order.
+
+The wrapper types of :mod:`agent_state.values` are below this module; ``JSMap``, ``JSSet`` and
+``Tagged`` (:mod:`agent_state.jscollections`) are above it, as their keys and equality are their
+encoded JSON: this module knows them by their base :class:`Encodable` only.
 """
 
 from __future__ import annotations
@@ -47,51 +51,64 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Callable, List, Set, Tuple
 
-from .decoding import (  # noqa: F401 - re-exported; the private names for the tests
-    _CACHE_SIZE,
-    _decode_slow,
-    _decoder,
-    _float_cache,
-    _int_cache,
-    _object_pairs,
-    _parse_constant,
-    _parse_float,
-    _parse_int,
-    decode,
-    decode_state,
-)
 from .errors import CodecError, InvalidArgumentError
 from .fast_encode import _encode_fast
 from .limits import MAX_DEPTH, MAX_SAFE_INTEGER
 from .values import (
     TAGS,
     BigInt,
-    JSMap,
     JSONFloat,
     JSONInt,
-    JSSet,
     RegExp,
-    Tagged,
     TypedArray,
     array_to_le_bytes,
-    identity_of_text,
     int_to_text,
     regexp_flags_of,
     typed_array_name,
 )
 
-__all__ = [
-    "MAX_SAFE_INTEGER",
-    "MAX_DEPTH",
-    "encode_value",
-    "encode_state",
-    "decode",
-    "decode_state",
-]
+__all__ = ["encode_value"]
 
 
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring
 _UTC = _dt.timezone.utc
+
+#: A string literal, or the exponent marker of a number (after a digit), in JSON text.
+_STRING_OR_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<=[0-9])[eE]([-+]?)')
+
+
+def _exponent(match: "re.Match[str]") -> str:
+    if match.group(0)[0] == '"':
+        return match.group(0)
+    return "e" + (match.group(1) or "+")
+
+
+def identity_of_text(text: str) -> str:
+    """What makes two ``$map`` keys or ``$set`` elements the same, from their encoded JSON: the
+    library's rule. A number is compared by its value as a double, as JavaScript does
+    (SameValueZero: ``1`` and ``1.0`` are one value, so are ``0`` and ``-0``); anything else by
+    its JSON text as the library writes it (so two equal lists or dicts are the same key, and
+    ``[1E2]`` is ``[1e+2]``)."""
+    if text[0] in "-0123456789":
+        number = float(text)
+        if number not in (float("inf"), float("-inf")):
+            return "#" + (number + 0.0).hex()  # + 0.0 turns -0.0 into 0.0
+    if "e" in text or "E" in text:
+        return _STRING_OR_EXPONENT.sub(_exponent, text)
+    return text
+
+
+class Encodable:
+    """Base of the wrapper types that write themselves through the encoder (``JSMap``,
+    ``JSSet``, ``Tagged``, in :mod:`agent_state.jscollections`). They need the encoder (their
+    keys and equality are their encoded JSON), so the encoder knows them only by this base and
+    the module stays free of an import cycle."""
+
+    __slots__ = ()
+
+    def _encode_with(self, enc: "_Encoder") -> None:
+        """Writes this value with ``enc`` (one of its ``js_map``, ``js_set``, ``tagged``)."""
+        raise NotImplementedError
 
 
 class _Encoder:
@@ -290,23 +307,9 @@ class _Encoder:
                     "only the re flags IGNORECASE, MULTILINE and DOTALL have JavaScript twins (i, m, s)"
                 )
             self.regexp(v.pattern, flags)
-        elif isinstance(v, Tagged):
-            self.enter(v)
-            out.append("{" + _encode_str(v.tag) + ":")
-            self.path.append(v.tag)
-            # The library counts the members of a $typedarray or $regexp (and the string of the
-            # other leaf tags) as part of the tagged value's one level; $map and $set contents
-            # count as their arrays and pairs do.
-            leaf = 0 if v.tag in ("$map", "$set") else 1
-            self.level -= leaf
-            self.value(v.value)
-            self.level += leaf
-            self.path.pop()
-            out.append("}")
-            self.leave(v)
-        elif isinstance(v, JSMap):
-            self.js_map(v, v.pairs())
-        elif isinstance(v, (JSSet, set, frozenset)):
+        elif isinstance(v, Encodable):  # Tagged, JSMap, JSSet
+            v._encode_with(self)
+        elif isinstance(v, (set, frozenset)):
             self.js_set(v, list(v))
         elif isinstance(v, Mapping):
             self.mapping(v, v.items())
@@ -315,6 +318,23 @@ class _Encoder:
         else:
             what = getattr(type(v), "__qualname__", type(v).__name__)
             raise self.fail(f"a value of type {what} cannot be stored")
+
+    def tagged(self, v: Any, tag: str, value: Any) -> None:
+        """Writes ``{tag: value}`` (``v``, a ``Tagged``)."""
+        out = self.out
+        self.enter(v)
+        out.append("{" + _encode_str(tag) + ":")
+        self.path.append(tag)
+        # The library counts the members of a $typedarray or $regexp (and the string of the
+        # other leaf tags) as part of the tagged value's one level; $map and $set contents
+        # count as their arrays and pairs do.
+        leaf = 0 if tag in ("$map", "$set") else 1
+        self.level -= leaf
+        self.value(value)
+        self.level += leaf
+        self.path.pop()
+        out.append("}")
+        self.leave(v)
 
     def date_text(self, v: _dt.datetime) -> str:
         if v.tzinfo is None or v.utcoffset() is None:
@@ -405,8 +425,8 @@ def encode_state(value: Any, what: str = "state") -> bytes:
 
 def _encode_state_slow(value: Any, what: str = "state") -> bytes:
     """:func:`encode_state` without the fast path (every value through :class:`_Encoder`)."""
-    if isinstance(value, JSMap) or not isinstance(value, Mapping):
-        if isinstance(value, JSMap):
+    if isinstance(value, Encodable) or not isinstance(value, Mapping):
+        if isinstance(value, Mapping):  # a Mapping that encodes itself: a JSMap
             raise InvalidArgumentError(f"the {what} must be a JSON object (a dict with str keys), not a JSMap")
         raise TypeError(f"the {what} must be a dict, not {type(value).__name__}")
     enc = _Encoder()

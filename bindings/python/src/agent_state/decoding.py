@@ -1,10 +1,9 @@
 """The storage codec, reading side: the library's JSON text to Python values.
 
-Gives the native type back where it is exact, and the wrapper types of
-:mod:`agent_state.values` where not, so that writing back what was read stores the same JSON:
-numbers keep their exact text, ``$map`` and ``$set`` keep their order (see
-:mod:`agent_state.codec` for the mapping). :mod:`agent_state.codec` re-exports :func:`decode`
-and :func:`decode_state`.
+Gives the native type back where it is exact, and the wrapper types (:mod:`agent_state.values`,
+:mod:`agent_state.jscollections`) where not, so that writing back what was read stores the same
+JSON: numbers keep their exact text, ``$map`` and ``$set`` keep their order (see
+:mod:`agent_state.codec` for the mapping).
 """
 
 from __future__ import annotations
@@ -13,26 +12,24 @@ import base64
 import datetime as _dt
 import json
 import re
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 from .errors import CodecError
 from .limits import MAX_SAFE_INTEGER
+from .jscollections import JSMap, JSSet, Tagged
 from .values import (
     ARRAY_TYPECODES,
     TAGS,
     BigInt,
-    JSMap,
     JSONFloat,
     JSONInt,
-    JSSet,
     RegExp,
-    Tagged,
     TypedArray,
     int_from_text,
     regexp_flags_of,
 )
 
-__all__ = ["decode", "decode_state"]
+__all__ = ["decode"]
 
 _UTC = _dt.timezone.utc
 
@@ -193,7 +190,9 @@ _fast_decoder = json.JSONDecoder(
     parse_int=_int_cache.__getitem__,
     parse_constant=_parse_constant,
 )
-_fast_scan = _fast_decoder.scan_once
+# scan_once is an instance attribute that JSONDecoder.__init__ sets, which typeshed does not
+# declare: read it with its type.
+_fast_scan: Callable[[str, int], Tuple[Any, int]] = getattr(_fast_decoder, "scan_once")
 
 
 def _may_hold_tags(text: str) -> bool:

@@ -16,7 +16,7 @@ any call into the library, so nothing is written.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Type
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
 __all__ = [
     "AgentError",
@@ -46,7 +46,6 @@ __all__ = [
     "AGENT_ERR_REJECTED",
     "AGENT_ERR_GAP",
     "AGENT_ERR_PANIC",
-    "error_for_status",
 ]
 
 #: Success.
@@ -127,7 +126,7 @@ class AgentError(Exception):
     def __str__(self) -> str:
         return f"{self.message} [{self.status_name}]"
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> Tuple[Any, ...]:
         return (self.__class__, (self.message, self.status))
 
 

@@ -74,10 +74,12 @@ def _make_chunks() -> Callable[[Any, int], Any]:
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is not None:
         try:
-            chunks = make(None, _never_called, _encode_str, None, ":", ",", False, False, False)
+            chunks: Callable[[Any, int], Any] = make(
+                None, _never_called, _encode_str, None, ":", ",", False, False, False
+            )
             sample = {"a": [1, -0.5, "\u00e9\n", None, True, ()], "": {}}
             if "".join(chunks(sample, 0)) == '{"a":[1,-0.5,"\u00e9\\n",null,true,[]],"":{}}':
-                return chunks  # type: ignore[no-any-return]
+                return chunks
         except Exception:  # pragma: no cover - another json implementation
             pass
     encoder = json.JSONEncoder(  # pragma: no cover - without the C accelerator

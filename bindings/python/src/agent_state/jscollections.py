@@ -1,56 +1,36 @@
-"""JavaScript ``Map`` and ``Set`` for the storage codec (``$map``, ``$set``), with keys and
-elements compared exactly as the library compares them when it checks for duplicates: numbers by
-value, as JavaScript does (``1`` and ``1.0`` are the same key, so are ``0`` and ``-0``),
-everything else by its encoded JSON as the library writes it (``[1, 2]`` and ``(1, 2)`` are the
-same, ``True`` and ``1`` differ, ``[1]`` and ``[1.0]`` differ, ``[1E2]`` and ``[1e+2]`` do not).
-Mutating a list or dict after using it as a key or element is not supported (as with a Python
-``dict``, whose keys must not change). :mod:`agent_state.values` re-exports both."""
+"""The wrapper types whose identity is their encoded JSON: JavaScript ``Map`` and ``Set`` for
+the storage codec (``$map``, ``$set``), and :class:`Tagged`, any tagged value verbatim.
+
+Keys and elements are compared exactly as the library compares them when it checks for
+duplicates: numbers by value, as JavaScript does (``1`` and ``1.0`` are the same key, so are
+``0`` and ``-0``), everything else by its encoded JSON as the library writes it (``[1, 2]`` and
+``(1, 2)`` are the same, ``True`` and ``1`` differ, ``[1]`` and ``[1.0]`` differ, ``[1E2]`` and
+``[1e+2]`` do not). Mutating a list or dict after using it as a key or element is not supported
+(as with a Python ``dict``, whose keys must not change).
+
+They sit above the encoder (:mod:`agent_state.codec`), which they need for that identity; it
+writes them through their ``_encode_with`` (their base :class:`~agent_state.codec.Encodable`),
+so it does not import them."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSet
 from collections.abc import Set as AbstractSet
 from typing import Any, Dict, Tuple, Union
 
+from .codec import Encodable, _Encoder, encode_value, identity_of_text
 from .errors import CodecError
+from .values import TAGS
 
-__all__ = ["JSMap", "JSSet", "identity_of_text"]
-
-
-#: A string literal, or the exponent marker of a number (after a digit), in JSON text.
-_STRING_OR_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<=[0-9])[eE]([-+]?)')
-
-
-def _exponent(match: "re.Match[str]") -> str:
-    if match.group(0)[0] == '"':
-        return match.group(0)
-    return "e" + (match.group(1) or "+")
-
-
-def identity_of_text(text: str) -> str:
-    """What makes two ``$map`` keys or ``$set`` elements the same, from their encoded JSON: the
-    library's rule. A number is compared by its value as a double, as JavaScript does
-    (SameValueZero: ``1`` and ``1.0`` are one value, so are ``0`` and ``-0``); anything else by
-    its JSON text as the library writes it (so two equal lists or dicts are the same key, and
-    ``[1E2]`` is ``[1e+2]``)."""
-    if text[0] in "-0123456789":
-        number = float(text)
-        if number not in (float("inf"), float("-inf")):
-            return "#" + (number + 0.0).hex()  # + 0.0 turns -0.0 into 0.0
-    if "e" in text or "E" in text:
-        return _STRING_OR_EXPONENT.sub(_exponent, text)
-    return text
+__all__ = ["JSMap", "JSSet", "Tagged"]
 
 
 def _key(value: Any) -> str:
-    """The identity of ``value`` as a key or element (see :func:`identity_of_text`)."""
-    from .codec import encode_value
-
+    """The identity of ``value`` as a key or element (see :func:`~agent_state.codec.identity_of_text`)."""
     return identity_of_text(encode_value(value))
 
 
-class JSMap(MutableMapping[Any, Any]):
+class JSMap(MutableMapping[Any, Any], Encodable):
     """A JavaScript ``Map``, stored as ``{"$map": [[key, value], ...]}``.
 
     Insertion-ordered, with keys of any storable type, including lists and dicts (numbers
@@ -126,6 +106,9 @@ class JSMap(MutableMapping[Any, Any]):
         """A shallow copy."""
         return JSMap(self.pairs())
 
+    def _encode_with(self, enc: _Encoder) -> None:
+        enc.js_map(self, self.pairs())
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Mapping):
             return NotImplemented
@@ -138,13 +121,13 @@ class JSMap(MutableMapping[Any, Any]):
         theirs = {k: v for k, (_, v) in other._items.items()}
         return mine == theirs
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as dict and set are (typeshed does the same)
 
     def __repr__(self) -> str:
         return f"JSMap({self.pairs()!r})"
 
 
-class JSSet(MutableSet[Any]):
+class JSSet(MutableSet[Any], Encodable):
     """A JavaScript ``Set``, stored as ``{"$set": [value, ...]}``.
 
     Insertion-ordered, with elements of any storable type, including lists and dicts (numbers
@@ -191,6 +174,9 @@ class JSSet(MutableSet[Any]):
         """A shallow copy."""
         return JSSet(self)
 
+    def _encode_with(self, enc: _Encoder) -> None:
+        enc.js_set(self, list(self))
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AbstractSet):
             return NotImplemented
@@ -201,7 +187,50 @@ class JSSet(MutableSet[Any]):
                 return False
         return self._items.keys() == other._items.keys()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as dict and set are (typeshed does the same)
 
     def __repr__(self) -> str:
         return f"JSSet({list(self._items.values())!r})"
+
+
+class Tagged(Encodable):
+    """A tagged value kept verbatim: ``{tag: value}`` with ``tag`` one of :data:`TAGS`.
+
+    ``get_state()`` returns one for a tagged value that no Python type can represent exactly
+    (so far: a ``$date`` in year 0, before ``datetime.MINYEAR``). Writing ``Tagged(tag, value)``
+    stores ``{tag: value}`` with ``value`` encoded as usual; the library checks its form.
+
+    Attributes:
+        tag: the tag, e.g. ``"$date"``.
+        value: the tag's content as decoded data.
+    """
+
+    __slots__ = ("tag", "value")
+    tag: str
+    value: Any
+
+    def __init__(self, tag: str, value: Any) -> None:
+        if tag not in TAGS:
+            raise CodecError(f"{tag!r} is not a tag (known: {', '.join(sorted(TAGS))})")
+        object.__setattr__(self, "tag", tag)
+        object.__setattr__(self, "value", value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Tagged is immutable")
+
+    def _encode_with(self, enc: _Encoder) -> None:
+        enc.tagged(self, self.tag, self.value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Tagged):
+            return self.tag == other.tag and _key(self.value) == _key(other.value)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.tag, _key(self.value)))
+
+    def __repr__(self) -> str:
+        return f"Tagged({self.tag!r}, {self.value!r})"
+
+    def __reduce__(self) -> Any:
+        return (Tagged, (self.tag, self.value))

@@ -7,20 +7,13 @@ exactly the same JSON:
 * :class:`BigInt` — an ``int`` that is stored as ``{"$bigint": "..."}`` whatever its size.
 * :class:`JSONInt` / :class:`JSONFloat` — an ``int`` / ``float`` that remembers the exact text
   of a JSON number (``1E2``, ``-0``, ``1.50``, ``9007199254740993``), so it is written back as is.
-* :class:`JSMap` — a ``$map``: insertion-ordered, keys of any storable type (also lists and dicts).
-* :class:`JSSet` — a ``$set``: insertion-ordered, elements of any storable type.
 * :class:`TypedArray` — a ``$typedarray`` of a kind ``array.array`` cannot hold
   (``Uint8ClampedArray``, ``Float16Array``), or built explicitly.
 * :class:`RegExp` — a ``$regexp`` whose flags or source Python's ``re`` cannot represent exactly.
-* :class:`Tagged` — any tagged value verbatim (e.g. a ``$date`` in year 0, which ``datetime``
-  cannot hold); also an escape hatch to write a tagged value as raw JSON-able data.
 
-Keys of a :class:`JSMap` and elements of a :class:`JSSet` are compared exactly as the library
-compares them when it checks for duplicates: numbers by value, as JavaScript does (``1`` and
-``1.0`` are the same key, so are ``0`` and ``-0``), everything else by its encoded JSON
-(``[1, 2]`` and ``(1, 2)`` are the same, ``True`` and ``1`` differ, ``[1]`` and ``[1.0]``
-differ). Mutating a list or dict after using it as a key or element is not supported (as with a
-Python ``dict``, whose keys must not change).
+The wrapper types whose equality is their encoded JSON (``JSMap``, ``JSSet``, ``Tagged``) are in
+:mod:`agent_state.jscollections`, above the encoder they need: this module sits below it (the
+encoder writes these types), so it imports nothing of the codec.
 """
 
 from __future__ import annotations
@@ -34,20 +27,8 @@ from decimal import MAX_EMAX, MAX_PREC, Context
 from typing import Any, Dict, Optional, Tuple, Union
 
 from .errors import CodecError
-from .jscollections import JSMap, JSSet, _key, identity_of_text  # noqa: F401 - re-exported
 
-__all__ = [
-    "TAGS",
-    "TYPED_ARRAY_TYPES",
-    "BigInt",
-    "JSONInt",
-    "JSONFloat",
-    "JSMap",
-    "JSSet",
-    "TypedArray",
-    "RegExp",
-    "Tagged",
-]
+__all__ = ["BigInt", "JSONInt", "JSONFloat", "TypedArray", "RegExp"]
 
 #: The member names that make a single-member JSON object a tagged value.
 TAGS = frozenset(["$date", "$bigint", "$map", "$set", "$arraybuffer", "$typedarray", "$regexp"])
@@ -378,46 +359,6 @@ class RegExp:
 
     def __reduce__(self) -> Any:
         return (RegExp, (self.source, self.flags))
-
-
-class Tagged:
-    """A tagged value kept verbatim: ``{tag: value}`` with ``tag`` one of :data:`TAGS`.
-
-    ``get_state()`` returns one for a tagged value that no Python type can represent exactly
-    (so far: a ``$date`` in year 0, before ``datetime.MINYEAR``). Writing ``Tagged(tag, value)``
-    stores ``{tag: value}`` with ``value`` encoded as usual; the library checks its form.
-
-    Attributes:
-        tag: the tag, e.g. ``"$date"``.
-        value: the tag's content as decoded data.
-    """
-
-    __slots__ = ("tag", "value")
-    tag: str
-    value: Any
-
-    def __init__(self, tag: str, value: Any) -> None:
-        if tag not in TAGS:
-            raise CodecError(f"{tag!r} is not a tag (known: {', '.join(sorted(TAGS))})")
-        object.__setattr__(self, "tag", tag)
-        object.__setattr__(self, "value", value)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("Tagged is immutable")
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Tagged):
-            return self.tag == other.tag and _key(self.value) == _key(other.value)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.tag, _key(self.value)))
-
-    def __repr__(self) -> str:
-        return f"Tagged({self.tag!r}, {self.value!r})"
-
-    def __reduce__(self) -> Any:
-        return (Tagged, (self.tag, self.value))
 
 
 def regexp_flags_of(pattern: "re.Pattern[Any]") -> Optional[str]:
