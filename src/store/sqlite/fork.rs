@@ -37,6 +37,11 @@ pub fn generation() -> u64 {
     super::fork_watch::generation()
 }
 
+/// Starts counting forks (once per process); every connection is opened after this.
+pub fn watch() {
+    super::fork_watch::watch()
+}
+
 /// The identity of a store file (device and inode): what SQLite shares its lock records by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileId {

@@ -25,12 +25,9 @@ extern "C" fn forked_child() {
     GENERATION.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The current fork generation. The first call registers the fork handler; call it before
-/// opening the first connection (any later fork is then counted).
-///
-/// Relaxed ordering is enough: the counter only changes in a child's single thread before any
-/// other thread of that child exists, and creating a thread orders everything before it.
-pub fn generation() -> u64 {
+/// Registers the fork handler, once per process; call it before opening a connection (any later
+/// fork is then counted).
+pub fn watch() {
     REGISTER.call_once(|| {
         // SAFETY: `forked_child` is a plain `extern "C"` function that stays valid for the life of
         // the process (the library is never unloaded while its handlers could run: glibc
@@ -40,5 +37,12 @@ pub fn generation() -> u64 {
         // module existed. Nothing better can be done here than to keep working.
         debug_assert_eq!(rc, 0, "pthread_atfork failed");
     });
+}
+
+/// The current fork generation: one relaxed load, on every call's path (no `Once` check here).
+///
+/// Relaxed ordering is enough: the counter only changes in a child's single thread before any
+/// other thread of that child exists, and creating a thread orders everything before it.
+pub fn generation() -> u64 {
     GENERATION.load(Ordering::Relaxed)
 }

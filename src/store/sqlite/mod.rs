@@ -55,6 +55,7 @@ impl Sqlite {
     /// database of another application, or a store of a newer schema is refused with
     /// [`Error::Storage`] before anything is written to it.
     pub fn open(path: &Path, options: &StoreOptions) -> Result<Sqlite> {
+        fork::watch();
         let generation = fork::generation();
         let mut store = Sqlite {
             conn: None,
@@ -211,7 +212,9 @@ impl Backend for Sqlite {
     /// The WAL-index header: it changes whenever any connection, in any process, commits.
     /// `None` when unavailable (read-only or in-memory store, or a commit in progress).
     fn commit_mark(&self) -> Option<Mark> {
-        self.conn().ok()?.wal_header().map(Mark)
+        // The read path's hot call: no fork check here (the call's lock already made sure of
+        // the connection, and a fork in mid-call stops at the next statement, in `conn`).
+        self.conn.as_ref()?.wal_header().map(Mark)
     }
 
     /// `PRAGMA data_version`: a statement, and so a read transaction of its own outside one.
