@@ -68,17 +68,51 @@ impl<'de> Visitor<'de> for DupVisitor {
     }
 }
 
+/// Does a valid JSON document have an object member named `name` (escapes decoded)? A plain
+/// scan for member-name strings (a string followed by `:`), for the one name serde_json's
+/// visitors cannot show apart from an exact number (`json::RESERVED_NAME`).
+fn has_member_named(data: &[u8], name: &str) -> bool {
+    let mut i = 0;
+    while i < data.len() {
+        if data[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        i += 1;
+        while i < data.len() && data[i] != b'"' {
+            i += if data[i] == b'\\' { 2 } else { 1 };
+        }
+        let end = i.min(data.len());
+        i += 1;
+        let mut j = i;
+        while j < data.len() && matches!(data[j], b' ' | b'\t' | b'\n' | b'\r') {
+            j += 1;
+        }
+        if j < data.len() && data[j] == b':' {
+            let decoded = serde_json::from_slice::<String>(&data[start..=end.min(data.len() - 1)]);
+            if matches!(decoded.as_deref(), Ok(n) if n == name) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// Parser and codec on arbitrary bytes:
 /// - `json::parse` accepts exactly what serde_json accepts, minus documents with a repeated
-///   member name (those are `Error::Codec`); everything else it refuses is `Error::Json`;
+///   member name or a member named `json::RESERVED_NAME` (those are `Error::Codec`); everything
+///   else it refuses is `Error::Json`;
 /// - what it accepts re-encodes to text that parses again to the same encoding (stable output);
 /// - `codec::validate` gives the same verdict on the original and the re-parsed value, and never
 ///   panics.
 pub fn check_json_codec(data: &[u8]) {
     let got = json::parse(data);
     let reference = serde_json::from_slice::<HasDuplicate>(data);
+    let reserved = reference.is_ok() && has_member_named(data, json::RESERVED_NAME);
     match (&got, &reference) {
-        (Ok(_), Ok(HasDuplicate(false))) => {}
+        (Err(Error::Codec(_)), Ok(_)) if reserved => {}
+        (Ok(_), Ok(HasDuplicate(false))) if !reserved => {}
         (Err(Error::Codec(_)), Ok(HasDuplicate(true))) => {}
         (Err(Error::Json(_)), Err(_)) => {}
         _ => panic!(

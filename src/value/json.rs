@@ -4,6 +4,12 @@
 //! stops at 128 levels of nesting instead of overflowing the stack). What it accepts but I-JSON
 //! forbids is checked here: duplicate member names, because two parsers must never see two
 //! different states in one document (serde_json would silently keep the last one).
+//!
+//! One member name is refused although it is valid I-JSON: [`RESERVED_NAME`]. serde_json's
+//! `arbitrary_precision` (how numbers keep their exact text) carries a number as a one-member
+//! object of that name, so a document's own object with that first member would come back as a
+//! number (`{"a":{"$serde_json::private::Number":"5"}}` read as `{"a":5}`) or be refused as a
+//! malformed number: refusing the name is the only exact answer.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -12,10 +18,20 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
+/// The member name serde_json reserves for exact numbers (see the module doc).
+pub const RESERVED_NAME: &str = "$serde_json::private::Number";
+
+fn reserved() -> Error {
+    Error::Codec(format!(
+        "the member name {RESERVED_NAME:?} is reserved by the JSON parser (it carries exact \
+         numbers) and cannot be stored"
+    ))
+}
+
 /// Parses `input` as one JSON document and checks that no object repeats a member name.
 ///
 /// Syntax errors, invalid UTF-8 and nesting beyond the parser's limit are [`Error::Json`];
-/// duplicate member names are [`Error::Codec`] (the text is JSON, but not I-JSON).
+/// duplicate member names and the reserved name [`RESERVED_NAME`] are [`Error::Codec`].
 pub fn parse(input: &[u8]) -> Result<Value> {
     let text = std::str::from_utf8(input).map_err(|e| {
         Error::Json(format!(
@@ -23,14 +39,22 @@ pub fn parse(input: &[u8]) -> Result<Value> {
             e.valid_up_to()
         ))
     })?;
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        let msg = e.to_string();
-        if msg.starts_with("recursion limit exceeded") {
-            Error::Json(format!("nesting deeper than the parser allows ({msg})"))
-        } else {
-            Error::Json(msg)
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) => {
+            let msg = e.to_string();
+            if msg.starts_with("recursion limit exceeded") {
+                return Err(Error::Json(format!(
+                    "nesting deeper than the parser allows ({msg})"
+                )));
+            }
+            // Valid JSON that only the number token made fail: say so, not "invalid number".
+            if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+                check_duplicate_members(text)?;
+            }
+            return Err(Error::Json(msg));
         }
-    })?;
+    };
     check_duplicate_members(text)?;
     Ok(value)
 }
@@ -123,6 +147,9 @@ fn check_duplicate_members(text: &str) -> Result<()> {
                         } else {
                             Cow::Borrowed(&text[start + 1..end])
                         };
+                        if name == RESERVED_NAME {
+                            return Err(reserved());
+                        }
                         if let Some(name) = names.insert(name) {
                             return Err(Error::Codec(format!(
                                 "duplicate member name {name:?} in one object (I-JSON forbids it)"
@@ -141,6 +168,32 @@ fn check_duplicate_members(text: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the soak's fuzzer: this name made serde_json read an object as a number.
+    #[test]
+    fn the_reserved_member_name_is_refused_never_read_as_a_number() {
+        for text in [
+            r#"{"a":{"$serde_json::private::Number":"5"}}"#,
+            r#"{"a":{"$serde_json::private::Number":"AAA="}}"#,
+            r#"{"a":{"\u0024serde_json::private::Number":"5"}}"#,
+            r#"{"a":{"x":1,"$serde_json::private::Number":"5"}}"#,
+            r#"{"$serde_json::private::Number":[]}"#,
+        ] {
+            match parse(text.as_bytes()) {
+                Err(Error::Codec(m)) => assert!(m.contains("reserved"), "{text}: {m}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        // The name as a value, or inside a longer name, is ordinary text.
+        let v = parse(br#"{"a":"$serde_json::private::Number","$serde_json::private::Numbers":1}"#)
+            .unwrap();
+        assert_eq!(v["a"], "$serde_json::private::Number");
+        // Malformed JSON stays a JSON error.
+        assert!(matches!(
+            parse(br#"{"$serde_json::private::Number":"5""#),
+            Err(Error::Json(_))
+        ));
+    }
 
     #[test]
     fn rejects_duplicates_even_when_escaped() {
