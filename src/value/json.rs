@@ -49,13 +49,13 @@ pub fn parse(input: &[u8]) -> Result<Value> {
                 )));
             }
             // Valid JSON that only the number token made fail: say so, not "invalid number".
-            if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
-                check_duplicate_members(text)?;
+            if serde_json::from_str::<AnyJson>(text).is_ok() {
+                check_member_names(text, false)?;
             }
             return Err(Error::Json(msg));
         }
     };
-    check_duplicate_members(text)?;
+    check_member_names(text, true)?;
     Ok(value)
 }
 
@@ -108,9 +108,62 @@ impl<'a> Names<'a> {
     }
 }
 
-/// Scans text that serde_json already accepted and fails on the first object that repeats a
-/// member name. Names are compared after unescaping (`"a"` and `"\u0061"` are the same name).
-fn check_duplicate_members(text: &str) -> Result<()> {
+/// Any JSON document, checked by serde_json exactly as for a [`Value`] (syntax, escapes,
+/// nesting limit) except that an object is only ever an object: what tells whether a document
+/// failed as a `Value` only because of [`RESERVED_NAME`].
+struct AnyJson;
+
+impl<'de> serde::Deserialize<'de> for AnyJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<AnyJson, D::Error> {
+        d.deserialize_any(AnyJson)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for AnyJson {
+    type Value = AnyJson;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_str<E>(self, _: &str) -> std::result::Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_unit<E>(self) -> std::result::Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<AnyJson, A::Error> {
+        while seq.next_element::<AnyJson>()?.is_some() {}
+        Ok(AnyJson)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<AnyJson, A::Error> {
+        while map.next_key::<String>()?.is_some() {
+            map.next_value::<AnyJson>()?;
+        }
+        Ok(AnyJson)
+    }
+}
+
+/// Scans text that serde_json accepted as JSON and fails on the first member named
+/// [`RESERVED_NAME`] and, with `duplicates`, on the first object that repeats a member name.
+/// Names are compared after unescaping (`"a"` and `"\u0061"` are the same name).
+fn check_member_names(text: &str, duplicates: bool) -> Result<()> {
     let b = text.as_bytes();
     let mut stack: Vec<Frame<'_>> = Vec::new();
     let mut i = 0;
@@ -150,7 +203,9 @@ fn check_duplicate_members(text: &str) -> Result<()> {
                         if name == RESERVED_NAME {
                             return Err(reserved());
                         }
-                        if let Some(name) = names.insert(name) {
+                        if !duplicates {
+                            // only the reserved name is looked for
+                        } else if let Some(name) = names.insert(name) {
                             return Err(Error::Codec(format!(
                                 "duplicate member name {name:?} in one object (I-JSON forbids it)"
                             )));
@@ -188,11 +243,18 @@ mod tests {
         let v = parse(br#"{"a":"$serde_json::private::Number","$serde_json::private::Numbers":1}"#)
             .unwrap();
         assert_eq!(v["a"], "$serde_json::private::Number");
-        // Malformed JSON stays a JSON error.
-        assert!(matches!(
-            parse(br#"{"$serde_json::private::Number":"5""#),
-            Err(Error::Json(_))
-        ));
+        // Malformed JSON stays a JSON error, also with a repeated name before the fault (found
+        // by the fuzzer: a lone surrogate that only a full parse notices).
+        for text in [
+            r#"{"$serde_json::private::Number":"5""#,
+            r#"{"a":1,"a":"\ud41d\ude00"}"#,
+            r#"{"$serde_json::private::Number":"\ud41d\ude00"}"#,
+        ] {
+            assert!(
+                matches!(parse(text.as_bytes()), Err(Error::Json(_))),
+                "{text}"
+            );
+        }
     }
 
     #[test]
