@@ -13,7 +13,7 @@ import multiprocessing
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -106,6 +106,31 @@ def test_fork_workers_share_an_agent_opened_before_the_pool(
     assert state["p"] == parent_last
     for index, last in acked.items():
         assert state[f"w{index}"] == last, f"worker {index}: {state.get(f'w{index}')} != {last}"
+
+
+def _pool_task(index: int) -> Tuple[int, int]:
+    assert _inherited is not None
+    return index, _write_series(_inherited, f"w{index}")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is POSIX-only")
+def test_a_fork_pool_writes_through_an_agent_opened_before_it(tmp_path: Path) -> None:
+    global _inherited
+    path = tmp_path / "pool.db"
+    _inherited = Agent(path, synchronous="normal")
+    try:
+        _inherited.set_state({"p": 1})
+        with multiprocessing.get_context("fork").Pool(WORKERS) as pool:
+            acked = dict(pool.map(_pool_task, range(2 * WORKERS)))
+        _inherited.set_state({"p": 2})  # the parent's handle is unaffected
+    finally:
+        _inherited.close()
+        _inherited = None
+    with Agent(path) as fresh:
+        state = fresh.get_state()
+    assert state["p"] == 2
+    for index, last in acked.items():
+        assert last == WRITES and state[f"w{index}"] == last
 
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
