@@ -6,22 +6,15 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/agent-state/agent-state/bindings/go/internal/benchstate"
 )
 
 // The codec alone (no cgo, no SQLite) on the states of `make bench` (cmd/agentstate-bench): the
 // figures that decide whether a hand-written path is worth keeping over encoding/json.
 
-// benchState builds a state of about size bytes, the same shape as cmd/agentstate-bench's.
-func benchState(size int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"status":"idle"`)
-	for i := 0; b.Len()+260 < size || i < 2; i++ {
-		fmt.Fprintf(&b, `,"m%d":{"id":%d,"name":"member %d","tags":["alpha","beta"],"score":0.5,"text":"%s"}`,
-			i, i, i, strings.Repeat("x", 150))
-	}
-	b.WriteString("}")
-	return []byte(b.String())
-}
+// benchState is the state of `make bench` (internal/benchstate).
+var benchState = benchstate.State
 
 type benchMember struct {
 	ID    int      `json:"id"`

@@ -12,24 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	agentstate "github.com/agent-state/agent-state/bindings/go"
+	"github.com/agent-state/agent-state/bindings/go/internal/benchstate"
 )
 
-// makeState builds a state of about size bytes: a status plus members of ~250 bytes, the same
-// shape as the C ABI benchmark's.
-func makeState(size int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"status":"idle"`)
-	for i := 0; b.Len()+260 < size || i < 2; i++ {
-		fmt.Fprintf(&b, `,"m%d":{"id":%d,"name":"member %d","tags":["alpha","beta"],"score":0.5,"text":"%s"}`,
-			i, i, i, strings.Repeat("x", 150))
-	}
-	b.WriteString("}")
-	return []byte(b.String())
-}
+// makeState is the benchmark state shared with the codec benchmarks.
+var makeState = benchstate.State
 
 type row struct {
 	Op    string  `json:"op"`
