@@ -6,7 +6,6 @@ package agentstate
 import (
 	"encoding"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -402,8 +401,10 @@ func decodeQuotedNumber(s string, v reflect.Value) error {
 		}
 		v.SetFloat(x)
 	case reflect.String:
-		if v.Type() == numberType {
-			return bad(errors.New("not a JSON number"))
+		// encoding/json stores number-like text only into a json.Number (unchecked, as it
+		// does); a plain string field with ",string" must hold a quoted string.
+		if v.Type() != numberType {
+			return codecErrf("field with the ,string option: %q is not a quoted string", s)
 		}
 		v.SetString(s)
 	default:
