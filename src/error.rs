@@ -52,6 +52,16 @@ pub enum Error {
     /// A hook reported failure. For `on_state_changed` the change is committed all the same.
     #[error("hook failed: {0}")]
     Hook(String),
+    /// The database server could not be reached or the connection was lost (refused, timed
+    /// out, restarted). The call had no effect, unless the message says a commit's outcome is
+    /// unknown (the state's version then tells). The next call reconnects.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// Internal to the write path, never returned by the agent: an optimistic write found the
+    /// stored version moved since the state it was computed from; nothing was written, and the
+    /// write is retried under a lock (see [`crate::store::Backend::optimistic`]).
+    #[error("storage error: the state changed during an optimistic write (internal; retried)")]
+    Stale,
 }
 
 #[cfg(feature = "store")]

@@ -15,6 +15,12 @@ pub const DEFAULT_MAX_VALUE_BYTES: usize = 2 * 1024 * 1024;
 pub const MAX_MAX_VALUE_BYTES: usize = 1_000_000_000;
 /// How long a write waits for another connection's lock, by default.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
+/// The longest `agent_id`, in bytes.
+pub const MAX_AGENT_ID_BYTES: usize = 255;
+/// Connections per process to one PostgreSQL server, by default (option `max_connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4;
+/// The largest `max_connections` accepted.
+pub const MAX_MAX_CONNECTIONS: usize = 1000;
 
 /// Everything `agent_open` can be told.
 #[derive(Debug, Clone)]
@@ -29,6 +35,10 @@ pub struct OpenOptions {
     /// `Some(Some(_))`: switch the store's change log on with this retention; `Some(None)`:
     /// switch it off; `None`: leave the store's setting as it is.
     pub change_log: Option<Option<LogRetention>>,
+    /// Which agent of the store (`None`: a SQLite file's single agent; required on PostgreSQL).
+    pub agent_id: Option<String>,
+    /// PostgreSQL: the most connections this process keeps to one server.
+    pub max_connections: usize,
 }
 
 impl Default for OpenOptions {
@@ -40,6 +50,8 @@ impl Default for OpenOptions {
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
             read_only: false,
             change_log: None,
+            agent_id: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -96,9 +108,23 @@ impl OpenOptions {
                         other => Some(LogRetention::from_value(&other)?),
                     });
                 }
+                "agent_id" => {
+                    let id = value
+                        .as_str()
+                        .filter(|s| !s.is_empty() && s.len() <= MAX_AGENT_ID_BYTES)
+                        .ok_or_else(|| bad("a non-empty string of at most 255 bytes (UTF-8)"))?;
+                    options.agent_id = Some(id.to_string());
+                }
+                "max_connections" => {
+                    options.max_connections = value
+                        .as_u64()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .filter(|n| (1..=MAX_MAX_CONNECTIONS).contains(n))
+                        .ok_or_else(|| bad("an integer from 1 to 1000"))?;
+                }
                 _ => {
                     return Err(Error::InvalidArgument(format!(
-                        "unknown option {key:?} (known: initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only, change_log)"
+                        "unknown option {key:?} (known: initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only, change_log, agent_id, max_connections)"
                     )))
                 }
             }
@@ -111,6 +137,8 @@ impl OpenOptions {
             synchronous: self.synchronous,
             busy_timeout: Duration::from_millis(self.busy_timeout_ms),
             read_only: self.read_only,
+            agent_id: self.agent_id.clone(),
+            max_connections: self.max_connections,
         }
     }
 }

@@ -68,15 +68,23 @@ impl Cache {
 
 /// What is committed now, from `cache` when no connection has committed since it was filled.
 ///
-/// Two tests, cheapest first: the commit mark is unchanged (no commit anywhere, a few loads);
+/// Three tests, cheapest first: the commit mark is unchanged (no commit anywhere, a few loads);
 /// else the data version is unchanged (a function call, current inside a transaction; outside
-/// one, [`Backend::refresh`] runs first to bring it up to date); else the entries are read and
-/// decoded again (in one read transaction).
+/// one, [`Backend::refresh`] runs first to bring it up to date); else the agent's version and
+/// log setting are unchanged ([`Backend::head`], one small read or round trip); else the
+/// entries are read and decoded again (in one read transaction). Inside an optimistic write,
+/// the cache is used as it is (the commit checks the version).
 pub(super) fn current(
     store: &dyn Backend,
     cache: &mut Option<Cache>,
     context: Context,
 ) -> Result<Current> {
+    // An optimistic write checks the version at commit: the cache is as good as a read.
+    if context == Context::WriteTransaction && store.optimistic() {
+        if let Some(cache) = cache.as_ref() {
+            return Ok(cache.current());
+        }
+    }
     // Read the mark *before* the version: a commit landing in between then shows up as a mark
     // change next time, never as a missed update.
     let mark = store.commit_mark();
@@ -99,6 +107,15 @@ pub(super) fn current(
     if let Some(cache) = cache.as_mut() {
         if version.is_some() && cache.data_version == version {
             cache.mark = mark;
+            return Ok(cache.current());
+        }
+        // Something was committed (or the backend cannot tell): to this agent? Its version
+        // and log setting say, without transferring the state (other agents of the store, or
+        // another handle's write of nothing new, leave them unchanged). Read after the data
+        // version, so a commit in between shows up next time.
+        if store.head()? == Some((cache.version, cache.log)) {
+            cache.mark = mark;
+            cache.data_version = version;
             return Ok(cache.current());
         }
     }

@@ -15,6 +15,7 @@ use crate::store::{Backend, LogRetention, LoggedChange, Txn};
 use crate::value::accept;
 use crate::value::snapshot::Snapshot;
 
+#[derive(Clone)]
 pub(super) enum Change {
     Merge(Value),
     Replace(Value),
@@ -67,13 +68,43 @@ impl Agent {
 
     /// Commits `change` (when the stored version is `expected`, if given), then delivers it,
     /// after any undelivered changes of other handles, to this handle's hooks.
+    ///
+    /// Where the backend offers optimistic writes (a server, see [`Backend::optimistic`]), the
+    /// change is first computed from this handle's cache and committed only if the stored
+    /// version is still the cached one (one round trip). If it moved, or the attempt failed in
+    /// a way a stale cache could explain (a conflict, a rejection, a codec or size error),
+    /// nothing was written and the change is made again under the row's lock from the latest
+    /// state: what a call returns never depends on a stale cache.
     pub(super) fn change(&self, change: Change, expected: Option<u64>) -> Result<Versioned> {
         let (events, result) = {
             let mut guard = self.lock_inner()?;
             let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
-            let txn = Txn::write(&**store)?;
-            let applied = self.apply(&*txn, view, change, expected)?;
-            txn.commit()?;
+            let txn = Txn::optimistic_write(&**store)?;
+            let applied = if txn.optimistic() {
+                let again = change.clone();
+                let first = self
+                    .apply(&*txn, view, change, expected)
+                    .and_then(|applied| txn.commit().map(|()| applied));
+                match first {
+                    Ok(applied) => applied,
+                    // The server is gone (a commit's outcome may be unknown), or a wait
+                    // already timed out: trying again would not help, and could write twice.
+                    Err(e @ (Error::Unavailable(_) | Error::Busy(_) | Error::Closed)) => {
+                        return Err(e)
+                    }
+                    Err(_) => {
+                        view.cache = None;
+                        let txn = Txn::write(&**store)?;
+                        let applied = self.apply(&*txn, view, again, expected)?;
+                        txn.commit()?;
+                        applied
+                    }
+                }
+            } else {
+                let applied = self.apply(&*txn, view, change, expected)?;
+                txn.commit()?;
+                applied
+            };
             let Applied {
                 prev,
                 next,

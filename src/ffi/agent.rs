@@ -15,27 +15,42 @@ use crate::agent::Agent;
 use crate::error::Error;
 use crate::options::OpenOptions;
 
-/// Opens (creating when absent) the agent store at `path` and stores a new handle in `*out`.
+/// Opens (creating when absent) an agent's store at `path` and stores a new handle in `*out`.
 ///
 /// Arguments: `path` is a NUL-terminated file name (bytes, as the OS takes them; `":memory:"`
-/// opens a private in-memory store); `options_json` is NULL for the defaults or a NUL-terminated
-/// JSON object with any of: `"initial_state"` (object, default `{}`), `"max_value_bytes"`
-/// (default 2097152), `"synchronous"` (`"full"`, the default: an acknowledged write survives
-/// power loss; or `"normal"`: survives a crash of the process), `"busy_timeout_ms"` (default
-/// 5000), `"read_only"` (default false), `"change_log"` (`{"keep_last": N}` and/or
-/// `{"keep_seconds": T}`: switch the store's change log on, recorded in the file so that every
-/// handle logs its changes; `false`: switch it off and drop it; absent: leave the store's
-/// setting). Unknown keys are refused.
+/// opens a private in-memory store), or a PostgreSQL connection URI in libpq's syntax starting
+/// with `postgres://` or `postgresql://` (`postgresql://user:password@host:port/dbname`, or
+/// `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; `sslmode=disable` or
+/// `prefer`: this build has no TLS). `options_json` is NULL for the defaults or a
+/// NUL-terminated JSON object with any of: `"initial_state"` (object, default `{}`),
+/// `"max_value_bytes"` (default 2097152), `"synchronous"` (`"full"`, the default: an
+/// acknowledged write survives power loss, on PostgreSQL `synchronous_commit=on`; or
+/// `"normal"`: survives a crash of the process, on PostgreSQL `synchronous_commit=off`, whose
+/// loss window is the server's `wal_writer_delay`), `"busy_timeout_ms"` (default 5000: bounds
+/// every wait for a lock, and on PostgreSQL the connect and each statement), `"read_only"`
+/// (default false), `"change_log"` (`{"keep_last": N}` and/or `{"keep_seconds": T}`: switch the
+/// agent's change log on, recorded in the store so that every handle logs its changes;
+/// `false`: switch it off and drop it; absent: leave the store's setting), `"agent_id"` (a
+/// non-empty UTF-8 string of at most 255 bytes: which agent of the store; required on
+/// PostgreSQL; on a SQLite file absent means the file's single agent), `"max_connections"`
+/// (PostgreSQL: the most connections this process keeps to the server, shared by all its
+/// handles to it, 1 to 1000, default 4; the pool has the largest size any open asked for).
+/// Unknown keys are refused.
 ///
-/// A new store file is created with mode 0600 and uses WAL journaling. A file that is not an
-/// agent store, or was written by a newer release, is refused and left untouched.
+/// Agents of one store are isolated: state, version, change log, hooks. On a SQLite file, the
+/// handles with an `agent_id` in one process share one connection per file and set of options
+/// (10,000 handles cost three file descriptors); a handle without one has its own. A new store
+/// file is created with mode 0600 and uses WAL journaling. A file that is not an agent store,
+/// or was written by a newer release, is refused and left untouched; so is a PostgreSQL
+/// database whose agent_state tables are of a newer schema.
 ///
 /// Ownership: `path` and `options_json` are only read during the call. The handle must be
 /// closed with `agent_close`. On failure `*out` is 0.
-/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL or empty `path`, NULL `out`, bad option),
-/// `AGENT_ERR_JSON` (malformed options), `AGENT_ERR_CODEC` / `AGENT_ERR_TOO_LARGE` (the
-/// initial state), `AGENT_ERR_STORAGE` (cannot open or create, foreign or newer file),
-/// `AGENT_ERR_BUSY`.
+/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL or empty `path`, NULL `out`, bad option,
+/// `agent_id` missing for PostgreSQL), `AGENT_ERR_JSON` (malformed options), `AGENT_ERR_CODEC`
+/// / `AGENT_ERR_TOO_LARGE` (the initial state), `AGENT_ERR_STORAGE` (cannot open or create,
+/// foreign or newer file or schema), `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE` (the server
+/// cannot be reached within `busy_timeout_ms`).
 /// Thread-safety: any thread. Several handles, in one process or many, may open the same file.
 #[no_mangle]
 pub unsafe extern "C" fn agent_open(

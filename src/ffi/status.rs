@@ -70,6 +70,11 @@ pub const AGENT_ERR_REJECTED: AgentStatus = 10;
 /// The change log no longer holds changes that were asked for: they were pruned by its
 /// retention (`agent_poll`, `agent_changes_since`, `agent_get_state_at`).
 pub const AGENT_ERR_GAP: AgentStatus = 11;
+/// The database server (PostgreSQL) could not be reached, or the connection was lost: refused,
+/// timed out after `busy_timeout_ms`, or the server restarted. The call had no effect, except
+/// when the connection dropped while a commit was in flight: then the message says the outcome
+/// is unknown (read the version to tell). The handle stays usable: the next call reconnects.
+pub const AGENT_ERR_UNAVAILABLE: AgentStatus = 12;
 /// A bug in the library was caught at the ABI boundary; the handle may still be used.
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
@@ -85,12 +90,13 @@ status_table! {
     AGENT_ERR_JSON => Error::Json(_),
     AGENT_ERR_CODEC => Error::Codec(_),
     AGENT_ERR_TOO_LARGE => Error::TooLarge(_),
-    AGENT_ERR_STORAGE => Error::Storage(_) | Error::Corrupt(_),
+    AGENT_ERR_STORAGE => Error::Storage(_) | Error::Corrupt(_) | Error::Stale,
     AGENT_ERR_BUSY => Error::Busy(_),
     AGENT_ERR_HOOK => Error::Hook(_),
     AGENT_ERR_CONFLICT => Error::Conflict(_),
     AGENT_ERR_REJECTED => Error::Rejected(_),
     AGENT_ERR_GAP => Error::Gap(_),
+    AGENT_ERR_UNAVAILABLE => Error::Unavailable(_),
     AGENT_ERR_PANIC,
 }
 

@@ -9,6 +9,8 @@
 //! behind the same trait, and nothing above the trait changes. The agent never sees SQL,
 //! storage keys or how the log is pruned.
 
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sqlite;
 mod txn;
 mod types;
@@ -21,9 +23,33 @@ use crate::error::Result;
 pub use txn::Txn;
 pub use types::{LogRetention, LoggedChange, Mark, StoreOptions, Synchronous, MAX_RETENTION};
 
-/// Opens the store at `path` with the backend it names (today always SQLite).
+/// Opens the store at `path` with the backend it names: a `postgres://` or `postgresql://`
+/// connection URI is a PostgreSQL server, anything else a SQLite file.
 pub fn open(path: &Path, options: &StoreOptions) -> Result<Box<dyn Backend>> {
+    if let Some(uri) = server_uri(path) {
+        return open_server(uri, options);
+    }
     Ok(Box::new(sqlite::Sqlite::open(path, options)?))
+}
+
+/// `path` as a PostgreSQL connection URI, when it is one.
+pub fn server_uri(path: &Path) -> Option<&str> {
+    let text = path.to_str()?;
+    let scheme = text.split_once("://")?.0;
+    (scheme == "postgres" || scheme == "postgresql").then_some(text)
+}
+
+#[cfg(feature = "postgres")]
+fn open_server(uri: &str, options: &StoreOptions) -> Result<Box<dyn Backend>> {
+    Ok(Box::new(postgres::Postgres::open(uri, options)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_server(_uri: &str, _options: &StoreOptions) -> Result<Box<dyn Backend>> {
+    Err(crate::error::Error::InvalidArgument(
+        "this build of agent_state has no PostgreSQL support (cargo feature `postgres`)"
+            .to_string(),
+    ))
 }
 
 /// An owner of a connection that can be asked to let go of one inherited across `fork()`.
@@ -65,6 +91,30 @@ pub trait Backend: Send {
     /// as of this connection's latest transaction (the current one, inside a transaction). Each
     /// commit of this connection moves it by exactly one. `None` when unavailable.
     fn data_version(&self) -> Option<u32>;
+
+    /// The agent's stored version (0: nothing stored) and the change log's retention, in one
+    /// atomic read (its own read, outside a transaction; inside one, as the transaction sees
+    /// them). The test that a cached state is still current once the cheaper ones above say
+    /// "something changed" or are unavailable: it transfers no state. `None` when the backend
+    /// has no such test worth making (a SQLite file's single agent: any commit is to it, and
+    /// the state is re-read, which also sees a write made behind the library's back).
+    fn head(&self) -> Result<Option<(u64, Option<LogRetention>)>>;
+
+    /// True while the open write transaction is *optimistic*: it took no lock, so the caller
+    /// computes the change from its cached state without reading, and [`Backend::commit`]
+    /// writes only if the stored version is still the one the change was computed from;
+    /// otherwise it fails with [`Error::Stale`](crate::error::Error::Stale), nothing written,
+    /// and the caller retries with [`Backend::begin_write`] under a lock (`optimistic` false).
+    /// Backends whose write transactions are cheap to lock (SQLite) always say false.
+    fn optimistic(&self) -> bool {
+        false
+    }
+
+    /// Starts an optimistic write transaction where the backend offers one (a server, where a
+    /// lock costs round trips); elsewhere the same as [`Backend::begin_write`].
+    fn begin_optimistic_write(&self) -> Result<()> {
+        self.begin_write()
+    }
 
     // ---- transactions (through [`Txn`]) --------------------------------------------------
 

@@ -35,6 +35,13 @@ impl<'a> Txn<'a> {
         Ok(Txn { store, open: true })
     }
 
+    /// A write transaction that takes no lock where the backend offers that (see
+    /// [`Backend::optimistic`]); a locked one elsewhere.
+    pub fn optimistic_write(store: &'a dyn Backend) -> Result<Txn<'a>> {
+        store.begin_optimistic_write()?;
+        Ok(Txn { store, open: true })
+    }
+
     /// Commits (a failed commit is rolled back by the store).
     pub fn commit(mut self) -> Result<()> {
         self.open = false;
@@ -71,6 +78,8 @@ mod tests {
             synchronous: Synchronous::Full,
             busy_timeout: Duration::from_secs(1),
             read_only: false,
+            agent_id: None,
+            max_connections: 1,
         };
         store::open(Path::new(":memory:"), &options).unwrap()
     }

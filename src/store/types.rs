@@ -43,8 +43,14 @@ pub enum Synchronous {
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     pub synchronous: Synchronous,
+    /// Bounds every wait: another connection's lock, and on a server the connect and each
+    /// statement.
     pub busy_timeout: Duration,
     pub read_only: bool,
+    /// Which agent of the store; `None`: a SQLite file's single agent (refused by servers).
+    pub agent_id: Option<String>,
+    /// On a server: the most connections this process keeps to it (shared by its handles).
+    pub max_connections: usize,
 }
 
 /// The largest `keep_last` / `keep_seconds` (seconds are turned into milliseconds in an i64).

@@ -26,12 +26,13 @@ pub enum Status {
     Conflict = 9,
     Rejected = 10,
     Gap = 11,
+    Unavailable = 12,
     Panic = 99,
 }
 
 impl Status {
     /// Every status, in number order (the exit-code table of `--help` is made from it).
-    pub const ALL: [Status; 12] = [
+    pub const ALL: [Status; 13] = [
         Status::InvalidArgument,
         Status::BadHandle,
         Status::Json,
@@ -43,6 +44,7 @@ impl Status {
         Status::Conflict,
         Status::Rejected,
         Status::Gap,
+        Status::Unavailable,
         Status::Panic,
     ];
 
@@ -60,6 +62,7 @@ impl Status {
             Status::Conflict => "AGENT_ERR_CONFLICT",
             Status::Rejected => "AGENT_ERR_REJECTED",
             Status::Gap => "AGENT_ERR_GAP",
+            Status::Unavailable => "AGENT_ERR_UNAVAILABLE",
             Status::Panic => "AGENT_ERR_PANIC",
         }
     }
@@ -77,12 +80,13 @@ impl Status {
             Error::Json(_) => Status::Json,
             Error::Codec(_) => Status::Codec,
             Error::TooLarge(_) => Status::TooLarge,
-            Error::Storage(_) | Error::Corrupt(_) => Status::Storage,
+            Error::Storage(_) | Error::Corrupt(_) | Error::Stale => Status::Storage,
             Error::Busy(_) => Status::Busy,
             Error::Hook(_) => Status::Hook,
             Error::Conflict(_) => Status::Conflict,
             Error::Rejected(_) => Status::Rejected,
             Error::Gap(_) => Status::Gap,
+            Error::Unavailable(_) => Status::Unavailable,
         }
     }
 }

@@ -284,6 +284,10 @@ impl Backend for Sqlite {
         }
     }
 
+    fn head(&self) -> Result<Option<(u64, Option<LogRetention>)>> {
+        Ok(None)
+    }
+
     fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
         Sqlite::read_state(self)
     }
