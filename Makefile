@@ -25,7 +25,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
-.PHONY: all build header demo test test-rust lint test-header-c test-c test-valgrind \
+.PHONY: all build header demo test test-suites test-rust lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-reliability soak bench bench-smoke clean \
         dist install uninstall test-install
 
@@ -46,9 +46,14 @@ demo: build
 	$(CC) -std=c99 -Wall -Wextra -Werror -O2 -Iinclude examples/demo.c -o $(BUILD)/demo $(LDFLAGS_TEST)
 	$(BUILD)/demo demo.db
 
-test: lint test-rust test-header-c test-c test-valgrind test-cpp test-python test-go \
-      test-reliability bench-smoke test-install
+# Every suite, with a throwaway PostgreSQL server (tests/pg/with-server.sh) whose URI the suites
+# find in AGENT_STATE_TEST_PG_URI: each runs against SQLite and PostgreSQL.
+test:
+	bash tests/pg/with-server.sh $(MAKE) --no-print-directory test-suites
 	@echo "make test: every suite passed"
+
+test-suites: lint test-rust test-header-c test-c test-valgrind test-cpp test-python test-go \
+      test-reliability bench-smoke test-install
 
 lint:
 	$(CARGO) fmt --check
