@@ -466,7 +466,7 @@ fn reads_see_commits_of_any_other_connection() {
             format!(r#"{{"n":{}}}"#, n - 1)
         );
         raw.execute(
-            "UPDATE agent_kv SET value = ?1 WHERE key = '__agent_state'",
+            "UPDATE agent_state SET value = ?1 WHERE agent = ''",
             [format!(r#"{{"n":{n}}}"#)],
         )
         .unwrap();
@@ -494,7 +494,7 @@ fn a_corrupt_stored_state_fails_reads_and_merges_and_a_replace_repairs_it() {
     rusqlite::Connection::open(&path)
         .unwrap()
         .execute(
-            "UPDATE agent_kv SET value = x'7b226f6b223a' WHERE key = '__agent_state'",
+            "UPDATE agent_state SET value = x'7b226f6b223a' WHERE agent = ''",
             [],
         )
         .unwrap();
@@ -522,7 +522,7 @@ fn a_store_whose_state_no_longer_decodes_still_opens() {
     rusqlite::Connection::open(&path)
         .unwrap()
         .execute(
-            "UPDATE agent_kv SET value = x'7b226f6b223a' WHERE key = '__agent_state'",
+            "UPDATE agent_state SET value = x'7b226f6b223a' WHERE agent = ''",
             [],
         )
         .unwrap();

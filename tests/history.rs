@@ -325,7 +325,7 @@ fn the_log_can_be_switched_off_and_old_stores_are_migrated() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let b = Agent::open(&path, &opts(json!({"change_log": false}))).unwrap();
     assert!(matches!(b.changes_since(0), Err(Error::InvalidArgument(_))));
     b.set_state(br#"{"after":1}"#).unwrap();
@@ -428,10 +428,7 @@ fn repairing_a_corrupt_state_is_logged_like_any_replacement() {
     a.set_state(br#"{"n":2}"#).unwrap();
     rusqlite::Connection::open(&path)
         .unwrap()
-        .execute(
-            "UPDATE agent_kv SET value = x'7b' WHERE key = '__agent_state'",
-            [],
-        )
+        .execute("UPDATE agent_state SET value = x'7b' WHERE agent = ''", [])
         .unwrap();
     let b = Agent::open(&path, &OpenOptions::default()).unwrap();
     let rec = Arc::new(Recorder::default());

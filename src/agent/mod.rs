@@ -213,15 +213,41 @@ impl Agent {
 
     /// Locks the handle's state, first making sure its connection belongs to this process
     /// (after a `fork()`, the child's first call reconnects, with an empty read cache).
-    fn lock_inner(&self) -> Result<MutexGuard<'_, Option<Inner>>> {
+    fn lock_inner(&self) -> Result<Call<'_>> {
         self.refuse_reentry()?;
-        let mut guard = lock(&self.inner);
-        if let Some(inner) = guard.as_mut() {
+        let mut call = Call(lock(&self.inner));
+        if let Some(inner) = call.as_mut() {
             if inner.store.ensure_current()? {
                 inner.view.cache = None;
             }
         }
-        Ok(guard)
+        Ok(call)
+    }
+}
+
+/// One call's hold on the handle: its lock, and through the store whatever the call took of a
+/// connection it shares with other handles, given back when the call ends (see
+/// [`Backend::end_call`]).
+struct Call<'a>(MutexGuard<'a, Option<Inner>>);
+
+impl std::ops::Deref for Call<'_> {
+    type Target = Option<Inner>;
+    fn deref(&self) -> &Option<Inner> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Call<'_> {
+    fn deref_mut(&mut self) -> &mut Option<Inner> {
+        &mut self.0
+    }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.as_mut() {
+            inner.store.end_call();
+        }
     }
 }
 

@@ -29,7 +29,7 @@ pub fn open(path: &Path, options: &StoreOptions) -> Result<Box<dyn Backend>> {
     if let Some(uri) = server_uri(path) {
         return open_server(uri, options);
     }
-    Ok(Box::new(sqlite::Sqlite::open(path, options)?))
+    Ok(Box::new(sqlite::open(path, options)?))
 }
 
 /// `path` as a PostgreSQL connection URI, when it is one.
@@ -64,18 +64,23 @@ pub trait Retire: Send + Sync {
 pub trait Backend: Send {
     // ---- the connection belongs to this process ------------------------------------------
 
-    /// Registers the owner of this connection, which the store asks (through [`Retire`]) to
-    /// let go of it when a child process must reconnect. A no-op where nothing is inherited.
-    fn register_owner(&self, owner: Weak<dyn Retire>);
+    /// Registers the owner of this handle, which the store may ask (through [`Retire`]) to let
+    /// go of an inherited connection when a child process must reconnect. A no-op where the
+    /// backend tracks its connections itself.
+    fn register_owner(&self, _owner: Weak<dyn Retire>) {}
 
-    /// Makes sure the connection belongs to this process (free when it does); after a
-    /// `fork()`, reconnects. Returns true when it reconnected: what the caller cached may be
-    /// stale.
+    /// Starts one call of the agent: makes sure the connection belongs to this process (free
+    /// when it does; after a `fork()`, reconnects). Returns true when what the caller cached may
+    /// be stale (it reconnected). Every call that began ends with [`Backend::end_call`].
     fn ensure_current(&mut self) -> Result<bool>;
+
+    /// Ends one call of the agent: what the call held of a connection shared with other handles
+    /// is given back.
+    fn end_call(&mut self) {}
 
     /// Lets go of a connection inherited from a parent process without touching what the parent
     /// still uses (does nothing to one this process opened).
-    fn retire_inherited(&mut self);
+    fn retire_inherited(&mut self) {}
 
     // ---- freshness, for the read cache ---------------------------------------------------
 

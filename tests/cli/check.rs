@@ -114,7 +114,7 @@ fn a_state_or_logged_state_that_no_longer_decodes_fails() {
 
     tamper(
         &path,
-        "UPDATE agent_kv SET value = CAST('{\"a\":' AS BLOB) WHERE key = '__agent_state';",
+        "UPDATE agent_state SET value = CAST('{\"a\":' AS BLOB) WHERE agent = '';",
     );
     let run2 = run(["check", arg(&path)]);
     run2.failed_with_output("AGENT_ERR_STORAGE").says("state");

@@ -611,7 +611,7 @@ def test_the_log_keeps_tagged_values(open_agent) -> None:
 _CORRUPT = """
 import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1])
-conn.execute("UPDATE agent_kv SET value = ? WHERE key = '__agent_state'", (b'{"a":',))
+conn.execute("UPDATE agent_state SET value = ? WHERE agent = ''", (b'{"a":',))
 conn.commit()
 conn.close()
 """

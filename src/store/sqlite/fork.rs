@@ -50,6 +50,11 @@ pub struct FileId {
 }
 
 impl FileId {
+    /// Device and inode.
+    pub fn parts(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
     pub fn of(path: &std::path::Path) -> Option<FileId> {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(path).ok()?;

@@ -9,25 +9,27 @@
 //! `schema`; [`APPLICATION_ID`] and [`SCHEMA_VERSION`] identify an agent store.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags};
 
 use self::fork::{FileId, Tracker};
 use self::schema::create_private_file;
 use self::wal_index::WatchedConnection;
-use super::{Backend, LogRetention, LoggedChange, Mark, Retire, StoreOptions};
+use super::{Mark, StoreOptions};
 use crate::error::{Error, Result};
 
 mod entries;
 pub mod fork;
 #[allow(unsafe_code)] // pthread_atfork
 mod fork_watch;
+mod handle;
 mod schema;
+mod shared;
 #[allow(unsafe_code)] // reads SQLite's shared memory through its VFS
 mod wal_index;
 
-pub use entries::{CHANGE_LOG_KEY, STATE_KEY};
+pub use handle::{open, SqliteAgent};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 
 /// One connection to a store file, private to the process that opened it: after a `fork()`,
@@ -194,43 +196,45 @@ impl Sqlite {
     }
 }
 
-impl Backend for Sqlite {
-    fn register_owner(&self, owner: Weak<dyn Retire>) {
-        if let Some(tracker) = &self.tracker {
-            fork::register(Arc::clone(tracker), owner);
-        }
+/// The connection's operations, used by [`SqliteAgent`] (which holds the connection's turn).
+impl Sqlite {
+    /// The file's schema version.
+    pub(super) fn schema(&self) -> i32 {
+        self.schema
     }
 
-    fn ensure_current(&mut self) -> Result<bool> {
-        Sqlite::ensure_current(self)
+    /// The fork registry's record of this connection (none for an in-memory store).
+    pub(super) fn tracker(&self) -> Option<Arc<Tracker>> {
+        self.tracker.clone()
     }
 
-    fn retire_inherited(&mut self) {
-        Sqlite::retire_inherited(self)
+    /// True when the connection is open and belongs to this process (one atomic load).
+    pub(super) fn is_current(&self) -> bool {
+        self.conn.is_some() && (self.generation == fork::generation() || self.tracker.is_none())
     }
 
     /// The WAL-index header: it changes whenever any connection, in any process, commits.
     /// `None` when unavailable (read-only or in-memory store, or a commit in progress).
-    fn commit_mark(&self) -> Option<Mark> {
+    pub(super) fn commit_mark(&self) -> Option<Mark> {
         // The read path's hot call: no fork check here (the call's lock already made sure of
         // the connection, and a fork in mid-call stops at the next statement, in `conn`).
         self.conn.as_ref()?.wal_header().map(Mark)
     }
 
     /// `PRAGMA data_version`: a statement, and so a read transaction of its own outside one.
-    fn refresh(&self) -> Result<()> {
+    pub(super) fn refresh(&self) -> Result<()> {
         let mut stmt = self.conn()?.prepare_cached("PRAGMA data_version")?;
         stmt.query_row([], |r| r.get::<_, i64>(0))?;
         Ok(())
     }
 
     /// The pager's data version: a function call, where `PRAGMA data_version` runs a statement.
-    fn data_version(&self) -> Option<u32> {
+    pub(super) fn data_version(&self) -> Option<u32> {
         self.conn().ok()?.pager_data_version()
     }
 
     /// Starts a read transaction, so that several reads see one commit.
-    fn begin_read(&self) -> Result<()> {
+    pub(super) fn begin_read(&self) -> Result<()> {
         self.conn()?
             .prepare_cached("BEGIN DEFERRED")?
             .execute([])
@@ -239,7 +243,7 @@ impl Backend for Sqlite {
     }
 
     /// Starts a write transaction, taking the write lock now (waiting up to the busy timeout).
-    fn begin_write(&self) -> Result<()> {
+    pub(super) fn begin_write(&self) -> Result<()> {
         if self.options.read_only {
             return Err(Error::Storage(format!(
                 "{}: the store was opened read_only; writes are refused",
@@ -262,7 +266,7 @@ impl Backend for Sqlite {
     }
 
     /// Commits the open transaction; on failure the transaction is rolled back.
-    fn commit(&self) -> Result<()> {
+    pub(super) fn commit(&self) -> Result<()> {
         let result = self
             .conn()?
             .prepare_cached("COMMIT")
@@ -276,44 +280,12 @@ impl Backend for Sqlite {
 
     /// Rolls back the open transaction, if any. Errors are ignored: SQLite rolls back on its
     /// own when a statement fails in a way that ends the transaction.
-    fn rollback(&self) {
+    pub(super) fn rollback(&self) {
         if let Ok(conn) = self.conn() {
             if !conn.is_autocommit() {
                 let _ = conn.execute_batch("ROLLBACK");
             }
         }
-    }
-
-    fn head(&self) -> Result<Option<(u64, Option<LogRetention>)>> {
-        Ok(None)
-    }
-
-    fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
-        Sqlite::read_state(self)
-    }
-
-    fn write_state(&self, value: &[u8], version: u64) -> Result<()> {
-        Sqlite::write_state(self, value, version)
-    }
-
-    fn log_retention(&self) -> Result<Option<LogRetention>> {
-        Sqlite::log_retention(self)
-    }
-
-    fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()> {
-        Sqlite::set_log_retention(self, retention)
-    }
-
-    fn log_change(&self, change: &LoggedChange, retention: LogRetention) -> Result<()> {
-        Sqlite::log_change(self, change, retention)
-    }
-
-    fn changes_after(&self, after: u64) -> Result<Vec<LoggedChange>> {
-        Sqlite::changes_after(self, after)
-    }
-
-    fn change_at(&self, version: u64) -> Result<Option<LoggedChange>> {
-        Sqlite::change_at(self, version)
     }
 }
 

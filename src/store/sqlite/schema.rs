@@ -2,30 +2,32 @@
 //!
 //! Layout (schema version [`SCHEMA_VERSION`]): the file's `application_id` is [`APPLICATION_ID`]
 //! so foreign SQLite files are recognised and left untouched; `user_version` holds the schema
-//! version so later releases can migrate. Table `agent_kv(key TEXT PRIMARY KEY, value BLOB,
-//! version INTEGER)` holds entries, of which the library reserves keys starting with
-//! `__agent_`: the state is the single entry `__agent_state` ([`STATE_KEY`]), whose `version`
-//! counts its commits (1 for the first write); `__agent_change_log` ([`CHANGE_LOG_KEY`](super::CHANGE_LOG_KEY)) holds
-//! the change log's retention, when enabled.
-//! Table `agent_changes(version INTEGER PRIMARY KEY, at_ms, writer, patch, next, prev)` is the
-//! optional change log, written in the same transaction as the state. The journal is WAL, so
-//! readers never block the writer.
+//! version so later releases can migrate. Table `agent_state(agent TEXT PRIMARY KEY, value BLOB,
+//! version INTEGER, change_log BLOB)` has one row per agent: its key (the `agent_id`, or `''`
+//! for the file's single agent, opened without one), its encoded state (NULL: nothing stored,
+//! the row then only holds the log setting), the state's version, which counts its commits (1
+//! for the first write), and the change log's retention (JSON; NULL: the log is off). Table
+//! `agent_changes(agent, version, at_ms, writer, patch, next, prev)`, keyed by agent and
+//! version, is the optional change log, written in the same transaction as the state. The
+//! journal is WAL, so readers never block the writer.
 //!
-//! Schema history: 1 had no `version` column and no change log; opening a version-1 store for
-//! writing migrates it (its state, if any, becomes version 1).
+//! Schema history: 1 had one table `agent_kv(key, value)` with the state under the key
+//! `__agent_state`; 2 added its `version` column, the retention under `__agent_change_log` and
+//! `agent_changes` without the `agent` column; 3 holds many agents. Opening an older store for
+//! writing migrates it in place, one step at a time, each in one write transaction (its single
+//! agent becomes the agent `''`); a read-only handle reads the old layout as it is.
 
 use std::path::Path;
 use std::time::Duration;
 
-use super::entries::STATE_KEY;
 use super::Sqlite;
 use crate::error::{Error, Result};
-use crate::store::{StoreOptions, Synchronous, Txn};
+use crate::store::{StoreOptions, Synchronous};
 
 /// `PRAGMA application_id` of an agent store: ASCII "AgSt".
 pub const APPLICATION_ID: i32 = 0x4167_5374;
 /// The schema version this release writes and understands.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 impl Sqlite {
     pub(super) fn check_and_init(&mut self, options: &StoreOptions, in_memory: bool) -> Result<()> {
@@ -51,7 +53,13 @@ impl Sqlite {
         }
         match kind {
             FileKind::Empty => self.initialize()?,
-            FileKind::Store(1) if !self.options.read_only => self.migrate_from_1()?,
+            FileKind::Store(schema) if schema < SCHEMA_VERSION && !self.options.read_only => {
+                if schema == 1 {
+                    self.migrate_from_1()?;
+                }
+                self.migrate_from_2()?;
+                self.schema = SCHEMA_VERSION;
+            }
             FileKind::Store(schema) => self.schema = schema,
         }
         Ok(())
@@ -63,29 +71,66 @@ impl Sqlite {
     pub(super) fn migrate_from_1(&self) -> Result<()> {
         self.upgrade_schema(
             1,
-            &format!(
-                "ALTER TABLE agent_kv ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
-                 UPDATE agent_kv SET version = 1 WHERE key = '{STATE_KEY}';
-                 {CHANGES_TABLE}
-                 PRAGMA user_version = 2;"
-            ),
+            "ALTER TABLE agent_kv ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+             UPDATE agent_kv SET version = 1 WHERE key = '__agent_state';
+             CREATE TABLE agent_changes (version INTEGER PRIMARY KEY NOT NULL,
+                 at_ms INTEGER NOT NULL, writer INTEGER NOT NULL, patch BLOB,
+                 next BLOB NOT NULL, prev BLOB);
+             PRAGMA user_version = 2;",
             "cannot migrate the store from schema version 1",
+        )
+    }
+
+    /// Schema 2 -> 3: the single agent's entries and log move to the agent `''` of the
+    /// many-agent tables, in one write transaction.
+    pub(super) fn migrate_from_2(&self) -> Result<()> {
+        self.upgrade_schema(
+            2,
+            &format!(
+                "{AGENT_TABLES}
+                 INSERT INTO agent_state (agent, value, version, change_log)
+                   SELECT '', (SELECT value FROM agent_kv WHERE key = '__agent_state'),
+                          coalesce((SELECT version FROM agent_kv WHERE key = '__agent_state'), 0),
+                          (SELECT value FROM agent_kv WHERE key = '__agent_change_log')
+                   WHERE EXISTS (SELECT 1 FROM agent_kv
+                                 WHERE key IN ('__agent_state', '__agent_change_log'));
+                 INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev)
+                   SELECT '', version, at_ms, writer, patch, next, prev FROM agent_changes_2;
+                 DROP TABLE agent_changes_2;
+                 DROP TABLE agent_kv;
+                 PRAGMA user_version = 3;"
+            )
+            .replacen(
+                "CREATE TABLE agent_changes",
+                "ALTER TABLE agent_changes RENAME TO agent_changes_2;\nCREATE TABLE agent_changes",
+                1,
+            ),
+            "cannot migrate the store from schema version 2",
         )
     }
 
     /// Runs `sql` in one write transaction if the file's schema version, read again inside the
     /// transaction, is still `from` (another process may have done it meanwhile).
     pub(super) fn upgrade_schema(&self, from: i32, sql: &str, what: &str) -> Result<()> {
-        let txn = Txn::write(self)?;
-        let conn = self.conn()?;
-        let version: i32 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(|e| self.storage_err(what, e))?;
-        if version == from {
-            conn.execute_batch(sql)
+        self.begin_write()?;
+        let upgrade = || -> Result<()> {
+            let conn = self.conn()?;
+            let version: i32 = conn
+                .pragma_query_value(None, "user_version", |r| r.get(0))
                 .map_err(|e| self.storage_err(what, e))?;
+            if version == from {
+                conn.execute_batch(sql)
+                    .map_err(|e| self.storage_err(what, e))?;
+            }
+            Ok(())
+        };
+        match upgrade() {
+            Ok(()) => self.commit(),
+            Err(e) => {
+                self.rollback();
+                Err(e)
+            }
         }
-        txn.commit()
     }
 
     /// Switches the file to WAL journaling. SQLite does not apply the busy timeout to this
@@ -173,9 +218,7 @@ impl Sqlite {
         self.upgrade_schema(
             0,
             &format!(
-                "CREATE TABLE agent_kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL,
-                                        version INTEGER NOT NULL DEFAULT 0);
-                 {CHANGES_TABLE}
+                "{AGENT_TABLES}
                  PRAGMA application_id = {APPLICATION_ID};
                  PRAGMA user_version = {SCHEMA_VERSION};"
             ),
@@ -191,14 +234,21 @@ pub(super) enum FileKind {
     Store(i32),
 }
 
-/// The change log table (schema 2).
-const CHANGES_TABLE: &str = "CREATE TABLE agent_changes (
-    version INTEGER PRIMARY KEY NOT NULL,
+/// The tables of schema 3.
+const AGENT_TABLES: &str = "CREATE TABLE agent_state (
+    agent TEXT PRIMARY KEY NOT NULL,
+    value BLOB,
+    version INTEGER NOT NULL DEFAULT 0,
+    change_log BLOB);
+CREATE TABLE agent_changes (
+    agent TEXT NOT NULL,
+    version INTEGER NOT NULL,
     at_ms INTEGER NOT NULL,
     writer INTEGER NOT NULL,
     patch BLOB,
     next BLOB NOT NULL,
-    prev BLOB);";
+    prev BLOB,
+    PRIMARY KEY (agent, version));";
 
 /// Creates `path` with mode 0600 if it does not exist yet. SQLite would create it with the
 /// process umask (usually 0644), exposing agent state to every local user.

@@ -1,0 +1,176 @@
+//! One handle's view of a SQLite store: which agent of the file, on which (possibly shared)
+//! connection, and whether this call holds the connection's turn (see [`super::shared`]).
+
+use std::cell::Cell;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::fork::FileId;
+use super::schema::create_private_file;
+use super::shared::Shared;
+use super::Sqlite;
+use crate::error::{Error, Result};
+use crate::store::{Backend, LogRetention, LoggedChange, Mark, StoreOptions};
+
+/// The [`Backend`] of one handle on a SQLite file.
+pub struct SqliteAgent {
+    shared: Arc<Shared>,
+    /// The agent's key in the file: its `agent_id`, or `""` for the file's single agent.
+    agent: String,
+    /// Named agents share the file with others: a commit to the file is not necessarily one
+    /// to this agent, so [`Backend::head`] is worth asking.
+    named: bool,
+    busy_timeout: Duration,
+    /// This call holds the connection's turn (taken at its first statement).
+    holds_turn: Cell<bool>,
+    /// The connection's epoch this handle last saw.
+    epoch: Cell<u64>,
+}
+
+/// Opens the agent's store at `path`: on a connection shared with this process's other handles
+/// to agents of the file when `agent_id` is given, on one of its own otherwise.
+pub fn open(path: &Path, options: &StoreOptions) -> Result<SqliteAgent> {
+    let in_memory = path.as_os_str() == ":memory:";
+    let shared = match &options.agent_id {
+        Some(_) if !in_memory => {
+            if !options.read_only {
+                create_private_file(path)?;
+            }
+            match FileId::of(path) {
+                Some(file) => Shared::for_file(file, options, || Sqlite::open(path, options))?,
+                // Read-only and missing: the open says why.
+                None => Shared::private(Sqlite::open(path, options)?),
+            }
+        }
+        _ => Shared::private(Sqlite::open(path, options)?),
+    };
+    if options.agent_id.is_some() && shared.conn().schema() < super::SCHEMA_VERSION {
+        return Err(Error::Storage(format!(
+            "{}: this store predates agent ids (schema version {}); open it once for writing \
+             to upgrade it",
+            path.display(),
+            shared.conn().schema()
+        )));
+    }
+    let epoch = shared.epoch();
+    Ok(SqliteAgent {
+        shared,
+        agent: options.agent_id.clone().unwrap_or_default(),
+        named: options.agent_id.is_some(),
+        busy_timeout: options.busy_timeout,
+        holds_turn: Cell::new(false),
+        epoch: Cell::new(epoch),
+    })
+}
+
+impl SqliteAgent {
+    /// Takes the connection's turn for the rest of this call, if not held yet.
+    fn turn(&self) -> Result<()> {
+        if !self.holds_turn.get() {
+            self.shared.take_turn(self.busy_timeout)?;
+            self.holds_turn.set(true);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the connection, holding the turn.
+    fn with<T>(&self, f: impl FnOnce(&Sqlite) -> Result<T>) -> Result<T> {
+        self.turn()?;
+        f(&self.shared.conn())
+    }
+}
+
+impl Backend for SqliteAgent {
+    /// Free when the connection belongs to this process and no other handle reconnected it;
+    /// after a `fork()`, the first handle's call reconnects (see [`super::fork`]) and every
+    /// handle on the connection then drops its cache once.
+    fn ensure_current(&mut self) -> Result<bool> {
+        if !self.shared.conn().is_current() {
+            self.turn()?;
+            self.shared.ensure_current()?;
+        }
+        let epoch = self.shared.epoch();
+        Ok(self.epoch.replace(epoch) != epoch)
+    }
+
+    fn end_call(&mut self) {
+        if self.holds_turn.replace(false) {
+            self.shared.give_turn();
+        }
+    }
+
+    fn commit_mark(&self) -> Option<Mark> {
+        // Reads shared memory only: no statement, no turn.
+        self.shared.conn().commit_mark()
+    }
+
+    fn refresh(&self) -> Result<()> {
+        self.with(|c| c.refresh())
+    }
+
+    fn data_version(&self) -> Option<u32> {
+        self.with(|c| Ok(c.data_version())).ok().flatten()
+    }
+
+    fn head(&self) -> Result<Option<(u64, Option<LogRetention>)>> {
+        if !self.named {
+            return Ok(None);
+        }
+        self.with(|c| c.head(&self.agent)).map(Some)
+    }
+
+    fn begin_read(&self) -> Result<()> {
+        self.with(|c| c.begin_read())
+    }
+
+    fn begin_write(&self) -> Result<()> {
+        self.with(|c| c.begin_write())
+    }
+
+    fn commit(&self) -> Result<()> {
+        self.with(|c| c.commit())
+    }
+
+    fn rollback(&self) {
+        if self.holds_turn.get() {
+            self.shared.conn().rollback();
+        }
+    }
+
+    fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
+        self.with(|c| c.read_state(&self.agent))
+    }
+
+    fn write_state(&self, value: &[u8], version: u64) -> Result<()> {
+        self.with(|c| c.write_state(&self.agent, value, version))
+    }
+
+    fn log_retention(&self) -> Result<Option<LogRetention>> {
+        self.with(|c| c.log_retention(&self.agent))
+    }
+
+    fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()> {
+        self.with(|c| c.set_log_retention(&self.agent, retention))
+    }
+
+    fn log_change(&self, change: &LoggedChange, retention: LogRetention) -> Result<()> {
+        self.with(|c| c.log_change(&self.agent, change, retention))
+    }
+
+    fn changes_after(&self, after: u64) -> Result<Vec<LoggedChange>> {
+        self.with(|c| c.changes_after(&self.agent, after))
+    }
+
+    fn change_at(&self, version: u64) -> Result<Option<LoggedChange>> {
+        self.with(|c| c.change_at(&self.agent, version))
+    }
+}
+
+/// A handle closed in the middle of a call (never by the agent, which ends every call) still
+/// gives the turn back.
+impl Drop for SqliteAgent {
+    fn drop(&mut self) {
+        self.end_call();
+    }
+}
