@@ -450,6 +450,67 @@ fn bench_open(cfg: &Config, dir: &Path, rows: &mut Vec<Row>) {
     });
 }
 
+/// Many agents in one file against one agent per file: the same get_state and set_state on
+/// agent 1 of 1,000 stored agents of one file (`agent_id`, on the connection the 1,000 handles
+/// share) and on a file's single agent. Target: no slower than one agent per file, within 10%.
+fn bench_many_agents(cfg: &Config, dir: &Path, size: usize, rows: &mut Vec<Row>) {
+    let state = make_state(size);
+    let patches = make_patches(64);
+    let options = r#""synchronous":"normal","max_value_bytes":4194304"#;
+    let single = Abi::open(
+        &dir.join(format!("single_{size}.db")),
+        &format!("{{{options}}}"),
+    );
+    single.replace(&state);
+    let many_path = dir.join(format!("many_{size}.db"));
+    let agents = if cfg.smoke { 20 } else { 1000 };
+    let many: Vec<Abi> = (0..agents)
+        .map(|i| {
+            let a = Abi::open(
+                &many_path,
+                &format!(r#"{{{options},"agent_id":"agent-{i}"}}"#),
+            );
+            a.replace(&state);
+            a
+        })
+        .collect();
+    let ours = &many[agents / 2];
+    let ops = cfg.ops(size, "NORMAL", true);
+    let mut set_many = |i: usize| ours.set(&patches[i % patches.len()]);
+    let mut set_single = |i: usize| single.set(&patches[i % patches.len()]);
+    let t = race(&mut [&mut set_many, &mut set_single], cfg.rounds(), ops);
+    rows.push(Row {
+        op: format!("set_state, 1 of {agents} agents in a file"),
+        size,
+        dir: "disk".into(),
+        sync: "normal".into(),
+        ours_ns: t[0],
+        alternative: "set_state, one agent per file".into(),
+        alt_ns: t[1],
+        target: Some(0.9),
+    });
+    let (mut sink_many, mut sink_single) = (0usize, 0usize);
+    let mut get_many = |_: usize| sink_many = sink_many.wrapping_add(ours.get());
+    let mut get_single = |_: usize| sink_single = sink_single.wrapping_add(single.get());
+    let reads = if cfg.smoke {
+        100
+    } else {
+        (2_000_000 / (size + 1000)).clamp(200, 20_000)
+    };
+    let t = race(&mut [&mut get_many, &mut get_single], cfg.rounds(), reads);
+    std::hint::black_box((sink_many, sink_single));
+    rows.push(Row {
+        op: format!("get_state, 1 of {agents} agents in a file"),
+        size,
+        dir: "disk".into(),
+        sync: "normal".into(),
+        ours_ns: t[0],
+        alternative: "get_state, one agent per file".into(),
+        alt_ns: t[1],
+        target: Some(0.9),
+    });
+}
+
 /// The write-path cost of the change log: set_state with the log off against the same with it
 /// on (retention of 1000 changes), same size, same directory.
 fn bench_log(cfg: &Config, dir: &Path, dir_name: &str, size: usize, rows: &mut Vec<Row>) {
@@ -536,6 +597,9 @@ fn main() {
             eprintln!("bench: {name} {size} B ...");
             if *name == "disk" {
                 bench_reads(&cfg, dir, name, size, &mut rows);
+                if size <= 16 * 1024 {
+                    bench_many_agents(&cfg, dir, size, &mut rows);
+                }
             }
             bench_writes(&cfg, dir, name, size, &mut rows);
             bench_log(&cfg, dir, name, size, &mut rows);
