@@ -146,9 +146,12 @@ fn import_checks_every_line_before_touching_the_store() {
     )
     .failed("AGENT_ERR_TOO_LARGE");
     let fresh = dir.file("fresh.db");
-    run_with_stdin(["import", arg(&fresh), "--agent", ""], Some(good.as_bytes()))
-        .failed("AGENT_ERR_INVALID_ARGUMENT")
-        .says("agent_id");
+    run_with_stdin(
+        ["import", arg(&fresh), "--agent", ""],
+        Some(good.as_bytes()),
+    )
+    .failed("AGENT_ERR_INVALID_ARGUMENT")
+    .says("agent_id");
     assert!(!fresh.exists(), "a refused agent id created the store");
 }
 
