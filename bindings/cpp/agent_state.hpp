@@ -1,6 +1,7 @@
 // agent_state.hpp: header-only C++17 wrapper of the agent_state C library.
 //
-// One persistent, transactional JSON state value per agent, stored in an SQLite file:
+// One persistent, transactional JSON state value per agent, stored in an SQLite file or on a
+// PostgreSQL server (a `postgresql://` URI as the path, with Options::agent_id):
 // `get_state()` reads it, `set_state(patch)` merges an RFC 7396 merge patch into it,
 // `replace_state(next)` replaces it, and hooks observe every committed change. Every commit
 // gives the state the next version: `get_state_versioned()` and `set_state_if(expected, patch)`
@@ -67,7 +68,8 @@ enum class Status : std::int32_t {
     codec = AGENT_ERR_CODEC,
     /// The input, or the state a change would produce, exceeds `max_value_bytes`.
     too_large = AGENT_ERR_TOO_LARGE,
-    /// SQLite failed: I/O, read-only store, corrupt or foreign file, newer schema.
+    /// The store failed: I/O, read-only store, corrupt or foreign file, newer schema; a
+    /// PostgreSQL error other than an unreachable server (Status::unavailable).
     storage = AGENT_ERR_STORAGE,
     /// Another connection held the write lock longer than `busy_timeout_ms`, or the call came
     /// from inside this Agent's own initial-state hook.
@@ -84,6 +86,11 @@ enum class Status : std::int32_t {
     /// The change log no longer holds changes that were asked for: its retention pruned them
     /// (poll, changes_since, state_at, restore).
     gap = AGENT_ERR_GAP,
+    /// The database server (PostgreSQL) could not be reached within `busy_timeout_ms`, or the
+    /// connection was lost. The call had no effect, unless the message says a commit's outcome
+    /// is unknown (read the version to tell); the Agent stays usable and reconnects on its next
+    /// call. A SQLite file never reports it.
+    unavailable = AGENT_ERR_UNAVAILABLE,
     /// A bug in the library was caught at the C boundary; the Agent may still be used.
     panic = AGENT_ERR_PANIC,
 };
@@ -289,18 +296,28 @@ struct Options {
     /// Commit durability (default Synchronous::full).
     std::optional<Synchronous> synchronous;
     /// How long a write waits for another connection's lock, in milliseconds: 0 to 2147483647
-    /// (default 5000).
+    /// (default 5000). On PostgreSQL it also bounds the connect and each statement.
     std::optional<std::uint64_t> busy_timeout_ms;
     /// Open without writing: the store must exist, and every write fails with Status::storage.
     bool read_only = false;
     /// The store's change log (see ChangeLog); unset leaves the store's setting as it is (off
     /// for a new store).
     std::optional<ChangeLog> change_log;
+    /// Which agent of the store: UTF-8, 1 to 255 bytes, no NUL byte. Required on PostgreSQL.
+    /// On a SQLite file, unset is the file's single agent; with an id, one file holds many
+    /// isolated agents (state, version, change log, hooks), and the Agents with an id in one
+    /// process share one connection per file.
+    std::optional<std::string> agent_id;
+    /// PostgreSQL: the most connections this process keeps to the server, shared by all its
+    /// Agents on it: 1 to 1000 (default 4; the pool has the largest size any open asked for).
+    /// A SQLite file does not use it.
+    std::optional<std::uint64_t> max_connections;
 
     /// The options as the JSON object `agent_open` takes (`{}` when nothing is set).
     /// Throws Error(Status::json) when `initial_state` is not exactly one JSON value (so that
     /// it can never inject other options) or holds a NUL byte, and
-    /// Error(Status::invalid_argument) when `change_log` is off but has a retention.
+    /// Error(Status::invalid_argument) when `change_log` is off but has a retention, or
+    /// `agent_id` is not valid UTF-8 or holds a NUL byte (the library checks its length).
     std::string to_json() const;
 };
 
@@ -490,6 +507,44 @@ inline void check_one_value(std::string_view text, const char *what) {
     }
 }
 
+/// True when `text` is valid UTF-8 (shortest forms, no surrogates, at most U+10FFFF).
+inline bool valid_utf8(std::string_view text) noexcept {
+    std::size_t i = 0;
+    const std::size_t n = text.size();
+    while (i < n) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        std::size_t len = 0;
+        std::uint32_t cp = 0;
+        if (c < 0x80) {
+            ++i;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            len = 2;
+            cp = c & 0x1fU;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            cp = c & 0x0fU;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            cp = c & 0x07U;
+        } else {
+            return false;
+        }
+        if (n - i < len) return false;
+        for (std::size_t k = 1; k < len; ++k) {
+            const auto cc = static_cast<unsigned char>(text[i + k]);
+            if ((cc & 0xc0U) != 0x80U) return false;
+            cp = (cp << 6) | (cc & 0x3fU);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
+            return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
 /// Throws Error(Status::invalid_argument) when `text`, about to be passed as a C string, holds
 /// a NUL byte (the C library would silently see a truncated string).
 inline void check_c_string(std::string_view text, const char *what, Status status) {
@@ -667,6 +722,18 @@ inline std::string Options::to_json() const {
             out.push_back('}');
         }
     }
+    if (agent_id) {
+        if (agent_id->find('\0') != std::string::npos || !detail::valid_utf8(*agent_id)) {
+            throw Error(Status::invalid_argument,
+                        "agent_state::Options: agent_id must be UTF-8 without NUL bytes");
+        }
+        member("agent_id");
+        out += json_quote(*agent_id);
+    }
+    if (max_connections) {
+        member("max_connections");
+        out += std::to_string(*max_connections);
+    }
     out.push_back('}');
     return out;
 }
@@ -759,9 +826,13 @@ public:
     Agent() noexcept = default;
 
     /// Opens (creating when absent) the store at `path` (`":memory:"`: a private in-memory
-    /// store) with `options`. Throws Error: Status::invalid_argument (empty path or a NUL byte
-    /// in it, bad option), Status::json / codec / too_large (the initial state),
-    /// Status::storage (cannot open or create, not an agent store, newer schema), Status::busy.
+    /// store; a `postgres://` or `postgresql://` URI in libpq's syntax: a PostgreSQL server,
+    /// with Options::agent_id required, tables created on first open, no TLS in this build)
+    /// with `options`. Throws Error: Status::invalid_argument (empty path or a NUL byte in it,
+    /// bad option, no agent_id for PostgreSQL), Status::json / codec / too_large (the initial
+    /// state), Status::storage (cannot open or create, not an agent store, newer schema),
+    /// Status::busy, Status::unavailable (the server cannot be reached within
+    /// `busy_timeout_ms`).
     explicit Agent(std::string_view path, const Options &options = Options())
         : Agent(open(path, options)) {}
 
@@ -772,7 +843,7 @@ public:
 
     /// Opens the store at `path` with `options_json`, the JSON object `agent_open` takes
     /// (keys initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only,
-    /// change_log).
+    /// change_log, agent_id, max_connections).
     /// Throws as the constructor; malformed options are Status::json, unknown or ill-typed
     /// ones Status::invalid_argument.
     static Agent open(std::string_view path, std::string_view options_json) {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -55,6 +56,16 @@ type Options struct {
 	// ChangeLog switches the store's change log on (with a retention) or off; nil leaves the
 	// store's setting as it is. See ChangeLog.
 	ChangeLog *ChangeLog
+	// AgentID names which agent of the store to open: valid UTF-8, at most 255 bytes (Open
+	// refuses anything else with ErrInvalidArgument). Required on PostgreSQL. On a SQLite
+	// file, "" means the file's single agent (as before agent ids existed); with an id, one
+	// file holds many isolated agents (state, version, change log, hooks), and the Agents
+	// with an id in one process share one connection per file.
+	AgentID string
+	// MaxConnections is, on PostgreSQL, the most connections this process keeps to the
+	// server, shared by all its Agents on it (1 to 1000); 0 means the library's default, 4.
+	// The pool has the largest size any Open asked for. A SQLite file does not use it.
+	MaxConnections int
 }
 
 // ChangeLog configures the change log of a store (the "change_log" open option): the recent
@@ -159,6 +170,19 @@ func (o Options) optionsJSON() (string, error) {
 		}
 		parts = append(parts, `"change_log":`+log)
 	}
+	if o.AgentID != "" {
+		if !utf8.ValidString(o.AgentID) {
+			return "", newError("Open", StatusInvalidArgument, "AgentID is not valid UTF-8", nil)
+		}
+		b, err := Marshal(o.AgentID)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, `"agent_id":`+string(b))
+	}
+	if o.MaxConnections != 0 {
+		parts = append(parts, `"max_connections":`+strconv.Itoa(o.MaxConnections))
+	}
 	return "{" + strings.Join(parts, ",") + "}", nil
 }
 
@@ -180,9 +204,18 @@ func Version() string { return C.GoString(C.agent_version()) }
 // opens a private in-memory store. A new file is created with mode 0600; a file that is not an
 // agent store, or was written by a newer release, is refused with ErrStorage and left alone.
 //
-// Errors: ErrInvalidArgument (empty path, a NUL byte in it, a bad option), ErrCodec or
-// ErrTooLarge (the initial state), ErrStorage, ErrBusy (also when switching the change log
-// on or off has to wait for another connection's write lock too long).
+// A path starting with "postgres://" or "postgresql://" is a PostgreSQL connection URI in
+// libpq's syntax ("postgresql://user:password@host:5432/dbname", or
+// "postgresql:///dbname?host=/var/run/postgresql&port=5432&user=app" for a Unix socket; this
+// build has no TLS): it is passed to the library as is (never through path/filepath, whose
+// Clean would collapse the "//"), opts.AgentID is required, and the tables are created on
+// first open. Synchronous SyncFull and SyncNormal are synchronous_commit on and off, and
+// BusyTimeout also bounds the connect and each statement.
+//
+// Errors: ErrInvalidArgument (empty path, a NUL byte in it, a bad option, no AgentID for
+// PostgreSQL), ErrCodec or ErrTooLarge (the initial state), ErrStorage, ErrBusy (also when
+// switching the change log on or off has to wait for another connection's write lock too
+// long), ErrUnavailable (the PostgreSQL server cannot be reached within BusyTimeout).
 func Open(path string, opts Options) (*Agent, error) {
 	if strings.IndexByte(path, 0) >= 0 {
 		return nil, newError("Open", StatusInvalidArgument, "the path contains a NUL byte", nil)

@@ -86,11 +86,27 @@
 // Restore makes it current again as a new change. Changes the retention dropped make these
 // calls fail with ErrGap.
 //
+// # PostgreSQL and many agents per store
+//
+// Open takes a PostgreSQL connection URI in place of a file name ("postgres://" or
+// "postgresql://", libpq syntax; no TLS in this build), with Options.AgentID naming the agent:
+//
+//	a, err := agentstate.Open("postgresql:///app?host=/var/run/postgresql&port=5432&user=app",
+//		agentstate.Options{AgentID: "support-bot-7", MaxConnections: 8})
+//
+// The tables are created on first open. MaxConnections sizes the process's pool of connections
+// to the server (default 4); SyncFull and SyncNormal are synchronous_commit on and off;
+// BusyTimeout bounds the connect, every lock wait and every statement. An unreachable server, or
+// a lost connection, is an ErrUnavailable error: the call had no effect (unless the message says
+// a commit's outcome is unknown) and the Agent reconnects on its next call. On a SQLite file,
+// AgentID lets one file hold many isolated agents; the Agents with an id in one process share
+// one connection per file.
+//
 // # Errors
 //
 // Every failure is an *Error carrying the library's status and message. Each status has a
 // sentinel (ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage,
-// ErrBusy, ErrHook, ErrConflict, ErrRejected, ErrGap, ErrPanic) for errors.Is; statuses a newer
+// ErrBusy, ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrPanic) for errors.Is; statuses a newer
 // library may add match Status(n). The message is read in the same native call as the failing function (the library
 // keeps it per OS thread, and a goroutine may change threads between two cgo calls), so it is
 // always the failing call's own, however many goroutines fail at once.

@@ -26,6 +26,7 @@ const (
 	StatusConflict        Status = 9  // AGENT_ERR_CONFLICT
 	StatusRejected        Status = 10 // AGENT_ERR_REJECTED
 	StatusGap             Status = 11 // AGENT_ERR_GAP
+	StatusUnavailable     Status = 12 // AGENT_ERR_UNAVAILABLE
 	StatusPanic           Status = 99 // AGENT_ERR_PANIC
 )
 
@@ -52,8 +53,9 @@ var (
 	ErrCodec error = StatusCodec
 	// ErrTooLarge: the input, or the state a change would produce, exceeds MaxValueBytes.
 	ErrTooLarge error = StatusTooLarge
-	// ErrStorage: SQLite failed: I/O error, disk full, read-only store or file, corrupt or
-	// foreign file, newer schema.
+	// ErrStorage: the store failed: I/O error, disk full, read-only store or file, corrupt or
+	// foreign file, newer schema (SQLite); a PostgreSQL error other than an unreachable server
+	// (see ErrUnavailable).
 	ErrStorage error = StatusStorage
 	// ErrBusy: another connection held the store's write lock for longer than BusyTimeout, or
 	// the Agent was called from inside its own initial-state function.
@@ -74,6 +76,12 @@ var (
 	// retention (Poll, ChangesSince, StateAt, Restore). Poll returns it once, after delivering
 	// the changes that remain; the state itself is always current.
 	ErrGap error = StatusGap
+	// ErrUnavailable: the database server (PostgreSQL) could not be reached within BusyTimeout
+	// (refused, timed out, restarting), or the connection was lost. The call had no effect,
+	// except when the connection dropped while a commit was in flight: then the message says
+	// the commit's outcome is unknown (read the version to tell). The Agent stays usable: its
+	// next call reconnects, so retrying later is the remedy. A SQLite file never returns it.
+	ErrUnavailable error = StatusUnavailable
 	// ErrPanic: a bug in the library was caught at its C boundary; the Agent may still be used.
 	ErrPanic error = StatusPanic
 )
@@ -91,6 +99,7 @@ var statusNames = map[Status]string{
 	StatusConflict:        "AGENT_ERR_CONFLICT",
 	StatusRejected:        "AGENT_ERR_REJECTED",
 	StatusGap:             "AGENT_ERR_GAP",
+	StatusUnavailable:     "AGENT_ERR_UNAVAILABLE",
 	StatusPanic:           "AGENT_ERR_PANIC",
 }
 

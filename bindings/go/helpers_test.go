@@ -61,7 +61,7 @@ func wantStatus(t *testing.T, err error, want error, substrs ...string) *Error {
 
 var allSentinels = []error{
 	ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage, ErrBusy,
-	ErrHook, ErrConflict, ErrRejected, ErrGap, ErrPanic,
+	ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrPanic,
 }
 
 // jsonEqual compares two JSON texts as values (numbers by their text).

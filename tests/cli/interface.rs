@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::{arg, run, store_with, TempDir};
+use crate::{arg, run, TempDir};
 
 const SUBCOMMANDS: [&str; 11] = [
     "get", "set", "replace", "version", "history", "at", "restore", "watch", "export", "import",
@@ -61,48 +61,134 @@ fn exit_code_table_matches_the_c_header() {
     let expected: BTreeMap<String, i32> = statuses.into_iter().map(|(n, s)| (n, 64 + s)).collect();
     assert_eq!(table, expected);
     assert!(help.stdout().contains("2    usage error"));
+    assert!(help.stdout().contains("76   AGENT_ERR_UNAVAILABLE (12)"));
 }
 
+/// `--agent ID` is the library's `agent_id`: agents of one file are isolated. Needs the
+/// SQLite backend's many agents per file.
 #[test]
-fn agent_ids_are_refused_until_stores_hold_many_agents() {
+fn agent_ids_select_isolated_agents_of_one_file() {
     let dir = TempDir::new("cli_agent");
     let path = dir.file("s.db");
-    store_with(&path, r#"{"a":1}"#, Some(10));
     let p = arg(&path);
-    let commands: [&[&str]; 11] = [
+    run(["--agent", "a", "set", p, r#"{"who":"a"}"#, "--compact"]).ok();
+    run(["set", p, r#"{"who":"b"}"#, "--agent", "b", "--compact"]).ok();
+    run(["--agent", "b", "set", p, r#"{"n":2}"#, "--compact"]).ok();
+    assert_eq!(
+        run(["--agent", "a", "get", p, "--compact"]).ok(),
+        "{\"who\":\"a\"}\n"
+    );
+    assert_eq!(
+        run(["get", p, "--agent", "b", "--compact"]).ok(),
+        "{\"who\":\"b\",\"n\":2}\n"
+    );
+    assert_eq!(run(["--agent", "a", "version", p]).ok().trim(), "1");
+    assert_eq!(run(["--agent", "b", "version", p]).ok().trim(), "2");
+    assert_eq!(run(["--agent", "c", "get", p, "--compact"]).ok(), "{}\n");
+}
+
+/// Every command that opens a store takes `--agent`, before or after the subcommand.
+#[test]
+fn every_command_takes_an_agent_id() {
+    let dir = TempDir::new("cli_agent_all");
+    let path = dir.file("s.db");
+    let p = arg(&path);
+    let log = r#"{"keep_last":10}"#;
+    run(["--agent", "x", "--change-log", log, "set", p, r#"{"a":1}"#]).ok();
+    run(["--agent", "x", "set", p, r#"{"b":2}"#]).ok();
+    let commands: [&[&str]; 9] = [
         &["get", p],
         &["set", p, "{}"],
-        &["replace", p, "{}"],
+        &["replace", p, r#"{"a":1,"b":2}"#],
         &["version", p],
-        &["version"],
         &["history", p],
         &["at", p, "1"],
         &["restore", p, "1"],
-        &["watch", p],
         &["export", p],
         &["check", p],
     ];
     for args in commands {
-        // As a global option before the subcommand and as its own option after it.
         let mut after = args.to_vec();
         after.extend(["--agent", "x"]);
         let mut before = vec!["--agent", "x"];
         before.extend(args);
         for argv in [after, before] {
             let r = run(&argv);
-            assert_eq!(r.code, 64 + 1, "{argv:?}: {r:?}");
-            assert!(
-                r.stderr.starts_with(
-                    "agent-state: AGENT_ERR_INVALID_ARGUMENT: --agent \"x\": \
-                     this store holds a single agent; --agent needs agent_id support"
-                ),
-                "{argv:?}: {r:?}"
-            );
+            assert_eq!(r.code, 0, "{argv:?}: {r:?}");
         }
     }
+    let export = run(["--agent", "x", "export", p, "--compact"]);
+    assert!(
+        export.ok().starts_with(r#"{"agent":"x","version":"#),
+        "{export:?}"
+    );
+}
+
+#[test]
+fn bad_agent_ids_are_refused_before_anything_is_created() {
+    let dir = TempDir::new("cli_agent_bad");
     let missing = dir.file("missing.db");
-    run(["--agent", "x", "set", arg(&missing), "{}"]).failed("AGENT_ERR_INVALID_ARGUMENT");
-    assert!(!missing.exists(), "a refused command created the store");
+    let long = "x".repeat(256);
+    for id in ["", long.as_str()] {
+        run(["--agent", id, "set", arg(&missing), "{}"])
+            .failed("AGENT_ERR_INVALID_ARGUMENT")
+            .says("agent_id");
+        assert!(!missing.exists(), "a refused command created the store");
+    }
+    for n in ["0", "1001"] {
+        run(["--max-connections", n, "set", arg(&missing), "{}"])
+            .failed("AGENT_ERR_INVALID_ARGUMENT")
+            .says("max_connections");
+    }
+    // Without a store, --agent selects nothing: refused, not ignored.
+    run(["--agent", "x", "version"])
+        .failed("AGENT_ERR_INVALID_ARGUMENT")
+        .says("--agent");
+}
+
+/// A PostgreSQL URI is the server's, never a file name: with no server there, every command
+/// fails with AGENT_ERR_UNAVAILABLE (exit 76) and creates nothing in the working directory.
+#[test]
+fn an_unreachable_server_is_exit_76() {
+    let dir = TempDir::new("cli_pg_unreachable");
+    let cwd = dir.file("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    let uri = "postgresql://app:s3cret@127.0.0.1:1/postgres";
+    for args in [
+        vec!["get", uri],
+        vec!["set", uri, "{}"],
+        vec!["version", uri],
+        vec!["export", uri],
+        vec!["check", uri],
+    ] {
+        let mut argv = vec!["--agent", "a", "--busy-timeout-ms", "2000"];
+        argv.extend(&args);
+        let out = std::process::Command::new(crate::BIN)
+            .args(&argv)
+            .current_dir(&cwd)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64 + 12), "{argv:?}: {stderr}");
+        assert!(
+            stderr.starts_with("agent-state: AGENT_ERR_UNAVAILABLE: "),
+            "{argv:?}: {stderr}"
+        );
+        if args[0] == "check" {
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(report["store"], "postgresql://app:***@127.0.0.1:1/postgres");
+            assert_eq!(report["integrity"]["ok"], true, "{report}");
+            assert_eq!(report["schema"]["ok"], false, "{report}");
+        } else {
+            assert!(out.stdout.is_empty(), "{argv:?}");
+        }
+    }
+    let created: Vec<_> = std::fs::read_dir(&cwd).unwrap().collect();
+    assert!(
+        created.is_empty(),
+        "the URI was taken for a file name: {created:?}"
+    );
 }
 
 #[test]

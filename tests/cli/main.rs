@@ -78,6 +78,7 @@ pub fn exit_code(status: &str) -> i32 {
         "AGENT_ERR_STORAGE" => 6,
         "AGENT_ERR_CONFLICT" => 9,
         "AGENT_ERR_GAP" => 11,
+        "AGENT_ERR_UNAVAILABLE" => 12,
         other => panic!("no exit code in the tests for {other}"),
     };
     64 + number

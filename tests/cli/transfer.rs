@@ -83,9 +83,9 @@ fn import_checks_every_line_before_touching_the_store() {
             "line 2 is a second agent",
         ),
         (
-            r#"{"agent":"bob","version":1,"state":{}}"#.into(),
+            r#"{"agent":7,"version":1,"state":{}}"#.into(),
             "AGENT_ERR_INVALID_ARGUMENT",
-            "single agent",
+            "agent must be null or a string",
         ),
         (
             r#"{"agent":null,"version":1,"state":[1]}"#.into(),
@@ -145,8 +145,52 @@ fn import_checks_every_line_before_touching_the_store() {
         Some(long.as_bytes()),
     )
     .failed("AGENT_ERR_TOO_LARGE");
-    run_with_stdin(["import", t, "--agent", "bob"], Some(good.as_bytes()))
-        .failed("AGENT_ERR_INVALID_ARGUMENT");
+    let fresh = dir.file("fresh.db");
+    run_with_stdin(
+        ["import", arg(&fresh), "--agent", ""],
+        Some(good.as_bytes()),
+    )
+    .failed("AGENT_ERR_INVALID_ARGUMENT")
+    .says("agent_id");
+    assert!(!fresh.exists(), "a refused agent id created the store");
+}
+
+/// An agent's line carries its id; import writes it into the agent `--agent` selects. Needs the
+/// SQLite backend's many agents per file.
+#[test]
+fn export_and_import_between_agent_ids() {
+    let dir = TempDir::new("cli_transfer_ids");
+    let source = dir.file("source.db");
+    let s = arg(&source);
+    run(["--agent", "alice", "set", s, r#"{"from":"alice"}"#]).ok();
+    let exported = run(["--agent", "alice", "export", s]);
+    assert_eq!(
+        exported.ok(),
+        "{\"agent\":\"alice\",\"version\":1,\"state\":{\"from\":\"alice\"}}\n"
+    );
+    let target = dir.file("target.db");
+    let t = arg(&target);
+    let imported = run_with_stdin(["--agent", "bob", "import", t], Some(&exported.stdout));
+    let report: Value = serde_json::from_str(imported.ok()).unwrap();
+    assert_eq!(
+        report,
+        json!({"imported": 1, "agents": [{"agent": "bob", "source_version": 1, "version": 1}]})
+    );
+    assert_eq!(
+        run(["--agent", "bob", "get", t, "--compact"]).ok(),
+        "{\"from\":\"alice\"}\n"
+    );
+    assert_eq!(
+        run(["--agent", "alice", "get", t, "--compact"]).ok(),
+        "{}\n"
+    );
+    // The same file's other agent is still free for an import.
+    run_with_stdin(["--agent", "carol", "import", s], Some(&exported.stdout)).ok();
+    assert_eq!(
+        run(["--agent", "alice", "version", s]).ok().trim(),
+        "1",
+        "importing into carol left alice alone"
+    );
 }
 
 #[test]

@@ -1130,6 +1130,90 @@ TEST(status_values_of_the_new_codes) {
     CHECK_EQ(std::string(Error(Status::gap, "x").name()), "AGENT_ERR_GAP");
 }
 
+TEST(status_unavailable_is_12) {
+    CHECK_EQ(static_cast<int>(Status::unavailable), 12);
+    CHECK_EQ(std::string(agent_state::status_name(Status::unavailable)), "AGENT_ERR_UNAVAILABLE");
+    CHECK_EQ(std::string(Error(Status::unavailable, "x").name()), "AGENT_ERR_UNAVAILABLE");
+}
+
+TEST(options_agent_id_and_max_connections_to_json) {
+    Options options;
+    options.agent_id = "bot \"7\" \xc3\xa9";
+    options.max_connections = 8;
+    CHECK_EQ(options.to_json(), R"({"agent_id":"bot \"7\" )" "\xc3\xa9" R"(","max_connections":8})");
+    Options bad_utf8;
+    bad_utf8.agent_id = "a\xff";
+    CHECK_ERROR(bad_utf8.to_json(), Status::invalid_argument);
+    Options surrogate;
+    surrogate.agent_id = "\xed\xa0\x80";
+    CHECK_ERROR(surrogate.to_json(), Status::invalid_argument);
+    Options nul;
+    nul.agent_id = std::string("a\0b", 3);
+    CHECK_ERROR(nul.to_json(), Status::invalid_argument);
+}
+
+TEST(bad_agent_id_and_max_connections_are_invalid_argument) {
+    const auto file = path_in_dir("ids.db");
+    for (const std::string &id : {std::string(), std::string(256, 'x')}) {
+        Options options;
+        options.agent_id = id;
+        const Error e = CATCH_ERROR(Agent(file.string(), options));
+        CHECK(e.status() == Status::invalid_argument);
+        CHECK(contains(e.what(), "agent_id"));
+    }
+    for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1001}}) {
+        Options options;
+        options.max_connections = n;
+        const Error e = CATCH_ERROR(Agent(":memory:", options));
+        CHECK(e.status() == Status::invalid_argument);
+        CHECK(contains(e.what(), "max_connections"));
+    }
+    Options longest;
+    longest.agent_id = std::string(255, 'x');
+    longest.max_connections = 1000;
+    Agent agent(file.string(), longest);
+    CHECK_EQ(agent.set_state(R"({"ok":true})"), R"({"ok":true})");
+}
+
+// The URI is the server's, never a file name: nothing is created in the working directory.
+TEST(unreachable_server_is_status_unavailable) {
+    const auto cwd = fs::current_path();
+    fs::current_path(g_dir);
+    Options options;
+    options.agent_id = "a";
+    options.busy_timeout_ms = 2000;
+    for (const char *uri : {"postgresql:///postgres?host=/nonexistent-agent-state-dir&port=1&user=x",
+                            "postgres:///postgres?host=/nonexistent-agent-state-dir&port=1&user=x"}) {
+        const Error e = CATCH_ERROR(Agent(uri, options));
+        CHECK(e.status() == Status::unavailable);
+        CHECK(contains(e.what(), "agent_open"));
+    }
+    fs::current_path(cwd);
+    CHECK(fs::is_empty(g_dir));
+}
+
+// Needs the SQLite backend's many agents per file.
+TEST(agents_of_one_file_are_isolated) {
+    const auto file = path_in_dir("many.db");
+    Options a_options;
+    a_options.agent_id = "a";
+    a_options.initial_state = R"({"who":null})";
+    Options b_options = a_options;
+    b_options.agent_id = "b";
+    Agent a(file.string(), a_options);
+    Agent b(file.string(), b_options);
+    a.set_state(R"({"who":"a"})");
+    CHECK_EQ(b.get_state(), R"({"who":null})");
+    b.set_state(R"({"who":"b"})");
+    b.set_state(R"({"n":2})");
+    CHECK_EQ(a.get_state(), R"({"who":"a"})");
+    CHECK_EQ(a.get_state_versioned().version, std::uint64_t{1});
+    CHECK_EQ(b.get_state_versioned().version, std::uint64_t{2});
+    Options c_options;
+    c_options.agent_id = "c";
+    CHECK_EQ(Agent(file.string(), c_options).get_state(), "{}");
+}
+
 TEST(options_change_log_to_json) {
     using agent_state::ChangeLog;
     Options last;

@@ -27,6 +27,7 @@ from agent_state import (
     RejectedError,
     StateTooLargeError,
     StorageError,
+    UnavailableError,
 )
 from agent_state.errors import error_for_status, status_name
 
@@ -42,6 +43,7 @@ ALL = {
     9: ConflictError,
     10: RejectedError,
     11: GapError,
+    12: UnavailableError,
     99: PanicError,
 }
 

@@ -52,6 +52,7 @@ PUBLIC = {
     "ConflictError",
     "RejectedError",
     "GapError",
+    "UnavailableError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -65,6 +66,7 @@ PUBLIC = {
     "AGENT_ERR_CONFLICT",
     "AGENT_ERR_REJECTED",
     "AGENT_ERR_GAP",
+    "AGENT_ERR_UNAVAILABLE",
     "AGENT_ERR_PANIC",
 }
 

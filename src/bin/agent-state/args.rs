@@ -23,17 +23,28 @@ pub struct Cli {
     pub command: Command,
 }
 
+const STORE_RULE: &str = "STORE is a SQLite file path, or a PostgreSQL connection URI \
+(postgres:// or postgresql://, libpq syntax, e.g. \
+'postgresql:///app?host=/var/run/postgresql&user=app'; no TLS in this build), which needs \
+--agent.";
+
 fn after_help() -> String {
-    format!("{OUTPUT_RULE}\n\n{}", crate::failure::exit_code_table())
+    format!(
+        "{STORE_RULE}\n\n{OUTPUT_RULE}\n\n{}",
+        crate::failure::exit_code_table()
+    )
 }
 
 /// Options that apply to every subcommand that opens a store.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// The agent to use in a store that holds many (needs agent_id support in the library; a
-    /// store of this release holds a single agent, so giving it is an error)
+    /// Which agent of the store (the library's agent_id: 1 to 255 bytes of UTF-8). Required
+    /// for a PostgreSQL server; on a SQLite file, without it the file's single agent
     #[arg(long, global = true, value_name = "ID")]
     pub agent: Option<String>,
+    /// PostgreSQL: the most connections to the server (1 to 1000, library default: 4)
+    #[arg(long, global = true, value_name = "N")]
+    pub max_connections: Option<u64>,
     /// Pretty-print JSON output even when stdout is not a terminal
     #[arg(long, global = true, conflicts_with = "compact")]
     pub pretty: bool,
@@ -44,10 +55,12 @@ pub struct Global {
     /// that only read always open read-only: they never create or modify a store
     #[arg(long, global = true)]
     pub read_only: bool,
-    /// How long a write waits for another connection's lock (library default: 5000)
+    /// How long a write waits for another connection's lock, and on PostgreSQL for the connect
+    /// and each statement (library default: 5000)
     #[arg(long, global = true, value_name = "MS")]
     pub busy_timeout_ms: Option<u64>,
-    /// Durability of a write: full survives power loss, normal a process crash (default: full)
+    /// Durability of a write: full survives power loss, normal a process crash (default: full;
+    /// on PostgreSQL synchronous_commit on or off)
     #[arg(long, global = true, value_enum, value_name = "MODE")]
     pub synchronous: Option<Synchronous>,
     /// Largest encoded state and input document accepted, in bytes (default: 2097152)
@@ -70,7 +83,7 @@ pub enum Synchronous {
 pub enum Command {
     /// Print the state (the initial state, {}, while nothing is stored)
     Get {
-        /// The store: a file path
+        /// The store: a file path or a postgresql:// URI
         store: PathBuf,
         /// Print {"version": V, "state": ...} (version 0: nothing stored)
         #[arg(long)]
@@ -78,7 +91,7 @@ pub enum Command {
     },
     /// Merge an RFC 7396 patch into the state and print the merged state
     Set {
-        /// The store: a file path (created when absent)
+        /// The store: a file path (created when absent) or a postgresql:// URI
         store: PathBuf,
         /// The patch, a JSON object; '-' reads it from standard input
         patch: OsString,
@@ -92,7 +105,7 @@ pub enum Command {
     },
     /// Replace the whole state and print it
     Replace {
-        /// The store: a file path (created when absent)
+        /// The store: a file path (created when absent) or a postgresql:// URI
         store: PathBuf,
         /// The new state, a JSON object; '-' reads it from standard input
         state: OsString,
@@ -109,7 +122,7 @@ pub enum Command {
     /// With STORE: a JSON number, 0 while nothing is stored; each committed change adds 1.
     /// Without STORE: {"agent_state": "X.Y.Z"}.
     Version {
-        /// The store: a file path
+        /// The store: a file path or a postgresql:// URI
         store: Option<PathBuf>,
     },
     /// Print the change log (needs the store's change log)
@@ -118,7 +131,7 @@ pub enum Command {
     /// "next"}, oldest first, as the library's changes_since gives it. Without the change log:
     /// AGENT_ERR_INVALID_ARGUMENT (see --change-log).
     History {
-        /// The store: a file path
+        /// The store: a file path or a postgresql:// URI
         store: PathBuf,
         /// Only the changes after version V (default: every change the log retains);
         /// AGENT_ERR_GAP when the log no longer holds them all
@@ -130,7 +143,7 @@ pub enum Command {
     /// V is the current version, one the change log retains, or 0 (the initial state);
     /// AGENT_ERR_GAP for a version the log does not retain.
     At {
-        /// The store: a file path
+        /// The store: a file path or a postgresql:// URI
         store: PathBuf,
         /// The version
         version: u64,
@@ -140,7 +153,7 @@ pub enum Command {
     /// Point-in-time recovery: the state of V (see `at`) becomes the next version, logged and
     /// seen by watchers like any write.
     Restore {
-        /// The store: a file path
+        /// The store: a file path or a postgresql:// URI
         store: PathBuf,
         /// The version to restore (see `at`)
         version: u64,
@@ -156,7 +169,7 @@ pub enum Command {
     /// AGENT_ERR_INVALID_ARGUMENT: `watch` never switches it on, since that would change the
     /// store for every process (see --change-log).
     Watch {
-        /// The store: a file path
+        /// The store: a file path or a postgresql:// URI
         store: PathBuf,
         /// How often to look for changes, in milliseconds
         #[arg(long, value_name = "MS", default_value_t = 100,
@@ -165,24 +178,25 @@ pub enum Command {
     },
     /// Write the store's agents as JSON Lines (for `import`)
     ///
-    /// One line per agent: {"agent": null, "version": V, "state": {...}}, the state exactly as
-    /// stored (agent null: the single agent of a store). A store with nothing stored has no
-    /// agent to export and prints nothing. The change log is not exported. A progress bar
+    /// One line per agent: {"agent": ID, "version": V, "state": {...}}, the state exactly as
+    /// stored; the agent is the one --agent selects (ID null: a file's single agent). An agent
+    /// with nothing stored has no state to export and prints nothing. The change log is not exported. A progress bar
     /// shows on stderr when it is a terminal.
     Export {
-        /// The store: a file path
+        /// The store: a file path or a postgresql:// URI
         store: PathBuf,
     },
     /// Write agents from `export`'s JSON Lines into the store
     ///
     /// Each state is written exactly as given, through the library, as a replacement: the
     /// store gives it its own next version (1 in a fresh store), and prints both versions:
-    /// {"imported": N, "agents": [{"agent": null, "source_version": V, "version": W}]}.
-    /// A store that already holds a state is left alone (AGENT_ERR_CONFLICT) unless --force.
-    /// A store of this release holds a single agent: more than one line is
+    /// {"imported": N, "agents": [{"agent": ID, "source_version": V, "version": W}]}.
+    /// The state goes to the agent --agent selects (ID null: a file's single agent), whatever
+    /// agent the line came from. An agent that already holds a state is left alone
+    /// (AGENT_ERR_CONFLICT) unless --force. One agent is written: more than one line is
     /// AGENT_ERR_INVALID_ARGUMENT. All lines are checked before the store is opened.
     Import {
-        /// The store: a file path (created when absent)
+        /// The store: a file path (created when absent) or a postgresql:// URI
         store: PathBuf,
         /// The JSON Lines to read; '-' (the default) is standard input
         #[arg(default_value = "-")]
@@ -198,7 +212,7 @@ pub enum Command {
     /// state decodes. Exits with the first failed check's status (AGENT_ERR_STORAGE for a
     /// corrupt or foreign file).
     Check {
-        /// The store: a file path
+        /// The store: a file path or a postgresql:// URI
         store: PathBuf,
     },
 }

@@ -11,9 +11,9 @@ use crate::transfer;
 
 pub fn export(store: &Path, global: &Global) -> Result<(), Failure> {
     let agent = open(store, global, Access::Read)?;
-    // A store of this release holds one agent. While nothing is stored (version 0) it has no
-    // state of its own, only the initial state of whoever opens it: nothing to export, and an
-    // import of the empty output leaves the target as it was.
+    // One agent: the one --agent selects, or a file's single agent. While nothing is stored
+    // (version 0) it has no state of its own, only the initial state of whoever opens it:
+    // nothing to export, and an import of the empty output leaves the target as it was.
     let current = agent.get_state_versioned()?;
     let agents = if current.version == 0 {
         vec![]
@@ -22,7 +22,11 @@ pub fn export(store: &Path, global: &Global) -> Result<(), Failure> {
     };
     let progress = Progress::new("export", agents.len() as u64);
     for current in &agents {
-        write_line(&transfer::encode(current.version, &current.state))?;
+        write_line(&transfer::encode(
+            global.agent.as_deref(),
+            current.version,
+            &current.state,
+        ))?;
         progress.advance();
     }
     progress.finish();

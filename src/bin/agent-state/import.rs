@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use crate::args::Global;
 use crate::failure::{Failure, Status};
-use crate::open::{open, Access, SINGLE_AGENT};
+use crate::open::{open, Access};
 use crate::output::Output;
 use crate::progress::Progress;
 use crate::transfer::{self, Record};
@@ -58,7 +58,7 @@ pub fn import(
                 e => Failure::context(&format!("line {number}"), e),
             })?;
         agents.push(json!({
-            "agent": Value::Null,
+            "agent": global.agent.as_ref().map_or(Value::Null, |id| Value::String(id.clone())),
             "source_version": record.version,
             "version": written.version,
         }));
@@ -69,8 +69,8 @@ pub fn import(
     out.document(&agent_state::json::to_vec(&report))
 }
 
-/// The non-blank lines of `reader`, numbered from 1, decoded. A store of this release holds a
-/// single agent, so a second agent is refused as soon as it is seen.
+/// The non-blank lines of `reader`, numbered from 1, decoded. An import writes one agent (the
+/// one `--agent` selects), so a second line is refused as soon as it is seen.
 fn read_records(
     mut reader: impl BufRead,
     what: &str,
@@ -104,7 +104,8 @@ fn read_records(
         }
         if !records.is_empty() {
             return Err(Failure::invalid(format!(
-                "{what}: line {number} is a second agent: {SINGLE_AGENT}"
+                "{what}: line {number} is a second agent: an import writes one agent, the one \
+                 --agent selects (or a file's single agent)"
             )));
         }
         records.push((number, transfer::decode(&line, number)?));

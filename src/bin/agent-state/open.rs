@@ -1,8 +1,9 @@
 //! Opening a store: the one place where the command line becomes the library's open options.
 //!
-//! STORE goes to `Agent::open` as given, so whatever backends the library opens, the command
-//! opens too. `--agent` belongs here as well: when the library gains its `agent_id` open option
-//! (many agents per store), `--agent` becomes that option in [`options`] and nowhere else.
+//! STORE goes to `Agent::open` as given (never canonicalized, joined or looked at first), so
+//! whatever backends the library opens, the command opens too: a SQLite file, or a PostgreSQL
+//! server named by a `postgres://` or `postgresql://` URI. `--agent` becomes the library's
+//! `agent_id` open option in [`options`] and nowhere else.
 
 use std::path::Path;
 
@@ -22,27 +23,39 @@ pub enum Access {
     Write,
 }
 
-/// Why an agent id, or a second agent, is refused while stores hold a single agent.
-pub const SINGLE_AGENT: &str =
-    "this store holds a single agent; agent ids need agent_id support (many agents per store)";
+/// Whether `store` names a PostgreSQL server rather than a SQLite file (the library's rule).
+pub fn is_server(store: &Path) -> bool {
+    agent_state::store::server_uri(store).is_some()
+}
 
-/// Refuses `--agent` while the library has no agent ids (rather than ignoring it and showing
-/// the wrong agent's state).
-pub fn check_agent(global: &Global) -> Result<(), Failure> {
-    match &global.agent {
-        Some(id) => Err(Failure::invalid(format!(
-            "--agent {id:?}: this store holds a single agent; --agent needs agent_id support \
-             (many agents per store)"
-        ))),
-        None => Ok(()),
+/// `store` for reports and messages: a connection URI's password replaced by `***`.
+pub fn shown(store: &Path) -> String {
+    let text = store.display().to_string();
+    if !is_server(store) {
+        return text;
+    }
+    let (scheme, rest) = text.split_once("://").unwrap_or(("", &text));
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => text,
+        },
+        None => text,
     }
 }
 
 /// The library's open options for this command line, checked by the library itself (so the
 /// ranges and messages are its own).
 fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
-    check_agent(global)?;
     let mut map = Map::new();
+    if let Some(id) = &global.agent {
+        map.insert("agent_id".into(), id.clone().into());
+    }
+    if let Some(n) = global.max_connections {
+        map.insert("max_connections".into(), n.into());
+    }
     map.insert(
         "read_only".into(),
         Value::Bool(access == Access::Read || global.read_only),

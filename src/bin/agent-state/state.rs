@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::args::Global;
 use crate::failure::Failure;
 use crate::input;
-use crate::open::{check_agent, open, Access};
+use crate::open::{open, Access};
 use crate::output::Output;
 
 pub fn get(store: &Path, global: &Global, out: Output, versioned: bool) -> Result<(), Failure> {
@@ -57,8 +57,13 @@ pub fn write(
 /// both are this crate).
 pub fn version(store: Option<&Path>, global: &Global, out: Output) -> Result<(), Failure> {
     let Some(store) = store else {
-        // --agent without a store selects nothing; refuse it as everywhere else.
-        check_agent(global)?;
+        // --agent without a store selects nothing: refused rather than ignored.
+        if let Some(id) = &global.agent {
+            return Err(Failure::invalid(format!(
+                "--agent {id:?}: `version` without STORE prints the program's version; an agent \
+                 is selected in a store"
+            )));
+        }
         let text = format!("{{\"agent_state\":\"{}\"}}", env!("CARGO_PKG_VERSION"));
         return out.document(text.as_bytes());
     };

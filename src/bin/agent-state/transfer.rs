@@ -1,13 +1,12 @@
 //! The JSON Lines that `export` writes and `import` reads: one agent per line,
 //! `{"agent":ID or null,"version":V,"state":{...}}`, the state exactly as the library encodes it.
-//! `agent` is null for the single agent of a store; with many agents per store it will be the
-//! agent's id.
+//! `agent` is the id of the exported agent (`--agent`), or null for a SQLite file's single
+//! agent.
 
 use agent_state::Snapshot;
 use serde_json::Value;
 
 use crate::failure::Failure;
-use crate::open::SINGLE_AGENT;
 
 /// One exported agent.
 #[derive(Debug)]
@@ -18,10 +17,16 @@ pub struct Record {
     pub state: Vec<u8>,
 }
 
-/// The line of the single agent of a store (without the newline). The state's bytes are
-/// copied, never re-encoded.
-pub fn encode(version: u64, state: &Snapshot) -> Vec<u8> {
-    let mut line = format!("{{\"agent\":null,\"version\":{version},\"state\":").into_bytes();
+/// The line of agent `agent` (`None`: a file's single agent), without the newline. The state's
+/// bytes are copied, never re-encoded.
+pub fn encode(agent: Option<&str>, version: u64, state: &Snapshot) -> Vec<u8> {
+    let id = match agent {
+        Some(id) => agent_state::json::to_vec(&Value::String(id.to_string())),
+        None => b"null".to_vec(),
+    };
+    let mut line = b"{\"agent\":".to_vec();
+    line.extend_from_slice(&id);
+    line.extend_from_slice(format!(",\"version\":{version},\"state\":").as_bytes());
     line.extend_from_slice(state.json());
     line.push(b'}');
     line
@@ -47,9 +52,10 @@ pub fn decode(line: &[u8], number: usize) -> Result<Record, Failure> {
             "unknown member {key:?} (an agent line has agent, version and state)"
         )));
     }
+    // The agent the line was exported from: import writes into the one --agent selects,
+    // whatever this says (so an agent can be copied to another id or store).
     match map.remove("agent") {
-        Some(Value::Null) => {}
-        Some(Value::String(id)) => return Err(bad(&format!("agent {id:?}: {SINGLE_AGENT}"))),
+        Some(Value::Null | Value::String(_)) => {}
         Some(other) => return Err(bad(&format!("agent must be null or a string, not {other}"))),
         None => return Err(bad("no \"agent\" member (null for a store's single agent)")),
     }

@@ -46,6 +46,7 @@ from .errors import (
     AGENT_ERR_REJECTED,
     AGENT_ERR_STORAGE,
     AGENT_ERR_TOO_LARGE,
+    AGENT_ERR_UNAVAILABLE,
     AGENT_OK,
     AgentError,
     BadHandleError,
@@ -61,6 +62,7 @@ from .errors import (
     RejectedError,
     StateTooLargeError,
     StorageError,
+    UnavailableError,
 )
 from .jscollections import JSMap, JSSet, Tagged
 from .values import BigInt, JSONFloat, JSONInt, RegExp, TypedArray
@@ -107,6 +109,7 @@ __all__ = [
     "ConflictError",
     "RejectedError",
     "GapError",
+    "UnavailableError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -120,5 +123,6 @@ __all__ = [
     "AGENT_ERR_CONFLICT",
     "AGENT_ERR_REJECTED",
     "AGENT_ERR_GAP",
+    "AGENT_ERR_UNAVAILABLE",
     "AGENT_ERR_PANIC",
 ]

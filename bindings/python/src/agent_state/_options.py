@@ -50,6 +50,18 @@ def change_log_json(value: Any) -> str:
     return encode_value(value)
 
 
+def agent_id_json(value: Any) -> str:
+    """The JSON of the ``agent_id`` open option: a ``str`` that UTF-8 can encode (the library
+    checks it is non-empty and at most 255 bytes)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"agent_id must be a str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError("agent_id is not valid UTF-8 (it has a lone surrogate)") from None
+    return encode_value(value)
+
+
 def open_options(
     initial_state: Any,
     max_value_bytes: Optional[int],
@@ -57,6 +69,8 @@ def open_options(
     busy_timeout_ms: Optional[int],
     read_only: Optional[bool],
     change_log: Optional[ChangeLogOption],
+    agent_id: Optional[str] = None,
+    max_connections: Optional[int] = None,
 ) -> Tuple[Optional[bytes], Optional[InitialStateCallback]]:
     """The options JSON for ``agent_open`` (``None``: all defaults), and the initial-state hook
     when ``initial_state`` is a callable (registered once the agent is open)."""
@@ -77,4 +91,8 @@ def open_options(
             options.append(f'"{name}":' + encode_value(value))
     if change_log is not None:
         options.append('"change_log":' + change_log_json(change_log))
+    if agent_id is not None:
+        options.append('"agent_id":' + agent_id_json(agent_id))
+    if max_connections is not None:
+        options.append('"max_connections":' + encode_value(max_connections))
     return (("{" + ",".join(options) + "}").encode("utf-8") if options else None), hook

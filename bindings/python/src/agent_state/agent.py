@@ -6,6 +6,7 @@ import ctypes
 import datetime as _dt
 import functools
 import os
+import re
 import threading
 import weakref
 from typing import Any, List, Mapping, Optional, Union
@@ -36,6 +37,8 @@ from .errors import AGENT_ERR_BAD_HANDLE, ClosedError, InvalidArgumentError
 __all__ = ["Agent", "library_version"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+#: The password of a ``postgres[ql]://user:password@host`` URI.
+_PASSWORD = re.compile(r"^(postgres(?:ql)?://[^/@:]*:)[^/@]*@")
 
 
 def _close_handle(handle: int) -> None:
@@ -65,22 +68,39 @@ class Agent:
     {'status': 'processing', 'at': 0}
 
     Args:
-        path: the store file (created when absent, mode 0600), or ``":memory:"`` for a private
-            in-memory store.
+        path: the store file (created when absent, mode 0600), ``":memory:"`` for a private
+            in-memory store, or a PostgreSQL connection URI (a ``str`` or ``bytes`` starting
+            with ``postgres://`` or ``postgresql://``, libpq syntax, e.g.
+            ``"postgresql:///app?host=/var/run/postgresql&port=5432&user=app"``; no TLS in
+            this build). ``str`` and ``bytes`` are passed to the library unchanged; only other
+            path-like objects go through ``os.fspath`` (a ``pathlib.Path`` would collapse the
+            URI's ``//``, so never wrap a URI in one).
         initial_state: the state shown while nothing is stored: a dict, or a callable returning
             one (called every time a default state is needed; it must not use this agent).
         max_value_bytes: the largest encoded state accepted (library default 2 MiB).
         synchronous: ``"full"`` (default: an acknowledged write survives power loss) or
-            ``"normal"`` (survives a process crash).
-        busy_timeout_ms: how long a write waits for another connection's lock (default 5000).
+            ``"normal"`` (survives a process crash); on PostgreSQL ``synchronous_commit`` on or
+            off.
+        busy_timeout_ms: how long a write waits for another connection's lock (default 5000);
+            on PostgreSQL it also bounds the connect and each statement
+            (:class:`~agent_state.UnavailableError` when the server cannot be reached in time).
         read_only: open the store read-only (writes raise :class:`~agent_state.StorageError`).
         change_log: the store's change log, which :meth:`poll`, :meth:`changes_since`,
             :meth:`state_at` and :meth:`restore` read: ``{"keep_last": N}`` and/or
             ``{"keep_seconds": T}`` (T an int or a ``timedelta``, rounded up to whole seconds;
             with both, both limits apply; the newest change is always kept) switch it on,
             ``False`` switches it off and drops it, ``None`` (the default) leaves the store's
-            setting. The setting is recorded in the file: every agent on it, in any process,
-            then logs its changes, whatever options it was opened with.
+            setting. The setting is recorded in the store: every handle on the agent, in any
+            process, then logs its changes, whatever options it was opened with.
+        agent_id: which agent of the store (a non-empty ``str`` of at most 255 UTF-8 bytes).
+            Required on PostgreSQL. On a SQLite file, ``None`` (the default) is the file's
+            single agent as before; with an id, one file holds many isolated agents (state,
+            version, change log, hooks), and the agents with an id in one process share one
+            connection per file. Anything but a ``str`` raises
+            :class:`~agent_state.InvalidArgumentError`.
+        max_connections: PostgreSQL: the most connections this process keeps to the server,
+            shared by all its agents on it (1 to 1000, library default 4; the pool has the
+            largest size any open asked for). A SQLite file has no pool and does not use it.
 
     Every method may be called from any thread, on one shared ``Agent``; calls release the GIL
     while the library works. ``close()`` is idempotent; any other call after it raises
@@ -97,6 +117,8 @@ class Agent:
         busy_timeout_ms: Optional[int] = None,
         read_only: Optional[bool] = None,
         change_log: Optional[ChangeLogOption] = None,
+        agent_id: Optional[str] = None,
+        max_connections: Optional[int] = None,
     ) -> None:
         self._handle = 0
         self._lock = threading.Lock()
@@ -109,7 +131,14 @@ class Agent:
         self._path = os.fsdecode(raw_path)
 
         options_json, hook = open_options(
-            initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only, change_log
+            initial_state,
+            max_value_bytes,
+            synchronous,
+            busy_timeout_ms,
+            read_only,
+            change_log,
+            agent_id,
+            max_connections,
         )
 
         lib = _native.library()
@@ -169,7 +198,9 @@ class Agent:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
-        return f"<agent_state.Agent {self._path!r} {state}>"
+        # A connection URI's password stays out of reprs (and so out of logs).
+        shown = _PASSWORD.sub(r"\1***@", self._path)
+        return f"<agent_state.Agent {shown!r} {state}>"
 
     def _h(self) -> int:
         handle = self._handle

@@ -32,6 +32,7 @@ __all__ = [
     "ConflictError",
     "RejectedError",
     "GapError",
+    "UnavailableError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -45,6 +46,7 @@ __all__ = [
     "AGENT_ERR_CONFLICT",
     "AGENT_ERR_REJECTED",
     "AGENT_ERR_GAP",
+    "AGENT_ERR_UNAVAILABLE",
     "AGENT_ERR_PANIC",
 ]
 
@@ -61,7 +63,7 @@ AGENT_ERR_JSON = 3
 AGENT_ERR_CODEC = 4
 #: The input, or the state a change would produce, exceeds ``max_value_bytes``.
 AGENT_ERR_TOO_LARGE = 5
-#: SQLite failed (I/O, read-only store, foreign or corrupt file, newer schema).
+#: The store failed (I/O, read-only store, foreign or corrupt file, newer schema).
 AGENT_ERR_STORAGE = 6
 #: The store stayed locked longer than ``busy_timeout_ms``, or a call came from inside the
 #: handle's own initial-state hook or validator.
@@ -75,6 +77,10 @@ AGENT_ERR_CONFLICT = 9
 AGENT_ERR_REJECTED = 10
 #: The change log no longer holds changes that were asked for (pruned by its retention).
 AGENT_ERR_GAP = 11
+#: The database server (PostgreSQL) could not be reached within ``busy_timeout_ms``, or the
+#: connection was lost. The call had no effect unless the message says a commit's outcome is
+#: unknown; the agent stays usable and reconnects on its next call.
+AGENT_ERR_UNAVAILABLE = 12
 #: A bug in the library was caught at the ABI boundary.
 AGENT_ERR_PANIC = 99
 
@@ -91,6 +97,7 @@ _STATUS_NAMES: Dict[int, str] = {
     AGENT_ERR_CONFLICT: "AGENT_ERR_CONFLICT",
     AGENT_ERR_REJECTED: "AGENT_ERR_REJECTED",
     AGENT_ERR_GAP: "AGENT_ERR_GAP",
+    AGENT_ERR_UNAVAILABLE: "AGENT_ERR_UNAVAILABLE",
     AGENT_ERR_PANIC: "AGENT_ERR_PANIC",
 }
 
@@ -175,8 +182,9 @@ class StateTooLargeError(AgentError):
 
 
 class StorageError(AgentError):
-    """``AGENT_ERR_STORAGE``: SQLite failed (I/O error, read-only store, a file that is not an
-    agent store, a store of a newer schema)."""
+    """``AGENT_ERR_STORAGE``: the store failed (SQLite I/O error, read-only store, a file that is
+    not an agent store, a store of a newer schema; a PostgreSQL error other than an unreachable
+    server, see :class:`UnavailableError`)."""
 
     default_status = AGENT_ERR_STORAGE
 
@@ -265,6 +273,19 @@ class GapError(AgentError):
         self.exceptions: List[BaseException] = list(exceptions)
 
 
+class UnavailableError(AgentError):
+    """``AGENT_ERR_UNAVAILABLE``: the database server (PostgreSQL) could not be reached within
+    ``busy_timeout_ms`` (refused, timed out, restarting), or the connection was lost.
+
+    The call had no effect, except when the connection dropped while a commit was in flight:
+    then the message says the commit's outcome is unknown (read the version to tell). The agent
+    stays usable: its next call reconnects, so retrying later is the remedy. A SQLite file never
+    raises it.
+    """
+
+    default_status = AGENT_ERR_UNAVAILABLE
+
+
 class PanicError(AgentError):
     """``AGENT_ERR_PANIC``: the library caught an internal bug at its boundary (please report
     it). The agent may still be used."""
@@ -284,6 +305,7 @@ _CLASSES: Dict[int, Type[AgentError]] = {
     AGENT_ERR_CONFLICT: ConflictError,
     AGENT_ERR_REJECTED: RejectedError,
     AGENT_ERR_GAP: GapError,
+    AGENT_ERR_UNAVAILABLE: UnavailableError,
     AGENT_ERR_PANIC: PanicError,
 }
 
