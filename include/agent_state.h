@@ -255,7 +255,7 @@ extern "C" {
  * (default false), `"change_log"` (`{"keep_last": N}` and/or `{"keep_seconds": T}`: switch the
  * agent's change log on, recorded in the store so that every handle logs its changes;
  * `false`: switch it off and drop it; absent: leave the store's setting), `"agent_id"` (a
- * non-empty UTF-8 string of at most 255 bytes: which agent of the store; required on
+ * non-empty UTF-8 string of at most 255 bytes, without NUL: which agent of the store; required on
  * PostgreSQL; on a SQLite file absent means the file's single agent), `"max_connections"`
  * (PostgreSQL: the most connections this process keeps to the server, shared by all its
  * handles to it, 1 to 1000, default 4; the pool has the largest size any open asked for).

@@ -111,8 +111,12 @@ impl OpenOptions {
                 "agent_id" => {
                     let id = value
                         .as_str()
-                        .filter(|s| !s.is_empty() && s.len() <= MAX_AGENT_ID_BYTES)
-                        .ok_or_else(|| bad("a non-empty string of at most 255 bytes (UTF-8)"))?;
+                        .filter(|s| {
+                            !s.is_empty() && s.len() <= MAX_AGENT_ID_BYTES && !s.contains('\0')
+                        })
+                        .ok_or_else(|| {
+                            bad("a non-empty string of at most 255 bytes (UTF-8), without NUL")
+                        })?;
                     options.agent_id = Some(id.to_string());
                 }
                 "max_connections" => {

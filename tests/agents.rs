@@ -337,7 +337,13 @@ fn a_schema_2_file_is_upgraded_in_place_keeping_state_version_and_log() {
 fn agent_id_must_be_a_non_empty_string_of_at_most_255_bytes() {
     let dir = TempDir::new("agents_ids");
     let path = dir.file("many.db");
-    for bad in [json!(""), json!(7), json!(null), json!("x".repeat(256))] {
+    for bad in [
+        json!(""),
+        json!(7),
+        json!(null),
+        json!("x".repeat(256)),
+        json!("a\0b"),
+    ] {
         let r =
             agent_state::OpenOptions::from_json(json!({"agent_id": bad}).to_string().as_bytes());
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{bad}: {r:?}");
