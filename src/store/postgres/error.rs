@@ -57,3 +57,11 @@ pub(super) fn classify(e: &postgres::Error, what: &str) -> Fault {
         _ => Fault::Answered(Error::Storage(format!("{what}: {text}"))),
     }
 }
+
+/// True when the failure was writing to a socket the server had already closed: the request
+/// never reached a live server, so it had no effect (whatever it was, a commit included).
+pub(super) fn unsent(e: &postgres::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|c| c.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
