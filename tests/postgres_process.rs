@@ -69,6 +69,14 @@ fn no_thread_is_started_and_a_forked_child_reconnects_on_its_own() {
         a.poll().unwrap();
     }
     assert_eq!(threads(), before, "the library started a thread");
+    // A host name is resolved on the calling thread (the client would use a thread pool).
+    let err = Agent::open(
+        Path::new("postgresql://postgres@localhost:1/postgres"),
+        &OpenOptions::from_json(br#"{"agent_id": "x", "busy_timeout_ms": 1000}"#).unwrap(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, agent_state::Error::Unavailable(_)), "{err}");
+    assert_eq!(threads(), before, "resolving a host name started a thread");
 
     // fork(): the child writes through an inherited handle; the parent's connections are
     // untouched (the same server processes serve it before and after).

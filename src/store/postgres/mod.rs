@@ -614,6 +614,10 @@ impl Backend for Postgres {
                     self.pool.checkin(open.conn);
                     Err(Error::Stale)
                 }
+                Err(e) if error::conflict(&e) => {
+                    self.pool.checkin(open.conn);
+                    Err(Error::Stale)
+                }
                 Err(e) => match classify(&e, "cannot commit") {
                     // Nothing reached the server (it closed the connection before): nothing
                     // was written, and the agent tries again under a lock, on a new connection.

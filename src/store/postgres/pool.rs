@@ -11,6 +11,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use std::net::{IpAddr, ToSocketAddrs};
+
+use postgres::config::Host;
 use postgres::{Client, Config, NoTls, Statement};
 
 use crate::error::{Error, Result};
@@ -253,21 +256,31 @@ impl Pool {
     fn connect(&self, wait: Duration) -> Result<Conn> {
         let mut config = self.config.clone();
         config.connect_timeout(wait.max(Duration::from_secs(1)));
-        let client = config.connect(NoTls).map_err(|e| {
+        let unavailable = |e: String| {
             Error::Unavailable(format!(
-                "cannot connect to the PostgreSQL server {}: {}",
-                self.shown,
-                super::error::describe(&e)
+                "cannot connect to the PostgreSQL server {}: {e}",
+                self.shown
             ))
-        })?;
-        Ok(Conn {
-            client: Some(client),
-            pid: std::process::id(),
-            settings: None,
-            statements: HashMap::new(),
-            reused: false,
-            idle_since: Instant::now(),
-        })
+        };
+        let mut last = None;
+        for candidate in resolved(&config).map_err(unavailable)? {
+            match candidate.connect(NoTls) {
+                Ok(client) => {
+                    return Ok(Conn {
+                        client: Some(client),
+                        pid: std::process::id(),
+                        settings: None,
+                        statements: HashMap::new(),
+                        reused: false,
+                        idle_since: Instant::now(),
+                    })
+                }
+                Err(e) => last = Some(super::error::describe(&e)),
+            }
+        }
+        Err(unavailable(
+            last.unwrap_or_else(|| "no address to connect to".into()),
+        ))
     }
 
     /// Returns a connection that is idle (no transaction open) and healthy.
@@ -318,6 +331,59 @@ impl Drop for Pool {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         state.idle.clear();
     }
+}
+
+/// The configurations to try in turn, with host names resolved here, on the calling thread:
+/// the client would resolve them on a thread of its runtime's blocking pool, and the library
+/// starts no thread. One host name: one configuration per address it resolves to (tried in
+/// order, as the client would); several hosts: each at its first address (the client then
+/// tries the hosts in order). Unix sockets and IP addresses need nothing.
+fn resolved(config: &Config) -> std::result::Result<Vec<Config>, String> {
+    let hosts = config.get_hosts();
+    let named = |h: &Host| matches!(h, Host::Tcp(name) if name.parse::<IpAddr>().is_err());
+    if !config.get_hostaddrs().is_empty() || !hosts.iter().any(named) {
+        return Ok(vec![config.clone()]);
+    }
+    let ports = config.get_ports();
+    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let lookup = |name: &str, port: u16| -> std::result::Result<Vec<IpAddr>, String> {
+        let addrs: Vec<IpAddr> = (name, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {name}: {e}"))?
+            .map(|a| a.ip())
+            .collect();
+        if addrs.is_empty() {
+            return Err(format!("{name} resolves to no address"));
+        }
+        Ok(addrs)
+    };
+    if hosts.len() == 1 {
+        let Host::Tcp(name) = &hosts[0] else {
+            return Ok(vec![config.clone()]);
+        };
+        return Ok(lookup(name, port(0))?
+            .into_iter()
+            .map(|ip| {
+                let mut c = config.clone();
+                c.hostaddr(ip);
+                c
+            })
+            .collect());
+    }
+    let mut c = config.clone();
+    for (i, host) in hosts.iter().enumerate() {
+        match host {
+            Host::Tcp(name) => match name.parse::<IpAddr>() {
+                Ok(ip) => c.hostaddr(ip),
+                Err(_) => c.hostaddr(lookup(name, port(i))?[0]),
+            },
+            // A Unix socket among TCP hosts: hostaddr cannot be given for it; let the
+            // client resolve (on its blocking pool) rather than refuse the URI.
+            #[allow(unreachable_patterns)]
+            _ => return Ok(vec![config.clone()]),
+        };
+    }
+    Ok(vec![c])
 }
 
 /// `uri` with any password replaced by `***`, for messages.
