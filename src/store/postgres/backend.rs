@@ -1,0 +1,377 @@
+//! [`Backend`] for [`Postgres`]: how the agent's calls map onto the pool, transactions and
+//! statements of `super`.
+
+use super::sql::*;
+use std::sync::Weak;
+
+use postgres::types::ToSql;
+
+use super::error::{self, classify, Fault};
+use super::{
+    no_transaction, opt_text, prune_bounds, retention, row_to_change, text, Kind, PendingLog,
+    Postgres,
+};
+use crate::error::{Error, Result};
+use crate::store::{Backend, LogRetention, LoggedChange, Mark, Retire};
+
+impl Backend for Postgres {
+    /// Nothing to register: connections inherited across `fork()` are let go of at the
+    /// child's first call on each handle ([`Backend::ensure_current`]) and by the pool.
+    fn register_owner(&self, _owner: Weak<dyn Retire>) {}
+
+    /// In a child process after `fork()`: forgets (never closes: the socket is the parent's)
+    /// the connection this handle held and the pool's inherited ones; the next statement
+    /// connects anew. Returns true then.
+    fn ensure_current(&mut self) -> Result<bool> {
+        let now = std::process::id();
+        if self.pid == now {
+            return Ok(false);
+        }
+        self.retire_inherited();
+        self.pool.ensure_current();
+        self.pid = now;
+        Ok(true)
+    }
+
+    fn retire_inherited(&mut self) {
+        if self.pid != std::process::id() {
+            // Conn's drop forgets a connection of another process.
+            drop(self.txn.get_mut().take());
+        }
+    }
+
+    fn commit_mark(&self) -> Option<Mark> {
+        None
+    }
+
+    /// Nothing to do: the freshness test is [`Backend::head`], and a read transaction's
+    /// snapshot is taken at its first statement.
+    fn refresh(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn data_version(&self) -> Option<u32> {
+        None
+    }
+
+    /// `SELECT version, change_log`: one round trip outside a transaction; inside a write
+    /// transaction, what it read when it began.
+    fn head(&self) -> Result<Option<(u64, Option<LogRetention>)>> {
+        let known = self.txn.borrow().as_ref().and_then(|o| o.head.clone());
+        let (version, log) = match known {
+            Some(head) => head,
+            None => {
+                let agent = &self.agent;
+                let head = self.read("cannot read the state's version", |conn| {
+                    let s = conn.statement(HEAD)?;
+                    Ok(conn
+                        .client()
+                        .query_opt(&s, &[agent])?
+                        .map_or((0, None), |r| (r.get(0), r.get(1))))
+                })?;
+                if let Some(open) = self.txn.borrow_mut().as_mut() {
+                    if open.kind == Kind::Read {
+                        open.head = Some(head.clone());
+                    }
+                }
+                head
+            }
+        };
+        Ok(Some((version as u64, retention(log)?)))
+    }
+
+    fn optimistic(&self) -> bool {
+        self.txn
+            .borrow()
+            .as_ref()
+            .is_some_and(|o| o.kind == Kind::Optimistic)
+    }
+
+    /// Checks out a connection and sends nothing: the commit is one statement.
+    fn begin_optimistic_write(&self) -> Result<()> {
+        self.refuse_writes()?;
+        self.begin(Kind::Optimistic, |_| Ok(()))
+    }
+
+    fn begin_read(&self) -> Result<()> {
+        self.begin(Kind::Read, |open| {
+            open.conn
+                .client()
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        })
+    }
+
+    /// `BEGIN`, then the agent's row `FOR UPDATE` (inserted empty first when missing), kept for
+    /// the transaction's reads.
+    fn begin_write(&self) -> Result<()> {
+        self.refuse_writes()?;
+        let agent = &self.agent;
+        self.begin(Kind::Locked, |open| {
+            open.conn.client().batch_execute("BEGIN")?;
+            let lock = open.conn.statement(ROW_FOR_UPDATE)?;
+            let mut row = open.conn.client().query_opt(&lock, &[agent])?;
+            if row.is_none() {
+                let insert = open.conn.statement(ENSURE_ROW)?;
+                open.conn.client().execute(&insert, &[agent])?;
+                row = open.conn.client().query_opt(&lock, &[agent])?;
+            }
+            open.keep_row(row.as_ref());
+            Ok(())
+        })
+    }
+
+    fn commit(&self) -> Result<()> {
+        let Some(mut open) = self.txn.borrow_mut().take() else {
+            return Err(no_transaction());
+        };
+        if open.failed {
+            self.end(open);
+            return Err(Error::Storage(
+                "cannot commit: a statement of the transaction failed; it was rolled back"
+                    .to_string(),
+            ));
+        }
+        if open.kind == Kind::Optimistic {
+            let Some((value, version)) = open.state.take() else {
+                self.pool.checkin(open.conn);
+                return Ok(());
+            };
+            let log = open.log.take();
+            let result = self.commit_optimistic(&mut open.conn, &value, version, log.as_ref());
+            return match result {
+                Ok(true) => {
+                    self.pool.checkin(open.conn);
+                    Ok(())
+                }
+                Ok(false) => {
+                    self.pool.checkin(open.conn);
+                    Err(Error::Stale)
+                }
+                Err(e) if error::conflict(&e) => {
+                    self.pool.checkin(open.conn);
+                    Err(Error::Stale)
+                }
+                Err(e) => match classify(&e, "cannot commit") {
+                    // Nothing reached the server (it closed the connection before): nothing
+                    // was written, and the agent tries again under a lock, on a new connection.
+                    Fault::Lost(_) if error::unsent(&e) => {
+                        self.pool.discard(open.conn, true);
+                        Err(Error::Stale)
+                    }
+                    Fault::Lost(_) => {
+                        self.pool.discard(open.conn, true);
+                        Err(Error::Unavailable(UNKNOWN_OUTCOME.to_string()))
+                    }
+                    Fault::Answered(err) => {
+                        self.pool.checkin(open.conn);
+                        Err(err)
+                    }
+                },
+            };
+        }
+        match open.conn.client().batch_execute("COMMIT") {
+            Ok(()) => {
+                self.pool.checkin(open.conn);
+                Ok(())
+            }
+            Err(e) => match classify(&e, "cannot commit") {
+                Fault::Lost(err) if error::unsent(&e) => {
+                    // The server closed the connection before the COMMIT: it rolled back.
+                    self.pool.discard(open.conn, true);
+                    Err(err)
+                }
+                Fault::Lost(_) => {
+                    self.pool.discard(open.conn, true);
+                    Err(if open.kind == Kind::Read {
+                        Error::Unavailable(
+                            "the connection to the PostgreSQL server was lost".to_string(),
+                        )
+                    } else {
+                        Error::Unavailable(UNKNOWN_OUTCOME.to_string())
+                    })
+                }
+                Fault::Answered(err) => {
+                    // A failed COMMIT ends the transaction: the connection is idle again.
+                    self.pool.checkin(open.conn);
+                    Err(err)
+                }
+            },
+        }
+    }
+
+    fn rollback(&self) {
+        if let Some(open) = self.txn.borrow_mut().take() {
+            self.end(open);
+        }
+    }
+
+    fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
+        let known = self.txn.borrow().as_ref().and_then(|o| {
+            // An optimistic write reads afresh (its reads are not one snapshot).
+            (o.kind != Kind::Optimistic)
+                .then(|| o.value.clone().zip(o.head.as_ref().map(|h| h.0)))
+                .flatten()
+        });
+        let (value, version) = match known {
+            Some(known) => known,
+            None => {
+                let agent = &self.agent;
+                let in_txn = self.txn.borrow().is_some();
+                if in_txn {
+                    self.in_txn("cannot read the state", |open| {
+                        let s = open.conn.statement(ROW)?;
+                        let row = open.conn.client().query_opt(&s, &[agent])?;
+                        open.keep_row(row.as_ref());
+                        Ok((
+                            row.as_ref().and_then(|r| r.get(0)),
+                            row.map_or(0, |r| r.get(1)),
+                        ))
+                    })?
+                } else {
+                    self.autocommit("cannot read the state", |conn| {
+                        let s = conn.statement(ROW)?;
+                        let row = conn.client().query_opt(&s, &[agent])?;
+                        Ok((
+                            row.as_ref().and_then(|r| r.get(0)),
+                            row.map_or(0, |r| r.get(1)),
+                        ))
+                    })?
+                }
+            }
+        };
+        Ok(value.map(|v: String| (v.into_bytes(), version as u64)))
+    }
+
+    fn write_state(&self, value: &[u8], version: u64) -> Result<()> {
+        let value = text(value)?;
+        let kind = self.txn.borrow().as_ref().map(|o| o.kind);
+        match kind {
+            None => Err(no_transaction()),
+            Some(Kind::Read) => Err(Error::Storage(
+                "cannot write inside a read transaction (internal)".to_string(),
+            )),
+            Some(Kind::Optimistic) => {
+                if let Some(open) = self.txn.borrow_mut().as_mut() {
+                    open.state = Some((value.to_string(), version));
+                }
+                Ok(())
+            }
+            Some(Kind::Locked) => {
+                let agent = &self.agent;
+                let v = version as i64;
+                self.in_txn("cannot write the state", |open| {
+                    let s = open.conn.statement(WRITE_STATE)?;
+                    open.conn.client().execute(&s, &[agent, &value, &v])?;
+                    open.value = Some(Some(value.to_string()));
+                    if let Some(head) = open.head.as_mut() {
+                        head.0 = v;
+                    }
+                    Ok(())
+                })
+            }
+        }
+    }
+
+    fn log_retention(&self) -> Result<Option<LogRetention>> {
+        Ok(self.head()?.and_then(|(_, log)| log))
+    }
+
+    fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()> {
+        let kind = self.txn.borrow().as_ref().map(|o| o.kind);
+        if kind != Some(Kind::Locked) {
+            return Err(Error::Storage(
+                "the change log's setting is written only under the row's lock (internal)"
+                    .to_string(),
+            ));
+        }
+        let json = retention.map(|r| r.to_json());
+        let setting = opt_text(json.as_deref())?;
+        let agent = &self.agent;
+        self.in_txn("cannot write the change log setting", |open| {
+            let s = open.conn.statement(SET_LOG)?;
+            open.conn.client().execute(&s, &[agent, &setting])?;
+            if setting.is_none() {
+                let s = open.conn.statement(CLEAR_LOG)?;
+                open.conn.client().execute(&s, &[agent])?;
+            }
+            if let Some(head) = open.head.as_mut() {
+                head.1 = setting.map(str::to_string);
+            }
+            Ok(())
+        })
+    }
+
+    fn log_change(&self, change: &LoggedChange, retention: LogRetention) -> Result<()> {
+        let kind = self.txn.borrow().as_ref().map(|o| o.kind);
+        match kind {
+            Some(Kind::Optimistic) => {
+                let pending = PendingLog::new(change, retention)?;
+                if let Some(open) = self.txn.borrow_mut().as_mut() {
+                    open.log = Some(pending);
+                }
+                Ok(())
+            }
+            Some(Kind::Locked) => {
+                let (below, since) = prune_bounds(change, retention);
+                let next = text(&change.next)?;
+                let patch = opt_text(change.patch.as_deref())?;
+                let prev = opt_text(change.prev.as_deref())?;
+                let (version, writer) = (change.version as i64, change.writer as i64);
+                let agent = &self.agent;
+                self.in_txn("cannot write the change log", |open| {
+                    let s = open.conn.statement(LOG_CHANGE)?;
+                    let params: [&(dyn ToSql + Sync); 9] = [
+                        agent,
+                        &version,
+                        &change.at_ms,
+                        &writer,
+                        &patch,
+                        &next,
+                        &prev,
+                        &below,
+                        &since,
+                    ];
+                    open.conn.client().execute(&s, &params)?;
+                    Ok(())
+                })
+            }
+            Some(Kind::Read) => Err(Error::Storage(
+                "cannot write inside a read transaction (internal)".to_string(),
+            )),
+            None => Err(no_transaction()),
+        }
+    }
+
+    fn changes_after(&self, after: u64) -> Result<Vec<LoggedChange>> {
+        let agent = &self.agent;
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let rows = self.read("cannot read the change log", |conn| {
+            let s = conn.statement(CHANGES_AFTER)?;
+            conn.client().query(&s, &[agent, &after])
+        })?;
+        Ok(rows.iter().map(row_to_change).collect())
+    }
+
+    fn change_at(&self, version: u64) -> Result<Option<LoggedChange>> {
+        let agent = &self.agent;
+        let Ok(version) = i64::try_from(version) else {
+            return Ok(None);
+        };
+        let row = self.read("cannot read the change log", |conn| {
+            let s = conn.statement(CHANGE_AT)?;
+            conn.client().query_opt(&s, &[agent, &version])
+        })?;
+        Ok(row.as_ref().map(row_to_change))
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        if let Some(open) = self.txn.get_mut().take() {
+            if open.conn.belongs_here() {
+                self.end(open);
+            }
+            // Otherwise dropping it forgets it (the parent's connection).
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The statements of the PostgreSQL backend (portable SQL: text and bigint columns, primary
+//! keys, `INSERT .. ON CONFLICT`, `UPDATE .. RETURNING`, `SELECT .. FOR UPDATE`, data-modifying
+//! `WITH`; no jsonb, no advisory locks, no LISTEN).
+
+pub(super) const HEAD: &str = "SELECT version, change_log FROM agent_state WHERE agent = $1";
+pub(super) const ROW: &str = "SELECT value, version, change_log FROM agent_state WHERE agent = $1";
+pub(super) const ROW_FOR_UPDATE: &str =
+    "SELECT value, version, change_log FROM agent_state WHERE agent = $1 FOR UPDATE";
+pub(super) const ENSURE_ROW: &str =
+    "INSERT INTO agent_state (agent) VALUES ($1) ON CONFLICT (agent) DO NOTHING";
+pub(super) const WRITE_STATE: &str =
+    "UPDATE agent_state SET value = $2, version = $3::bigint WHERE agent = $1";
+pub(super) const SET_LOG: &str = "UPDATE agent_state SET change_log = $2 WHERE agent = $1";
+pub(super) const CLEAR_LOG: &str = "DELETE FROM agent_changes WHERE agent = $1";
+/// Appends a change ($2: its version) and prunes: versions up to $8 (keep_last), and those
+/// older than $9 ms (keep_seconds); never the change just appended. (The DELETE does not see
+/// the row the INSERT adds: one snapshot for the whole statement.)
+pub(super) const LOG_CHANGE: &str = "
+WITH l AS (
+    INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev)
+    VALUES ($1, $2::bigint, $3::bigint, $4::bigint, $5::text, $6::text, $7::text)
+    ON CONFLICT (agent, version) DO UPDATE SET at_ms = excluded.at_ms, writer = excluded.writer,
+        patch = excluded.patch, next = excluded.next, prev = excluded.prev
+)
+DELETE FROM agent_changes WHERE agent = $1 AND version < $2::bigint
+    AND (version <= $8::bigint OR at_ms < $9::bigint)";
+pub(super) const CHANGES_AFTER: &str =
+    "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
+     WHERE agent = $1 AND version > $2::bigint ORDER BY version";
+pub(super) const CHANGE_AT: &str =
+    "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
+     WHERE agent = $1 AND version = $2::bigint";
+
+/// The optimistic commit of an agent's first state (version 1) with the log off: inserts the
+/// row, or fills the empty row (version 0) another handle left, if the log is still off.
+pub(super) const FIRST_WRITE: &str = "
+INSERT INTO agent_state AS s (agent, value, version) VALUES ($1, $2, 1)
+ON CONFLICT (agent) DO UPDATE SET value = excluded.value, version = 1
+    WHERE s.version = 0 AND s.change_log IS NULL
+RETURNING version";
+/// The optimistic commit of version $3 with the log off.
+pub(super) const NEXT_WRITE: &str = "
+UPDATE agent_state SET value = $2, version = $3::bigint
+WHERE agent = $1 AND version = $3::bigint - 1 AND change_log IS NULL
+RETURNING version";
+/// The optimistic commit of version $3 with the log on ($4: the retention it was computed
+/// with), its log entry ($5 at_ms, $6 writer, $7 patch, $8 next or NULL for $2, $9 prev) and
+/// the pruning ($10, $11 as in [`LOG_CHANGE`]), all or nothing.
+pub(super) const LOGGED_WRITE: &str = "
+WITH s AS (
+    UPDATE agent_state SET value = $2, version = $3::bigint
+    WHERE agent = $1 AND version = $3::bigint - 1 AND change_log = $4::text
+    RETURNING version
+), l AS (
+    INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev)
+    SELECT $1, version, $5::bigint, $6::bigint, $7::text, COALESCE($8::text, $2), $9::text FROM s
+    ON CONFLICT (agent, version) DO UPDATE SET at_ms = excluded.at_ms, writer = excluded.writer,
+        patch = excluded.patch, next = excluded.next, prev = excluded.prev
+), d AS (
+    DELETE FROM agent_changes WHERE agent = $1 AND EXISTS (SELECT 1 FROM s)
+        AND version < $3::bigint AND (version <= $10::bigint OR at_ms < $11::bigint)
+)
+SELECT count(*) FROM s";
+
+pub(super) const UNKNOWN_OUTCOME: &str =
+    "the connection was lost while committing: the outcome is unknown; read the state's version \
+     to tell";
