@@ -487,3 +487,107 @@ fn a_hook_writing_during_a_batch_of_deliveries_does_not_deadlock() {
         }
     }
 }
+
+/// The log holds patches, with a full state at checkpoints, and prunes in batches: over a
+/// history much longer than both periods, every retained version's state, every delivery and
+/// every `changes_since` is exactly what the writer committed, pruned versions are gaps, and
+/// the file holds few full states.
+#[test]
+fn a_long_history_of_patches_rebuilds_every_retained_state_exactly() {
+    const KEEP: u64 = 45;
+    const WRITES: u64 = 300;
+    let dir = TempDir::new("patch_log");
+    let path = dir.file("a.db");
+    let log = json!({"change_log": {"keep_last": KEEP}, "synchronous": "normal",
+                     "initial_state": {"big": "x".repeat(2000)}});
+    let writer = Agent::open(&path, &opts(log.clone())).unwrap();
+    let poller = Agent::open(&path, &opts(log)).unwrap();
+    let rec = Arc::new(Recorder::default());
+    poller.on_state_changed(rec.clone()).unwrap();
+    let mut committed = vec![text(&writer.get_state().unwrap())];
+    for i in 1..=WRITES {
+        let next = if i % 97 == 0 {
+            writer.replace_state(format!(r#"{{"replaced":{i}}}"#).as_bytes())
+        } else {
+            writer.set_state(
+                format!(
+                    r#"{{"n":{i},"k{}":{{"i":{i}}},"k{}":null}}"#,
+                    i % 7,
+                    (i + 3) % 7
+                )
+                .as_bytes(),
+            )
+        };
+        committed.push(text(&next.unwrap()));
+        // The poller falls behind by up to 40 changes (within the retention), then catches up.
+        if i % 40 == 0 {
+            poller.poll().unwrap();
+        }
+    }
+    poller.poll().unwrap();
+    let seen = rec.seen.lock().unwrap().clone();
+    assert_eq!(seen.len() as u64, WRITES);
+    for (k, (version, prev, next, _)) in seen.iter().enumerate() {
+        assert_eq!(*version, k as u64 + 1);
+        assert_eq!(prev, &committed[k], "prev of version {version}");
+        assert_eq!(next, &committed[k + 1], "next of version {version}");
+    }
+    // Every retained version, through the API and through a fresh handle.
+    let fresh = Agent::open(&path, &OpenOptions::default()).unwrap();
+    for v in 0..=WRITES {
+        let kept = v == 0 || v > WRITES - KEEP || v == WRITES;
+        // (Version 0 is the asking handle's initial state: the fresh handle has another.)
+        for a in [&writer, &fresh].into_iter().take(if v == 0 { 1 } else { 2 }) {
+            match a.state_at(v) {
+                Ok(s) if kept => assert_eq!(text(&s), committed[v as usize], "version {v}"),
+                Err(Error::Gap(_)) if !kept => {}
+                other => panic!("version {v} (kept: {kept}): {other:?}"),
+            }
+        }
+    }
+    let since: Value =
+        serde_json::from_slice(&fresh.changes_since(WRITES - KEEP).unwrap()).unwrap();
+    let since = since.as_array().unwrap();
+    assert_eq!(since.len() as u64, KEEP);
+    for c in since {
+        let v = c["version"].as_u64().unwrap();
+        assert_eq!(
+            c["next"].to_string(),
+            committed[v as usize],
+            "changes_since: version {v}"
+        );
+    }
+    assert!(matches!(
+        fresh.changes_since(WRITES - KEEP - 1),
+        Err(Error::Gap(_))
+    ));
+    // What the file holds: at most the retained changes plus the pruning slack (16) and the
+    // base they are rebuilt from (32), and full states only at checkpoints and replacements.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let (rows, full): (i64, i64) = c
+        .query_row("SELECT count(*), count(next) FROM agent_changes", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert!(rows as u64 <= KEEP + 16 + 32, "{rows} rows");
+    assert!(
+        full as u64 <= rows as u64 / 32 + 4,
+        "{full} full states in {rows} rows"
+    );
+}
+
+/// A lower retention, set by a later open, takes effect at once, before any new write.
+#[test]
+fn a_lower_retention_hides_older_changes_at_once() {
+    let dir = TempDir::new("retention_change");
+    let path = dir.file("a.db");
+    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 50}}))).unwrap();
+    for i in 0..20 {
+        a.set_state(format!(r#"{{"i":{i}}}"#).as_bytes()).unwrap();
+    }
+    let b = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 5}}))).unwrap();
+    assert!(matches!(b.changes_since(10), Err(Error::Gap(_))));
+    let since: Value = serde_json::from_slice(&b.changes_since(15).unwrap()).unwrap();
+    assert_eq!(since.as_array().unwrap().len(), 5);
+    assert_eq!(text(&b.state_at(16).unwrap()), r#"{"i":15}"#);
+}

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::cache::{self, Context, Current};
-use super::{Agent, Cursor, Inner, View};
+use super::{replay, Agent, Cursor, Inner, View};
 use crate::error::{Error, Result};
 use crate::hooks::{Patch, StateChange};
 use crate::store::{Backend, Txn};
@@ -93,35 +93,48 @@ impl Agent {
         if current.version <= cursor.version {
             return Ok(foreign);
         }
-        let mut prev = Arc::clone(&cursor.state);
+        let Some(retention) = current.log else {
+            return Ok(foreign);
+        };
+        // The state before the next change, when known (after a gap it is not).
+        let mut prev = Some(Arc::clone(&cursor.state));
         let mut expected = cursor.version + 1;
-        for c in store.changes_after(cursor.version)? {
+        for c in store.changes_after(cursor.version, retention)? {
             if c.version > current.version {
                 break;
             }
-            let next = Arc::new(accept::decode_stored(&c.next)?);
-            if let (Some(first_prev), true) = (c.prev, c.version == expected) {
+            if let (Some(first_prev), true) = (&c.prev, c.version == expected) {
                 // The first change of a store: its prev is the writer's initial state.
-                prev = Arc::new(accept::decode_stored(&first_prev)?);
+                prev = Some(Arc::new(accept::decode_stored(first_prev)?));
             }
-            if c.version != expected {
-                let from = foreign.gap.map_or(expected, |(from, _)| from);
-                foreign.gap = Some((from, c.version));
-            } else if c.writer != self.writer {
-                let patch = match c.patch {
-                    Some(p) => {
-                        Some(Patch::new(json::parse(&p).map_err(|e| {
-                            Error::Corrupt(format!("a logged patch: {e}"))
-                        })?))
-                    }
-                    None => None,
-                };
-                foreign.events.push(StateChange {
-                    next: Arc::clone(&next),
-                    prev,
-                    patch,
-                    version: c.version,
-                });
+            let before = prev.take().filter(|_| c.version == expected);
+            let next = match replay::next_state(&c, before.as_ref())? {
+                Some(next) => Some(next),
+                None => replay::rebuild(store, c.version)?,
+            };
+            match (before, &next) {
+                (Some(before), Some(next)) if c.writer != self.writer => {
+                    let patch = match &c.patch {
+                        Some(p) => {
+                            Some(Patch::new(json::parse(p).map_err(|e| {
+                                Error::Corrupt(format!("a logged patch: {e}"))
+                            })?))
+                        }
+                        None => None,
+                    };
+                    foreign.events.push(StateChange {
+                        next: Arc::clone(next),
+                        prev: before,
+                        patch,
+                        version: c.version,
+                    });
+                }
+                (Some(_), Some(_)) => {} // this handle's own change, delivered when made
+                // Its real prev is not retained (or it cannot be rebuilt): skipped, reported.
+                _ => {
+                    let from = foreign.gap.map_or(expected, |(from, _)| from);
+                    foreign.gap = Some((from, c.version));
+                }
             }
             prev = next;
             expected = c.version + 1;

@@ -3,10 +3,9 @@
 use std::sync::Arc;
 
 use super::cache::{self, Context};
-use super::{Agent, Inner};
+use super::{replay, Agent, Inner};
 use crate::error::{Error, Result};
 use crate::store::{LoggedChange, Txn};
-use crate::value::accept;
 use crate::value::snapshot::Snapshot;
 
 impl Agent {
@@ -28,14 +27,31 @@ impl Agent {
                 current.version
             )));
         }
-        let changes = txn.changes_after(after)?;
+        let Some(retention) = current.log else {
+            unreachable!("checked above")
+        };
+        let changes = txn.changes_after(after, retention)?;
         if after < current.version && changes.first().map(|c| c.version) != Some(after + 1) {
             return Err(Error::Gap(format!(
                 "the change log no longer holds the changes after version {after} (oldest retained: {})",
                 changes.first().map(|c| c.version.to_string()).unwrap_or_else(|| "none".into())
             )));
         }
-        Ok(changes_json(&changes))
+        // Each change's state: stored, or the previous one merged with its patch (the first
+        // one's predecessor rebuilt from the log when needed).
+        let mut states = Vec::with_capacity(changes.len());
+        let mut prev: Option<Arc<Snapshot>> = None;
+        for c in &changes {
+            let next = match replay::next_state(c, prev.as_ref())? {
+                Some(next) => next,
+                None => {
+                    replay::rebuild(&*txn, c.version)?.ok_or_else(|| unrebuildable(c.version))?
+                }
+            };
+            states.push(Arc::clone(&next));
+            prev = Some(next);
+        }
+        Ok(changes_json(&changes, &states))
     }
 
     /// The state at a version: the current one, one the change log retains, or version 0 (the
@@ -56,12 +72,16 @@ impl Agent {
                     current.version
                 )));
             } else {
-                let Some(c) = txn.change_at(version)? else {
+                let retained = match current.log {
+                    Some(retention) => txn.change_at(version, retention)?.is_some(),
+                    None => false, // the log is off: it retains nothing
+                };
+                if !retained {
                     return Err(Error::Gap(format!(
                         "version {version} is not retained by the change log"
                     )));
-                };
-                Some(Arc::new(accept::decode_stored(&c.next)?))
+                }
+                Some(replay::rebuild(&*txn, version)?.ok_or_else(|| unrebuildable(version))?)
             }
         };
         // The read transaction is over; the initial-state hook runs under the handle's lock,
@@ -73,11 +93,19 @@ impl Agent {
     }
 }
 
-/// The JSON array of [`Agent::changes_since`]. The logged patch and state are compact JSON
-/// already, so they are copied in as they are instead of being parsed and written again.
-fn changes_json(changes: &[LoggedChange]) -> Vec<u8> {
+/// A retained change whose state the log cannot rebuild: the log was changed behind the
+/// library's back.
+fn unrebuildable(version: u64) -> Error {
+    Error::Corrupt(format!(
+        "the change log keeps version {version} but not what rebuilds its state"
+    ))
+}
+
+/// The JSON array of [`Agent::changes_since`]. The logged patch and the states are compact
+/// JSON already, so they are copied in as they are instead of being parsed and written again.
+fn changes_json(changes: &[LoggedChange], states: &[Arc<Snapshot>]) -> Vec<u8> {
     let mut out = b"[".to_vec();
-    for (i, c) in changes.iter().enumerate() {
+    for (i, (c, next)) in changes.iter().zip(states).enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -86,7 +114,7 @@ fn changes_json(changes: &[LoggedChange]) -> Vec<u8> {
         );
         out.extend_from_slice(c.patch.as_deref().unwrap_or(b"null"));
         out.extend_from_slice(b",\"next\":");
-        out.extend_from_slice(&c.next);
+        out.extend_from_slice(next.json());
         out.push(b'}');
     }
     out.push(b']');

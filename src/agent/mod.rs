@@ -10,6 +10,7 @@ mod cache;
 mod feed;
 mod history;
 mod hooks;
+mod replay;
 mod write;
 
 use std::path::Path;

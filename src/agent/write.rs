@@ -11,7 +11,7 @@ use super::feed::Foreign;
 use super::{lock, Agent, Cursor, Inner, Versioned, View};
 use crate::error::{Error, Result};
 use crate::hooks::{Patch, StateChange};
-use crate::store::{Backend, LogRetention, LoggedChange, Txn};
+use crate::store::{Backend, LogRetention, NewChange, Txn};
 use crate::value::accept;
 use crate::value::snapshot::Snapshot;
 
@@ -225,13 +225,13 @@ impl Agent {
             };
             foreign = Some(self.foreign_changes(store, &view.cursor, &before)?);
             store.log_change(
-                &LoggedChange {
+                &NewChange {
                     version,
                     at_ms: now_ms(),
                     writer: self.writer,
-                    patch: patch.as_ref().map(|p| p.json().to_vec()),
-                    next: next.json().to_vec(),
-                    prev: (version == 1).then(|| prev.json().to_vec()),
+                    patch: patch.as_ref().map(|p| p.json()),
+                    next: next.json(),
+                    prev: (version == 1).then(|| prev.json()),
                 },
                 retention,
             )?;

@@ -21,7 +21,10 @@ use std::sync::Weak;
 use crate::error::Result;
 
 pub use txn::Txn;
-pub use types::{LogRetention, LoggedChange, Mark, StoreOptions, Synchronous, MAX_RETENTION};
+pub use types::{
+    LogRetention, LoggedChange, Mark, NewChange, StoreOptions, Synchronous, CHECKPOINT_EVERY,
+    MAX_RETENTION,
+};
 
 /// Opens the store at `path` with the backend it names: a `postgres://` or `postgresql://`
 /// connection URI is a PostgreSQL server, anything else a SQLite file.
@@ -150,13 +153,23 @@ pub trait Backend: Send {
     /// Switches the change log on with this retention, or off (`None`, dropping the log).
     fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()>;
 
-    /// Appends a change to the log and prunes what `retention` no longer keeps (never the
-    /// change just appended).
-    fn log_change(&self, change: &LoggedChange, retention: LogRetention) -> Result<()>;
+    /// Appends a change to the log. What `retention` no longer keeps disappears from the log
+    /// at once ([`Backend::changes_after`] and [`Backend::change_at`] never return it) and is
+    /// deleted, possibly later and in batches, except what [`Backend::replay_to`] still needs.
+    /// The backend may store a merge's `next` only at checkpoints (see
+    /// [`LoggedChange::next`]); the change's own patch rebuilds it otherwise.
+    fn log_change(&self, change: &NewChange<'_>, retention: LogRetention) -> Result<()>;
 
-    /// Logged changes with a version above `after`, oldest first.
-    fn changes_after(&self, after: u64) -> Result<Vec<LoggedChange>>;
+    /// The changes with a version above `after` that `retention` keeps, oldest first. A change
+    /// is kept when it is among the last `keep_last` and, with `keep_seconds`, at most that
+    /// old relative to the newest change (which is always kept).
+    fn changes_after(&self, after: u64, retention: LogRetention) -> Result<Vec<LoggedChange>>;
 
-    /// The logged change that made `version`, if retained.
-    fn change_at(&self, version: u64) -> Result<Option<LoggedChange>>;
+    /// The change that made `version`, if `retention` keeps it.
+    fn change_at(&self, version: u64, retention: LogRetention) -> Result<Option<LoggedChange>>;
+
+    /// What rebuilds the state at `version`: the logged changes from the newest one at or
+    /// below `version` that holds its full state, through `version`, oldest first, whether or
+    /// not retention still shows them. Empty when the log cannot rebuild it.
+    fn replay_to(&self, version: u64) -> Result<Vec<LoggedChange>>;
 }

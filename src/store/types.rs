@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark(pub [u32; 12]);
 
-/// One entry of the change log.
+/// One entry of the change log, as read back.
 #[derive(Debug, Clone)]
 pub struct LoggedChange {
     /// The state's version after this change.
@@ -26,9 +26,27 @@ pub struct LoggedChange {
     /// The state before the change, kept only for a store's first change (version 1), whose
     /// `prev` is the writer's initial state, which other handles cannot know.
     pub prev: Option<Vec<u8>>,
-    /// The state after the change (compact JSON).
-    pub next: Vec<u8>,
+    /// The state after the change (compact JSON), when the backend stored it: always for a
+    /// replacement; for a merge, at least at every [`CHECKPOINT_EVERY`]th version and at the
+    /// first change logged after a break, so that any logged state is rebuilt from a stored
+    /// one by at most that many patches (see [`Backend::replay_to`](super::Backend::replay_to)).
+    pub next: Option<Vec<u8>>,
 }
+
+/// A change to append to the log (borrowed: the state is not copied to be logged).
+#[derive(Debug, Clone, Copy)]
+pub struct NewChange<'a> {
+    pub version: u64,
+    pub at_ms: i64,
+    pub writer: u64,
+    pub patch: Option<&'a [u8]>,
+    pub prev: Option<&'a [u8]>,
+    pub next: &'a [u8],
+}
+
+/// A merge's full state is stored in the log at least at every this many versions: the most
+/// patches replayed to rebuild a logged state.
+pub const CHECKPOINT_EVERY: u64 = 32;
 
 /// Durability of a commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,11 +8,11 @@ use postgres::types::ToSql;
 
 use super::error::{self, classify, Fault};
 use super::{
-    no_transaction, opt_text, prune_bounds, retention, row_to_change, text, Kind, PendingLog,
-    Postgres,
+    keep_bounds, no_transaction, opt_text, prune_bounds, retention, row_to_change, text, Kind,
+    PendingLog, Postgres,
 };
 use crate::error::{Error, Result};
-use crate::store::{Backend, LogRetention, LoggedChange, Mark, Retire};
+use crate::store::{Backend, LogRetention, LoggedChange, Mark, NewChange, Retire};
 
 impl Backend for Postgres {
     /// Nothing to register: connections inherited across `fork()` are let go of at the
@@ -301,7 +301,7 @@ impl Backend for Postgres {
         })
     }
 
-    fn log_change(&self, change: &LoggedChange, retention: LogRetention) -> Result<()> {
+    fn log_change(&self, change: &NewChange<'_>, retention: LogRetention) -> Result<()> {
         let kind = self.txn.borrow().as_ref().map(|o| o.kind);
         match kind {
             Some(Kind::Optimistic) => {
@@ -313,9 +313,9 @@ impl Backend for Postgres {
             }
             Some(Kind::Locked) => {
                 let (below, since) = prune_bounds(change, retention);
-                let next = text(&change.next)?;
-                let patch = opt_text(change.patch.as_deref())?;
-                let prev = opt_text(change.prev.as_deref())?;
+                let next = text(change.next)?;
+                let patch = opt_text(change.patch)?;
+                let prev = opt_text(change.prev)?;
                 let (version, writer) = (change.version as i64, change.writer as i64);
                 let agent = &self.agent;
                 self.in_txn("cannot write the change log", |open| {
@@ -342,36 +342,41 @@ impl Backend for Postgres {
         }
     }
 
-    fn changes_after(&self, after: u64) -> Result<Vec<LoggedChange>> {
+    fn changes_after(&self, after: u64, retention: LogRetention) -> Result<Vec<LoggedChange>> {
         let agent = &self.agent;
         let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let (keep_last, keep_ms) = keep_bounds(retention);
         let rows = self.read("cannot read the change log", |conn| {
             let s = conn.statement(CHANGES_AFTER)?;
-            conn.client().query(&s, &[agent, &after])
+            conn.client()
+                .query(&s, &[agent, &after, &keep_last, &keep_ms])
         })?;
         Ok(rows.iter().map(row_to_change).collect())
     }
 
-    fn change_at(&self, version: u64) -> Result<Option<LoggedChange>> {
+    fn change_at(&self, version: u64, retention: LogRetention) -> Result<Option<LoggedChange>> {
         let agent = &self.agent;
         let Ok(version) = i64::try_from(version) else {
             return Ok(None);
         };
+        let (keep_last, keep_ms) = keep_bounds(retention);
         let row = self.read("cannot read the change log", |conn| {
             let s = conn.statement(CHANGE_AT)?;
-            conn.client().query_opt(&s, &[agent, &version])
+            conn.client()
+                .query_opt(&s, &[agent, &version, &keep_last, &keep_ms])
         })?;
         Ok(row.as_ref().map(row_to_change))
     }
-}
 
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        if let Some(open) = self.txn.get_mut().take() {
-            if open.conn.belongs_here() {
-                self.end(open);
-            }
-            // Otherwise dropping it forgets it (the parent's connection).
-        }
+    fn replay_to(&self, version: u64) -> Result<Vec<LoggedChange>> {
+        let agent = &self.agent;
+        let Ok(version) = i64::try_from(version) else {
+            return Ok(Vec::new());
+        };
+        let rows = self.read("cannot read the change log", |conn| {
+            let s = conn.statement(REPLAY_TO)?;
+            conn.client().query(&s, &[agent, &version])
+        })?;
+        Ok(rows.iter().map(row_to_change).collect())
     }
 }

@@ -23,7 +23,7 @@ use postgres::Row;
 
 use self::error::{classify, Fault};
 use self::pool::{Conn, Pool, Settings};
-use super::{LogRetention, LoggedChange, StoreOptions};
+use super::{LogRetention, LoggedChange, NewChange, StoreOptions};
 use crate::error::{Error, Result};
 
 mod backend;
@@ -363,15 +363,15 @@ struct PendingLog {
 }
 
 impl PendingLog {
-    fn new(change: &LoggedChange, retention: LogRetention) -> Result<PendingLog> {
+    fn new(change: &NewChange<'_>, retention: LogRetention) -> Result<PendingLog> {
         let (below, since) = prune_bounds(change, retention);
         Ok(PendingLog {
             retention: text(&retention.to_json())?.to_string(),
             at_ms: change.at_ms,
             writer: change.writer as i64,
-            patch: opt_text(change.patch.as_deref())?.map(str::to_string),
-            next: text(&change.next)?.to_string(),
-            prev: opt_text(change.prev.as_deref())?.map(str::to_string),
+            patch: opt_text(change.patch)?.map(str::to_string),
+            next: text(change.next)?.to_string(),
+            prev: opt_text(change.prev)?.map(str::to_string),
             below,
             since,
         })
@@ -393,7 +393,7 @@ fn opt_text(bytes: Option<&[u8]>) -> Result<Option<&str>> {
 
 /// The pruning bounds of `retention` after `change`: delete versions up to the first (when
 /// keep_last), and entries older than the second (ms, when keep_seconds).
-fn prune_bounds(change: &LoggedChange, retention: LogRetention) -> (Option<i64>, Option<i64>) {
+fn prune_bounds(change: &NewChange<'_>, retention: LogRetention) -> (Option<i64>, Option<i64>) {
     let below = retention
         .keep_last
         .map(|keep| change.version.saturating_sub(keep.max(1)) as i64);
@@ -401,6 +401,16 @@ fn prune_bounds(change: &LoggedChange, retention: LogRetention) -> (Option<i64>,
         .keep_seconds
         .map(|s| change.at_ms.saturating_sub(s.saturating_mul(1000) as i64));
     (below, since)
+}
+
+/// `keep_last` and `keep_seconds` in milliseconds, as statement parameters.
+fn keep_bounds(retention: LogRetention) -> (Option<i64>, Option<i64>) {
+    (
+        retention.keep_last.map(|n| n.max(1) as i64),
+        retention
+            .keep_seconds
+            .map(|s| s.saturating_mul(1000).min(i64::MAX as u64) as i64),
+    )
 }
 
 fn retention(text: Option<String>) -> Result<Option<LogRetention>> {
@@ -418,7 +428,7 @@ fn row_to_change(r: &Row) -> LoggedChange {
         at_ms: r.get(1),
         writer: r.get::<_, i64>(2) as u64,
         patch: r.get::<_, Option<String>>(3).map(String::into_bytes),
-        next: r.get::<_, String>(4).into_bytes(),
+        next: r.get::<_, Option<String>>(4).map(String::into_bytes),
         prev: r.get::<_, Option<String>>(5).map(String::into_bytes),
     }
 }

@@ -24,10 +24,30 @@ WITH l AS (
 )
 DELETE FROM agent_changes WHERE agent = $1 AND version < $2::bigint
     AND (version <= $8::bigint OR at_ms < $9::bigint)";
+/// The changes after $2 that the retention ($3 keep_last, $4 keep_seconds in ms; NULL when
+/// unset) keeps relative to the newest change: the rule pruning applies as each change is
+/// logged, so what a retention setting changed since the last write is already in effect
+/// (as on SQLite, which prunes in batches and hides the rest).
 pub(super) const CHANGES_AFTER: &str =
-    "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
-     WHERE agent = $1 AND version > $2::bigint ORDER BY version";
-pub(super) const CHANGE_AT: &str =
+    "SELECT c.version, c.at_ms, c.writer, c.patch, c.next, c.prev
+     FROM agent_changes c,
+          (SELECT version AS v, at_ms AS t FROM agent_changes WHERE agent = $1
+           ORDER BY version DESC LIMIT 1) n
+     WHERE c.agent = $1 AND c.version > $2::bigint
+       AND ($3::bigint IS NULL OR c.version > n.v - $3::bigint)
+       AND ($4::bigint IS NULL OR c.at_ms >= n.t - $4::bigint OR c.version = n.v)
+     ORDER BY c.version";
+/// The change that made $2, if the retention keeps it (as in [`CHANGES_AFTER`]).
+pub(super) const CHANGE_AT: &str = "SELECT c.version, c.at_ms, c.writer, c.patch, c.next, c.prev
+     FROM agent_changes c,
+          (SELECT version AS v, at_ms AS t FROM agent_changes WHERE agent = $1
+           ORDER BY version DESC LIMIT 1) n
+     WHERE c.agent = $1 AND c.version = $2::bigint
+       AND ($3::bigint IS NULL OR c.version > n.v - $3::bigint)
+       AND ($4::bigint IS NULL OR c.at_ms >= n.t - $4::bigint OR c.version = n.v)";
+/// The change that made $2, kept or not (this backend stores every change's state, so it
+/// alone rebuilds the state at $2).
+pub(super) const REPLAY_TO: &str =
     "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
      WHERE agent = $1 AND version = $2::bigint";
 

@@ -11,7 +11,32 @@ use rusqlite::OptionalExtension;
 
 use super::Sqlite;
 use crate::error::{Error, Result};
-use crate::store::{LogRetention, LoggedChange};
+use crate::store::{LogRetention, LoggedChange, NewChange, CHECKPOINT_EVERY};
+
+/// Pruning runs at every this many versions, deleting in one statement what retention no
+/// longer keeps (reads hide it meanwhile).
+const PRUNE_EVERY: u64 = 16;
+
+/// The SQL condition that change `c` is kept by the retention `keep_last` / `keep_ms` (SQL
+/// expressions, NULL when unset) relative to the newest change (`newest`, `newest_at`): among
+/// the last `keep_last`, and no older than `keep_ms` before the newest, which is always kept.
+/// The same rule as pruning each change as it is logged, which is what reads must show.
+fn visible(c: &str, newest: &str, newest_at: &str, keep_last: &str, keep_ms: &str) -> String {
+    format!(
+        "({keep_last} IS NULL OR {c}.version > {newest} - {keep_last}) AND \
+         ({keep_ms} IS NULL OR {c}.at_ms >= {newest_at} - {keep_ms} OR {c}.version = {newest})"
+    )
+}
+
+/// `keep_last` and `keep_seconds` in milliseconds, as SQL parameters.
+fn bounds(retention: LogRetention) -> (Option<i64>, Option<i64>) {
+    (
+        retention.keep_last.map(|n| n.max(1) as i64),
+        retention
+            .keep_seconds
+            .map(|s| s.saturating_mul(1000) as i64),
+    )
+}
 
 /// Schemas 1 and 2: the key of the state entry in `agent_kv`.
 const OLD_STATE_KEY: &str = "__agent_state";
@@ -89,20 +114,22 @@ impl Sqlite {
         Ok(())
     }
 
-    /// Appends a change to the agent's log and prunes what `retention` no longer keeps: beyond
-    /// the last `keep_last` entries, and entries older than `keep_seconds` before this change.
-    /// The entry just written is always kept.
+    /// Appends a change to the agent's log. A merge's full state is stored only at every
+    /// [`CHECKPOINT_EVERY`]th version and when the change before it is not logged (the log was
+    /// just switched on): otherwise its patch is what the log holds, a few dozen bytes instead
+    /// of the whole state. Every [`PRUNE_EVERY`]th change deletes, in one statement, what
+    /// `retention` no longer keeps except the stored state that the oldest kept change is
+    /// rebuilt from; until then, reads hide it (see [`visible`]).
     pub(super) fn log_change(
         &self,
         agent: &str,
-        change: &LoggedChange,
+        change: &NewChange<'_>,
         retention: LogRetention,
     ) -> Result<()> {
-        let keep_last = retention.keep_last;
-        let keep_since_ms = retention
-            .keep_seconds
-            .map(|s| change.at_ms.saturating_sub(s.saturating_mul(1000) as i64));
         let fail = |e| self.storage_err("cannot write the change log", e);
+        let full = change.patch.is_none()
+            || change.version.is_multiple_of(CHECKPOINT_EVERY)
+            || !self.logged(agent, change.version.saturating_sub(1))?;
         self.conn()?
             .prepare_cached(
                 "INSERT OR REPLACE INTO agent_changes
@@ -114,64 +141,121 @@ impl Sqlite {
                 change.version as i64,
                 change.at_ms,
                 change.writer as i64,
-                change.patch.as_deref(),
-                change.next.as_slice(),
-                change.prev.as_deref()
+                change.patch,
+                full.then_some(change.next),
+                change.prev
             ])
             .map_err(fail)?;
-        if let Some(keep) = keep_last {
-            let below = change.version.saturating_sub(keep.max(1)) as i64;
+        if change.version.is_multiple_of(PRUNE_EVERY) {
+            let (keep_last, keep_ms) = bounds(retention);
             self.conn()?
-                .prepare_cached("DELETE FROM agent_changes WHERE agent = ?1 AND version <= ?2")?
-                .execute(rusqlite::params![agent, below])
-                .map_err(fail)?;
-        }
-        if let Some(since) = keep_since_ms {
-            self.conn()?
-                .prepare_cached(
-                    "DELETE FROM agent_changes WHERE agent = ?1 AND at_ms < ?2 AND version < ?3",
-                )?
-                .execute(rusqlite::params![agent, since, change.version as i64])
+                .prepare_cached(&format!(
+                    "DELETE FROM agent_changes WHERE agent = ?1 AND version < (
+                       SELECT max(b.version) FROM agent_changes b
+                       WHERE b.agent = ?1 AND b.next IS NOT NULL AND b.version <= (
+                         SELECT min(c.version) FROM agent_changes c
+                         WHERE c.agent = ?1 AND {}))",
+                    visible("c", "?2", "?3", "?4", "?5")
+                ))?
+                .execute(rusqlite::params![
+                    agent,
+                    change.version as i64,
+                    change.at_ms,
+                    keep_last,
+                    keep_ms
+                ])
                 .map_err(fail)?;
         }
         Ok(())
     }
 
-    /// The agent's logged changes with a version above `after`, oldest first.
-    pub(super) fn changes_after(&self, agent: &str, after: u64) -> Result<Vec<LoggedChange>> {
+    /// True when the agent's log holds the change that made `version`.
+    fn logged(&self, agent: &str, version: u64) -> Result<bool> {
+        Ok(self
+            .conn()?
+            .prepare_cached("SELECT 1 FROM agent_changes WHERE agent = ?1 AND version = ?2")?
+            .query_row(rusqlite::params![agent, version as i64], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    /// The agent's logged changes with a version above `after` that `retention` keeps, oldest
+    /// first.
+    pub(super) fn changes_after(
+        &self,
+        agent: &str,
+        after: u64,
+        retention: LogRetention,
+    ) -> Result<Vec<LoggedChange>> {
+        self.kept_changes(agent, "c.version > ?2", after, retention)
+    }
+
+    /// The agent's logged change that made `version`, if `retention` keeps it.
+    pub(super) fn change_at(
+        &self,
+        agent: &str,
+        version: u64,
+        retention: LogRetention,
+    ) -> Result<Option<LoggedChange>> {
+        Ok(self
+            .kept_changes(agent, "c.version = ?2", version, retention)?
+            .pop())
+    }
+
+    /// The kept changes (see [`visible`]) with versions matching `filter` (on `?2`).
+    fn kept_changes(
+        &self,
+        agent: &str,
+        filter: &str,
+        version: u64,
+        retention: LogRetention,
+    ) -> Result<Vec<LoggedChange>> {
+        let (keep_last, keep_ms) = bounds(retention);
+        let sql = match self.schema {
+            1 => return Ok(Vec::new()),
+            // A version-2 store (read-only) was pruned exactly: all it holds is kept.
+            2 => format!(
+                "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes c
+                 WHERE {filter} AND ?1 IS NOT NULL AND ?3 IS ?3 AND ?4 IS ?4 ORDER BY version"
+            ),
+            _ => format!(
+                "SELECT c.version, c.at_ms, c.writer, c.patch, c.next, c.prev
+                 FROM agent_changes c,
+                      (SELECT version AS v, at_ms AS t FROM agent_changes WHERE agent = ?1
+                       ORDER BY version DESC LIMIT 1) n
+                 WHERE c.agent = ?1 AND {filter} AND {}
+                 ORDER BY c.version",
+                visible("c", "n.v", "n.t", "?3", "?4")
+            ),
+        };
+        let mut stmt = self.conn()?.prepare_cached(&sql)?;
+        let rows = stmt.query_map(
+            rusqlite::params![agent, version as i64, keep_last, keep_ms],
+            row_to_change,
+        )?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The agent's logged changes from the newest one at or below `version` that holds its
+    /// full state through `version`, kept or not.
+    pub(super) fn replay_to(&self, agent: &str, version: u64) -> Result<Vec<LoggedChange>> {
         let sql = match self.schema {
             1 => return Ok(Vec::new()),
             2 => {
                 "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
-                 WHERE version > ?1 AND ?2 IS NOT NULL ORDER BY version"
+                 WHERE version = ?2 AND ?1 IS NOT NULL"
             }
             _ => {
                 "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
-                 WHERE agent = ?2 AND version > ?1 ORDER BY version"
+                 WHERE agent = ?1 AND version <= ?2 AND version >= (
+                   SELECT max(version) FROM agent_changes
+                   WHERE agent = ?1 AND version <= ?2 AND next IS NOT NULL)
+                 ORDER BY version"
             }
         };
         let mut stmt = self.conn()?.prepare_cached(sql)?;
-        let rows = stmt.query_map(rusqlite::params![after as i64, agent], row_to_change)?;
+        let rows = stmt.query_map(rusqlite::params![agent, version as i64], row_to_change)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-    }
-
-    /// The agent's logged change that made `version`, if retained.
-    pub(super) fn change_at(&self, agent: &str, version: u64) -> Result<Option<LoggedChange>> {
-        let sql = match self.schema {
-            1 => return Ok(None),
-            2 => {
-                "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
-                 WHERE version = ?1 AND ?2 IS NOT NULL"
-            }
-            _ => {
-                "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
-                 WHERE agent = ?2 AND version = ?1"
-            }
-        };
-        let mut stmt = self.conn()?.prepare_cached(sql)?;
-        Ok(stmt
-            .query_row(rusqlite::params![version as i64, agent], row_to_change)
-            .optional()?)
     }
 
     /// The agent's change log retention as stored (`None`: the log is off).
@@ -238,7 +322,10 @@ fn row_to_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<LoggedChange> {
             rusqlite::types::ValueRef::Null => None,
             v => Some(v.as_bytes()?.to_vec()),
         },
-        next: r.get_ref(4)?.as_bytes()?.to_vec(),
+        next: match r.get_ref(4)? {
+            rusqlite::types::ValueRef::Null => None,
+            v => Some(v.as_bytes()?.to_vec()),
+        },
         prev: match r.get_ref(5)? {
             rusqlite::types::ValueRef::Null => None,
             v => Some(v.as_bytes()?.to_vec()),

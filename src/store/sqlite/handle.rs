@@ -11,7 +11,7 @@ use super::schema::create_private_file;
 use super::shared::Shared;
 use super::Sqlite;
 use crate::error::{Error, Result};
-use crate::store::{Backend, LogRetention, LoggedChange, Mark, StoreOptions};
+use crate::store::{Backend, LogRetention, LoggedChange, Mark, NewChange, StoreOptions};
 
 /// The [`Backend`] of one handle on a SQLite file.
 pub struct SqliteAgent {
@@ -154,16 +154,20 @@ impl Backend for SqliteAgent {
         self.with(|c| c.set_log_retention(&self.agent, retention))
     }
 
-    fn log_change(&self, change: &LoggedChange, retention: LogRetention) -> Result<()> {
+    fn log_change(&self, change: &NewChange<'_>, retention: LogRetention) -> Result<()> {
         self.with(|c| c.log_change(&self.agent, change, retention))
     }
 
-    fn changes_after(&self, after: u64) -> Result<Vec<LoggedChange>> {
-        self.with(|c| c.changes_after(&self.agent, after))
+    fn changes_after(&self, after: u64, retention: LogRetention) -> Result<Vec<LoggedChange>> {
+        self.with(|c| c.changes_after(&self.agent, after, retention))
     }
 
-    fn change_at(&self, version: u64) -> Result<Option<LoggedChange>> {
-        self.with(|c| c.change_at(&self.agent, version))
+    fn change_at(&self, version: u64, retention: LogRetention) -> Result<Option<LoggedChange>> {
+        self.with(|c| c.change_at(&self.agent, version, retention))
+    }
+
+    fn replay_to(&self, version: u64) -> Result<Vec<LoggedChange>> {
+        self.with(|c| c.replay_to(&self.agent, version))
     }
 }
 

@@ -8,7 +8,8 @@
 //! the row then only holds the log setting), the state's version, which counts its commits (1
 //! for the first write), and the change log's retention (JSON; NULL: the log is off). Table
 //! `agent_changes(agent, version, at_ms, writer, patch, next, prev)`, keyed by agent and
-//! version, is the optional change log, written in the same transaction as the state. The
+//! version, is the optional change log, written in the same transaction as the state: a
+//! merge's patch, and its full state (`next`) only at checkpoints (see `entries`). The
 //! journal is WAL, so readers never block the writer.
 //!
 //! Schema history: 1 had one table `agent_kv(key, value)` with the state under the key
@@ -246,7 +247,7 @@ CREATE TABLE agent_changes (
     at_ms INTEGER NOT NULL,
     writer INTEGER NOT NULL,
     patch BLOB,
-    next BLOB NOT NULL,
+    next BLOB,
     prev BLOB,
     PRIMARY KEY (agent, version));";
 

@@ -1,0 +1,56 @@
+//! Rebuilding logged states. The change log holds a merge's patch, and the full state only at
+//! checkpoints (see [`crate::store::LoggedChange::next`]): a logged state is its change's stored
+//! `next`, or the state before it merged with its patch, exactly as the writer merged it.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::store::{Backend, LoggedChange};
+use crate::value::snapshot::Snapshot;
+use crate::value::{accept, json};
+
+/// The state after `change`, from its stored state or from `prev` (the state before it) and
+/// its patch; `None` when neither is at hand.
+pub(super) fn next_state(
+    change: &LoggedChange,
+    prev: Option<&Arc<Snapshot>>,
+) -> Result<Option<Arc<Snapshot>>> {
+    if let Some(next) = &change.next {
+        return Ok(Some(Arc::new(accept::decode_stored(next)?)));
+    }
+    let (Some(prev), Some(patch)) = (prev, &change.patch) else {
+        return Ok(None);
+    };
+    let corrupt = |e: Error| {
+        Error::Corrupt(format!(
+            "the change log's patch of version {}: {e}",
+            change.version
+        ))
+    };
+    let Value::Object(patch) = json::parse(patch).map_err(corrupt)? else {
+        return Err(corrupt(Error::InvalidArgument("not an object".into())));
+    };
+    // The writer's size cap held when it merged; a replay never refuses what was committed.
+    let next = prev.merge(&patch, usize::MAX).map_err(corrupt)?;
+    Ok(Some(Arc::new(next)))
+}
+
+/// The state at `version`, rebuilt from the newest stored state at or below it and the
+/// patches after that; `None` when the log cannot rebuild it.
+pub(super) fn rebuild(store: &dyn Backend, version: u64) -> Result<Option<Arc<Snapshot>>> {
+    let mut state: Option<Arc<Snapshot>> = None;
+    let mut expected = None;
+    for change in store.replay_to(version)? {
+        if expected.is_some_and(|e| e != change.version) {
+            return Ok(None);
+        }
+        state = next_state(&change, state.as_ref())?;
+        if state.is_none() {
+            return Ok(None);
+        }
+        expected = Some(change.version + 1);
+    }
+    Ok(state.filter(|_| expected == Some(version + 1)))
+}
