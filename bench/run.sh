@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # make bench (full) / make bench-smoke (smoke): agent_state against what users would write
-# instead, through the C ABI, the Python binding and the Go binding, in one run. Prints the
-# tables and keeps the raw figures in target/bench/*.json.
+# instead, through the C ABI (SQLite and PostgreSQL), the Python binding and the Go binding, in
+# one run. Prints the tables and keeps the raw figures in target/bench/*.json.
+#
+# The PostgreSQL bench runs against the server at AGENT_STATE_TEST_PG_URI, or else a throwaway
+# one (tests/pg/with-server.sh); with no server to be had outside CI, it says it was skipped.
 #
 # Full mode takes a few minutes. Smoke mode runs a few hundred operations per case, so the
 # harness cannot rot; its figures mean nothing and its PASS/MISS marks are not checked.
@@ -25,6 +28,12 @@ cargo build --release --lib
 cargo bench --bench abi -- $smoke_flag --out "$out/abi.json" | tee "$out/abi.md"
 
 echo
+echo "== C ABI, PostgreSQL ($mode): cargo bench --bench postgres"
+rm -f "$out/postgres.json"
+bash "$root/tests/pg/with-server.sh" cargo bench --bench postgres -- $smoke_flag --out "$out/postgres.json" \
+    | tee "$out/postgres.md"
+
+echo
 echo "== Python binding ($mode)"
 "$root/bindings/python/bench.sh" $smoke_flag --out "$out/python.json" | tee "$out/python.md"
 
@@ -35,4 +44,4 @@ echo "== Go binding ($mode)"
 (cd "$root/bindings/go" && go run ./cmd/agentstate-bench ${smoke_flag:+-smoke} -out "$out/go.json") | tee "$out/go.md"
 
 echo
-echo "bench: raw figures in $out (abi.json, python.json, go.json)"
+echo "bench: raw figures in $out (abi.json, postgres.json, python.json, go.json)"

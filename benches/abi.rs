@@ -12,100 +12,16 @@
 //!
 //! Usage: `cargo bench --bench abi -- [--smoke] [--out FILE]`.
 
-// It calls the C ABI as a C program would, which takes `unsafe` (each block has its SAFETY note).
-#![allow(unsafe_code)]
+mod support;
 
-use std::ffi::{c_char, c_void, CStr, CString};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
-
-// Links the library, whose exported `agent_*` symbols the declarations below resolve to.
-extern crate agent_state;
 
 use rusqlite::Connection;
-use serde_json::{Map, Value};
-
-#[repr(C)]
-struct AgentBuffer {
-    data: *const u8,
-    len: usize,
-    owner: *mut c_void,
-}
-
-extern "C" {
-    fn agent_open(path: *const c_char, options: *const c_char, out: *mut u64) -> i32;
-    fn agent_close(h: u64) -> i32;
-    fn agent_get_state(h: u64, out: *mut AgentBuffer) -> i32;
-    fn agent_set_state(h: u64, patch: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
-    fn agent_replace_state(h: u64, next: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
-    fn agent_buffer_free(buf: *mut AgentBuffer);
-    fn agent_last_error() -> *const c_char;
-}
-
-fn check(status: i32, what: &str) {
-    if status != 0 {
-        // SAFETY: agent_last_error returns a valid NUL-terminated string owned by the library.
-        let msg = unsafe { CStr::from_ptr(agent_last_error()) };
-        panic!("{what} failed with {status}: {}", msg.to_string_lossy());
-    }
-}
-
-/// An agent handle through the C ABI.
-struct Abi(u64);
-
-impl Abi {
-    fn open(path: &Path, options: &str) -> Abi {
-        let p = CString::new(path.to_str().unwrap()).unwrap();
-        let o = CString::new(options).unwrap();
-        let mut h = 0;
-        // SAFETY: valid NUL-terminated strings and out pointer.
-        check(
-            unsafe { agent_open(p.as_ptr(), o.as_ptr(), &mut h) },
-            "agent_open",
-        );
-        Abi(h)
-    }
-    /// get_state, touching the first and last byte as a reader would.
-    fn get(&self) -> usize {
-        let mut b = AgentBuffer {
-            data: std::ptr::null(),
-            len: 0,
-            owner: std::ptr::null_mut(),
-        };
-        // SAFETY: valid out pointer; the buffer is freed below.
-        check(
-            unsafe { agent_get_state(self.0, &mut b) },
-            "agent_get_state",
-        );
-        // SAFETY: the library guarantees `len` readable bytes at `data`.
-        let touched = unsafe { *b.data as usize + *b.data.add(b.len - 1) as usize };
-        // SAFETY: a buffer the library filled.
-        unsafe { agent_buffer_free(&mut b) };
-        touched
-    }
-    fn set(&self, patch: &[u8]) {
-        // SAFETY: `patch` is valid for its length; no output requested.
-        check(
-            unsafe { agent_set_state(self.0, patch.as_ptr(), patch.len(), std::ptr::null_mut()) },
-            "agent_set_state",
-        );
-    }
-    fn replace(&self, next: &[u8]) {
-        // SAFETY: as for set.
-        check(
-            unsafe { agent_replace_state(self.0, next.as_ptr(), next.len(), std::ptr::null_mut()) },
-            "agent_replace_state",
-        );
-    }
-}
-
-impl Drop for Abi {
-    fn drop(&mut self) {
-        // SAFETY: closing a handle we opened.
-        unsafe { agent_close(self.0) };
-    }
-}
+use serde_json::Value;
+use support::{
+    hand_merge, make_patches, make_state, print_table, race, states_after, write_json, Abi, Args,
+    Row,
+};
 
 /// A plain SQLite table holding the state as one blob, as a user would set it up.
 fn raw_store(path: &Path, sync: &str, value: &[u8]) -> Connection {
@@ -123,135 +39,9 @@ fn raw_store(path: &Path, sync: &str, value: &[u8]) -> Connection {
     c
 }
 
-/// The RFC 7396 merge a user would write over serde_json.
-fn hand_merge(target: &mut Value, patch: &Value) {
-    if let Value::Object(p) = patch {
-        if !target.is_object() {
-            *target = Value::Object(Map::new());
-        }
-        let t = target.as_object_mut().unwrap();
-        for (k, v) in p {
-            if v.is_null() {
-                t.remove(k);
-            } else {
-                hand_merge(t.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    } else {
-        *target = patch.clone();
-    }
-}
-
-/// A state of about `size` bytes: a status plus members of ~250 bytes each.
-fn make_state(size: usize) -> Vec<u8> {
-    let mut s = String::from(r#"{"status":"idle""#);
-    let mut i = 0;
-    while s.len() + 260 < size || i < 2 {
-        write!(
-            s,
-            r#","m{i}":{{"id":{i},"name":"member {i}","tags":["alpha","beta"],"score":0.5,"text":"{}"}}"#,
-            "x".repeat(150)
-        )
-        .unwrap();
-        i += 1;
-    }
-    s.push('}');
-    s.into_bytes()
-}
-
-/// Patches touching two members (a scalar and a nested field), cycling through `n` variants.
-fn make_patches(n: usize) -> Vec<Vec<u8>> {
-    (0..n)
-        .map(|i| {
-            format!(
-                r#"{{"status":"s{i}","m1":{{"id":{i},"score":{}.25}}}}"#,
-                i % 7
-            )
-            .into_bytes()
-        })
-        .collect()
-}
-
-/// The states our merges produce, precomputed for the write floor (so it writes the same bytes).
-fn states_after(state: &[u8], patches: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut v: Value = serde_json::from_slice(state).unwrap();
-    patches
-        .iter()
-        .map(|p| {
-            hand_merge(&mut v, &serde_json::from_slice(p).unwrap());
-            serde_json::to_vec(&v).unwrap()
-        })
-        .collect()
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
-}
-
-/// Runs the contenders in alternating rounds of `ops` operations; returns median ns/op each.
-fn race(contenders: &mut [&mut dyn FnMut(usize)], rounds: usize, ops: usize) -> Vec<f64> {
-    let n = contenders.len();
-    let mut samples = vec![Vec::new(); n];
-    let mut counter = 0usize;
-    for f in contenders.iter_mut() {
-        f(counter); // warm up
-    }
-    for r in 0..rounds {
-        for k in 0..n {
-            let c = (r + k) % n;
-            let t = Instant::now();
-            for _ in 0..ops {
-                counter += 1;
-                (contenders[c])(counter);
-            }
-            samples[c].push(t.elapsed().as_nanos() as f64 / ops as f64);
-        }
-    }
-    samples.into_iter().map(median).collect()
-}
-
-struct Row {
-    op: String,
-    size: usize,
-    dir: String,
-    sync: String,
-    ours_ns: f64,
-    alternative: String,
-    alt_ns: f64,
-    target: Option<f64>,
-}
-
-impl Row {
-    fn ratio(&self) -> f64 {
-        self.alt_ns / self.ours_ns
-    }
-    fn verdict(&self) -> &'static str {
-        match self.target {
-            None => "",
-            Some(t) if self.ratio() >= t => "PASS",
-            Some(_) => "MISS",
-        }
-    }
-}
-
-struct Config {
-    smoke: bool,
-}
+type Config = Args;
 
 impl Config {
-    fn rounds(&self) -> usize {
-        if self.smoke {
-            3
-        } else {
-            15
-        }
-    }
     /// Operations per round, aiming at a few milliseconds per round at least.
     fn ops(&self, size: usize, sync: &str, dir_is_disk: bool) -> usize {
         if self.smoke {
@@ -574,15 +364,8 @@ fn bench_memory(cfg: &Config, dir: &Path) -> (u64, u64, usize) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let smoke = args.iter().any(|a| a == "--smoke");
-    let out = args
-        .iter()
-        .position(|a| a == "--out")
-        .and_then(|i| args.get(i + 1))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("target/bench/abi.json"));
-    let cfg = Config { smoke };
+    let cfg = Config::parse("target/bench/abi.json");
+    let smoke = cfg.smoke;
     let sizes = [1024usize, 16 * 1024, 256 * 1024];
     let base_disk = std::env::temp_dir().join(format!("agent_state_bench_{}", std::process::id()));
     let base_shm = PathBuf::from(format!("/dev/shm/agent_state_bench_{}", std::process::id()));
@@ -611,71 +394,20 @@ fn main() {
         let _ = std::fs::remove_dir_all(dir);
     }
 
-    println!(
-        "| operation | state | dir | sync | ours (µs) | alternative | alt (µs) | ratio alt/ours | target | |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    let mut misses = 0;
-    for r in &rows {
-        if r.verdict() == "MISS" {
-            misses += 1;
-        }
-        println!(
-            "| {} | {} | {} | {} | {:.3} | {} | {:.3} | {:.2}× | {} | {} |",
-            r.op,
-            human(r.size),
-            r.dir,
-            r.sync,
-            r.ours_ns / 1000.0,
-            r.alternative,
-            r.alt_ns / 1000.0,
-            r.ratio(),
-            r.target.map(|t| format!("≥ {t}×")).unwrap_or_default(),
-            r.verdict()
-        );
-    }
+    let misses = print_table(&rows, true);
     let rss_ok = rss_end <= rss_10k + rss_10k / 10 + 1024;
     println!(
         "\nresident memory: {rss_10k} KiB after 10k get+set pairs, {rss_end} KiB after {total}: {}",
         if rss_ok { "flat (PASS)" } else { "grew (MISS)" }
     );
     println!("{misses} target(s) missed");
-
-    let mut json = String::from("{\"mode\":");
-    write!(
-        json,
-        "\"{}\",\"rows\":[",
-        if smoke { "smoke" } else { "full" }
-    )
-    .unwrap();
-    for (i, r) in rows.iter().enumerate() {
-        if i > 0 {
-            json.push(',');
-        }
-        write!(
-            json,
-            r#"{{"op":"{}","size":{},"dir":"{}","sync":"{}","ours_ns":{:.1},"alternative":"{}","alt_ns":{:.1},"ratio":{:.4},"target":{},"verdict":"{}"}}"#,
-            r.op, r.size, r.dir, r.sync, r.ours_ns, r.alternative, r.alt_ns, r.ratio(),
-            r.target.map(|t| t.to_string()).unwrap_or_else(|| "null".into()), r.verdict()
-        )
-        .unwrap();
-    }
-    write!(
-        json,
-        r#"],"rss_kib_after_10k":{rss_10k},"rss_kib_after_total":{rss_end},"rss_total_ops":{total}}}"#
-    )
-    .unwrap();
-    if let Some(parent) = out.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(&out, json).unwrap();
-    eprintln!("raw figures: {}", out.display());
-}
-
-fn human(size: usize) -> String {
-    if size >= 1024 {
-        format!("{} KiB", size / 1024)
-    } else {
-        format!("{size} B")
-    }
+    write_json(
+        &cfg.out,
+        smoke,
+        &rows,
+        true,
+        &format!(
+            r#","rss_kib_after_10k":{rss_10k},"rss_kib_after_total":{rss_end},"rss_total_ops":{total}"#
+        ),
+    );
 }

@@ -1,0 +1,351 @@
+//! `make bench`, PostgreSQL part: agent_state's PostgreSQL backend through its C ABI against
+//! the SQL a user would write instead, through the same client crate (`postgres`) to the same
+//! server, in one run, with ratios as the result. The server is the one at
+//! `AGENT_STATE_TEST_PG_URI` (bench/run.sh starts a throwaway one when it is unset); without it
+//! the bench says it was skipped.
+//!
+//! Method, as in benches/abi.rs: alternating rounds, median time per operation of each
+//! contender, ratio `alternative time / our time` (above 1: we are faster).
+//! - set_state against the write floor: a prepared
+//!   `UPDATE bench_floor SET state = $2, version = version + 1 WHERE agent_id = $1 AND version = $3`
+//!   of the very bytes our merge produces, on a connection with the same `synchronous_commit`.
+//! - get_state of an unchanged state against a prepared `SELECT state ... WHERE agent_id = $1`.
+//! - Throughput: 8 processes (this program again, `--child`) with 8 agents each, set_state
+//!   round robin for a fixed time, against the same processes running the floor UPDATE on 8
+//!   rows each; total commits per second, alternating, median of the rounds.
+//!
+//! Usage: `cargo bench --bench postgres -- [--smoke] [--out FILE]`.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use postgres::{Client, NoTls, Statement};
+use support::{make_patches, make_state, median, print_table, race, states_after, Abi, Args, Row};
+
+const FLOOR_TABLE: &str = "CREATE TABLE IF NOT EXISTS bench_floor (
+    agent_id text PRIMARY KEY, state text NOT NULL, version bigint NOT NULL)";
+const FLOOR_UPDATE: &str =
+    "UPDATE bench_floor SET state = $2, version = version + 1 WHERE agent_id = $1 AND version = $3";
+const FLOOR_SELECT: &str = "SELECT state FROM bench_floor WHERE agent_id = $1";
+
+/// Processes and agents per process of the throughput case.
+const PROCESSES: usize = 8;
+const AGENTS_PER_PROCESS: usize = 8;
+/// The state size of the throughput case.
+const THROUGHPUT_SIZE: usize = 1024;
+
+/// `synchronous` option and the `synchronous_commit` it sets.
+const SYNCS: [(&str, &str); 2] = [("full", "on"), ("normal", "off")];
+
+/// Agent ids and floor rows of this run start with this (several runs may share a server).
+fn prefix() -> String {
+    format!("bench-{}", std::process::id())
+}
+
+/// Our handle on agent `agent` of the server at `uri`.
+fn ours(uri: &str, agent: &str, sync: &str) -> Abi {
+    Abi::open(
+        Path::new(uri),
+        &format!(r#"{{"agent_id":"{agent}","synchronous":"{sync}","max_value_bytes":4194304}}"#),
+    )
+}
+
+/// The code a user would write instead: a row per agent, its state as text, updated with a
+/// version check, on a connection of its own.
+struct Floor {
+    client: Client,
+    update: Statement,
+    select: Statement,
+}
+
+impl Floor {
+    fn connect(uri: &str, synchronous_commit: &str) -> Floor {
+        let mut client = Client::connect(uri, NoTls).unwrap();
+        client
+            .batch_execute(&format!("SET synchronous_commit = {synchronous_commit}"))
+            .unwrap();
+        let update = client.prepare(FLOOR_UPDATE).unwrap();
+        let select = client.prepare(FLOOR_SELECT).unwrap();
+        Floor {
+            client,
+            update,
+            select,
+        }
+    }
+    /// Sets row `agent` to `state` at version 0 (inserted when missing); returns its version.
+    fn reset(&mut self, agent: &str, state: &str) -> i64 {
+        self.client
+            .execute(
+                "INSERT INTO bench_floor VALUES ($1, $2, 0)
+                 ON CONFLICT (agent_id) DO UPDATE SET state = excluded.state, version = 0",
+                &[&agent, &state],
+            )
+            .unwrap();
+        0
+    }
+    /// The conditional UPDATE from `version`; returns the next version.
+    fn update(&mut self, agent: &str, state: &str, version: i64) -> i64 {
+        let n = self
+            .client
+            .execute(&self.update, &[&agent, &state, &version])
+            .unwrap();
+        assert_eq!(n, 1, "the floor's row {agent} was not at version {version}");
+        version + 1
+    }
+    fn select(&mut self, agent: &str) -> String {
+        self.client
+            .query_one(&self.select, &[&agent])
+            .unwrap()
+            .get(0)
+    }
+}
+
+fn texts(states: Vec<Vec<u8>>) -> Vec<String> {
+    states
+        .into_iter()
+        .map(|s| String::from_utf8(s).unwrap())
+        .collect()
+}
+
+fn bench_writes(cfg: &Args, uri: &str, size: usize, rows: &mut Vec<Row>) {
+    let state = make_state(size);
+    let patches = make_patches(64);
+    let merged = texts(states_after(&state, &patches));
+    let initial = String::from_utf8(state.clone()).unwrap();
+    for (sync, synchronous_commit) in SYNCS {
+        let agent = format!("{}-set-{size}-{sync}", prefix());
+        let ours = ours(uri, &agent, sync);
+        ours.replace(&state);
+        let mut floor = Floor::connect(uri, synchronous_commit);
+        let mut version = floor.reset(&agent, &initial);
+        let ops = if cfg.smoke {
+            10
+        } else if sync == "full" {
+            50
+        } else {
+            200
+        };
+        let mut set_ours = |i: usize| ours.set(&patches[i % patches.len()]);
+        let mut set_floor =
+            |i: usize| version = floor.update(&agent, &merged[i % merged.len()], version);
+        let t = race(&mut [&mut set_ours, &mut set_floor], cfg.rounds(), ops);
+        rows.push(Row {
+            op: "set_state".into(),
+            size,
+            dir: String::new(),
+            sync: sync.into(),
+            ours_ns: t[0],
+            alternative: "prepared conditional UPDATE (floor)".into(),
+            alt_ns: t[1],
+            target: Some(0.7),
+        });
+    }
+}
+
+fn bench_reads(cfg: &Args, uri: &str, size: usize, rows: &mut Vec<Row>) {
+    let state = make_state(size);
+    let agent = format!("{}-get-{size}", prefix());
+    let ours = ours(uri, &agent, "full");
+    ours.replace(&state);
+    let mut floor = Floor::connect(uri, "on");
+    floor.reset(&agent, std::str::from_utf8(&state).unwrap());
+    let ops = if cfg.smoke { 10 } else { 100 };
+    let mut sink = 0usize;
+    let mut get_ours = |_: usize| sink = sink.wrapping_add(ours.get());
+    let mut select = |_: usize| {
+        std::hint::black_box(floor.select(&agent));
+    };
+    let t = race(&mut [&mut get_ours, &mut select], cfg.rounds(), ops);
+    std::hint::black_box(sink);
+    rows.push(Row {
+        op: "get_state, unchanged".into(),
+        size,
+        dir: String::new(),
+        sync: "full".into(),
+        ours_ns: t[0],
+        alternative: "prepared SELECT".into(),
+        alt_ns: t[1],
+        target: Some(3.0),
+    });
+}
+
+/// A throughput child: opens its 8 agents (ours) or rows (floor), says `ready`, waits for a
+/// line on stdin, writes round robin for `secs`, then prints `commits seconds`.
+fn child(uri: &str, kind: &str, sync: &str, id: &str, secs: f64) {
+    let state = make_state(THROUGHPUT_SIZE);
+    let patches = make_patches(64);
+    let agents: Vec<String> = (0..AGENTS_PER_PROCESS)
+        .map(|a| format!("{id}-{a}"))
+        .collect();
+    let go = || {
+        println!("ready");
+        std::io::stdout().flush().unwrap();
+        std::io::stdin().read_line(&mut String::new()).unwrap();
+        let deadline = Duration::from_secs_f64(secs);
+        (Instant::now(), deadline)
+    };
+    let mut commits = 0usize;
+    let elapsed;
+    if kind == "ours" {
+        let handles: Vec<Abi> = agents.iter().map(|a| ours(uri, a, sync)).collect();
+        for h in &handles {
+            h.replace(&state);
+        }
+        let (start, deadline) = go();
+        while start.elapsed() < deadline {
+            let h = &handles[commits % AGENTS_PER_PROCESS];
+            h.set(&patches[(commits / AGENTS_PER_PROCESS) % patches.len()]);
+            commits += 1;
+        }
+        elapsed = start.elapsed();
+    } else {
+        let merged = texts(states_after(&state, &patches));
+        let synchronous_commit = SYNCS.iter().find(|(s, _)| *s == sync).unwrap().1;
+        let mut floor = Floor::connect(uri, synchronous_commit);
+        let initial = String::from_utf8(state).unwrap();
+        let mut versions: Vec<i64> = agents.iter().map(|a| floor.reset(a, &initial)).collect();
+        let (start, deadline) = go();
+        while start.elapsed() < deadline {
+            let a = commits % AGENTS_PER_PROCESS;
+            let next = &merged[(commits / AGENTS_PER_PROCESS) % merged.len()];
+            versions[a] = floor.update(&agents[a], next, versions[a]);
+            commits += 1;
+        }
+        elapsed = start.elapsed();
+    }
+    println!("{commits} {}", elapsed.as_secs_f64());
+}
+
+/// Runs the 8 children of one contender at once; returns their total commits per second.
+fn throughput_round(uri: &str, kind: &str, sync: &str, round: usize, secs: f64) -> f64 {
+    let exe = std::env::current_exe().unwrap();
+    let mut children: Vec<_> = (0..PROCESSES)
+        .map(|p| {
+            let id = format!("{}-tp-{kind}-{sync}-{round}-{p}", prefix());
+            Command::new(&exe)
+                .args(["--child", kind, sync, &id, &secs.to_string()])
+                .env("AGENT_STATE_TEST_PG_URI", uri)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut outputs: Vec<_> = children
+        .iter_mut()
+        .map(|c| BufReader::new(c.stdout.take().unwrap()))
+        .collect();
+    for out in &mut outputs {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "a throughput child failed to start");
+    }
+    for c in &mut children {
+        c.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    let mut total = 0.0;
+    for (c, mut out) in children.iter_mut().zip(outputs) {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(c.wait().unwrap().success(), "a throughput child failed");
+        let mut fields = line.split_whitespace().map(|f| f.parse::<f64>().unwrap());
+        let (commits, seconds) = (fields.next().unwrap(), fields.next().unwrap());
+        total += commits / seconds;
+    }
+    total
+}
+
+/// Commits per second of 8 processes x 8 agents, ours against the floor, alternating rounds.
+/// The rows carry time per commit (1/throughput), so that the ratio reads as elsewhere.
+fn bench_throughput(cfg: &Args, uri: &str, rows: &mut Vec<Row>) -> Vec<(String, f64, f64)> {
+    let (rounds, secs) = if cfg.smoke { (1, 0.2) } else { (5, 2.0) };
+    let mut figures = Vec::new();
+    for (sync, _) in SYNCS {
+        let mut samples = [Vec::new(), Vec::new()];
+        for round in 0..rounds {
+            for k in 0..2 {
+                let c = (round + k) % 2;
+                let kind = ["ours", "floor"][c];
+                samples[c].push(throughput_round(uri, kind, sync, round, secs));
+            }
+        }
+        let [ours, floor] = samples.map(median);
+        rows.push(Row {
+            op: format!("set_state, {PROCESSES} processes x {AGENTS_PER_PROCESS} agents"),
+            size: THROUGHPUT_SIZE,
+            dir: String::new(),
+            sync: sync.into(),
+            ours_ns: 1e9 / ours,
+            alternative: format!("floor UPDATE, {PROCESSES} processes x {AGENTS_PER_PROCESS} rows"),
+            alt_ns: 1e9 / floor,
+            target: None,
+        });
+        figures.push((sync.to_string(), ours, floor));
+    }
+    figures
+}
+
+/// Removes what this run stored: the floor's rows and our agents.
+fn clean_up(uri: &str) {
+    let mut client = Client::connect(uri, NoTls).unwrap();
+    let like = format!("{}-%", prefix());
+    for sql in [
+        "DELETE FROM bench_floor WHERE agent_id LIKE $1",
+        "DELETE FROM agent_changes WHERE agent LIKE $1",
+        "DELETE FROM agent_state WHERE agent LIKE $1",
+    ] {
+        client.execute(sql, &[&like]).unwrap();
+    }
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    let uri = std::env::var("AGENT_STATE_TEST_PG_URI").unwrap_or_default();
+    if let Some(i) = argv.iter().position(|a| a == "--child") {
+        let a = &argv[i + 1..];
+        child(&uri, &a[0], &a[1], &a[2], a[3].parse().unwrap());
+        return;
+    }
+    if uri.is_empty() {
+        println!("PostgreSQL bench skipped: AGENT_STATE_TEST_PG_URI is not set");
+        return;
+    }
+    let cfg = Args::parse("target/bench/postgres.json");
+    Client::connect(&uri, NoTls)
+        .unwrap()
+        .batch_execute(FLOOR_TABLE)
+        .unwrap();
+    let mut rows = Vec::new();
+    for size in [1024usize, 16 * 1024] {
+        eprintln!("bench: PostgreSQL set_state {size} B ...");
+        bench_writes(&cfg, &uri, size, &mut rows);
+    }
+    eprintln!("bench: PostgreSQL get_state 256 KiB ...");
+    bench_reads(&cfg, &uri, 256 * 1024, &mut rows);
+    eprintln!("bench: PostgreSQL throughput, {PROCESSES} processes ...");
+    let figures = bench_throughput(&cfg, &uri, &mut rows);
+    clean_up(&uri);
+
+    let misses = print_table(&rows, false);
+    println!();
+    let mut extra = String::from(r#","throughput":["#);
+    for (i, (sync, ours, floor)) in figures.iter().enumerate() {
+        println!(
+            "throughput, {PROCESSES} processes x {AGENTS_PER_PROCESS} agents, {sync}: ours {ours:.0} commits/s, floor {floor:.0} commits/s, ratio ours/floor {:.2}×",
+            ours / floor
+        );
+        if i > 0 {
+            extra.push(',');
+        }
+        extra.push_str(&format!(
+            r#"{{"sync":"{sync}","processes":{PROCESSES},"agents_per_process":{AGENTS_PER_PROCESS},"ours_commits_per_s":{ours:.1},"floor_commits_per_s":{floor:.1}}}"#
+        ));
+    }
+    extra.push(']');
+    println!("{misses} target(s) missed");
+    support::write_json(&cfg.out, cfg.smoke, &rows, false, &extra);
+}
