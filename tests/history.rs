@@ -537,7 +537,10 @@ fn a_long_history_of_patches_rebuilds_every_retained_state_exactly() {
     for v in 0..=WRITES {
         let kept = v == 0 || v > WRITES - KEEP || v == WRITES;
         // (Version 0 is the asking handle's initial state: the fresh handle has another.)
-        for a in [&writer, &fresh].into_iter().take(if v == 0 { 1 } else { 2 }) {
+        for a in [&writer, &fresh]
+            .into_iter()
+            .take(if v == 0 { 1 } else { 2 })
+        {
             match a.state_at(v) {
                 Ok(s) if kept => assert_eq!(text(&s), committed[v as usize], "version {v}"),
                 Err(Error::Gap(_)) if !kept => {}

@@ -7,6 +7,7 @@ use std::sync::Weak;
 use postgres::types::ToSql;
 
 use super::error::{self, classify, Fault};
+use super::pool::process;
 use super::{
     keep_bounds, no_transaction, opt_text, prune_bounds, retention, row_to_change, text, Kind,
     PendingLog, Postgres,
@@ -23,7 +24,7 @@ impl Backend for Postgres {
     /// the connection this handle held and the pool's inherited ones; the next statement
     /// connects anew. Returns true then.
     fn ensure_current(&mut self) -> Result<bool> {
-        let now = std::process::id();
+        let now = process();
         if self.pid == now {
             return Ok(false);
         }
@@ -34,7 +35,7 @@ impl Backend for Postgres {
     }
 
     fn retire_inherited(&mut self) {
-        if self.pid != std::process::id() {
+        if self.pid != process() {
             // Conn's drop forgets a connection of another process.
             drop(self.txn.get_mut().take());
         }

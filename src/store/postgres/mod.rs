@@ -22,7 +22,7 @@ use postgres::types::ToSql;
 use postgres::Row;
 
 use self::error::{classify, Fault};
-use self::pool::{Conn, Pool, Settings};
+use self::pool::{process, Conn, Pool, Settings};
 use super::{LogRetention, LoggedChange, NewChange, StoreOptions};
 use crate::error::{Error, Result};
 
@@ -44,7 +44,7 @@ pub struct Postgres {
     busy_timeout: Duration,
     settings: Settings,
     /// The process this handle last ran in.
-    pid: u32,
+    pid: u64,
     /// The open transaction, if any (calls on a handle are serialized by the agent).
     txn: RefCell<Option<Open>>,
 }
@@ -132,7 +132,7 @@ impl Postgres {
                 synchronous: options.synchronous,
                 timeout_ms: timeout_ms.max(1),
             },
-            pid: std::process::id(),
+            pid: process(),
             txn: RefCell::new(None),
         };
         if !store.pool.schema_checked() {

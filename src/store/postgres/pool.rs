@@ -19,6 +19,13 @@ use postgres::{Client, Config, NoTls, Statement};
 use crate::error::{Error, Result};
 use crate::store::Synchronous;
 
+/// Which process this is, as far as connections go: the SQLite backend's fork generation,
+/// which changes in a child right after `fork()` (one relaxed load, where `getpid` is a
+/// system call on every call).
+pub(super) fn process() -> u64 {
+    crate::store::sqlite::fork::generation()
+}
+
 /// The session settings one handle needs on the connection it uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Settings {
@@ -32,7 +39,7 @@ pub(super) struct Conn {
     /// `None` only while being dropped.
     client: Option<Client>,
     /// The process that opened it.
-    pid: u32,
+    pid: u64,
     /// The session settings last applied (`None`: the server's defaults).
     settings: Option<Settings>,
     statements: HashMap<&'static str, Statement>,
@@ -53,7 +60,7 @@ impl Conn {
     }
 
     pub fn belongs_here(&self) -> bool {
-        self.pid == std::process::id()
+        self.pid == process()
     }
 
     /// False when the server closed the connection while it sat idle (a restart, an idle
@@ -136,9 +143,11 @@ struct State {
     /// The most connections at once: the largest `max_connections` any open asked for.
     capacity: usize,
     /// The process `open` counts for.
-    pid: u32,
+    pid: u64,
     /// The schema was checked by a connection of this pool (once per process is enough).
     pub schema_checked: bool,
+    /// Threads waiting in `checkout` for a connection (a checkin wakes one only then).
+    waiting: usize,
 }
 
 /// This process's connections to one server URI.
@@ -161,6 +170,7 @@ impl Pool {
     /// The pool for `uri`, shared by every handle of this process that opened it; its
     /// capacity grows to `max_connections` when that is more than it had.
     pub fn get(uri: &str, config: Config, max_connections: usize) -> Arc<Pool> {
+        crate::store::sqlite::fork::watch();
         let mut pools = lock(&POOLS);
         pools.retain(|_, p| p.strong_count() > 0);
         if let Some(pool) = pools.get(uri).and_then(Weak::upgrade) {
@@ -176,8 +186,9 @@ impl Pool {
                 idle: Vec::new(),
                 open: 0,
                 capacity: max_connections.max(1),
-                pid: std::process::id(),
+                pid: process(),
                 schema_checked: false,
+                waiting: 0,
             }),
             freed: Condvar::new(),
         });
@@ -188,7 +199,7 @@ impl Pool {
     /// Forgets connections inherited from a parent process (in the pool's lock). True when
     /// there were counts of another process to drop.
     fn adopt(state: &mut State) -> bool {
-        let now = std::process::id();
+        let now = process();
         if state.pid == now {
             return false;
         }
@@ -229,7 +240,7 @@ impl Pool {
                 drop(state);
                 return self.connect(wait).inspect_err(|_| {
                     let mut state = lock(&self.state);
-                    if state.pid == std::process::id() {
+                    if state.pid == process() {
                         state.open -= 1;
                     }
                     self.freed.notify_one();
@@ -244,11 +255,13 @@ impl Pool {
                     wait.as_millis()
                 )));
             }
+            state.waiting += 1;
             state = self
                 .freed
                 .wait_timeout(state, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            state.waiting -= 1;
             Self::adopt(&mut state);
         }
     }
@@ -268,7 +281,7 @@ impl Pool {
                 Ok(client) => {
                     return Ok(Conn {
                         client: Some(client),
-                        pid: std::process::id(),
+                        pid: process(),
                         settings: None,
                         statements: HashMap::new(),
                         reused: false,
@@ -297,8 +310,11 @@ impl Pool {
         } else {
             state.idle.push(conn);
         }
+        let waiting = state.waiting > 0;
         drop(state);
-        self.freed.notify_one();
+        if waiting {
+            self.freed.notify_one();
+        }
     }
 
     /// Drops a connection that is broken or in an unknown state. When it was `lost` (the
