@@ -594,3 +594,25 @@ fn a_lower_retention_hides_older_changes_at_once() {
     assert_eq!(since.as_array().unwrap().len(), 5);
     assert_eq!(text(&b.state_at(16).unwrap()), r#"{"i":15}"#);
 }
+
+/// A handle that logged the last change does not assume the log still holds it when the log
+/// was switched off and on again meanwhile (which dropped it): its next change is stored in
+/// full, and is rebuilt exactly.
+#[test]
+fn a_log_switched_off_and_on_behind_a_writers_back_still_rebuilds_its_next_change() {
+    let dir = TempDir::new("log_off_on");
+    let path = dir.file("a.db");
+    let log = json!({"change_log": {"keep_last": 100}});
+    let a = Agent::open(&path, &opts(log.clone())).unwrap();
+    for i in 0..5 {
+        a.set_state(format!(r#"{{"i":{i}}}"#).as_bytes()).unwrap();
+    }
+    drop(Agent::open(&path, &opts(json!({"change_log": false}))).unwrap());
+    drop(Agent::open(&path, &opts(log)).unwrap());
+    let next = a.set_state(br#"{"j":1}"#).unwrap();
+    assert_eq!(text(&a.state_at(6).unwrap()), text(&next));
+    assert!(matches!(a.state_at(5), Err(Error::Gap(_))));
+    let fresh = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let since: Value = serde_json::from_slice(&fresh.changes_since(5).unwrap()).unwrap();
+    assert_eq!(since[0]["next"].to_string(), text(&next));
+}

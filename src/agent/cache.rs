@@ -22,6 +22,9 @@ pub(super) struct Cache {
     version: u64,
     /// The change log's retention; `None` when the log is off.
     log: Option<LogRetention>,
+    /// This handle committed `version` with the log on (so the log holds it), and that was
+    /// the store's last commit when the cache was last confirmed by the mark or data version.
+    own_logged: bool,
 }
 
 /// What is committed right now, as seen by one handle.
@@ -29,6 +32,9 @@ pub(super) struct Current {
     pub stored: Option<Arc<Snapshot>>,
     pub version: u64,
     pub log: Option<LogRetention>,
+    /// The log holds the change that made `version`: this handle logged it, and nothing was
+    /// committed to the store since (false when unknown).
+    pub logged: bool,
 }
 
 /// Where a check of the cache runs.
@@ -51,6 +57,7 @@ impl Cache {
             stored: self.stored.clone(),
             version: self.version,
             log: self.log,
+            logged: self.own_logged,
         }
     }
 
@@ -61,6 +68,7 @@ impl Cache {
         self.stored = Some(stored);
         self.version = version;
         self.log = log;
+        self.own_logged = log.is_some();
         self.data_version = self.data_version.map(|v| v.wrapping_add(1));
         self.mark = None;
     }
@@ -82,7 +90,11 @@ pub(super) fn current(
     // An optimistic write checks the version at commit: the cache is as good as a read.
     if context == Context::WriteTransaction && store.optimistic() {
         if let Some(cache) = cache.as_ref() {
-            return Ok(cache.current());
+            // Unconfirmed: others may have committed since.
+            return Ok(Current {
+                logged: false,
+                ..cache.current()
+            });
         }
     }
     // Read the mark *before* the version: a commit landing in between then shows up as a mark
@@ -116,6 +128,9 @@ pub(super) fn current(
         if store.head()? == Some((cache.version, cache.log)) {
             cache.mark = mark;
             cache.data_version = version;
+            // Another handle committed meanwhile (to another agent, or the log setting off
+            // and on again): whether the log still holds our change is no longer known.
+            cache.own_logged = false;
             return Ok(cache.current());
         }
     }
@@ -144,5 +159,6 @@ fn reread(store: &dyn Backend, mark: Option<Mark>) -> Result<Cache> {
         stored,
         version,
         log,
+        own_logged: false,
     })
 }

@@ -157,7 +157,7 @@ impl Agent {
         change: Change,
         expected: Option<u64>,
     ) -> Result<Applied> {
-        let (prev, version, log) = match (
+        let (prev, version, log, logged) = match (
             cache::current(store, &mut view.cache, Context::WriteTransaction),
             &change,
         ) {
@@ -166,7 +166,7 @@ impl Agent {
                     Some(state) => Arc::clone(state),
                     None => self.initial()?,
                 };
-                (prev, current.version, current.log)
+                (prev, current.version, current.log, current.logged)
             }
             // A replacement needs nothing of the previous state, so it can repair an entry
             // that no longer decodes; hooks then see `{}` as prev.
@@ -176,6 +176,7 @@ impl Agent {
                     Arc::new(Snapshot::new(Value::Object(Default::default()))),
                     version,
                     store.log_retention()?,
+                    false,
                 )
             }
             (Err(e), _) => return Err(e),
@@ -222,10 +223,12 @@ impl Agent {
                 stored: Some(Arc::clone(&prev)),
                 version: version - 1,
                 log,
+                logged,
             };
             foreign = Some(self.foreign_changes(store, &view.cursor, &before)?);
             store.log_change(
                 &NewChange {
+                    prev_logged: logged,
                     version,
                     at_ms: now_ms(),
                     writer: self.writer,

@@ -36,6 +36,9 @@ pub struct LoggedChange {
 /// A change to append to the log (borrowed: the state is not copied to be logged).
 #[derive(Debug, Clone, Copy)]
 pub struct NewChange<'a> {
+    /// The caller knows that the log holds the change before this one (it logged it itself
+    /// and nothing was committed since): the backend need not look.
+    pub prev_logged: bool,
     pub version: u64,
     pub at_ms: i64,
     pub writer: u64,

@@ -129,7 +129,7 @@ impl Sqlite {
         let fail = |e| self.storage_err("cannot write the change log", e);
         let full = change.patch.is_none()
             || change.version.is_multiple_of(CHECKPOINT_EVERY)
-            || !self.logged(agent, change.version.saturating_sub(1))?;
+            || !(change.prev_logged || self.logged(agent, change.version.saturating_sub(1))?);
         self.conn()?
             .prepare_cached(
                 "INSERT OR REPLACE INTO agent_changes

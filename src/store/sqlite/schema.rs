@@ -249,7 +249,7 @@ CREATE TABLE agent_changes (
     patch BLOB,
     next BLOB,
     prev BLOB,
-    PRIMARY KEY (agent, version));";
+    PRIMARY KEY (agent, version)) WITHOUT ROWID;";
 
 /// Creates `path` with mode 0600 if it does not exist yet. SQLite would create it with the
 /// process umask (usually 0644), exposing agent state to every local user.
