@@ -1,0 +1,102 @@
+//! The tables of a PostgreSQL store, created on first open, and the schema-version check.
+//!
+//! - `agent_state_schema`: one row `(1, version)`.
+//! - `agent_state`: one row per agent: its state as `text`, exactly the library's bytes (never
+//!   `jsonb`, which reorders members and rewrites numbers), its version (0 and a NULL value:
+//!   nothing stored) and the change log's retention as JSON text (NULL: the log is off).
+//! - `agent_changes`: the change log, per agent and version.
+//!
+//! Only portable SQL (text, bigint, primary keys, `ON CONFLICT`): no `jsonb`, no advisory lock.
+
+use std::time::Duration;
+
+use super::error::{classify, Fault};
+use super::pool::Conn;
+use crate::error::Error;
+
+/// The schema this build reads and writes; a newer one is refused, never altered.
+pub const SCHEMA_VERSION: i32 = 1;
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS agent_state_schema (
+    singleton int PRIMARY KEY CHECK (singleton = 1),
+    version int NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agent_state (
+    agent text PRIMARY KEY,
+    value text,
+    version bigint NOT NULL DEFAULT 0,
+    change_log text
+);
+CREATE TABLE IF NOT EXISTS agent_changes (
+    agent text NOT NULL,
+    version bigint NOT NULL,
+    at_ms bigint NOT NULL,
+    writer bigint NOT NULL,
+    patch text,
+    next text NOT NULL,
+    prev text,
+    PRIMARY KEY (agent, version)
+);
+INSERT INTO agent_state_schema (singleton, version) VALUES (1, 1) ON CONFLICT (singleton) DO NOTHING;
+";
+
+/// SQLSTATEs of a lost race between processes creating the tables at once: try again.
+const RACES: [&str; 4] = ["23505", "42P07", "40001", "40P01"];
+
+/// Makes sure the database has this build's tables (creating them, unless `read_only`), and
+/// refuses one whose schema is newer. Returns the failure as a [`Fault`], so the caller knows
+/// whether the connection is still good.
+pub(super) fn check(
+    conn: &mut Conn,
+    read_only: bool,
+    shown: &str,
+) -> std::result::Result<(), Fault> {
+    let mut attempt = 0u32;
+    loop {
+        match conn.client().query_opt(
+            "SELECT version FROM agent_state_schema WHERE singleton = 1",
+            &[],
+        ) {
+            Ok(Some(row)) => {
+                let version: i32 = row.get(0);
+                return if version > SCHEMA_VERSION {
+                    Err(Fault::Answered(Error::Storage(format!(
+                        "{shown}: the database holds agent_state schema version {version}, newer \
+                         than this library's ({SCHEMA_VERSION}); upgrade the library (the \
+                         database was not changed)"
+                    ))))
+                } else if version < 1 {
+                    Err(Fault::Answered(Error::Storage(format!(
+                        "{shown}: the database holds an unknown agent_state schema version \
+                         {version}"
+                    ))))
+                } else {
+                    Ok(())
+                };
+            }
+            Ok(None) => {} // the table is there, its row not (yet): create below
+            Err(e) if e.code().map(|c| c.code()) == Some("42P01") => {} // no table
+            Err(e) => return Err(classify(&e, "cannot read the schema version")),
+        }
+        if read_only {
+            return Err(Fault::Answered(Error::Storage(format!(
+                "{shown}: the database has no agent_state tables, and the store was opened \
+                 read_only (open it once without read_only to create them)"
+            ))));
+        }
+        // One simple query: the statements run in one implicit transaction.
+        match conn.client().batch_execute(CREATE) {
+            Ok(()) => {}
+            Err(e) => {
+                let code = e.code().map(|c| c.code().to_string());
+                if attempt < 20 && code.as_deref().is_some_and(|c| RACES.contains(&c)) {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(5 * u64::from(attempt)));
+                    continue;
+                }
+                return Err(classify(&e, "cannot create the agent_state tables"));
+            }
+        }
+    }
+}

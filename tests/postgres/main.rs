@@ -1,0 +1,93 @@
+//! The PostgreSQL backend against a real server: `AGENT_STATE_TEST_PG_URI` names it (`make
+//! test` starts one, see tests/pg/with-server.sh). Without it the tests are skipped with a
+//! notice, except under `CI=true`, where that is a failure.
+//!
+//! Tests share one database: each uses its own agent ids (process id and a counter).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agent_state::{Agent, OpenOptions};
+use serde_json::{json, Value};
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod basics;
+mod concurrency;
+mod crash;
+mod history;
+mod log;
+mod pool;
+
+/// The test server's URI, or `None` (with a notice) when there is none.
+pub fn server() -> Option<String> {
+    match std::env::var("AGENT_STATE_TEST_PG_URI") {
+        Ok(uri) if !uri.is_empty() => Some(uri),
+        _ => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "AGENT_STATE_TEST_PG_URI is unset under CI=true: the PostgreSQL tests cannot run"
+            );
+            eprintln!("skipped: AGENT_STATE_TEST_PG_URI is unset (no PostgreSQL server)");
+            None
+        }
+    }
+}
+
+/// The server's URI, or returns from the test (skipped).
+#[macro_export]
+macro_rules! server_or_skip {
+    () => {
+        match $crate::server() {
+            Some(uri) => uri,
+            None => return,
+        }
+    };
+}
+
+/// An agent id no other test (or run) uses.
+pub fn unique(name: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{name}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Opens agent `id` at `uri` with the options in `extra` (a JSON object).
+pub fn open(uri: &str, id: &str, extra: Value) -> agent_state::Result<Agent> {
+    let mut o = extra;
+    o["agent_id"] = json!(id);
+    let options = OpenOptions::from_json(o.to_string().as_bytes())?;
+    Agent::open(Path::new(uri), &options)
+}
+
+/// A separate connection, to look at the database behind the library's back.
+pub fn admin(uri: &str) -> postgres::Client {
+    postgres::Client::connect(uri, postgres::NoTls).unwrap()
+}
+
+/// `uri` with another database name.
+pub fn with_database(uri: &str, db: &str) -> String {
+    let (scheme, rest) = uri.split_once("://").unwrap();
+    let path_start = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..path_start];
+    let after = &rest[path_start..];
+    let query = after.find('?').map_or("", |q| &after[q..]);
+    format!("{scheme}://{authority}/{db}{query}")
+}
+
+/// `uri` with one more query parameter.
+pub fn with_param(uri: &str, param: &str) -> String {
+    if uri.contains('?') {
+        format!("{uri}&{param}")
+    } else {
+        format!("{uri}?{param}")
+    }
+}
