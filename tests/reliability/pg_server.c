@@ -9,6 +9,13 @@
  * down for a random while, restarts it (`server.sh restart DIR`), and waits until every thread
  * has written successfully again through its same handle.
  *
+ * With PG_SERVER_FREEZE=1, every second round freezes the server instead of killing it
+ * (SIGSTOP to its postmaster and that process's children, for 2 x B ms and up to 1 s more, then
+ * SIGCONT): a hung server or a network partition, where nothing refuses a connection, so every
+ * call has to give up by its own clock. There AGENT_ERR_BUSY (a statement timeout) is accepted
+ * besides AGENT_ERR_UNAVAILABLE, but not a call that outlasts busy_timeout_ms + MARGIN. Off by
+ * default: on 2026-12-01 the calls waited for the thaw (see README.md beside this file).
+ *
  * Each writer, after a failed write, reads its member back (retrying the read until it
  * succeeds) and checks what the failure promised: a plain failure had no effect (the member
  * is still i - 1); a failure whose message says the commit's outcome is unknown left it at
@@ -27,6 +34,7 @@
  * Usage: pg_server KILLS SERVER_DIR [PROCS THREADS BUSY_TIMEOUT_MS]
  *        (run from the repository root: it calls tests/pg/server.sh)
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -41,7 +49,7 @@ struct wstat {
     long long expect;        /* the member's value as far as the writer knows (acked or found applied) */
     long long acked;         /* acknowledged writes */
     long long successes;     /* successful calls of any kind (the parent watches it grow) */
-    long long fail_unavailable, fail_other, fail_slow;
+    long long fail_unavailable, fail_busy, fail_other, fail_slow;
     long long unknown_applied, unknown_not_applied;
     long long violations;    /* a failure's promise broken */
     double max_fail_ms, max_call_ms;
@@ -58,6 +66,7 @@ static const char *g_loc;
 static char g_opts[512];
 static long g_timeout_ms;
 static long g_margin_ms;
+static int g_freeze; /* PG_SERVER_FREEZE=1: odd rounds freeze the server instead of killing it */
 
 static long long own_value(const char *s, int p, int t) {
     char key[32];
@@ -73,12 +82,13 @@ static void record_failure(struct wstat *ws, int p, int t, const char *what, Age
     if (ms > ws->max_fail_ms) ws->max_fail_ms = ms;
     if (st == AGENT_ERR_UNAVAILABLE) {
         if (!unknown) ws->fail_unavailable++; /* an unknown outcome is counted apart */
-    }
-    else {
+    } else if (st == AGENT_ERR_BUSY && g_freeze) {
+        ws->fail_busy++;
+    } else {
         ws->fail_other++;
         if (ws->fail_other <= 5)
-            fprintf(stderr, "FAIL p%dt%d %s: %s (want AGENT_ERR_UNAVAILABLE): %s\n", p, t, what,
-                    agent_status_name(st), agent_last_error());
+            fprintf(stderr, "FAIL p%dt%d %s: %s (want AGENT_ERR_UNAVAILABLE%s): %s\n", p, t, what,
+                    agent_status_name(st), g_freeze ? " or AGENT_ERR_BUSY" : "", agent_last_error());
     }
     if (ms > (double)(g_timeout_ms + g_margin_ms)) {
         ws->fail_slow++;
@@ -173,12 +183,79 @@ static int child_main(int p, int threads) {
     return 0;
 }
 
+/*
+ * Freezes (SIGSTOP) or thaws (SIGCONT) the server: its postmaster (the pid in
+ * DIR/data/postmaster.pid) and that process's children, found in /proc. Returns how many
+ * processes got the signal.
+ */
+static int server_signal(const char *dir, int sig) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/data/postmaster.pid", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    long pm = 0;
+    if (fscanf(f, "%ld", &pm) != 1) pm = 0;
+    fclose(f);
+    if (pm <= 0) return 0;
+    int n = 0;
+    if (sig == SIGSTOP && kill((pid_t)pm, sig) == 0) n++; /* first, so that it forks no more */
+    DIR *d = opendir("/proc");
+    if (!d) DIE("opendir /proc");
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        char stat_path[64], buf[512];
+        snprintf(stat_path, sizeof stat_path, "/proc/%ld/stat", pid);
+        FILE *sf = fopen(stat_path, "r");
+        if (!sf) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, sf);
+        fclose(sf);
+        buf[len] = 0;
+        char *rp = strrchr(buf, ')'); /* "pid (comm) state ppid ..." */
+        long ppid = 0;
+        char state;
+        if (rp && sscanf(rp + 1, " %c %ld", &state, &ppid) == 2 && ppid == pm && kill((pid_t)pid, sig) == 0) n++;
+    }
+    closedir(d);
+    if (sig == SIGCONT && kill((pid_t)pm, sig) == 0) n++;
+    return n;
+}
+
 static int server_cmd(const char *cmd, const char *dir) {
     char line[4400];
     snprintf(line, sizeof line, "bash tests/pg/server.sh %s '%s'", cmd, dir);
     fflush(stdout);
     fflush(stderr);
     return system(line);
+}
+
+/* Waits until every handle has succeeded again since `before` (60 s at most); returns how many
+ * did not. */
+static long wait_recovered(int procs, int threads, long long before[MAX_PROCS][MAX_THREADS], double up, long k,
+                           double *max_recovery) {
+    long bad = 0;
+    for (;;) {
+        int all = 1;
+        for (int p = 0; p < procs; p++)
+            for (int t = 0; t < threads; t++)
+                if (g_sh->w[p][t].successes <= before[p][t] && !g_sh->w[p][t].done) all = 0;
+        if (all) break;
+        if (now_s() - up > 60) {
+            for (int p = 0; p < procs; p++)
+                for (int t = 0; t < threads; t++)
+                    if (g_sh->w[p][t].successes <= before[p][t]) {
+                        bad++;
+                        fprintf(stderr, "FAIL: p%dt%d did not succeed within 60 s after round %ld\n", p, t, k);
+                    }
+            break;
+        }
+        usleep(2000);
+    }
+    double rec = now_s() - up;
+    if (rec > *max_recovery) *max_recovery = rec;
+    return bad;
 }
 
 int main(int argc, char **argv) {
@@ -191,6 +268,7 @@ int main(int argc, char **argv) {
     int procs = argc > 3 ? atoi(argv[3]) : 2, threads = argc > 4 ? atoi(argv[4]) : 3;
     g_timeout_ms = argc > 5 ? atol(argv[5]) : 1000;
     g_margin_ms = env_long("PG_SERVER_MARGIN_MS", 1000);
+    g_freeze = env_long("PG_SERVER_FREEZE", 0) != 0;
     g_loc = store_override();
     if (!is_pg_uri(g_loc)) {
         printf("pg-server: skipped: AGENT_STATE_RELIABILITY_STORE is not a PostgreSQL URI\n");
@@ -206,8 +284,8 @@ int main(int argc, char **argv) {
     if (g_sh == MAP_FAILED) DIE("mmap");
     memset(g_sh, 0, sizeof *g_sh);
     uint64_t seed = (uint64_t)env_long("RELIABILITY_SEED", (long)time(NULL)) * 2654435761u + 7;
-    printf("pg-server: %ld server kills, %d processes x %d threads, busy_timeout_ms %ld (+%ld ms margin), seed %llu\n",
-           kills, procs, threads, g_timeout_ms, g_margin_ms, (unsigned long long)seed);
+    printf("pg-server: %ld rounds (%s), %d processes x %d threads, busy_timeout_ms %ld (+%ld ms margin), seed %llu\n",
+           kills, g_freeze ? "kill and freeze in turn" : "server kills", procs, threads, g_timeout_ms, g_margin_ms, (unsigned long long)seed);
 
     pid_t pids[MAX_PROCS];
     for (int p = 0; p < procs; p++) {
@@ -229,10 +307,28 @@ int main(int argc, char **argv) {
         usleep(10000);
     }
 
-    long not_recovered = 0, server_errors = 0;
-    double max_recovery = 0, down_total = 0;
+    long not_recovered = 0, server_errors = 0, server_kills = 0, freezes = 0;
+    double max_recovery = 0, down_total = 0, frozen_total = 0;
     for (long k = 0; k < kills; k++) {
         usleep((useconds_t)(200000 + rng_below(&seed, 600000))); /* load: 0.2-0.8 s */
+        if (g_freeze && k % 2 == 1) {
+            /* A frozen server: nothing refuses, every call must give up by its own timeout. */
+            long long before[MAX_PROCS][MAX_THREADS];
+            if (server_signal(dir, SIGSTOP) < 1) {
+                server_errors++;
+                fprintf(stderr, "FAIL: could not freeze the server (round %ld)\n", k);
+            }
+            double d0 = now_s();
+            usleep((useconds_t)(g_timeout_ms * 2000 + rng_below(&seed, 1000000)));
+            for (int p = 0; p < procs; p++)
+                for (int t = 0; t < threads; t++) before[p][t] = g_sh->w[p][t].successes;
+            server_signal(dir, SIGCONT);
+            double up = now_s();
+            frozen_total += up - d0;
+            freezes++;
+            not_recovered += wait_recovered(procs, threads, before, up, k, &max_recovery);
+            continue;
+        }
         if (server_cmd("kill", dir) != 0) {
             server_errors++;
             fprintf(stderr, "FAIL: server.sh kill failed (round %ld)\n", k);
@@ -249,26 +345,8 @@ int main(int argc, char **argv) {
         }
         double up = now_s();
         down_total += up - d0;
-        /* Every handle must succeed again, without reopening. */
-        for (;;) {
-            int all = 1;
-            for (int p = 0; p < procs; p++)
-                for (int t = 0; t < threads; t++)
-                    if (g_sh->w[p][t].successes <= before[p][t] && !g_sh->w[p][t].done) all = 0;
-            if (all) break;
-            if (now_s() - up > 60) {
-                for (int p = 0; p < procs; p++)
-                    for (int t = 0; t < threads; t++)
-                        if (g_sh->w[p][t].successes <= before[p][t]) {
-                            not_recovered++;
-                            fprintf(stderr, "FAIL: p%dt%d did not succeed within 60 s of restart %ld\n", p, t, k);
-                        }
-                break;
-            }
-            usleep(2000);
-        }
-        double rec = now_s() - up;
-        if (rec > max_recovery) max_recovery = rec;
+        server_kills++;
+        not_recovered += wait_recovered(procs, threads, before, up, k, &max_recovery);
     }
     usleep(300000);
     g_sh->stop = 1;
@@ -290,6 +368,7 @@ int main(int argc, char **argv) {
             sum.acked += w->acked;
             sum.fail_unavailable += w->fail_unavailable;
             sum.fail_other += w->fail_other;
+            sum.fail_busy += w->fail_busy;
             sum.fail_slow += w->fail_slow;
             sum.unknown_applied += w->unknown_applied;
             sum.unknown_not_applied += w->unknown_not_applied;
@@ -297,7 +376,8 @@ int main(int argc, char **argv) {
             if (w->max_fail_ms > sum.max_fail_ms) sum.max_fail_ms = w->max_fail_ms;
             if (w->max_call_ms > sum.max_call_ms) sum.max_call_ms = w->max_call_ms;
         }
-    CHECK(sum.fail_other == 0, "%lld failures were not AGENT_ERR_UNAVAILABLE", sum.fail_other);
+    CHECK(sum.fail_other == 0, "%lld failures were not AGENT_ERR_UNAVAILABLE%s", sum.fail_other,
+          g_freeze ? " or AGENT_ERR_BUSY" : "");
     CHECK(sum.fail_slow == 0, "%lld failures took longer than busy_timeout_ms + %ld ms", sum.fail_slow, g_margin_ms);
     CHECK(sum.violations == 0, "%lld failed writes broke their promise", sum.violations);
     CHECK(kills == 0 || sum.fail_unavailable > 0, "no call failed although the server was killed %ld times", kills);
@@ -329,12 +409,12 @@ int main(int argc, char **argv) {
     CHECK(phantom == 0, "%ld writes applied that were not acknowledged", phantom);
     CHECK(version == (uint64_t)applied, "version %llu, but %lld writes were applied", (unsigned long long)version,
           applied);
-    printf("pg-server: server_kills=%ld acknowledged_writes=%lld lost=%ld phantom=%ld failed_unavailable=%lld "
-           "failed_other=%lld unknown_outcome=%lld (applied %lld) slow_failures=%lld max_failed_call_ms=%.0f "
-           "max_call_ms=%.0f max_recovery_s=%.2f not_recovered=%ld in %.1f s (server down %.1f s)\n",
-           kills, sum.acked, lost, phantom, sum.fail_unavailable, sum.fail_other,
+    printf("pg-server: server_kills=%ld server_freezes=%ld acknowledged_writes=%lld lost=%ld phantom=%ld failed_unavailable=%lld "
+           "failed_busy=%lld failed_other=%lld unknown_outcome=%lld (applied %lld) slow_failures=%lld max_failed_call_ms=%.0f "
+           "max_call_ms=%.0f max_recovery_s=%.2f not_recovered=%ld in %.1f s (server down %.1f s, frozen %.1f s)\n",
+           server_kills, freezes, sum.acked, lost, phantom, sum.fail_unavailable, sum.fail_busy, sum.fail_other,
            sum.unknown_applied + sum.unknown_not_applied, sum.unknown_applied, sum.fail_slow, sum.max_fail_ms,
-           sum.max_call_ms, max_recovery, not_recovered, dt, down_total);
+           sum.max_call_ms, max_recovery, not_recovered, dt, down_total, frozen_total);
     munmap(g_sh, sizeof *g_sh);
     return finish("pg-server");
 }
