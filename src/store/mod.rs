@@ -5,9 +5,9 @@
 //! log, whose retention is the store's policy. Transactions are taken through [`Txn`], which
 //! rolls back unless committed, so an early return or a `?` can never leave one open.
 //!
-//! [`sqlite`] is the one backend (an embedded SQLite file); a second one is a sibling module
-//! behind the same trait, and nothing above the trait changes. The agent never sees SQL,
-//! storage keys or how the log is pruned.
+//! Two backends: [`sqlite`] (an embedded SQLite file, one agent) and [`postgres`] (a server,
+//! one row per agent, feature `postgres`), sibling modules behind the same trait; nothing
+//! above the trait changes. The agent never sees SQL, storage keys or how the log is pruned.
 
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -229,3 +229,28 @@ fn many_processes_worth_of_handles_create_the_tables_once() {
     adm.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
         .unwrap();
 }
+
+#[test]
+fn a_corrupt_stored_state_fails_reads_and_merges_and_a_replace_repairs_it() {
+    let uri = server_or_skip!();
+    let id = unique("corrupt");
+    let a = open(&uri, &id, json!({})).unwrap();
+    a.set_state(br#"{"ok":1}"#).unwrap();
+    // Behind the library's back; a handle notices a change by the version.
+    admin(&uri)
+        .execute(
+            "UPDATE agent_state SET value = '{\"ok\":', version = version + 1 WHERE agent = $1",
+            &[&id],
+        )
+        .unwrap();
+    assert!(matches!(a.get_state(), Err(Error::Corrupt(_))));
+    assert!(matches!(a.set_state(br#"{"x":1}"#), Err(Error::Corrupt(_))));
+    let b = open(&uri, &id, json!({"change_log": {"keep_last": 5}})).unwrap();
+    assert!(matches!(b.get_state(), Err(Error::Corrupt(_))));
+    let v = a.replace_state_if(br#"{"fixed":true}"#, Some(2)).unwrap();
+    assert_eq!(
+        (v.version, text(&v.state)),
+        (3, r#"{"fixed":true}"#.to_string())
+    );
+    assert_eq!(text(&b.get_state().unwrap()), r#"{"fixed":true}"#);
+}

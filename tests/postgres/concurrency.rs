@@ -1,1 +1,90 @@
-//! todo
+//! Many handles and threads on one agent: nothing lost, compare-and-set exact.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use agent_state::Error;
+use serde_json::{json, Value};
+
+use crate::{open, server_or_skip, unique};
+
+#[test]
+fn threads_on_two_handles_each_lose_no_merge() {
+    const THREADS: usize = 4;
+    const EACH: usize = 100;
+    let uri = server_or_skip!();
+    let id = unique("merge");
+    let handles: Vec<_> = (0..2)
+        .map(|_| Arc::new(open(&uri, &id, json!({"synchronous": "normal"})).unwrap()))
+        .collect();
+    let threads: Vec<_> = (0..THREADS)
+        .flat_map(|t| {
+            handles
+                .iter()
+                .enumerate()
+                .map(move |(h, a)| (t, h, a.clone()))
+        })
+        .map(|(t, h, a)| {
+            std::thread::spawn(move || {
+                for i in 0..EACH {
+                    a.set_state(format!(r#"{{"k{t}_{h}_{i}":{i}}}"#).as_bytes())
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let v = handles[0].get_state_versioned().unwrap();
+    let state: Value = serde_json::from_slice(v.state.json()).unwrap();
+    assert_eq!(state.as_object().unwrap().len(), THREADS * 2 * EACH);
+    assert_eq!(v.version, (THREADS * 2 * EACH) as u64);
+    assert_eq!(handles[1].get_state_versioned().unwrap().version, v.version);
+}
+
+#[test]
+fn compare_and_set_loops_count_exactly() {
+    const THREADS: usize = 4;
+    const EACH: u64 = 25;
+    let uri = server_or_skip!();
+    let id = unique("cas-loop");
+    let conflicts = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (uri, id, conflicts) = (uri.clone(), id.clone(), conflicts.clone());
+            std::thread::spawn(move || {
+                let a = open(&uri, &id, json!({})).unwrap();
+                for _ in 0..EACH {
+                    loop {
+                        let v = a.get_state_versioned().unwrap();
+                        let state: Value = serde_json::from_slice(v.state.json()).unwrap();
+                        let n = state["count"].as_u64().unwrap_or(0);
+                        match a.set_state_if(
+                            format!(r#"{{"count":{}}}"#, n + 1).as_bytes(),
+                            Some(v.version),
+                        ) {
+                            Ok(_) => break,
+                            Err(Error::Conflict(_)) => {
+                                conflicts.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let a = open(&uri, &id, json!({})).unwrap();
+    let v = a.get_state_versioned().unwrap();
+    let state: Value = serde_json::from_slice(v.state.json()).unwrap();
+    assert_eq!(state["count"], json!(THREADS as u64 * EACH));
+    assert_eq!(v.version, THREADS as u64 * EACH);
+    eprintln!(
+        "compare-and-set: {} conflicts retried",
+        conflicts.load(Ordering::Relaxed)
+    );
+}

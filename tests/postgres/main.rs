@@ -16,9 +16,11 @@ mod common;
 mod basics;
 mod concurrency;
 mod crash;
-mod history;
 mod log;
 mod pool;
+mod ported_agent;
+mod ported_history;
+mod shim;
 
 /// The test server's URI, or `None` (with a notice) when there is none.
 pub fn server() -> Option<String> {

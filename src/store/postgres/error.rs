@@ -42,7 +42,13 @@ pub(super) fn classify(e: &postgres::Error, what: &str) -> Fault {
     let code = db.code().code();
     let text = describe(e);
     match code {
-        "40001" | "40P01" => Fault::Answered(Error::Stale),
+        // Under a lock, as in PostgreSQL's READ COMMITTED, these should not happen; servers that
+        // serialize transactions optimistically (CockroachDB) abort some: the caller may retry.
+        // (The optimistic commit turns them into Error::Stale, retried under a lock.)
+        "40001" | "40P01" => Fault::Answered(Error::Busy(format!(
+            "{what}: the server aborted the transaction to resolve a conflict with another; \
+             nothing was written, try again ({text})"
+        ))),
         "57014" => Fault::Answered(Error::Busy(format!(
             "{what}: the statement took longer than busy_timeout_ms ({text})"
         ))),
@@ -56,4 +62,18 @@ pub(super) fn classify(e: &postgres::Error, what: &str) -> Fault {
         )),
         _ => Fault::Answered(Error::Storage(format!("{what}: {text}"))),
     }
+}
+
+/// True when the failure was writing to a socket the server had already closed: the request
+/// never reached a live server, so it had no effect (whatever it was, a commit included).
+pub(super) fn unsent(e: &postgres::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|c| c.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// True for a serialization failure or a deadlock: the transaction was aborted, nothing
+/// written.
+pub(super) fn conflict(e: &postgres::Error) -> bool {
+    matches!(e.code().map(|c| c.code()), Some("40001" | "40P01"))
 }

@@ -232,24 +232,33 @@ impl Postgres {
         }
     }
 
-    /// Runs `f` on a connection checked out for it (autocommit).
-    fn autocommit<T>(&self, what: &str, f: impl FnOnce(&mut Conn) -> PgResult<T>) -> Result<T> {
-        let mut conn = self.acquire()?;
-        match f(&mut conn) {
-            Ok(v) => {
-                self.pool.checkin(conn);
-                Ok(v)
-            }
-            Err(e) => match classify(&e, what) {
-                Fault::Lost(err) => {
-                    self.pool.discard(conn, true);
-                    Err(err)
-                }
-                Fault::Answered(err) => {
+    /// Runs `f` (a read) on a connection checked out for it (autocommit). A reused
+    /// connection found dead is replaced once: the server may have restarted meanwhile.
+    fn autocommit<T>(&self, what: &str, f: impl Fn(&mut Conn) -> PgResult<T>) -> Result<T> {
+        let mut retried = false;
+        loop {
+            let mut conn = self.acquire()?;
+            return match f(&mut conn) {
+                Ok(v) => {
                     self.pool.checkin(conn);
-                    Err(err)
+                    Ok(v)
                 }
-            },
+                Err(e) => match classify(&e, what) {
+                    Fault::Lost(err) => {
+                        let reused = conn.reused;
+                        self.pool.discard(conn, true);
+                        if reused && !retried {
+                            retried = true;
+                            continue;
+                        }
+                        Err(err)
+                    }
+                    Fault::Answered(err) => {
+                        self.pool.checkin(conn);
+                        Err(err)
+                    }
+                },
+            };
         }
     }
 
@@ -281,7 +290,7 @@ impl Postgres {
     }
 
     /// Runs `f` inside the open transaction, or in autocommit when none is open.
-    fn read<T>(&self, what: &str, f: impl FnOnce(&mut Conn) -> PgResult<T>) -> Result<T> {
+    fn read<T>(&self, what: &str, f: impl Fn(&mut Conn) -> PgResult<T>) -> Result<T> {
         if self.txn.borrow().is_some() {
             self.in_txn(what, |open| f(&mut open.conn))
         } else {
@@ -605,7 +614,17 @@ impl Backend for Postgres {
                     self.pool.checkin(open.conn);
                     Err(Error::Stale)
                 }
+                Err(e) if error::conflict(&e) => {
+                    self.pool.checkin(open.conn);
+                    Err(Error::Stale)
+                }
                 Err(e) => match classify(&e, "cannot commit") {
+                    // Nothing reached the server (it closed the connection before): nothing
+                    // was written, and the agent tries again under a lock, on a new connection.
+                    Fault::Lost(_) if error::unsent(&e) => {
+                        self.pool.discard(open.conn, true);
+                        Err(Error::Stale)
+                    }
                     Fault::Lost(_) => {
                         self.pool.discard(open.conn, true);
                         Err(Error::Unavailable(UNKNOWN_OUTCOME.to_string()))
@@ -623,6 +642,11 @@ impl Backend for Postgres {
                 Ok(())
             }
             Err(e) => match classify(&e, "cannot commit") {
+                Fault::Lost(err) if error::unsent(&e) => {
+                    // The server closed the connection before the COMMIT: it rolled back.
+                    self.pool.discard(open.conn, true);
+                    Err(err)
+                }
                 Fault::Lost(_) => {
                     self.pool.discard(open.conn, true);
                     Err(if open.kind == Kind::Read {

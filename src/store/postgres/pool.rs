@@ -11,6 +11,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use std::net::{IpAddr, ToSocketAddrs};
+
+use postgres::config::Host;
 use postgres::{Client, Config, NoTls, Statement};
 
 use crate::error::{Error, Result};
@@ -35,7 +38,12 @@ pub(super) struct Conn {
     statements: HashMap<&'static str, Statement>,
     /// True once it has served a checkout (an idle connection may have died meanwhile).
     pub reused: bool,
+    /// When it was last returned to the pool.
+    idle_since: Instant,
 }
+
+/// How long a connection sits idle before a checkout checks that the server still has it.
+const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 impl Conn {
     pub fn client(&mut self) -> &mut Client {
@@ -49,11 +57,23 @@ impl Conn {
     }
 
     /// False when the server closed the connection while it sat idle (a restart, an idle
-    /// timeout): reads what the socket holds without blocking, no round trip.
+    /// timeout). No round trip: the client's event loop turns once (at most a millisecond
+    /// when there is nothing to read), which reads the end of a closed socket. Only worth it
+    /// for a connection idle for a while: a dead one is also caught when used (see the
+    /// retries in `super`).
     pub fn alive(&mut self) -> bool {
         use postgres::fallible_iterator::FallibleIterator;
+        if self.idle_since.elapsed() < PROBE_AFTER_IDLE {
+            return !self.client().is_closed();
+        }
         let client = self.client();
-        !client.is_closed() && client.notifications().iter().next().is_ok() && !client.is_closed()
+        !client.is_closed()
+            && client
+                .notifications()
+                .timeout_iter(Duration::from_micros(1))
+                .next()
+                .is_ok()
+            && !client.is_closed()
     }
 
     /// The prepared statement for `sql` on this connection (prepared on first use).
@@ -236,24 +256,36 @@ impl Pool {
     fn connect(&self, wait: Duration) -> Result<Conn> {
         let mut config = self.config.clone();
         config.connect_timeout(wait.max(Duration::from_secs(1)));
-        let client = config.connect(NoTls).map_err(|e| {
+        let unavailable = |e: String| {
             Error::Unavailable(format!(
-                "cannot connect to the PostgreSQL server {}: {}",
-                self.shown,
-                super::error::describe(&e)
+                "cannot connect to the PostgreSQL server {}: {e}",
+                self.shown
             ))
-        })?;
-        Ok(Conn {
-            client: Some(client),
-            pid: std::process::id(),
-            settings: None,
-            statements: HashMap::new(),
-            reused: false,
-        })
+        };
+        let mut last = None;
+        for candidate in resolved(&config).map_err(unavailable)? {
+            match candidate.connect(NoTls) {
+                Ok(client) => {
+                    return Ok(Conn {
+                        client: Some(client),
+                        pid: std::process::id(),
+                        settings: None,
+                        statements: HashMap::new(),
+                        reused: false,
+                        idle_since: Instant::now(),
+                    })
+                }
+                Err(e) => last = Some(super::error::describe(&e)),
+            }
+        }
+        Err(unavailable(
+            last.unwrap_or_else(|| "no address to connect to".into()),
+        ))
     }
 
     /// Returns a connection that is idle (no transaction open) and healthy.
-    pub fn checkin(&self, conn: Conn) {
+    pub fn checkin(&self, mut conn: Conn) {
+        conn.idle_since = Instant::now();
         let mut state = lock(&self.state);
         if !conn.belongs_here() || state.pid != conn.pid {
             drop(state);
@@ -299,6 +331,59 @@ impl Drop for Pool {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         state.idle.clear();
     }
+}
+
+/// The configurations to try in turn, with host names resolved here, on the calling thread:
+/// the client would resolve them on a thread of its runtime's blocking pool, and the library
+/// starts no thread. One host name: one configuration per address it resolves to (tried in
+/// order, as the client would); several hosts: each at its first address (the client then
+/// tries the hosts in order). Unix sockets and IP addresses need nothing.
+fn resolved(config: &Config) -> std::result::Result<Vec<Config>, String> {
+    let hosts = config.get_hosts();
+    let named = |h: &Host| matches!(h, Host::Tcp(name) if name.parse::<IpAddr>().is_err());
+    if !config.get_hostaddrs().is_empty() || !hosts.iter().any(named) {
+        return Ok(vec![config.clone()]);
+    }
+    let ports = config.get_ports();
+    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let lookup = |name: &str, port: u16| -> std::result::Result<Vec<IpAddr>, String> {
+        let addrs: Vec<IpAddr> = (name, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {name}: {e}"))?
+            .map(|a| a.ip())
+            .collect();
+        if addrs.is_empty() {
+            return Err(format!("{name} resolves to no address"));
+        }
+        Ok(addrs)
+    };
+    if hosts.len() == 1 {
+        let Host::Tcp(name) = &hosts[0] else {
+            return Ok(vec![config.clone()]);
+        };
+        return Ok(lookup(name, port(0))?
+            .into_iter()
+            .map(|ip| {
+                let mut c = config.clone();
+                c.hostaddr(ip);
+                c
+            })
+            .collect());
+    }
+    let mut c = config.clone();
+    for (i, host) in hosts.iter().enumerate() {
+        match host {
+            Host::Tcp(name) => match name.parse::<IpAddr>() {
+                Ok(ip) => c.hostaddr(ip),
+                Err(_) => c.hostaddr(lookup(name, port(i))?[0]),
+            },
+            // A Unix socket among TCP hosts: hostaddr cannot be given for it; let the
+            // client resolve (on its blocking pool) rather than refuse the URI.
+            #[allow(unreachable_patterns)]
+            _ => return Ok(vec![config.clone()]),
+        };
+    }
+    Ok(vec![c])
 }
 
 /// `uri` with any password replaced by `***`, for messages.
