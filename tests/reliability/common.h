@@ -276,4 +276,129 @@ static inline long env_long(const char *name, long dflt) {
     return v && *v ? strtol(v, NULL, 10) : dflt;
 }
 
+/* ---- where the store is: a file, or a PostgreSQL agent ---------------------------------- */
+
+/*
+ * The programs that can run on PostgreSQL (crash, concurrency, cas, pg_handles, pg_server) take
+ * the store from $AGENT_STATE_RELIABILITY_STORE when it is set: a `postgresql://` URI (or a file
+ * path), used instead of their own scratch file. With a URI every handle names an agent (the
+ * open option "agent_id", required there): $AGENT_STATE_RELIABILITY_AGENT (default "rel") plus
+ * the test's name, process id and time, so that every run starts from a fresh, empty agent of
+ * the shared server. On a file the agent id is passed only when $AGENT_STATE_RELIABILITY_AGENT
+ * is set (SQLite's many agents per file).
+ */
+static inline const char *store_override(void) {
+    const char *s = getenv("AGENT_STATE_RELIABILITY_STORE");
+    return s && *s ? s : NULL;
+}
+
+static inline int is_pg_uri(const char *loc) {
+    return loc && (strncmp(loc, "postgresql://", 13) == 0 || strncmp(loc, "postgres://", 11) == 0);
+}
+
+/* The store of this run: the override, or `file` (then removed first, with its side files). */
+static inline const char *store_location(const char *file) {
+    const char *o = store_override();
+    if (o) return o;
+    remove_store(file);
+    return file;
+}
+
+/* Fills `buf` with this run's agent id for test `name`; returns buf, or NULL for no agent id. */
+static inline const char *store_agent(const char *loc, const char *name, char *buf, size_t cap) {
+    const char *prefix = getenv("AGENT_STATE_RELIABILITY_AGENT");
+    if (!(prefix && *prefix) && !is_pg_uri(loc)) return NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(buf, cap, "%s-%s-%ld-%lld%06ld", prefix && *prefix ? prefix : "rel", name, (long)getpid(),
+             (long long)ts.tv_sec, ts.tv_nsec / 1000);
+    return buf;
+}
+
+/*
+ * Builds open options: {"agent_id":"<agent>",<extra>} (either part may be absent; `extra` is
+ * members without braces, e.g. "\"synchronous\":\"full\""). Returns buf.
+ */
+static inline const char *store_options(char *buf, size_t cap, const char *agent, const char *extra) {
+    int n = snprintf(buf, cap, "{");
+    if (agent) n += snprintf(buf + n, cap - (size_t)n, "\"agent_id\":\"%s\"", agent);
+    if (extra && *extra) n += snprintf(buf + n, cap - (size_t)n, "%s%s", agent ? "," : "", extra);
+    snprintf(buf + n, cap - (size_t)n, "}");
+    return buf;
+}
+
+/* A short name of the store kind for the programs' summary lines. */
+static inline const char *store_kind(const char *loc) { return is_pg_uri(loc) ? "postgresql" : "sqlite"; }
+
+/* ---- PostgreSQL side queries (psql) ---------------------------------------------------- */
+
+#include <sys/wait.h>
+
+/* psql: $PSQL, /usr/bin/psql, or the newest /usr/lib/postgresql/N/bin/psql. */
+static inline const char *psql_path(void) {
+    const char *e = getenv("PSQL");
+    if (e && *e) return e;
+    if (access("/usr/bin/psql", X_OK) == 0) return "/usr/bin/psql";
+    static char found[64];
+    for (int v = 30; v >= 9; v--) {
+        snprintf(found, sizeof found, "/usr/lib/postgresql/%d/bin/psql", v);
+        if (access(found, X_OK) == 0) return found;
+    }
+    return "psql";
+}
+
+/*
+ * Runs one SQL query through psql on `uri` (no shell) and returns its single integer result,
+ * or -1 when psql failed or printed no number.
+ */
+static inline long long pg_query_int(const char *uri, const char *sql) {
+    int fds[2];
+    if (pipe(fds) != 0) DIE("pipe");
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) DIE("fork");
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        const char *psql = psql_path();
+        execl(psql, psql, "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", uri, "-c", sql,
+              (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char out[256];
+    size_t n = 0;
+    ssize_t r;
+    while ((r = read(fds[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)r;
+    close(fds[0]);
+    out[n] = 0;
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+    char *end;
+    long long v = strtoll(out, &end, 10);
+    return end == out ? -1 : v;
+}
+
+/* `uri` with one more query parameter ("name=value"); malloc'd. */
+static inline char *uri_with_param(const char *uri, const char *param) {
+    size_t n = strlen(uri) + strlen(param) + 2;
+    char *s = malloc(n);
+    if (!s) DIE("out of memory");
+    snprintf(s, n, "%s%c%s", uri, strchr(uri, '?') ? '&' : '?', param);
+    return s;
+}
+
+/* Server processes serving clients whose application_name is `app` (-1: psql failed). */
+static inline long long pg_backends_of(const char *uri, const char *app) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+             "AND pid <> pg_backend_pid() AND application_name = '%s'",
+             app);
+    return pg_query_int(uri, sql);
+}
+
 #endif

@@ -17,6 +17,9 @@
  * older than the previous delivery's next); each thread's patches arrive in the order it made
  * them.
  *
+ * The store is a scratch file, or $AGENT_STATE_RELIABILITY_STORE (a PostgreSQL URI: then all
+ * handles open one fresh agent of that server; see store_location in common.h).
+ *
  * Usage: concurrency PROCS THREADS PATCHES [hooks]
  */
 #include <pthread.h>
@@ -53,6 +56,8 @@ struct worker {
 };
 
 static const char *g_path;
+static char g_opts[512];       /* open options: agent_id (if any), busy timeout */
+static char g_reopen[512];     /* the final check's options: agent_id only */
 
 /* Sum of every integer member value in a state: its commit number. */
 static long long total_of(const uint8_t *s, size_t len) {
@@ -115,7 +120,7 @@ static struct handle_log *new_log(int proc) {
 static AgentHandle open_store(struct handle_log *log, int use_hooks) {
     AgentHandle h;
     /* A long busy timeout: this test is about lost updates, not about lock waits. */
-    AgentStatus st = agent_open(g_path, "{\"busy_timeout_ms\":120000}", &h);
+    AgentStatus st = agent_open(g_path, g_opts, &h);
     if (st != AGENT_OK) {
         fprintf(stderr, "FAIL: agent_open: %s\n", agent_last_error());
         exit(1);
@@ -247,11 +252,16 @@ int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s/concurrency", scratch_dir());
     make_dirs(dir);
     snprintf(path, sizeof path, "%s/lost-updates-%s.db", dir, use_hooks ? "hooks" : "plain");
-    remove_store(path);
-    g_path = path;
+    g_path = store_location(path);
+    char agent_buf[300];
+    const char *agent = store_agent(g_path, use_hooks ? "lost-updates-hooks" : "lost-updates", agent_buf,
+                                    sizeof agent_buf);
+    store_options(g_opts, sizeof g_opts, agent, "\"busy_timeout_ms\":120000");
+    store_options(g_reopen, sizeof g_reopen, agent, NULL);
 
-    printf("concurrency: %d processes x %d threads x %ld patches%s\n", procs, threads, patches,
-           use_hooks ? ", hooks registered" : "");
+    printf("concurrency: %d processes x %d threads x %ld patches%s, store %s%s%s\n", procs, threads,
+           patches, use_hooks ? ", hooks registered" : "", store_kind(g_path), agent ? ", agent " : "",
+           agent ? agent : "");
     double t0 = now_s();
     pid_t pids[256];
     for (int p = 0; p < procs; p++) {
@@ -268,7 +278,7 @@ int main(int argc, char **argv) {
     double dt = now_s() - t0;
 
     AgentHandle h;
-    CHECK_STATUS(agent_open(path, NULL, &h), AGENT_OK, "reopen");
+    CHECK_STATUS(agent_open(g_path, g_reopen, &h), AGENT_OK, "reopen");
     AgentStatus st;
     char *s = get_state_str(h, &st);
     CHECK(s != NULL, "get_state after the run");
@@ -293,6 +303,6 @@ int main(int argc, char **argv) {
     long long n = (long long)procs * threads * patches;
     printf("concurrency: patches=%lld lost=%ld hooks=%s in %.1f s (%.0f commits/s)\n", n, lost,
            use_hooks ? "yes" : "no", dt, (double)n / dt);
-    if (g_failures == 0) remove_store(path);
+    if (g_failures == 0 && !store_override()) remove_store(path);
     return finish(use_hooks ? "concurrency-hooks" : "concurrency");
 }

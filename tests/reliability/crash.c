@@ -12,6 +12,12 @@
  *
  * Usage: crash [KILLS]   (default: 40, or $CRASH_KILLS; run.sh: 100 quick, 1200 soak). Rounds alternate synchronous "full"
  * (3 of 4) and "normal" (1 of 4): a process crash must lose nothing acknowledged in either.
+ *
+ * The store is a scratch file, or $AGENT_STATE_RELIABILITY_STORE (a PostgreSQL URI: one fresh
+ * agent of that server; the client is killed, the server keeps running). There a killed
+ * client's last COMMIT may still be running in its server process after the kill, so before
+ * checking, the parent waits (psql on pg_stat_activity) until no server process of that child
+ * (its own application_name) is left: the in-flight write has then landed or not, for good.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,9 +37,12 @@ static size_t make_state(long long n, char *buf, size_t cap) {
 
 enum { STATE_CAP = 64 * 1024 };
 
+static const char *g_agent; /* agent_id, or NULL */
+
 static void child_main(const char *path, int ackfd, const char *sync) {
-    char opts[128];
-    snprintf(opts, sizeof opts, "{\"synchronous\":\"%s\"}", sync);
+    char opts[512], extra[64];
+    snprintf(extra, sizeof extra, "\"synchronous\":\"%s\"", sync);
+    store_options(opts, sizeof opts, g_agent, extra);
     AgentHandle h;
     if (agent_open(path, opts, &h) != AGENT_OK) {
         fprintf(stderr, "child: open failed: %s\n", agent_last_error());
@@ -66,10 +75,13 @@ int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s/crash", scratch_dir());
     make_dirs(dir);
     snprintf(path, sizeof path, "%s/crash.db", dir);
-    remove_store(path);
+    const char *loc = store_location(path);
+    char agent_buf[300], reopen[512];
+    g_agent = store_agent(loc, "crash", agent_buf, sizeof agent_buf);
+    store_options(reopen, sizeof reopen, g_agent, NULL);
 
     uint64_t seed = (uint64_t)env_long("RELIABILITY_SEED", (long)time(NULL)) * 2654435761u + 1;
-    printf("crash: %ld kills, seed %llu\n", kills, (unsigned long long)seed);
+    printf("crash: %ld kills, seed %llu, store %s\n", kills, (unsigned long long)seed, store_kind(loc));
     static char expect[STATE_CAP];
     long long last_acked = 0;
     long at_acked = 0, at_inflight = 0, violations = 0, kills_full = 0, kills_normal = 0;
@@ -80,14 +92,20 @@ int main(int argc, char **argv) {
         const char *sync = (round % 4 == 3) ? "normal" : "full";
         int fds[2];
         if (pipe(fds) != 0) DIE("pipe");
+        /* On PostgreSQL each child names its connections, for the wait after the kill. */
+        char app[64], param[96];
+        snprintf(app, sizeof app, "rel-crash-%ld-%ld", (long)getpid(), round);
+        snprintf(param, sizeof param, "application_name=%s", app);
+        char *child_loc = is_pg_uri(loc) ? uri_with_param(loc, param) : strdup(loc);
         fflush(stdout);
         pid_t pid = fork();
         if (pid < 0) DIE("fork");
         if (pid == 0) {
             close(fds[0]);
-            child_main(path, fds[1], sync);
+            child_main(child_loc, fds[1], sync);
         }
         close(fds[1]);
+        free(child_loc);
         /* Random moment: anywhere in the first 40 ms (opening, mid-commit, mid-checkpoint...). */
         useconds_t delay = (useconds_t)rng_below(&seed, 40000);
         usleep(delay);
@@ -111,12 +129,22 @@ int main(int argc, char **argv) {
             fprintf(stderr, "VIOLATION round %ld: child ended by itself (status %d) before the kill\n",
                     round, status);
         }
+        if (is_pg_uri(loc)) {
+            /* Wait until the server is done with the killed child's connections. */
+            double w0 = now_s();
+            long long left;
+            while ((left = pg_backends_of(loc, app)) != 0) {
+                if (left < 0) DIE("psql could not count the server's connections");
+                if (now_s() - w0 > 60) DIE("the killed child's server processes are still there after 60 s");
+                usleep(2000);
+            }
+        }
         if (strcmp(sync, "full") == 0) kills_full++;
         else kills_normal++;
 
         /* Reopen and check. */
         AgentHandle h;
-        AgentStatus st = agent_open(path, NULL, &h);
+        AgentStatus st = agent_open(loc, reopen, &h);
         if (st != AGENT_OK) {
             violations++;
             fprintf(stderr, "VIOLATION round %ld: the store does not open after the kill: %s\n", round,
@@ -172,6 +200,6 @@ int main(int argc, char **argv) {
            "state_at_last_ack=%ld state_at_in_flight=%ld violations=%ld in %.1f s\n",
            kills_full + kills_normal, kills_full, kills_normal, total_acks, at_acked, at_inflight,
            violations, dt);
-    if (g_failures == 0) remove_store(path);
+    if (g_failures == 0 && !store_override()) remove_store(path);
     return finish("crash");
 }

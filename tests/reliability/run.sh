@@ -13,7 +13,13 @@
 # Environment: CI=true turns a missing JSONTestSuite corpus or C suite into a failure instead of a
 # skip. RELIABILITY_SEED fixes the random seeds. Soak knobs: CRASH_KILLS (1200),
 # SOAK_PROCS/SOAK_THREADS/SOAK_PATCHES (8/4/5000), FORK_ROUNDS (100), FUZZ_SECONDS per target (120),
-# ABI_STEPS (400000).
+# ABI_STEPS (400000), CAS_PROCS/CAS_TARGET (8/500), PG_SERVER_KILLS (30), PG_HANDLES (10000).
+#
+# PostgreSQL: the programs that can run there (crash, concurrency, cas, pg_handles, pg_server)
+# also run against the server whose URI is in AGENT_STATE_TEST_PG_URI (`make test` and
+# `make soak` run inside tests/pg/with-server.sh, which sets it); the server-kill test starts a
+# server of its own (port PG_SERVER_PORT, 5544). Without a URI those checks are skipped with a
+# notice (a failure under CI=true). RELIABILITY_ONLY_PG=1 runs only them.
 set -uo pipefail
 
 MODE=${1:-quick}
@@ -94,7 +100,7 @@ CC=${CC:-gcc}
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O1 -g -Iinclude)
 LDFLAGS=(-L"$LIBDIR" -Wl,-rpath,"$ROOT/$LIBDIR" -lagent_state -lpthread)
 SAN=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
-PROGRAMS=(crash concurrency fork hostile_json faults access abi_random)
+PROGRAMS=(crash concurrency fork hostile_json faults access abi_random cas pg_handles pg_server)
 
 build_ok=true
 for p in "${PROGRAMS[@]}"; do
@@ -121,6 +127,11 @@ if [ -d "$CORPUS" ] && ls "$CORPUS"/n_*.json >/dev/null 2>&1; then
     have_corpus=true
 fi
 
+# RELIABILITY_ONLY_PG=1: only the PostgreSQL section (8), e.g. to measure its soak counts.
+ONLY_PG=false
+[ -n "${RELIABILITY_ONLY_PG:-}" ] && [ "${RELIABILITY_ONLY_PG}" != 0 ] && ONLY_PG=true
+if ! $ONLY_PG; then
+
 # ---- 1. crash safety ----------------------------------------------------------------------------
 
 if [ "$MODE" = quick ]; then
@@ -137,6 +148,13 @@ if [ "$MODE" = quick ]; then
 else
     run lost-updates 3600 "$BIN/concurrency" "${SOAK_PROCS:-8}" "${SOAK_THREADS:-4}" 1000
     run lost-updates-hooks 7200 "$BIN/concurrency" "${SOAK_PROCS:-8}" "${SOAK_THREADS:-4}" "${SOAK_PATCHES:-5000}" hooks
+fi
+
+# Compare-and-set counters across processes: final counter == successes.
+if [ "$MODE" = quick ]; then
+    run cas 120 "$BIN/cas" 4 50
+else
+    run cas 3600 "$BIN/cas" "${CAS_PROCS:-8}" "${CAS_TARGET:-500}"
 fi
 
 # ---- 2b. fork safety: handles inherited across fork() --------------------------------------------
@@ -264,6 +282,46 @@ if [ "$MODE" = soak ]; then
         cargo +nightly test --target x86_64-unknown-linux-gnu --target-dir target/asan --lib --tests
 fi
 
+fi # ! $ONLY_PG
+
+# ---- 8. PostgreSQL -------------------------------------------------------------------------------
+
+# The same programs against one fresh agent each of the test server (AGENT_STATE_RELIABILITY_STORE),
+# the server killed and restarted under load on a server of its own, and 10,000 handles.
+PG_URI=${AGENT_STATE_TEST_PG_URI:-}
+if [ -z "$PG_URI" ]; then
+    if $IS_CI; then
+        fail_now postgresql "AGENT_STATE_TEST_PG_URI is not set (CI=true: run under tests/pg/with-server.sh, as make test does)"
+    else
+        skip postgresql "AGENT_STATE_TEST_PG_URI is not set: the PostgreSQL checks are skipped (run under tests/pg/with-server.sh, as make test does)"
+    fi
+else
+    PG=(env AGENT_STATE_RELIABILITY_STORE="$PG_URI")
+    if [ "$MODE" = quick ]; then
+        run pg-lost-updates 120 "${PG[@]}" "$BIN/concurrency" 4 4 200
+        run pg-lost-updates-hooks 120 "${PG[@]}" "$BIN/concurrency" 2 2 200 hooks
+        run pg-cas 120 "${PG[@]}" "$BIN/cas" 4 50
+        run pg-crash 120 "${PG[@]}" "$BIN/crash" 50
+        run pg-handles 300 "${PG[@]}" "$BIN/pg_handles" "${PG_HANDLES:-10000}" 4
+        run pg-server 300 bash "$HERE/pg_server.sh" "$BIN/pg_server" "${PG_SERVER_KILLS:-3}"
+        run asan-pg-crash 300 "${PG[@]}" "$ASAN_BIN/crash" 10
+        run asan-pg-lost-updates-hooks 300 "${PG[@]}" "$ASAN_BIN/concurrency" 2 2 50 hooks
+        run asan-pg-cas 300 "${PG[@]}" "$ASAN_BIN/cas" 2 20
+    else
+        run pg-lost-updates 3600 "${PG[@]}" "$BIN/concurrency" "${SOAK_PROCS:-8}" "${SOAK_THREADS:-4}" 1000
+        run pg-lost-updates-hooks 7200 "${PG[@]}" "$BIN/concurrency" "${SOAK_PROCS:-8}" "${SOAK_THREADS:-4}" "${SOAK_PATCHES:-5000}" hooks
+        run pg-cas 3600 "${PG[@]}" "$BIN/cas" "${CAS_PROCS:-8}" "${CAS_TARGET:-500}"
+        run pg-crash 3600 "${PG[@]}" "$BIN/crash" "${CRASH_KILLS:-1200}"
+        run pg-handles 1800 "${PG[@]}" "$BIN/pg_handles" "${PG_HANDLES:-10000}" 4
+        run pg-server 3600 bash "$HERE/pg_server.sh" "$BIN/pg_server" "${PG_SERVER_KILLS:-30}" 3 3
+        run asan-pg-crash 600 "${PG[@]}" "$ASAN_BIN/crash" 50
+        run asan-pg-lost-updates-hooks 600 "${PG[@]}" "$ASAN_BIN/concurrency" 2 2 200 hooks
+        run asan-pg-cas 600 "${PG[@]}" "$ASAN_BIN/cas" 4 50
+        run asan-pg-handles 600 "${PG[@]}" "$ASAN_BIN/pg_handles" 2000 4
+        run asan-pg-server 900 bash "$HERE/pg_server.sh" "$ASAN_BIN/pg_server" 4
+    fi
+fi
+
 # ---- counts -------------------------------------------------------------------------------------
 
 {
@@ -273,6 +331,10 @@ fi
         [ -f "$LOGS/$t.log" ] || continue
         grep -h -E '^(crash|concurrency|fork|hostile-json[a-z ]*|abi-random): .*(=|files)' "$LOGS/$t.log" |
             sed "s/^fork:/$t:/"
+    done
+    for t in cas pg-lost-updates pg-lost-updates-hooks pg-cas pg-crash pg-handles pg-server; do
+        [ -f "$LOGS/$t.log" ] || continue
+        grep -h -E '^(crash|concurrency|cas|pg-handles|pg-server): .*=' "$LOGS/$t.log" | sed -E "s/^[a-z-]+:/$t:/"
     done
     for t in json_codec merge abi_sequence; do
         f=$LOGS/fuzz-$t.log
