@@ -612,6 +612,7 @@ static void test_version_and_status_names(void)
         { AGENT_ERR_CONFLICT, 9, "AGENT_ERR_CONFLICT" },
         { AGENT_ERR_REJECTED, 10, "AGENT_ERR_REJECTED" },
         { AGENT_ERR_GAP, 11, "AGENT_ERR_GAP" },
+        { AGENT_ERR_UNAVAILABLE, 12, "AGENT_ERR_UNAVAILABLE" },
         { AGENT_ERR_PANIC, 99, "AGENT_ERR_PANIC" },
     };
     size_t i;
@@ -631,7 +632,7 @@ static void test_version_and_status_names(void)
                agent_status_name(k[i].code), k[i].name);
     }
     CHECK(strcmp(agent_status_name(-1), "AGENT_ERR_UNKNOWN") == 0);
-    CHECK(strcmp(agent_status_name(12), "AGENT_ERR_UNKNOWN") == 0);
+    CHECK(strcmp(agent_status_name(13), "AGENT_ERR_UNKNOWN") == 0);
     CHECK(strcmp(agent_status_name(100), "AGENT_ERR_UNKNOWN") == 0);
 }
 
