@@ -4046,6 +4046,10 @@ int main(void)
             fprintf(stderr, "AGENT_STATE_TEST_BACKEND=postgres needs AGENT_STATE_TEST_PG_URI\n");
             return 2;
         }
+        if (strncmp(g_pg_uri, "postgres://", 11) != 0 && strncmp(g_pg_uri, "postgresql://", 13) != 0) {
+            fprintf(stderr, "AGENT_STATE_TEST_PG_URI=%s is not a postgres:// URI\n", g_pg_uri);
+            return 2;
+        }
         snprintf(g_agent_prefix, sizeof g_agent_prefix, "c_%ld_%lx_", (long)getpid(),
                  (long)time(NULL));
     } else if (backend != NULL && backend[0] != 0 && strcmp(backend, "sqlite") != 0) {

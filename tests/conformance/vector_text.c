@@ -147,6 +147,11 @@ const char *vt_backend(const char **pg_uri, char *why, size_t why_len)
         snprintf(why, why_len, "AGENT_STATE_TEST_BACKEND=postgres needs AGENT_STATE_TEST_PG_URI");
         return NULL;
     }
+    if (strncmp(*pg_uri, "postgres://", 11) != 0 && strncmp(*pg_uri, "postgresql://", 13) != 0) {
+        snprintf(why, why_len, "AGENT_STATE_TEST_PG_URI=%.100s is not a postgres:// or postgresql:// URI",
+                 *pg_uri);
+        return NULL;
+    }
     return "postgres";
 }
 
