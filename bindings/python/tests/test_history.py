@@ -67,6 +67,7 @@ def assert_chained(seen: List[Change], first_version: int = 1) -> None:
 # -- versions ----------------------------------------------------------------------------------
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent only
 def test_versions_increase_and_persist_across_reopen(open_agent, db_path: Path) -> None:
     a = open_agent(initial_state={"n": 0})
     assert a.get_state_versioned() == Versioned({"n": 0}, 0)
@@ -384,6 +385,7 @@ def test_poll_from_several_threads_delivers_each_change_once(open_agent) -> None
     assert_chained(rec.seen)
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent only
 def test_a_polling_agent_stays_current(open_agent, tmp_path: Path) -> None:
     """Poll, changes_since and state_at read inside read transactions while others commit: the
     agent must never take what they saw for the newest state (and then overwrite newer
@@ -648,6 +650,7 @@ def test_change_log_keep_seconds(open_agent) -> None:
     assert [c.version for c in a.changes_since(3)] == [4]  # the newest change is always kept
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent only
 def test_change_log_off_and_options(open_agent, tmp_path: Path) -> None:
     # Never switched on: poll and changes_since say so; state_at still knows the current
     # version and 0.

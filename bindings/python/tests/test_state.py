@@ -27,6 +27,7 @@ def test_issue_example(db_path: Path) -> None:
     assert seen == [({"status": "idle"}, {"status": "processing", "lastReply": "", "at": 0}, None)]
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent only
 def test_initial_state_is_read_but_not_stored(open_agent, db_path: Path) -> None:
     a = open_agent(initial_state={"v": 1})
     assert a.get_state() == {"v": 1}
@@ -74,6 +75,7 @@ def test_replace_drops_everything(agent: Agent) -> None:
     assert agent.get_state_json() == '{"n":null}'
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent only
 def test_persistence_across_reopen(open_agent, db_path: Path) -> None:
     a = open_agent(initial_state={"status": "idle"}, synchronous="full")
     a.set_state({"status": "processing", "nested": {"k": [1, "two", None, 3.5]}})
@@ -126,6 +128,7 @@ def test_store_file_is_private(db_path: Path, open_agent) -> None:
     assert db_path.stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent only
 def test_options(open_agent, db_path: Path) -> None:
     a = open_agent(max_value_bytes=4096, busy_timeout_ms=100, synchronous="full")
     a.set_state({"x": 1})
