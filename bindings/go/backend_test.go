@@ -42,12 +42,10 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		var opts Options
-		field := reflect.ValueOf(&opts).Elem().FieldByName("AgentID")
-		if !field.IsValid() || field.Kind() != reflect.String {
+		if !setAgentID(&opts, newAgentID()) {
 			fmt.Fprintln(os.Stderr, "FAIL: agentstate.Options has no AgentID field: the binding cannot open an agent on PostgreSQL")
 			os.Exit(1)
 		}
-		field.SetString(newAgentID())
 		a, err := Open(testPGURI, opts)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "FAIL: opening an agent on the server %s: %v\n", testPGURI, err)
@@ -112,12 +110,20 @@ func agentIDForPath(path string) string {
 // PostgreSQL run fails here, saying so.
 func withAgentID(t testing.TB, opts Options, id string) Options {
 	t.Helper()
-	field := reflect.ValueOf(&opts).Elem().FieldByName("AgentID")
-	if !field.IsValid() || field.Kind() != reflect.String || !field.CanSet() {
+	if !setAgentID(&opts, id) {
 		t.Fatalf("agentstate.Options has no AgentID string field: cannot open agent %q on PostgreSQL", id)
 	}
-	field.SetString(id)
 	return opts
+}
+
+// setAgentID sets opts.AgentID (see withAgentID); false when Options has no such field.
+func setAgentID(opts *Options, id string) bool {
+	field := reflect.ValueOf(opts).Elem().FieldByName("AgentID")
+	if !field.IsValid() || field.Kind() != reflect.String || !field.CanSet() {
+		return false
+	}
+	field.SetString(id)
+	return true
 }
 
 // openStore opens the store at path on this run's backend (see above).
