@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -32,22 +32,36 @@ def _on_server(path: Any, tmp_path: Path) -> bool:
 
 
 @pytest.fixture
-def open_agent(db_path: Path, tmp_path: Path) -> Iterator[Callable[..., Agent]]:
+def store_of(tmp_path: Path) -> Callable[[Any], Tuple[Any, Dict[str, Any]]]:
+    """Where the store a path names lives on this run's backend: ``(path, {})`` on SQLite; on
+    PostgreSQL (backends.py), for a path in the test's temporary directory, ``(the server's
+    URI, {"agent_id": ...})``, one fresh agent_id per path for the whole test, so that opening
+    a path again opens the same store. For tests that open agents themselves (in threads, or
+    in child processes given the path and the agent_id)."""
+    agent_ids: Dict[str, str] = {}
+
+    def _where(path: Any) -> Tuple[Any, Dict[str, Any]]:
+        if not _on_server(path, tmp_path):
+            return path, {}
+        key = os.fsdecode(os.fspath(path))
+        return backends.PG_URI, {"agent_id": agent_ids.setdefault(key, backends.new_agent_id())}
+
+    return _where
+
+
+@pytest.fixture
+def open_agent(db_path: Path, store_of: Callable[[Any], Tuple[Any, Dict[str, Any]]]) -> Iterator[Callable[..., Agent]]:
     """Opens agents (on ``db_path`` unless a path is given) and closes them all afterwards.
 
-    On PostgreSQL (backends.py) a path in the test's temporary directory (``db_path`` too) is
-    an agent on the server: one fresh ``agent_id`` per path, so that opening a path again
-    opens the same store."""
+    On PostgreSQL a path in the test's temporary directory (``db_path`` too) is an agent on the
+    server (``store_of``)."""
     opened: List[Agent] = []
-    agent_ids: Dict[str, str] = {}
 
     def _open(path: Any = None, **options: Any) -> Agent:
         options.setdefault("synchronous", "normal")
-        target = db_path if path is None else path
-        if _on_server(target, tmp_path):
-            key = os.fsdecode(os.fspath(target))
-            options.setdefault("agent_id", agent_ids.setdefault(key, backends.new_agent_id()))
-            target = backends.PG_URI
+        target, extra = store_of(db_path if path is None else path)
+        for key, value in extra.items():
+            options.setdefault(key, value)
         agent = Agent(target, **options)
         opened.append(agent)
         return agent
@@ -78,13 +92,13 @@ def mem() -> Iterator[Agent]:
 # ---- the PostgreSQL run: which tests it runs -----------------------------------------------
 #
 # Under AGENT_STATE_TEST_BACKEND=postgres the suite runs the tests that make their stores
-# through the fixtures above (mem, agent, open_agent), which put them on the server. Skipped:
+# through the fixtures above (mem, agent, open_agent, store_of), which put them on the server. Skipped:
 # tests that make no store (they do not depend on the backend and ran on SQLite), tests that
 # also take db_path, tmp_path or run_python (they open files or child processes directly),
 # unless marked any_backend (they use those only through open_agent), and tests marked
 # sqlite_only.
 
-_STORE_FIXTURES = {"mem", "agent", "open_agent"}
+_STORE_FIXTURES = {"mem", "agent", "open_agent", "store_of"}
 _FILE_FIXTURES = {"db_path", "tmp_path", "run_python", "tmp_path_factory"}
 
 
