@@ -74,9 +74,11 @@ $(BUILD)/test_c: tests/c/test_agent_state.c include/agent_state.h $(LIB)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS_TEST) tests/c/test_agent_state.c -o $@ $(LDFLAGS_TEST)
 
+# Each against SQLite, then PostgreSQL when AGENT_STATE_TEST_PG_URI names a server
+# (tests/pg/each-backend.sh: skipped without one, a failure under CI=true).
 test-c: build $(BUILD)/test_c $(BUILD)/conformance_c
-	$(BUILD)/test_c
-	$(BUILD)/conformance_c $(CONFORMANCE_VECTORS)
+	bash tests/pg/each-backend.sh $(BUILD)/test_c
+	bash tests/pg/each-backend.sh $(BUILD)/conformance_c $(CONFORMANCE_VECTORS)
 
 # The cross-language conformance vectors (tests/conformance/README.md); every binding's test
 # target runs the same files.
@@ -88,12 +90,12 @@ $(BUILD)/conformance_c: $(CONFORMANCE_C_SRC) tests/conformance/json_reader.h tes
 	$(CC) $(CFLAGS_TEST) -Itests/conformance $(CONFORMANCE_C_SRC) -o $@ $(LDFLAGS_TEST)
 
 # --fair-sched=yes: memcheck runs one thread at a time; without fair scheduling, threads that
-# spin on cheap reads can starve the writers for minutes.
+# spin on cheap reads can starve the writers for minutes. SQLite only (test-c runs both backends).
 test-valgrind: build $(BUILD)/test_c $(BUILD)/conformance_c
-	AGENT_TEST_QUICK=1 valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full \
+	AGENT_STATE_TEST_BACKEND=sqlite AGENT_TEST_QUICK=1 valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full \
 	  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \
 	  --suppressions=tests/c/valgrind.supp $(BUILD)/test_c
-	valgrind --quiet --error-exitcode=42 --leak-check=full \
+	AGENT_STATE_TEST_BACKEND=sqlite valgrind --quiet --error-exitcode=42 --leak-check=full \
 	  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \
 	  --suppressions=tests/c/valgrind.supp $(BUILD)/conformance_c $(CONFORMANCE_VECTORS)
 

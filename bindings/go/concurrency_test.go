@@ -138,7 +138,7 @@ func TestDeliveriesAreInCommitOrder(t *testing.T) {
 // crashes, and Close from several goroutines at once is still idempotent.
 func TestCloseRacesWithCalls(t *testing.T) {
 	for round := 0; round < 20; round++ {
-		a, err := Open(":memory:", Options{})
+		a, err := openStore(t, ":memory:", Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestFinalizerClosesForgottenAgents(t *testing.T) {
 	base := liveHookCount()
 	func() {
 		for i := 0; i < 5; i++ {
-			a, err := Open(":memory:", Options{})
+			a, err := openStore(t, ":memory:", Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

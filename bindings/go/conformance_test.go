@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,22 +24,6 @@ import (
 // exact text (expect_text) is compared byte for byte.
 
 var conformanceDir = filepath.Join("..", "..", "tests", "conformance")
-
-// storeSeq numbers the stores of a run, for AGENT_STATE_TEST_STORE_URI's "{id}".
-var storeSeq int64
-
-// storeLocation is where a vector's store lives: AGENT_STATE_TEST_STORE_URI with "{id}" replaced
-// by a fresh id (another backend), or (unset) a fresh SQLite file in the test's directory.
-func storeLocation(t *testing.T) string {
-	if uri := os.Getenv("AGENT_STATE_TEST_STORE_URI"); uri != "" {
-		if !strings.Contains(uri, "{id}") {
-			t.Fatal("AGENT_STATE_TEST_STORE_URI must contain {id}")
-		}
-		id := fmt.Sprintf("go%d_%d", os.Getpid(), atomic.AddInt64(&storeSeq, 1))
-		return strings.ReplaceAll(uri, "{id}", id)
-	}
-	return filepath.Join(t.TempDir(), "store.db")
-}
 
 func TestConformanceVectors(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(conformanceDir, "vectors", "*.json"))
@@ -60,7 +43,11 @@ func TestConformanceVectors(t *testing.T) {
 				if !runsHere(v) {
 					t.Skip(str(member(v, "runners_why")))
 				}
-				r := &vectorRun{t: t, vector: v, path: storeLocation(t)}
+				if !runsOnBackend(t, v) {
+					t.Skip("not on this backend: " + str(member(v, "backends_why")))
+				}
+				r := &vectorRun{t: t, vector: v}
+				r.path, r.agentID = storeLocation(t)
 				defer r.close()
 				r.run()
 			})
@@ -199,9 +186,11 @@ type vectorRun struct {
 	t      *testing.T
 	vector *node
 	path   string
-	op     int
-	agent  *Agent
-	events []event
+	// agentID is the vector's agent on PostgreSQL (every open sets it), "" on SQLite.
+	agentID string
+	op      int
+	agent   *Agent
+	events  []event
 }
 
 func (r *vectorRun) fail(format string, args ...any) {
@@ -278,7 +267,11 @@ func keysOf(o *node) []string {
 func (r *vectorRun) open(o *node) error {
 	r.close()
 	r.agent = nil
-	a, err := Open(r.path, r.options(o))
+	opts := r.options(o)
+	if r.agentID != "" {
+		opts = withAgentID(r.t, opts, r.agentID)
+	}
+	a, err := Open(r.path, opts)
 	if err != nil {
 		return err
 	}

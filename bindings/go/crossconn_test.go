@@ -71,7 +71,7 @@ func TestChildWriter(t *testing.T) {
 		t.Skip("only run as a child process")
 	}
 	i, _ := strconv.Atoi(os.Getenv("AGENTSTATE_CHILD_I"))
-	a, err := Open(path, Options{})
+	a, err := openStore(t, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestChildWriter(t *testing.T) {
 func TestHookOutlivesRemovalWhileRunning(t *testing.T) {
 	for _, closeIt := range []bool{false, true} {
 		base := liveHookCount()
-		a, err := Open(":memory:", Options{})
+		a, err := openStore(t, ":memory:", Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestHookOutlivesRemovalWhileRunning(t *testing.T) {
 // Close from inside the initial-state function is refused (ErrBusy) and leaves the Agent open,
 // so that a later Close works.
 func TestCloseFromInitialStateFunc(t *testing.T) {
-	a, err := Open(":memory:", Options{})
+	a, err := openStore(t, ":memory:", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

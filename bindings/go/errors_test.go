@@ -75,16 +75,16 @@ func TestErrInvalidArgument(t *testing.T) {
 	wantStatus(t, err, ErrInvalidArgument, "Open", "agent_open", "path is empty")
 	_, err = Open("a\x00b", Options{})
 	wantStatus(t, err, ErrInvalidArgument, "NUL")
-	_, err = Open(":memory:", Options{MaxValueBytes: 1})
+	_, err = openStore(t, ":memory:", Options{MaxValueBytes: 1})
 	wantStatus(t, err, ErrInvalidArgument, "max_value_bytes")
-	_, err = Open(":memory:", Options{Synchronous: "sometimes"})
+	_, err = openStore(t, ":memory:", Options{Synchronous: "sometimes"})
 	wantStatus(t, err, ErrInvalidArgument, "synchronous")
-	_, err = Open(":memory:", Options{InitialState: []int{1}})
+	_, err = openStore(t, ":memory:", Options{InitialState: []int{1}})
 	wantStatus(t, err, ErrInvalidArgument, "initial_state")
 }
 
 func TestErrBadHandle(t *testing.T) {
-	a, err := Open(":memory:", Options{})
+	a, err := openStore(t, ":memory:", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,9 +138,9 @@ func TestErrCodec(t *testing.T) {
 	wantStatus(t, err, ErrCodec, "multiple of 4")
 	_, err = a.SetState(map[string]any{"r": RegExp{Source: "x", Flags: "uv"}})
 	wantStatus(t, err, ErrCodec, "exclude each other")
-	_, err = Open(":memory:", Options{InitialState: map[string]any{"m": Map{{1, 1}, {1, 2}}}})
+	_, err = openStore(t, ":memory:", Options{InitialState: map[string]any{"m": Map{{1, 1}, {1, 2}}}})
 	wantStatus(t, err, ErrCodec, "Open", "initial state", "two keys of this Map are the same")
-	_, err = Open(":memory:", Options{InitialState: json.RawMessage(`{"m":{"$map":[[1,1],[1,2]]}}`)})
+	_, err = openStore(t, ":memory:", Options{InitialState: json.RawMessage(`{"m":{"$map":[[1,1],[1,2]]}}`)})
 	wantStatus(t, err, ErrCodec, "Open", "agent_open", "same key twice")
 }
 
@@ -162,7 +162,7 @@ func TestUnencodableValuesFailBeforeC(t *testing.T) {
 		before := runtime.NumCgoCall()
 		_, err := a.SetState(v)
 		_, err2 := a.ReplaceState(v)
-		_, err3 := Open(":memory:", Options{InitialState: v})
+		_, err3 := openStore(t, ":memory:", Options{InitialState: v})
 		after := runtime.NumCgoCall()
 		wantStatus(t, err, ErrCodec, "SetState")
 		wantStatus(t, err2, ErrCodec, "ReplaceState")
@@ -191,11 +191,12 @@ func TestErrTooLarge(t *testing.T) {
 	}
 	_, err = a.SetState(map[string]any{"k3": strings.Repeat("y", 10)})
 	wantStatus(t, err, ErrTooLarge, "would be")
-	_, err = Open(":memory:", Options{MaxValueBytes: 16, InitialState: map[string]any{"s": strings.Repeat("x", 32)}})
+	_, err = openStore(t, ":memory:", Options{MaxValueBytes: 16, InitialState: map[string]any{"s": strings.Repeat("x", 32)}})
 	wantStatus(t, err, ErrTooLarge, "Open")
 }
 
 func TestErrStorage(t *testing.T) {
+	skipOnPostgres(t, "missing and foreign files")
 	dir := t.TempDir()
 	_, err := Open(filepath.Join(dir, "missing.db"), Options{ReadOnly: true})
 	wantStatus(t, err, ErrStorage, "Open", "agent_open")

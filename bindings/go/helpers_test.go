@@ -9,13 +9,14 @@ import (
 	"testing"
 )
 
-// openAgent opens a store (":memory:" when path is "") and closes it when the test ends.
+// openAgent opens a store (":memory:" when path is "") on this run's backend (openStore) and
+// closes it when the test ends.
 func openAgent(t *testing.T, path string, opts Options) *Agent {
 	t.Helper()
 	if path == "" {
 		path = ":memory:"
 	}
-	a, err := Open(path, opts)
+	a, err := openStore(t, path, opts) // backend_test.go: on PostgreSQL, an agent on the server
 	if err != nil {
 		t.Fatalf("Open(%q): %v", path, err)
 	}

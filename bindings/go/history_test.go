@@ -54,7 +54,7 @@ func text(cs []Change) string {
 
 func TestVersionsIncreaseAndPersist(t *testing.T) {
 	path := tempDB(t)
-	a, err := Open(path, Options{InitialState: map[string]any{"n": 0}})
+	a, err := openStore(t, path, Options{InitialState: map[string]any{"n": 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestCompareAndSetCounterAcrossAgents(t *testing.T) {
 		opened.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := Open(path, Options{Synchronous: SyncNormal})
+			a, err := openStore(t, path, Options{Synchronous: SyncNormal})
 			opened.Done()
 			if err != nil {
 				errs <- err
@@ -330,7 +330,7 @@ func TestChildCompareAndSetCounter(t *testing.T) {
 	if path == "" {
 		t.Skip("only run as a child process")
 	}
-	a, err := Open(path, Options{Synchronous: SyncNormal})
+	a, err := openStore(t, path, Options{Synchronous: SyncNormal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func TestValidatorGatesRestoreAndCallsIntoItsAgentAreBusy(t *testing.T) {
 
 func TestValidatorHandlesAreReleased(t *testing.T) {
 	base := liveHookCount()
-	a, err := Open(":memory:", Options{})
+	a, err := openStore(t, ":memory:", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -974,10 +974,10 @@ func TestChangeLogOffAndOptions(t *testing.T) {
 
 	// Bad settings.
 	for _, c := range []*ChangeLog{{}, {KeepLast: -1}, {KeepFor: -time.Second}, {KeepFor: -time.Millisecond}} {
-		_, err = Open(":memory:", Options{ChangeLog: c})
+		_, err = openStore(t, ":memory:", Options{ChangeLog: c})
 		wantStatus(t, err, ErrInvalidArgument, "Open", "agent_open", "change_log")
 	}
-	_, err = Open(":memory:", Options{ChangeLog: &ChangeLog{Off: true, KeepLast: 3}})
+	_, err = openStore(t, ":memory:", Options{ChangeLog: &ChangeLog{Off: true, KeepLast: 3}})
 	wantStatus(t, err, ErrInvalidArgument, "Open", "Off together with")
 }
 
@@ -1004,7 +1004,7 @@ func TestChangeLogOptionJSON(t *testing.T) {
 // OnChange registrations are released like OnStateChanged ones.
 func TestOnChangeRegistration(t *testing.T) {
 	base := liveHookCount()
-	a, err := Open(":memory:", Options{})
+	a, err := openStore(t, ":memory:", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

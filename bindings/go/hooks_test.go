@@ -141,7 +141,7 @@ func TestNestedWritesFromAHook(t *testing.T) {
 }
 
 func TestCloseAndRegistrationFromInsideAHook(t *testing.T) {
-	a, err := Open(":memory:", Options{})
+	a, err := openStore(t, ":memory:", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestCloseAndRegistrationFromInsideAHook(t *testing.T) {
 // away when registration fails; re-registering in a loop leaks nothing.
 func TestHookHandlesAreReleased(t *testing.T) {
 	base := liveHookCount()
-	a, err := Open(":memory:", Options{})
+	a, err := openStore(t, ":memory:", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

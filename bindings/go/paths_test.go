@@ -10,6 +10,7 @@ import (
 // A path is a file name, even when it looks like an SQLite URI: the store, its WAL and its
 // shared memory are exactly the named files, private to their owner.
 func TestURILookingPathOpensExactlyTheNamedFile(t *testing.T) {
+	skipOnPostgres(t, "file names")
 	dir := t.TempDir()
 	cwd, err := os.Getwd()
 	if err != nil {

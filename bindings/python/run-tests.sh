@@ -38,5 +38,7 @@ fi
 # library, and no AGENT_STATE_LIBRARY) is what the tests import.
 unset AGENT_STATE_LIBRARY
 cd "$ROOT/bindings/python/tests"
-exec "$PY" -m pytest -p no:cacheprovider -c "$ROOT/bindings/python/pyproject.toml" \
-  --rootdir "$ROOT/bindings/python" "$@" .
+# Once on SQLite, once on PostgreSQL when AGENT_STATE_TEST_PG_URI names a server
+# (tests/pg/each-backend.sh; tests/backends.py and conftest.py say which tests run there).
+exec bash "$ROOT/tests/pg/each-backend.sh" "$PY" -m pytest -p no:cacheprovider \
+  -c "$ROOT/bindings/python/pyproject.toml" --rootdir "$ROOT/bindings/python" "$@" .

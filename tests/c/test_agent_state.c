@@ -14,6 +14,7 @@
 
 #include "agent_state.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -260,10 +261,88 @@ static void check_rejected_(AgentHandle h, int ops, AgentStatus want, const uint
     free(before);
 }
 
+/* ---- the backend: where "a store file" lives ------------------------------------------------
+ *
+ * AGENT_STATE_TEST_BACKEND=postgres (with AGENT_STATE_TEST_PG_URI) runs the tests on a
+ * PostgreSQL server: a store path in this run's temporary directory names an agent on the
+ * server instead, agent_id "c_<pid>_<start time>_<file name>" (so that opening the same name
+ * twice opens the same store, in forked children too), and ":memory:" a fresh agent at each
+ * open (private and empty, like an in-memory store). Every open of a test store goes through
+ * store_open. Tests about files, paths and :memory: are marked SQLITE_ONLY in k_tests. */
+static int g_pg;
+static const char *g_pg_uri;
+static char g_agent_prefix[64];
+
+/* `options` (NULL or JSON text) with "agent_id": `id` added; non-objects are kept as they are
+ * (refused by the library on both backends). Malloc'ed. */
+static char *with_agent_id(const char *options, const char *id)
+{
+    const char *rest = "}";
+    size_t cap;
+    char *out;
+    if (options != NULL) {
+        const char *p = options;
+        while (*p == ' ') {
+            p++;
+        }
+        if (*p != '{') {
+            return strdup(options);
+        }
+        for (p++; *p == ' '; p++) {
+        }
+        rest = p;
+    }
+    cap = strlen(id) + strlen(rest) + 32;
+    out = malloc(cap);
+    if (out != NULL) {
+        snprintf(out, cap, "{\"agent_id\":\"%s\"%s%s", id, *rest == '}' ? "" : ",", rest);
+    }
+    return out;
+}
+
+/* agent_open on this run's backend: on PostgreSQL, `path` in the temporary directory or
+ * ":memory:" becomes the server URI and an agent_id (see above); other paths are opened as
+ * they are. */
+static AgentStatus store_open(const char *path, const char *options, AgentHandle *out)
+{
+    static unsigned long memory_stores;
+    size_t dir_len = strlen(g_dir);
+    char id[256], *text;
+    AgentStatus rc;
+    if (!g_pg || path == NULL) {
+        return agent_open(path, options, out);
+    }
+    if (strcmp(path, ":memory:") == 0) {
+        snprintf(id, sizeof id, "%smem_%lu", g_agent_prefix,
+                 __atomic_add_fetch(&memory_stores, 1, __ATOMIC_RELAXED));
+    } else if (strncmp(path, g_dir, dir_len) == 0 && path[dir_len] == '/') {
+        /* the file name, in letters, digits, '.', '-' and '_' (anything else as %XX) */
+        const unsigned char *c = (const unsigned char *)path + dir_len + 1;
+        size_t n = (size_t)snprintf(id, sizeof id, "%s", g_agent_prefix);
+        for (; *c != 0 && n + 4 < 200; c++) {
+            if (isalnum(*c) || *c == '.' || *c == '-' || *c == '_') {
+                id[n++] = (char)*c;
+            } else {
+                n += (size_t)snprintf(id + n, sizeof id - n, "%%%02X", *c);
+            }
+        }
+        id[n] = 0;
+    } else {
+        return agent_open(path, options, out);
+    }
+    text = with_agent_id(options, id);
+    if (text == NULL) {
+        return AGENT_ERR_INVALID_ARGUMENT;
+    }
+    rc = agent_open(g_pg_uri, text, out);
+    free(text);
+    return rc;
+}
+
 static AgentHandle open_at(const char *path, const char *options)
 {
     AgentHandle h = 0;
-    if (!CHECK_STATUS(AGENT_OK, agent_open(path, options, &h))) {
+    if (!CHECK_STATUS(AGENT_OK, store_open(path, options, &h))) {
         fprintf(stderr, "    (while opening %s with %s)\n", path, options ? options : "NULL");
     }
     return h;
@@ -682,7 +761,7 @@ static void check_open_fails_(AgentStatus want, const char *path, const char *op
                               const char *file, int line)
 {
     AgentHandle h = 77;
-    AgentStatus rc = agent_open(path, options, &h);
+    AgentStatus rc = store_open(path, options, &h);
     check_(rc == want, file, line, "agent_open(%s, %s) returned %s, expected %s; last error: %s",
            path ? path : "NULL", options ? options : "NULL", agent_status_name(rc),
            agent_status_name(want), agent_last_error());
@@ -2806,7 +2885,7 @@ static void test_poll_delivers_changes_of_another_process(void)
         if (read(go[0], &byte, 1) != 1) {
             _exit(100);
         }
-        bad |= agent_open(path, "{\"synchronous\":\"normal\"}", &c) != AGENT_OK;
+        bad |= store_open(path, "{\"synchronous\":\"normal\"}", &c) != AGENT_OK;
         bad |= set_s(c, "{\"from\":\"child\",\"n\":1}", NULL) != AGENT_OK;
         bad |= replace_s(c, "{\"n\":2}", NULL) != AGENT_OK;
         bad |= set_s(c, "{\"n\":3}", NULL) != AGENT_OK;
@@ -3542,7 +3621,7 @@ static int race_to_create_one_store(const char *path, int procs, int *busy, int 
             if (read(start[0], &c, 1) < 0) { /* returns 0 when the parent closes the pipe */
                 _exit(100);
             }
-            rc = agent_open(path, "{\"busy_timeout_ms\":60000,\"synchronous\":\"normal\"}", &h);
+            rc = store_open(path, "{\"busy_timeout_ms\":60000,\"synchronous\":\"normal\"}", &h);
             if (rc == AGENT_OK) {
                 snprintf(patch, sizeof patch, "{\"w%d\":1}", p);
                 rc = set_s(h, patch, NULL);
@@ -3644,7 +3723,7 @@ static void cas_process(const char *path, int target, int start_fd, int report_f
     if (read(start_fd, &byte, 1) < 0) { /* 0 when the parent closes the pipe: go */
         _exit(100);
     }
-    if (agent_open(path, "{\"synchronous\":\"normal\",\"busy_timeout_ms\":60000}", &h) != AGENT_OK) {
+    if (store_open(path, "{\"synchronous\":\"normal\",\"busy_timeout_ms\":60000}", &h) != AGENT_OK) {
         fprintf(stderr, "    cas process: %s\n", agent_last_error());
         rep.errors++;
     }
@@ -3840,13 +3919,17 @@ static void test_json_test_suite_corpus(void)
 
 typedef void (*TestFn)(void);
 
-#define TEST(fn) { #fn, fn }
+#define TEST(fn) { #fn, fn, NULL }
+/* A test of SQLite files, paths or ":memory:": skipped on PostgreSQL, `why` printed. */
+#define SQLITE_ONLY(fn, why) { #fn, fn, why }
 static const struct {
     const char *name;
     TestFn fn;
+    const char *sqlite_only;
 } k_tests[] = {
     TEST(test_version_and_status_names),
-    TEST(test_uri_looking_paths_open_exactly_the_named_file),
+    SQLITE_ONLY(test_uri_looking_paths_open_exactly_the_named_file,
+                "file names that look like SQLite URIs"),
     TEST(test_last_error_is_per_thread_and_kept_by_successes),
     TEST(test_open_refuses_bad_arguments_and_options),
     TEST(test_bad_handles_are_refused_by_every_function),
@@ -3868,11 +3951,16 @@ static const struct {
     TEST(test_codec_refuses_what_it_cannot_store),
     TEST(test_merge_result_must_be_storable),
     TEST(test_too_large_state_is_refused_and_nothing_written),
-    TEST(test_storage_refuses_files_that_are_not_agent_stores),
-    TEST(test_storage_errors_for_missing_directory_and_read_only),
-    TEST(test_state_persists_and_new_store_file_is_private),
-    TEST(test_path_is_taken_as_raw_bytes),
-    TEST(test_memory_store_is_private_to_its_handle),
+    SQLITE_ONLY(test_storage_refuses_files_that_are_not_agent_stores,
+                "foreign and corrupt files"),
+    SQLITE_ONLY(test_storage_errors_for_missing_directory_and_read_only,
+                "missing directories and files"),
+    SQLITE_ONLY(test_state_persists_and_new_store_file_is_private,
+                "the store file's mode (persistence is also in test_two_handles_on_one_file_see_each_others_commits and the conformance vectors)"),
+    SQLITE_ONLY(test_path_is_taken_as_raw_bytes,
+                "file names as raw bytes"),
+    SQLITE_ONLY(test_memory_store_is_private_to_its_handle,
+                "\":memory:\" stores"),
     TEST(test_two_handles_on_one_file_see_each_others_commits),
     TEST(test_tagged_values_are_accepted_and_round_trip),
     TEST(test_tagged_values_are_leaves_for_merge),
@@ -3948,22 +4036,64 @@ int main(void)
 {
     size_t i;
     const char *quick = getenv("AGENT_TEST_QUICK");
+    const char *backend = getenv("AGENT_STATE_TEST_BACKEND");
+    int skipped = 0;
     g_quick = quick != NULL && quick[0] != 0 && strcmp(quick, "0") != 0;
+    if (backend != NULL && strcmp(backend, "postgres") == 0) {
+        g_pg = 1;
+        g_pg_uri = getenv("AGENT_STATE_TEST_PG_URI");
+        if (g_pg_uri == NULL || g_pg_uri[0] == 0) {
+            fprintf(stderr, "AGENT_STATE_TEST_BACKEND=postgres needs AGENT_STATE_TEST_PG_URI\n");
+            return 2;
+        }
+        if (strncmp(g_pg_uri, "postgres://", 11) != 0 && strncmp(g_pg_uri, "postgresql://", 13) != 0) {
+            fprintf(stderr, "AGENT_STATE_TEST_PG_URI=%s is not a postgres:// URI\n", g_pg_uri);
+            return 2;
+        }
+        snprintf(g_agent_prefix, sizeof g_agent_prefix, "c_%ld_%lx_", (long)getpid(),
+                 (long)time(NULL));
+    } else if (backend != NULL && backend[0] != 0 && strcmp(backend, "sqlite") != 0) {
+        fprintf(stderr, "AGENT_STATE_TEST_BACKEND=%s: want sqlite or postgres\n", backend);
+        return 2;
+    }
     if (mkdtemp(g_dir) == NULL) {
         perror("mkdtemp");
         return 2;
     }
-    printf("agent_state %s C tests%s, store files in %s\n", agent_version(),
-           g_quick ? " (quick)" : "", g_dir);
+    if (g_pg) {
+        AgentHandle probe = 0;
+        AgentStatus rc = store_open(":memory:", NULL, &probe);
+        printf("agent_state %s C tests%s on PostgreSQL (%s), agents %s*\n", agent_version(),
+               g_quick ? " (quick)" : "", g_pg_uri, g_agent_prefix);
+        if (rc != AGENT_OK) {
+            /* Stop here: tests that wait for a hook or a child would wait for ever. */
+            printf("FAIL opening an agent on the server: %s (%s)\n0 passed, 1 failed\n",
+                   agent_status_name(rc), agent_last_error());
+            rmdir(g_dir);
+            return 1;
+        }
+        agent_close(probe);
+    } else {
+        printf("agent_state %s C tests%s, store files in %s\n", agent_version(),
+               g_quick ? " (quick)" : "", g_dir);
+    }
     for (i = 0; i < sizeof k_tests / sizeof k_tests[0]; i++) {
         int failed_before = g_failed;
         g_test = k_tests[i].name;
+        if (g_pg && k_tests[i].sqlite_only != NULL) {
+            printf("skip %s (SQLite only: %s)\n", k_tests[i].name, k_tests[i].sqlite_only);
+            skipped++;
+            continue;
+        }
         k_tests[i].fn();
         printf("%s %s\n", g_failed == failed_before ? "ok  " : "FAIL", k_tests[i].name);
         fflush(stdout);
     }
     g_test = "";
     remove_temp_dir();
+    if (skipped > 0) {
+        printf("%d tests skipped (SQLite only)\n", skipped);
+    }
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }

@@ -23,25 +23,22 @@
 
 static char g_dir[] = "/tmp/agent_state_conformance_XXXXXX";
 static int g_have_dir;
+static const char *g_backend; /* "sqlite" or "postgres" (vt_backend) */
+static const char *g_pg_uri;  /* the server, for "postgres" */
 
-/* Where the next vector's store lives: AGENT_STATE_TEST_STORE_URI with "{id}" replaced by a
- * fresh id, or (unset) a fresh SQLite file in this run's temporary directory. */
-static int store_location(char *out, size_t cap)
+/* Where the next vector's store lives (tests/conformance/README.md): on SQLite a fresh file in
+ * this run's temporary directory, `agent_id` empty; on PostgreSQL the server's URI and a fresh
+ * agent_id, which every open of the vector adds to its options (open_store). */
+static int store_location(char *out, size_t cap, char *agent_id, size_t id_cap)
 {
     static unsigned counter;
-    const char *uri = getenv("AGENT_STATE_TEST_STORE_URI");
-    char id[64];
-    counter++;
-    snprintf(id, sizeof id, "c%ld_%u", (long)getpid(), counter);
-    if (uri != NULL && uri[0] != 0) {
-        const char *at = strstr(uri, "{id}");
-        if (at == NULL) {
-            fprintf(stderr, "AGENT_STATE_TEST_STORE_URI must contain {id}\n");
-            return 0;
-        }
-        snprintf(out, cap, "%.*s%s%s", (int)(at - uri), uri, id, at + 4);
+    agent_id[0] = 0;
+    if (strcmp(g_backend, "postgres") == 0) {
+        vt_agent_id("c", agent_id, id_cap);
+        snprintf(out, cap, "%s", g_pg_uri);
         return 1;
     }
+    counter++;
     if (!g_have_dir) {
         if (mkdtemp(g_dir) == NULL) {
             perror("mkdtemp");
@@ -49,7 +46,7 @@ static int store_location(char *out, size_t cap)
         }
         g_have_dir = 1;
     }
-    snprintf(out, cap, "%s/%s.db", g_dir, id);
+    snprintf(out, cap, "%s/c%ld_%u.db", g_dir, (long)getpid(), counter);
     return 1;
 }
 
@@ -78,6 +75,7 @@ typedef struct Event {
 typedef struct Run {
     AgentHandle h;
     char path[4096];
+    char agent_id[128]; /* PostgreSQL: the vector's agent, added to every open's options */
     const JrNode *vector;
     Event *events;
     size_t n_events, cap_events;
@@ -245,6 +243,15 @@ static AgentStatus open_store(Run *r, const JrNode *options, char *msg, size_t m
     if (options != NULL) {
         text = jr_compact(options, &len);
     }
+    if (r->agent_id[0] != 0) {
+        char *with_id = vt_with_agent_id(text, r->agent_id);
+        free(text);
+        text = with_id;
+        if (text == NULL) {
+            snprintf(msg, msglen, "out of memory");
+            return AGENT_ERR_INVALID_ARGUMENT;
+        }
+    }
     rc = agent_open(r->path, text, &r->h);
     free(text);
     if (rc != AGENT_OK) {
@@ -394,7 +401,7 @@ static int run_vector(Run *r)
     int ok = 1;
     r->fail_when = fail_when != NULL ? fail_when->str : NULL;
     r->reject_when = reject_when != NULL ? reject_when->str : NULL;
-    if (!store_location(r->path, sizeof r->path)) {
+    if (!store_location(r->path, sizeof r->path, r->agent_id, sizeof r->agent_id)) {
         return failf(r, "%s%s", "no store location", "");
     }
     rc = open_store(r, jr_get(r->vector, "open"), msg, sizeof msg);
@@ -422,8 +429,14 @@ int main(int argc, char **argv)
 {
     int passed = 0, failed = 0, skipped = 0, i;
     Run r;
+    char why[200];
     memset(&r, 0, sizeof r);
-    printf("agent_state %s conformance vectors, C runner\n", agent_version());
+    g_backend = vt_backend(&g_pg_uri, why, sizeof why);
+    if (g_backend == NULL) {
+        fprintf(stderr, "conformance_c: %s\n", why);
+        return 2;
+    }
+    printf("agent_state %s conformance vectors, C runner, backend %s\n", agent_version(), g_backend);
     for (i = 1; i < argc; i++) {
         char err[256];
         size_t len, k;
@@ -437,7 +450,7 @@ int main(int argc, char **argv)
         for (k = 0; vectors != NULL && k < vectors->n; k++) {
             const JrNode *name = jr_get(vectors->items[k], "name");
             r.vector = vectors->items[k];
-            if (!vt_runs_here(r.vector, "c")) {
+            if (!vt_runs_here(r.vector, "c") || !vt_backend_ok(r.vector, g_backend)) {
                 printf("skip %s: %s\n", argv[i], name->str);
                 skipped++;
                 continue;
@@ -458,7 +471,7 @@ int main(int argc, char **argv)
     if (g_have_dir) {
         rmdir(g_dir);
     }
-    printf("%d skipped (restricted to other runners)\n", skipped);
+    printf("%d skipped (restricted to other runners or backends)\n", skipped);
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

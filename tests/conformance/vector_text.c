@@ -1,8 +1,13 @@
 /* See vector_text.h. */
+#define _POSIX_C_SOURCE 200809L /* strdup, getpid */
+
 #include "vector_text.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Appends `n` bytes to a growing buffer; 0 when out of memory. */
 static int append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
@@ -124,4 +129,81 @@ int vt_runs_here(const JrNode *vector, const char *runner)
         }
     }
     return 0;
+}
+
+const char *vt_backend(const char **pg_uri, char *why, size_t why_len)
+{
+    const char *backend = getenv("AGENT_STATE_TEST_BACKEND");
+    *pg_uri = NULL;
+    if (backend == NULL || backend[0] == 0 || strcmp(backend, "sqlite") == 0) {
+        return "sqlite";
+    }
+    if (strcmp(backend, "postgres") != 0) {
+        snprintf(why, why_len, "AGENT_STATE_TEST_BACKEND=%s: want sqlite or postgres", backend);
+        return NULL;
+    }
+    *pg_uri = getenv("AGENT_STATE_TEST_PG_URI");
+    if (*pg_uri == NULL || (*pg_uri)[0] == 0) {
+        snprintf(why, why_len, "AGENT_STATE_TEST_BACKEND=postgres needs AGENT_STATE_TEST_PG_URI");
+        return NULL;
+    }
+    if (strncmp(*pg_uri, "postgres://", 11) != 0 && strncmp(*pg_uri, "postgresql://", 13) != 0) {
+        snprintf(why, why_len, "AGENT_STATE_TEST_PG_URI=%.100s is not a postgres:// or postgresql:// URI",
+                 *pg_uri);
+        return NULL;
+    }
+    return "postgres";
+}
+
+int vt_backend_ok(const JrNode *vector, const char *backend)
+{
+    const JrNode *backends = jr_get(vector, "backends");
+    size_t k;
+    if (backends == NULL) {
+        return 1;
+    }
+    for (k = 0; k < backends->n; k++) {
+        if (backends->items[k]->kind == JR_STRING && strcmp(backends->items[k]->str, backend) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void vt_agent_id(const char *runner, char *out, size_t cap)
+{
+    static unsigned counter;
+    static long started;
+    if (started == 0) {
+        started = (long)time(NULL);
+    }
+    counter++;
+    snprintf(out, cap, "%s_%ld_%lx_%u", runner, (long)getpid(), started, counter);
+}
+
+char *vt_with_agent_id(const char *options, const char *agent_id)
+{
+    const char *rest = "}";
+    size_t cap;
+    char *out;
+    if (options != NULL) {
+        const char *p = options;
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+            p++;
+        }
+        if (*p != '{') {
+            return strdup(options);
+        }
+        p++;
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+            p++;
+        }
+        rest = p;
+    }
+    cap = strlen(agent_id) + strlen(rest) + 32;
+    out = malloc(cap);
+    if (out != NULL) {
+        snprintf(out, cap, "{\"agent_id\":\"%s\"%s%s", agent_id, *rest == '}' ? "" : ",", rest);
+    }
+    return out;
 }

@@ -88,19 +88,32 @@ fs::path &temp_dir() {
     return dir;
 }
 
-// AGENT_STATE_TEST_STORE_URI with "{id}" replaced by a fresh id, or (unset) a fresh SQLite file
-// in this run's temporary directory.
-std::string store_location() {
+// The backend of this run (vt_backend: AGENT_STATE_TEST_BACKEND, AGENT_STATE_TEST_PG_URI).
+struct Backend {
+    const char *name = nullptr;  // "sqlite" or "postgres"
+    const char *pg_uri = nullptr;
+};
+
+Backend &backend() {
+    static Backend b;
+    return b;
+}
+
+// Where a vector's store lives: a fresh SQLite file in this run's temporary directory, or (on
+// PostgreSQL) the server's URI with a fresh agent_id, which every open of the vector adds to
+// its options.
+struct StoreLocation {
+    std::string path, agent_id;
+};
+
+StoreLocation store_location() {
     static unsigned counter = 0;
-    const std::string id = "cpp" + std::to_string(getpid()) + "_" + std::to_string(++counter);
-    if (const char *uri = std::getenv("AGENT_STATE_TEST_STORE_URI"); uri && *uri) {
-        std::string text = uri;
-        const auto at = text.find("{id}");
-        if (at == std::string::npos) {
-            throw Mismatch("AGENT_STATE_TEST_STORE_URI must contain {id}");
-        }
-        return text.replace(at, 4, id);
+    if (std::strcmp(backend().name, "postgres") == 0) {
+        char id[128];
+        vt_agent_id("cpp", id, sizeof id);
+        return {backend().pg_uri, id};
     }
+    const std::string id = "cpp" + std::to_string(getpid()) + "_" + std::to_string(++counter);
     if (temp_dir().empty()) {
         std::string pattern = (fs::temp_directory_path() / "agent_state_conformance_XXXXXX").string();
         if (mkdtemp(pattern.data()) == nullptr) {
@@ -108,7 +121,7 @@ std::string store_location() {
         }
         temp_dir() = pattern;
     }
-    return (temp_dir() / (id + ".db")).string();
+    return {(temp_dir() / (id + ".db")).string(), ""};
 }
 
 // ---- one vector ----------------------------------------------------------------------------
@@ -130,7 +143,9 @@ public:
     }
 
     void run() {
-        path_ = store_location();
+        StoreLocation where = store_location();
+        path_ = where.path;
+        agent_id_ = where.agent_id;
         const JrNode *open_status = jr_get(vector_, "open_status");
         std::string name = "AGENT_OK", message;
         try {
@@ -171,7 +186,17 @@ private:
     void open(const JrNode *options) {
         agent_ = Agent();
         std::optional<Options> typed = to_options(options);
-        if (typed) {
+        if (!agent_id_.empty()) {
+            // PostgreSQL: the options' JSON (Options::to_json when they map to it) with the
+            // vector's agent_id added.
+            const std::string json = typed ? typed->to_json() : compact(options);
+            std::unique_ptr<char, decltype(&std::free)> with_id(
+                vt_with_agent_id(json.c_str(), agent_id_.c_str()), &std::free);
+            if (!with_id) {
+                throw Mismatch("out of memory");
+            }
+            agent_ = Agent::open(path_, std::string(with_id.get()));
+        } else if (typed) {
             agent_ = Agent::open(path_, *typed);
         } else {
             agent_ = Agent::open(path_, compact(options));
@@ -342,7 +367,7 @@ private:
     }
 
     const JrNode *vector_;
-    std::string path_, fail_when_, reject_when_;
+    std::string path_, agent_id_, fail_when_, reject_when_;
     Agent agent_;
     std::vector<Event> events_;
 };
@@ -351,7 +376,14 @@ private:
 
 int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
-    std::printf("agent_state %s conformance vectors, C++ runner\n", agent_version());
+    char why[200];
+    backend().name = vt_backend(&backend().pg_uri, why, sizeof why);
+    if (backend().name == nullptr) {
+        std::fprintf(stderr, "conformance_cpp: %s\n", why);
+        return 2;
+    }
+    std::printf("agent_state %s conformance vectors, C++ runner, backend %s\n", agent_version(),
+                backend().name);
     for (int i = 1; i < argc; ++i) {
         size_t len = 0;
         char err[256] = "no file";
@@ -366,7 +398,8 @@ int main(int argc, char **argv) {
         }
         for (size_t k = 0; k < vectors->n; ++k) {
             const std::string name = str(jr_get(vectors->items[k], "name"));
-            if (!vt_runs_here(vectors->items[k], "cpp")) {
+            if (!vt_runs_here(vectors->items[k], "cpp") ||
+                !vt_backend_ok(vectors->items[k], backend().name)) {
                 std::printf("skip %s: %s\n", argv[i], name.c_str());
                 ++skipped;
                 continue;
@@ -387,7 +420,7 @@ int main(int argc, char **argv) {
         std::error_code ignored;
         fs::remove(temp_dir(), ignored);
     }
-    std::printf("%d skipped (restricted to other runners)\n", skipped);
+    std::printf("%d skipped (restricted to other runners or backends)\n", skipped);
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

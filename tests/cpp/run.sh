@@ -7,8 +7,12 @@
 #   2. the plain binary under valgrind (definite and indirect leaks are errors; the Rust std may
 #      keep a few "still reachable" blocks, which are fine),
 #   3. a build with -fsanitize=address,undefined (set AGENT_CPP_SKIP_ASAN=1 to skip it).
+# The conformance vectors also run on PostgreSQL when AGENT_STATE_TEST_PG_URI is set.
 # The last line is "N passed, M failed", N and M summed over the runs.
 set -euo pipefail
+
+# Every run below is on SQLite unless it says otherwise.
+export AGENT_STATE_TEST_BACKEND=sqlite
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -87,7 +91,18 @@ echo "== building $OUT/test_cpp"
 run plain "$OUT/test_cpp"
 echo "== building $OUT/conformance_cpp"
 build_conformance conformance_cpp -O1
-run conformance "$OUT/conformance_cpp" "${CONFORMANCE_VECTORS[@]}"
+run conformance env AGENT_STATE_TEST_BACKEND=sqlite "$OUT/conformance_cpp" "${CONFORMANCE_VECTORS[@]}"
+# The vectors on PostgreSQL too (tests/pg/each-backend.sh's rule: skipped without a server in
+# AGENT_STATE_TEST_PG_URI, a failure under CI=true); valgrind and the sanitizers stay on SQLite.
+if [[ -n "${AGENT_STATE_TEST_PG_URI:-}" ]]; then
+    run conformance-postgres env AGENT_STATE_TEST_BACKEND=postgres "$OUT/conformance_cpp" \
+        "${CONFORMANCE_VECTORS[@]}"
+elif [[ "${CI:-}" == true ]]; then
+    echo "== conformance-postgres: no server (AGENT_STATE_TEST_PG_URI unset): a failure under CI=true"
+    total_failed=$((total_failed + 1))
+else
+    echo "== conformance-postgres: PostgreSQL: skipped (no server)"
+fi
 
 if command -v valgrind >/dev/null 2>&1; then
     run valgrind env AGENT_TEST_QUICK=1 valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full \

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import itertools
 import json
-import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import agent_state
+import backends
 from agent_state import BigInt, JSMap, JSONFloat, JSONInt, JSSet, RegExp, TypedArray
 from agent_state.errors import status_name
 
@@ -40,6 +39,15 @@ def vectors(*paths: Path) -> Iterator[Tuple[str, Dict[str, Any]]]:
 
 def runs_here(vector: Dict[str, Any]) -> bool:
     return "runners" not in vector or "python" in vector["runners"]
+
+
+def skip_reason(vector: Dict[str, Any]) -> Optional[str]:
+    """Why this run skips the vector (another runner's, or another backend's), or None."""
+    if not runs_here(vector):
+        return str(vector.get("runners_why", "for other runners"))
+    if not backends.runs_on_backend(vector):
+        return f"not on {backends.BACKEND}: {vector.get('backends_why', '')}"
+    return None
 
 
 def canonical(value: Any) -> str:
@@ -146,18 +154,13 @@ def status_of(exc: BaseException) -> str:
     raise exc
 
 
-_ids = itertools.count(1)
-
-
-def store_location(tmp_path: Path) -> str:
-    """Where a vector's store lives: AGENT_STATE_TEST_STORE_URI with "{id}" replaced by a fresh
-    id (another backend), or (unset) a fresh SQLite file in the test's temporary directory."""
-    uri = os.environ.get("AGENT_STATE_TEST_STORE_URI")
-    if uri:
-        if "{id}" not in uri:
-            raise ValueError("AGENT_STATE_TEST_STORE_URI must contain {id}")
-        return uri.replace("{id}", f"py{os.getpid()}_{next(_ids)}")
-    return str(tmp_path / "store.db")
+def store_location(tmp_path: Path) -> Tuple[str, Dict[str, Any]]:
+    """Where a vector's store lives (backends.py): a fresh SQLite file in the test's temporary
+    directory and no extra options, or the PostgreSQL server and a fresh ``agent_id``, which
+    every open of the vector adds to its options."""
+    if backends.POSTGRES:
+        return backends.server_store()
+    return str(tmp_path / "store.db"), {}
 
 
 def has_member(state: Any, name: str) -> bool:
@@ -169,6 +172,7 @@ __all__: List[str] = [
     "BINDING_VALUES",
     "vectors",
     "runs_here",
+    "skip_reason",
     "canonical",
     "expected",
     "native_input",

@@ -25,7 +25,7 @@ from conformance_support import (
     has_member,
     native_input,
     options,
-    runs_here,
+    skip_reason,
     status_of,
     store_location,
     vectors,
@@ -35,10 +35,11 @@ ALL = list(vectors(*sorted(VECTOR_DIR.glob("*.json")), BINDING_VALUES))
 
 
 def _params() -> List[Any]:
-    return [
-        pytest.param(v, id=name, marks=() if runs_here(v) else pytest.mark.skip(reason=v.get("runners_why", "")))
-        for name, v in ALL
-    ]
+    params = []
+    for name, v in ALL:
+        why = skip_reason(v)
+        params.append(pytest.param(v, id=name, marks=() if why is None else pytest.mark.skip(reason=why)))
+    return params
 
 
 class Mismatch(AssertionError):
@@ -56,9 +57,11 @@ def _text(value: Any) -> str:
 
 
 class VectorRun:
-    def __init__(self, vector: Dict[str, Any], path: str) -> None:
+    def __init__(self, vector: Dict[str, Any], location: Tuple[str, Dict[str, Any]]) -> None:
         self.vector = vector
-        self.path = path
+        # the store: a path, and the options that name it on a server (agent_id) added to every
+        # open's (the same for every handle of the vector)
+        self.path, self.store_options = location
         self.agent: Optional[Agent] = None
         self.events: List[Tuple[str, str, str, int]] = []
 
@@ -66,7 +69,7 @@ class VectorRun:
         if self.agent is not None:
             self.agent.close()
             self.agent = None
-        agent = Agent(self.path, **options(vector_options))
+        agent = Agent(self.path, **options(vector_options), **self.store_options)
         self.agent = agent
         fail_when = self.vector.get("hook_fails_when")
         reject_when = self.vector.get("validator_rejects")
@@ -200,6 +203,7 @@ class VectorRun:
         self.events.clear()
 
 
+@pytest.mark.any_backend  # store_location puts the store on the run's backend
 @pytest.mark.parametrize("vector", _params())
 def test_conformance(vector: Dict[str, Any], tmp_path: Path) -> None:
     VectorRun(vector, store_location(tmp_path)).run()

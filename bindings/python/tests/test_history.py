@@ -12,7 +12,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 
@@ -67,6 +67,7 @@ def assert_chained(seen: List[Change], first_version: int = 1) -> None:
 # -- versions ----------------------------------------------------------------------------------
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent or store_of only
 def test_versions_increase_and_persist_across_reopen(open_agent, db_path: Path) -> None:
     a = open_agent(initial_state={"n": 0})
     assert a.get_state_versioned() == Versioned({"n": 0}, 0)
@@ -168,22 +169,26 @@ def cas_increment(agent: Agent, pause: bool) -> bool:
         return False
 
 
-def check_counter(path: Path, successes: int) -> None:
-    """The counter and the version both equal the number of successful set_state_if calls."""
-    with Agent(path) as fresh:
+def check_counter(where: Tuple[Any, Dict[str, Any]], successes: int) -> None:
+    """The counter and the version both equal the number of successful set_state_if calls
+    (``where``: the store, as the store_of fixture gives it)."""
+    path, extra = where
+    with Agent(path, **extra) as fresh:
         state, version = fresh.get_state_versioned()
     assert state.get("count", 0) == successes == version
 
 
-def test_compare_and_set_counter_from_threads_each_with_its_own_agent(db_path: Path) -> None:
+@pytest.mark.any_backend  # its store is opened through store_of and open_agent only
+def test_compare_and_set_counter_from_threads_each_with_its_own_agent(store_of, db_path: Path) -> None:
     workers, attempts = 6, 50
+    path, extra = store_of(db_path)
     results: List[Tuple[int, int]] = []
     errors: List[BaseException] = []
     start = threading.Barrier(workers)
 
     def worker() -> None:
         try:
-            with Agent(db_path, synchronous="normal") as own:
+            with Agent(path, synchronous="normal", **extra) as own:
                 start.wait()
                 ok = sum(cas_increment(own, i % 2 == 0) for i in range(attempts))
                 results.append((ok, attempts - ok))
@@ -202,15 +207,15 @@ def test_compare_and_set_counter_from_threads_each_with_its_own_agent(db_path: P
     successes = sum(ok for ok, _ in results)
     assert len(results) == workers and successes > 0
     assert sum(ok + conflicts for ok, conflicts in results) == workers * attempts
-    check_counter(db_path, successes)
+    check_counter((path, extra), successes)
 
 
 CHILD = textwrap.dedent(
     """
     import os, sys, time
     from agent_state import Agent, ConflictError
-    path, start_file, attempts = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    with Agent(path, synchronous="normal") as agent:
+    path, start_file, attempts, agent_id = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    with Agent(path, synchronous="normal", **({"agent_id": agent_id} if agent_id else {})) as agent:
         deadline = time.monotonic() + 10
         while not os.path.exists(start_file) and time.monotonic() < deadline:
             time.sleep(0.001)
@@ -229,8 +234,10 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_compare_and_set_counter_from_processes_with_a_polling_watcher(open_agent, db_path: Path) -> None:
+@pytest.mark.any_backend  # its store is opened through store_of and open_agent only
+def test_compare_and_set_counter_from_processes_with_a_polling_watcher(open_agent, store_of, db_path: Path) -> None:
     children, attempts = 4, 60
+    path, extra = store_of(db_path)  # the children's store: the watcher's
     # This process watches with poll(): it must receive every child's change once, in order.
     watcher = open_agent(**logged(100000))
     rec = Recorder()
@@ -251,7 +258,7 @@ def test_compare_and_set_counter_from_processes_with_a_polling_watcher(open_agen
     start_file = db_path.parent / "start"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(db_path), str(start_file), str(attempts)],
+            [sys.executable, "-c", CHILD, str(path), str(start_file), str(attempts), extra.get("agent_id", "")],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -278,7 +285,7 @@ def test_compare_and_set_counter_from_processes_with_a_polling_watcher(open_agen
     if poll_errors:
         raise poll_errors[0]
     assert total == children * attempts and successes > 0
-    check_counter(db_path, successes)
+    check_counter((path, extra), successes)
     watcher.poll()
     seen = rec.seen
     assert len(seen) == successes
@@ -384,6 +391,7 @@ def test_poll_from_several_threads_delivers_each_change_once(open_agent) -> None
     assert_chained(rec.seen)
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent or store_of only
 def test_a_polling_agent_stays_current(open_agent, tmp_path: Path) -> None:
     """Poll, changes_since and state_at read inside read transactions while others commit: the
     agent must never take what they saw for the newest state (and then overwrite newer
@@ -648,6 +656,7 @@ def test_change_log_keep_seconds(open_agent) -> None:
     assert [c.version for c in a.changes_since(3)] == [4]  # the newest change is always kept
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent or store_of only
 def test_change_log_off_and_options(open_agent, tmp_path: Path) -> None:
     # Never switched on: poll and changes_since say so; state_at still knows the current
     # version and 0.

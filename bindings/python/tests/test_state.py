@@ -27,6 +27,7 @@ def test_issue_example(db_path: Path) -> None:
     assert seen == [({"status": "idle"}, {"status": "processing", "lastReply": "", "at": 0}, None)]
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent only
 def test_initial_state_is_read_but_not_stored(open_agent, db_path: Path) -> None:
     a = open_agent(initial_state={"v": 1})
     assert a.get_state() == {"v": 1}
@@ -74,6 +75,7 @@ def test_replace_drops_everything(agent: Agent) -> None:
     assert agent.get_state_json() == '{"n":null}'
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent only
 def test_persistence_across_reopen(open_agent, db_path: Path) -> None:
     a = open_agent(initial_state={"status": "idle"}, synchronous="full")
     a.set_state({"status": "processing", "nested": {"k": [1, "two", None, 3.5]}})
@@ -126,6 +128,7 @@ def test_store_file_is_private(db_path: Path, open_agent) -> None:
     assert db_path.stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.any_backend  # its files are opened through open_agent only
 def test_options(open_agent, db_path: Path) -> None:
     a = open_agent(max_value_bytes=4096, busy_timeout_ms=100, synchronous="full")
     a.set_state({"x": 1})
@@ -213,23 +216,29 @@ def test_merge_into_a_tag_shaped_leftover(mem: Agent) -> None:
 _WRITER = """
 import sys
 from agent_state import Agent
-path, start, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-with Agent(path, synchronous="normal") as a:
+path, start, count, agent_id = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+with Agent(path, synchronous="normal", **({"agent_id": agent_id} if agent_id else {})) as a:
     for i in range(start, start + count):
         a.set_state({"child": i, "pad": "x" * (i % 200)})
 """
 
 
-def test_changes_from_another_process_are_seen(open_agent, db_path: Path) -> None:
+@pytest.mark.any_backend  # the children open the store store_of gives
+def test_changes_from_another_process_are_seen(open_agent, store_of, db_path: Path) -> None:
     import subprocess
     import sys
 
+    path, extra = store_of(db_path)
     a = open_agent()
     a.set_state({"parent": 0})
     assert a.get_state() == {"parent": 0}  # cached
     start = 0
     for round_, count in enumerate((1, 5, 1200)):  # the last round passes a WAL checkpoint
-        subprocess.run([sys.executable, "-c", _WRITER, str(db_path), str(start), str(count)], check=True, timeout=60)
+        subprocess.run(
+            [sys.executable, "-c", _WRITER, str(path), str(start), str(count), extra.get("agent_id", "")],
+            check=True,
+            timeout=60,
+        )
         start += count
         state = a.get_state()
         assert state["child"] == start - 1 and state["parent"] == round_, state
