@@ -120,9 +120,14 @@ impl Sqlite {
         // A read-only connection may be given a private copy of the shared memory, whose header
         // would never change: it keeps asking `PRAGMA data_version` instead.
         if !in_memory && !options.read_only {
-            self.refresh()?; // makes sure SQLite has mapped the shared memory
-            if let Some(conn) = self.conn.as_mut() {
-                conn.watch_wal();
+            // Opening an existing store ran a read in WAL mode, which mapped the shared
+            // memory; after creating one, a statement makes sure.
+            let watched = self.conn.as_mut().is_some_and(|c| c.watch_wal());
+            if !watched {
+                self.refresh()?;
+                if let Some(conn) = self.conn.as_mut() {
+                    conn.watch_wal();
+                }
             }
         }
         Ok(())
