@@ -59,8 +59,12 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
+# Every Rust suite on SQLite, then the suites of the library's behaviour (one source for both
+# backends, tests/common) again on the PostgreSQL server AGENT_STATE_TEST_PG_URI names
+# (skipped, and said so, without one outside CI).
 test-rust:
 	$(CARGO) test
+	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test --test agent --test history --test agents
 
 # The header compiles cleanly as C99 and C++11 with every warning an error.
 test-header-c:

@@ -1,4 +1,5 @@
 //! Behaviour of the safe Rust API: persistence, initial state, transactions, hooks, concurrency.
+//! On either backend (see tests/common), but for the tests of SQLite files, which say so.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,15 +9,15 @@ use agent_state::{Agent, Error, InitialStateHook, OpenOptions, StateChange, Stat
 use serde_json::{json, Value};
 
 mod common;
-use common::{opts, text, TempDir};
+use common::{open, opts, text, write_behind_the_back, TempDir};
 
 #[test]
 fn reference_page_flow_and_persistence() {
     let dir = TempDir::new("flow");
-    let path = dir.file("conv.db");
+    let store = dir.store("conv.db");
     let o = opts(json!({"initial_state": {"status": "idle", "lastReply": "", "at": 0}}));
     {
-        let a = Agent::open(&path, &o).unwrap();
+        let a = open(&store, &o).unwrap();
         assert_eq!(
             text(&a.get_state().unwrap()),
             r#"{"status":"idle","lastReply":"","at":0}"#
@@ -33,7 +34,7 @@ fn reference_page_flow_and_persistence() {
         a.close().unwrap();
         assert_eq!(a.get_state().unwrap_err(), Error::Closed);
     }
-    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let a = open(&store, &OpenOptions::default()).unwrap();
     assert_eq!(
         text(&a.get_state().unwrap()),
         r#"{"status":"idle","lastReply":"","at":1764471600123}"#
@@ -45,11 +46,11 @@ fn reference_page_flow_and_persistence() {
 #[test]
 fn reading_never_persists_the_default() {
     let dir = TempDir::new("default");
-    let path = dir.file("a.db");
-    let a = Agent::open(&path, &opts(json!({"initial_state": {"v": 1}}))).unwrap();
+    let store = dir.store("a.db");
+    let a = open(&store, &opts(json!({"initial_state": {"v": 1}}))).unwrap();
     assert_eq!(text(&a.get_state().unwrap()), r#"{"v":1}"#);
     a.close().unwrap();
-    let b = Agent::open(&path, &opts(json!({"initial_state": {"v": 2}}))).unwrap();
+    let b = open(&store, &opts(json!({"initial_state": {"v": 2}}))).unwrap();
     assert_eq!(text(&b.get_state().unwrap()), r#"{"v":2}"#);
     // The first write persists initial state merged with the patch.
     assert_eq!(
@@ -57,15 +58,15 @@ fn reading_never_persists_the_default() {
         r#"{"v":2,"w":3}"#
     );
     b.close().unwrap();
-    let c = Agent::open(&path, &opts(json!({"initial_state": {"v": 9}}))).unwrap();
+    let c = open(&store, &opts(json!({"initial_state": {"v": 9}}))).unwrap();
     assert_eq!(text(&c.get_state().unwrap()), r#"{"v":2,"w":3}"#);
 }
 
 #[test]
 fn failed_writes_change_nothing() {
     let dir = TempDir::new("failed");
-    let path = dir.file("a.db");
-    let a = Agent::open(&path, &opts(json!({"max_value_bytes": 64}))).unwrap();
+    let store = dir.store("a.db");
+    let a = open(&store, &opts(json!({"max_value_bytes": 64}))).unwrap();
     a.set_state(br#"{"keep":1}"#).unwrap();
     let big = format!(r#"{{"s":"{}"}}"#, "x".repeat(60));
     assert!(matches!(
@@ -96,7 +97,7 @@ fn failed_writes_change_nothing() {
         Err(Error::Codec(_))
     ));
     a.close().unwrap();
-    let b = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let b = open(&store, &OpenOptions::default()).unwrap();
     assert_eq!(text(&b.get_state().unwrap()), r#"{"$bigint":"5","x":1}"#);
 }
 
@@ -122,13 +123,14 @@ fn options_are_checked() {
     let dir = TempDir::new("opts");
     let too_big = opts(json!({"max_value_bytes": 8, "initial_state": {"long": "xxxxxxxx"}}));
     assert!(matches!(
-        Agent::open(&dir.file("a.db"), &too_big),
+        open(&dir.store("a.db"), &too_big),
         Err(Error::TooLarge(_))
     ));
 }
 
 #[test]
 fn foreign_and_newer_files_are_refused_untouched() {
+    sqlite_only!("files of other applications and of a newer schema");
     let dir = TempDir::new("foreign");
     let text_file = dir.file("notes.txt");
     std::fs::write(&text_file, "hello, this is not a database\n".repeat(200)).unwrap();
@@ -171,6 +173,7 @@ fn foreign_and_newer_files_are_refused_untouched() {
 
 #[test]
 fn new_files_are_private_and_read_only_refuses_writes() {
+    sqlite_only!("file modes, and a read-only file left byte for byte");
     use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("perm");
     let path = dir.file("a.db");
@@ -221,7 +224,11 @@ impl StateChangedHook for Recorder {
 #[test]
 fn hooks_see_next_prev_patch_and_can_fail_after_commit() {
     let dir = TempDir::new("hooks");
-    let a = Agent::open(&dir.file("a.db"), &opts(json!({"initial_state": {"n": 0}}))).unwrap();
+    let a = open(
+        &dir.store("a.db"),
+        &opts(json!({"initial_state": {"n": 0}})),
+    )
+    .unwrap();
     let rec = Arc::new(Recorder::default());
     let id = a.on_state_changed(rec.clone()).unwrap();
     a.set_state(br#"{"n":1}"#).unwrap();
@@ -285,7 +292,7 @@ impl StateChangedHook for Echo {
 #[test]
 fn nested_changes_from_a_hook_are_delivered_after_it_returns() {
     let dir = TempDir::new("nested");
-    let a = Arc::new(Agent::open(&dir.file("a.db"), &OpenOptions::default()).unwrap());
+    let a = Arc::new(open(&dir.store("a.db"), &OpenOptions::default()).unwrap());
     let echo = Arc::new(Echo {
         agent: Mutex::new(Some(a.clone())),
         log: Mutex::new(Vec::new()),
@@ -317,7 +324,7 @@ fn closing_from_inside_a_hook_is_safe() {
         }
     }
     let dir = TempDir::new("closer");
-    let a = Arc::new(Agent::open(&dir.file("a.db"), &OpenOptions::default()).unwrap());
+    let a = Arc::new(open(&dir.store("a.db"), &OpenOptions::default()).unwrap());
     a.on_state_changed(Arc::new(Closer(Mutex::new(Some(a.clone())))))
         .unwrap();
     a.set_state(br#"{"x":1}"#).unwrap();
@@ -342,8 +349,8 @@ fn initial_state_hook_is_called_each_time_and_cannot_reenter() {
     }
     let dir = TempDir::new("initial");
     let a = Arc::new(
-        Agent::open(
-            &dir.file("a.db"),
+        open(
+            &dir.store("a.db"),
             &opts(json!({"initial_state": {"opt": 1}})),
         )
         .unwrap(),
@@ -378,8 +385,7 @@ fn threads_on_one_agent_lose_nothing_and_hooks_chain_in_commit_order() {
     const THREADS: usize = 8;
     const EACH: usize = 150;
     let dir = TempDir::new("threads");
-    let a =
-        Arc::new(Agent::open(&dir.file("a.db"), &opts(json!({"synchronous": "normal"}))).unwrap());
+    let a = Arc::new(open(&dir.store("a.db"), &opts(json!({"synchronous": "normal"}))).unwrap());
     let rec = Arc::new(Recorder::default());
     a.on_state_changed(rec.clone()).unwrap();
     let threads: Vec<_> = (0..THREADS)
@@ -414,9 +420,9 @@ fn threads_on_one_agent_lose_nothing_and_hooks_chain_in_commit_order() {
 #[test]
 fn two_handles_on_one_file_see_each_others_commits() {
     let dir = TempDir::new("two");
-    let path = dir.file("a.db");
-    let a = Arc::new(Agent::open(&path, &opts(json!({"synchronous": "normal"}))).unwrap());
-    let b = Arc::new(Agent::open(&path, &opts(json!({"synchronous": "normal"}))).unwrap());
+    let store = dir.store("a.db");
+    let a = Arc::new(open(&store, &opts(json!({"synchronous": "normal"}))).unwrap());
+    let b = Arc::new(open(&store, &opts(json!({"synchronous": "normal"}))).unwrap());
     a.set_state(br#"{"a":1}"#).unwrap();
     assert_eq!(text(&b.get_state().unwrap()), r#"{"a":1}"#);
     b.set_state(br#"{"b":1}"#).unwrap();
@@ -444,7 +450,7 @@ fn two_handles_on_one_file_see_each_others_commits() {
 #[test]
 fn snapshots_outlive_changes_and_close() {
     let dir = TempDir::new("snap");
-    let a = Agent::open(&dir.file("a.db"), &OpenOptions::default()).unwrap();
+    let a = open(&dir.store("a.db"), &OpenOptions::default()).unwrap();
     a.set_state(br#"{"v":1}"#).unwrap();
     let old = a.get_state().unwrap();
     a.set_state(br#"{"v":2}"#).unwrap();
@@ -456,20 +462,15 @@ fn snapshots_outlive_changes_and_close() {
 #[test]
 fn reads_see_commits_of_any_other_connection() {
     let dir = TempDir::new("foreign_commit");
-    let path = dir.file("a.db");
-    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let store = dir.store("a.db");
+    let a = open(&store, &OpenOptions::default()).unwrap();
     a.set_state(br#"{"n":0}"#).unwrap();
-    let raw = rusqlite::Connection::open(&path).unwrap();
     for n in 1..=200 {
         assert_eq!(
             text(&a.get_state().unwrap()),
             format!(r#"{{"n":{}}}"#, n - 1)
         );
-        raw.execute(
-            "UPDATE agent_state SET value = ?1 WHERE agent = ''",
-            [format!(r#"{{"n":{n}}}"#)],
-        )
-        .unwrap();
+        write_behind_the_back(&store, &format!(r#"{{"n":{n}}}"#));
         if n % 2 == 0 {
             // A merge must also start from the other connection's commit.
             assert_eq!(
@@ -486,18 +487,12 @@ fn reads_see_commits_of_any_other_connection() {
 #[test]
 fn a_corrupt_stored_state_fails_reads_and_merges_and_a_replace_repairs_it() {
     let dir = TempDir::new("corrupt");
-    let path = dir.file("a.db");
-    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let store = dir.store("a.db");
+    let a = open(&store, &OpenOptions::default()).unwrap();
     a.set_state(br#"{"ok":1}"#).unwrap();
     let rec = Arc::new(Recorder::default());
     a.on_state_changed(rec.clone()).unwrap();
-    rusqlite::Connection::open(&path)
-        .unwrap()
-        .execute(
-            "UPDATE agent_state SET value = x'7b226f6b223a' WHERE agent = ''",
-            [],
-        )
-        .unwrap();
+    write_behind_the_back(&store, r#"{"ok":"#);
     assert!(matches!(a.get_state(), Err(Error::Corrupt(_))));
     assert!(matches!(a.set_state(br#"{"x":1}"#), Err(Error::Corrupt(_))));
     assert_eq!(
@@ -514,19 +509,13 @@ fn a_corrupt_stored_state_fails_reads_and_merges_and_a_replace_repairs_it() {
 #[test]
 fn a_store_whose_state_no_longer_decodes_still_opens() {
     let dir = TempDir::new("corrupt_open");
-    let path = dir.file("a.db");
-    Agent::open(&path, &OpenOptions::default())
+    let store = dir.store("a.db");
+    open(&store, &OpenOptions::default())
         .unwrap()
         .set_state(br#"{"ok":1}"#)
         .unwrap();
-    rusqlite::Connection::open(&path)
-        .unwrap()
-        .execute(
-            "UPDATE agent_state SET value = x'7b226f6b223a' WHERE agent = ''",
-            [],
-        )
-        .unwrap();
-    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 5}}))).unwrap();
+    write_behind_the_back(&store, r#"{"ok":"#);
+    let a = open(&store, &opts(json!({"change_log": {"keep_last": 5}}))).unwrap();
     assert!(matches!(a.get_state(), Err(Error::Corrupt(_))));
     assert_eq!(
         text(&a.replace_state(br#"{"fixed":1}"#).unwrap()),
@@ -536,6 +525,7 @@ fn a_store_whose_state_no_longer_decodes_still_opens() {
 
 #[test]
 fn writes_to_a_deleted_store_are_refused_not_lost() {
+    sqlite_only!("a deleted file");
     let dir = TempDir::new("deleted");
     let sub = dir.file("sub");
     std::fs::create_dir_all(&sub).unwrap();

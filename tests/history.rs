@@ -1,4 +1,5 @@
-//! Versions, compare-and-set, the validation gate and the change log.
+//! Versions, compare-and-set, the validation gate and the change log. On either backend (see
+//! tests/common), but for the tests of SQLite files, which say so.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -7,7 +8,7 @@ use agent_state::{Agent, Error, OpenOptions, StateChange, StateChangedHook, Vali
 use serde_json::{json, Value};
 
 mod common;
-use common::{opts, text, TempDir};
+use common::{open, opts, text, write_behind_the_back, Place, TempDir};
 
 /// One delivery: (version, prev, next, patch).
 type Delivery = (u64, String, String, Option<String>);
@@ -35,8 +36,8 @@ impl StateChangedHook for Recorder {
 #[test]
 fn every_commit_gets_the_next_version_and_it_persists() {
     let dir = TempDir::new("versions");
-    let path = dir.file("a.db");
-    let a = Agent::open(&path, &opts(json!({"initial_state": {"n": 0}}))).unwrap();
+    let store = dir.store("a.db");
+    let a = open(&store, &opts(json!({"initial_state": {"n": 0}}))).unwrap();
     let v = a.get_state_versioned().unwrap();
     assert_eq!((v.version, text(&v.state)), (0, r#"{"n":0}"#.to_string()));
     assert_eq!(a.set_state_if(br#"{"n":1}"#, None).unwrap().version, 1);
@@ -46,14 +47,14 @@ fn every_commit_gets_the_next_version_and_it_persists() {
     a.set_state(br#"{"m":3}"#).unwrap();
     assert_eq!(rec.seen.lock().unwrap()[0].0, 3);
     a.close().unwrap();
-    let b = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let b = open(&store, &OpenOptions::default()).unwrap();
     assert_eq!(b.get_state_versioned().unwrap().version, 3);
 }
 
 #[test]
 fn compare_and_set_writes_only_at_the_expected_version() {
     let dir = TempDir::new("cas");
-    let a = Agent::open(&dir.file("a.db"), &OpenOptions::default()).unwrap();
+    let a = open(&dir.store("a.db"), &OpenOptions::default()).unwrap();
     assert!(matches!(
         a.set_state_if(br#"{"x":1}"#, Some(5)),
         Err(Error::Conflict(_))
@@ -80,16 +81,16 @@ fn read_modify_write_loops_on_many_handles_count_exactly() {
     const HANDLES: usize = 4;
     const EACH: usize = 60;
     let dir = TempDir::new("rmw");
-    let path = dir.file("a.db");
+    let store = dir.store("a.db");
     let successes = Arc::new(AtomicUsize::new(0));
     let conflicts = Arc::new(AtomicUsize::new(0));
     let threads: Vec<_> = (0..HANDLES)
         .map(|_| {
-            let path = path.clone();
+            let store = store.clone();
             let successes = successes.clone();
             let conflicts = conflicts.clone();
             std::thread::spawn(move || {
-                let a = Agent::open(&path, &opts(json!({"synchronous": "normal"}))).unwrap();
+                let a = open(&store, &opts(json!({"synchronous": "normal"}))).unwrap();
                 for _ in 0..EACH {
                     let v = a.get_state_versioned().unwrap();
                     let state: Value = serde_json::from_slice(v.state.json()).unwrap();
@@ -113,7 +114,7 @@ fn read_modify_write_loops_on_many_handles_count_exactly() {
     for t in threads {
         t.join().unwrap();
     }
-    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let a = open(&store, &OpenOptions::default()).unwrap();
     let state: Value = serde_json::from_slice(a.get_state().unwrap().json()).unwrap();
     let ok = successes.load(Ordering::Relaxed) as u64;
     assert_eq!(state["count"], json!(ok));
@@ -139,7 +140,7 @@ impl Validator for NoNegative {
 #[test]
 fn the_validator_gates_changes_before_commit() {
     let dir = TempDir::new("gate");
-    let a = Arc::new(Agent::open(&dir.file("a.db"), &OpenOptions::default()).unwrap());
+    let a = Arc::new(open(&dir.store("a.db"), &OpenOptions::default()).unwrap());
     let rec = Arc::new(Recorder::default());
     a.on_state_changed(rec.clone()).unwrap();
     a.set_validator(Some(Arc::new(NoNegative))).unwrap();
@@ -183,10 +184,10 @@ fn the_validator_gates_changes_before_commit() {
 #[test]
 fn poll_delivers_other_handles_changes_once_in_commit_order() {
     let dir = TempDir::new("poll");
-    let path = dir.file("a.db");
+    let store = dir.store("a.db");
     let log = json!({"change_log": {"keep_last": 100}, "synchronous": "normal"});
-    let a = Agent::open(&path, &opts(log.clone())).unwrap();
-    let b = Agent::open(&path, &OpenOptions::default()).unwrap(); // logs: the store says so
+    let a = open(&store, &opts(log.clone())).unwrap();
+    let b = open(&store, &OpenOptions::default()).unwrap(); // logs: the store says so
     let rec = Arc::new(Recorder::default());
     a.on_state_changed(rec.clone()).unwrap();
     b.set_state(br#"{"x":1}"#).unwrap();
@@ -235,15 +236,15 @@ fn poll_delivers_other_handles_changes_once_in_commit_order() {
     }
     // Without the log, poll says so.
     let dir2 = TempDir::new("nolog");
-    let c = Agent::open(&dir2.file("c.db"), &OpenOptions::default()).unwrap();
+    let c = open(&dir2.store("c.db"), &OpenOptions::default()).unwrap();
     assert!(matches!(c.poll(), Err(Error::InvalidArgument(_))));
 }
 
 #[test]
 fn changes_since_state_at_and_restore() {
     let dir = TempDir::new("pitr");
-    let a = Agent::open(
-        &dir.file("a.db"),
+    let a = open(
+        &dir.store("a.db"),
         &opts(json!({"change_log": {"keep_last": 3}})),
     )
     .unwrap();
@@ -276,9 +277,9 @@ fn changes_since_state_at_and_restore() {
 #[test]
 fn pruned_changes_are_reported_as_a_gap_and_the_rest_delivered() {
     let dir = TempDir::new("gap");
-    let path = dir.file("a.db");
-    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 2}}))).unwrap();
-    let b = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let store = dir.store("a.db");
+    let a = open(&store, &opts(json!({"change_log": {"keep_last": 2}}))).unwrap();
+    let b = open(&store, &OpenOptions::default()).unwrap();
     let rec = Arc::new(Recorder::default());
     a.on_state_changed(rec.clone()).unwrap();
     for n in 1..=5 {
@@ -297,6 +298,7 @@ fn pruned_changes_are_reported_as_a_gap_and_the_rest_delivered() {
 
 #[test]
 fn the_log_can_be_switched_off_and_old_stores_are_migrated() {
+    sqlite_only!("the migration of old SQLite schemas");
     let dir = TempDir::new("migrate");
     let path = dir.file("v1.db");
     {
@@ -339,9 +341,9 @@ fn the_log_can_be_switched_off_and_old_stores_are_migrated() {
 #[test]
 fn a_write_delivers_pending_changes_before_its_own_pruning() {
     let dir = TempDir::new("prune_order");
-    let path = dir.file("a.db");
-    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 2}}))).unwrap();
-    let b = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let store = dir.store("a.db");
+    let a = open(&store, &opts(json!({"change_log": {"keep_last": 2}}))).unwrap();
+    let b = open(&store, &OpenOptions::default()).unwrap();
     let rec = Arc::new(Recorder::default());
     a.on_state_changed(rec.clone()).unwrap();
     for n in 1..=3 {
@@ -362,13 +364,13 @@ fn a_write_delivers_pending_changes_before_its_own_pruning() {
 #[test]
 fn the_first_change_is_delivered_with_the_writers_initial_state() {
     let dir = TempDir::new("first");
-    let path = dir.file("a.db");
-    let a = Agent::open(
-        &path,
+    let store = dir.store("a.db");
+    let a = open(
+        &store,
         &opts(json!({"change_log": {"keep_last": 10}, "initial_state": {"mine": 1}})),
     )
     .unwrap();
-    let b = Agent::open(&path, &opts(json!({"initial_state": {"theirs": 1}}))).unwrap();
+    let b = open(&store, &opts(json!({"initial_state": {"theirs": 1}}))).unwrap();
     let rec = Arc::new(Recorder::default());
     a.on_state_changed(rec.clone()).unwrap();
     b.set_state(br#"{"x":1}"#).unwrap();
@@ -383,14 +385,14 @@ fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
     // Poll, changes_since and state_at read inside a read transaction while other handles
     // commit; what they see must never be taken for the newest state afterwards.
     let dir = TempDir::new("stays_current");
-    let path = dir.file("a.db");
+    let store = dir.store("a.db");
     let log = json!({"change_log": {"keep_last": 1000}, "synchronous": "normal"});
-    let a = Arc::new(Agent::open(&path, &opts(log)).unwrap());
+    let a = Arc::new(open(&store, &opts(log)).unwrap());
     let writers: Vec<_> = (0..4)
         .map(|w| {
-            let path = path.clone();
+            let store = store.clone();
             std::thread::spawn(move || {
-                let b = Agent::open(&path, &opts(json!({"synchronous": "normal"}))).unwrap();
+                let b = open(&store, &opts(json!({"synchronous": "normal"}))).unwrap();
                 for n in 0..120 {
                     b.set_state(format!(r#"{{"w{w}":{n}}}"#).as_bytes())
                         .unwrap();
@@ -410,7 +412,7 @@ fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
         w.join().unwrap();
     }
     assert!(rounds > 0);
-    let fresh = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let fresh = open(&store, &OpenOptions::default()).unwrap();
     assert_eq!(a.get_state_versioned().unwrap().version, 480);
     assert_eq!(fresh.get_state_versioned().unwrap().version, 480);
     assert!(matches!(
@@ -422,25 +424,23 @@ fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
 #[test]
 fn repairing_a_corrupt_state_is_logged_like_any_replacement() {
     let dir = TempDir::new("repair_logged");
-    let path = dir.file("a.db");
-    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 100}}))).unwrap();
+    let store = dir.store("a.db");
+    let a = open(&store, &opts(json!({"change_log": {"keep_last": 100}}))).unwrap();
     a.set_state(br#"{"n":1}"#).unwrap();
     a.set_state(br#"{"n":2}"#).unwrap();
-    rusqlite::Connection::open(&path)
-        .unwrap()
-        .execute("UPDATE agent_state SET value = x'7b' WHERE agent = ''", [])
-        .unwrap();
-    let b = Agent::open(&path, &OpenOptions::default()).unwrap();
+    // Version 3, written behind the library's back (so not logged), does not decode.
+    write_behind_the_back(&store, "{");
+    let b = open(&store, &OpenOptions::default()).unwrap();
     let rec = Arc::new(Recorder::default());
     b.on_state_changed(rec.clone()).unwrap();
     assert_eq!(
         a.replace_state_if(br#"{"fixed":true}"#, None)
             .unwrap()
             .version,
-        3
+        4
     );
-    let since: Value = serde_json::from_slice(&a.changes_since(2).unwrap()).unwrap();
-    assert_eq!(since[0]["version"], json!(3));
+    let since: Value = serde_json::from_slice(&a.changes_since(3).unwrap()).unwrap();
+    assert_eq!(since[0]["version"], json!(4));
     assert_eq!(since[0]["next"], json!({"fixed": true}));
     assert_eq!(b.poll().unwrap(), 1);
     assert_eq!(rec.seen.lock().unwrap()[0].2, r#"{"fixed":true}"#);
@@ -466,10 +466,10 @@ impl StateChangedHook for WritesOnce {
 fn a_hook_writing_during_a_batch_of_deliveries_does_not_deadlock() {
     for poll in [false, true] {
         let dir = TempDir::new("batch_nested");
-        let path = dir.file("a.db");
+        let store = dir.store("a.db");
         let log = json!({"change_log": {"keep_last": 100}});
-        let a = Arc::new(Agent::open(&path, &opts(log)).unwrap());
-        let b = Agent::open(&path, &OpenOptions::default()).unwrap();
+        let a = Arc::new(open(&store, &opts(log)).unwrap());
+        let b = open(&store, &OpenOptions::default()).unwrap();
         let hook = Arc::new(WritesOnce {
             agent: Mutex::new(Some(a.clone())),
             versions: Mutex::new(Vec::new()),
@@ -497,11 +497,11 @@ fn a_long_history_of_patches_rebuilds_every_retained_state_exactly() {
     const KEEP: u64 = 45;
     const WRITES: u64 = 300;
     let dir = TempDir::new("patch_log");
-    let path = dir.file("a.db");
+    let store = dir.store("a.db");
     let log = json!({"change_log": {"keep_last": KEEP}, "synchronous": "normal",
                      "initial_state": {"big": "x".repeat(2000)}});
-    let writer = Agent::open(&path, &opts(log.clone())).unwrap();
-    let poller = Agent::open(&path, &opts(log)).unwrap();
+    let writer = open(&store, &opts(log.clone())).unwrap();
+    let poller = open(&store, &opts(log)).unwrap();
     let rec = Arc::new(Recorder::default());
     poller.on_state_changed(rec.clone()).unwrap();
     let mut committed = vec![text(&writer.get_state().unwrap())];
@@ -533,7 +533,7 @@ fn a_long_history_of_patches_rebuilds_every_retained_state_exactly() {
         assert_eq!(next, &committed[k + 1], "next of version {version}");
     }
     // Every retained version, through the API and through a fresh handle.
-    let fresh = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let fresh = open(&store, &OpenOptions::default()).unwrap();
     for v in 0..=WRITES {
         let kept = v == 0 || v > WRITES - KEEP || v == WRITES;
         // (Version 0 is the asking handle's initial state: the fresh handle has another.)
@@ -564,31 +564,33 @@ fn a_long_history_of_patches_rebuilds_every_retained_state_exactly() {
         fresh.changes_since(WRITES - KEEP - 1),
         Err(Error::Gap(_))
     ));
-    // What the file holds: at most the retained changes plus the pruning slack (16) and the
-    // base they are rebuilt from (32), and full states only at checkpoints and replacements.
-    let c = rusqlite::Connection::open(&path).unwrap();
-    let (rows, full): (i64, i64) = c
-        .query_row("SELECT count(*), count(next) FROM agent_changes", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .unwrap();
-    assert!(rows as u64 <= KEEP + 16 + 32, "{rows} rows");
-    assert!(
-        full as u64 <= rows as u64 / 32 + 4,
-        "{full} full states in {rows} rows"
-    );
+    // What a SQLite file holds: at most the retained changes plus the pruning slack (16) and
+    // the base they are rebuilt from (32), and full states only at checkpoints and replacements.
+    if let Place::Sqlite { path, .. } = &store {
+        let c = rusqlite::Connection::open(path).unwrap();
+        let (rows, full): (i64, i64) = c
+            .query_row("SELECT count(*), count(next) FROM agent_changes", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert!(rows as u64 <= KEEP + 16 + 32, "{rows} rows");
+        assert!(
+            full as u64 <= rows as u64 / 32 + 4,
+            "{full} full states in {rows} rows"
+        );
+    }
 }
 
 /// A lower retention, set by a later open, takes effect at once, before any new write.
 #[test]
 fn a_lower_retention_hides_older_changes_at_once() {
     let dir = TempDir::new("retention_change");
-    let path = dir.file("a.db");
-    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 50}}))).unwrap();
+    let store = dir.store("a.db");
+    let a = open(&store, &opts(json!({"change_log": {"keep_last": 50}}))).unwrap();
     for i in 0..20 {
         a.set_state(format!(r#"{{"i":{i}}}"#).as_bytes()).unwrap();
     }
-    let b = Agent::open(&path, &opts(json!({"change_log": {"keep_last": 5}}))).unwrap();
+    let b = open(&store, &opts(json!({"change_log": {"keep_last": 5}}))).unwrap();
     assert!(matches!(b.changes_since(10), Err(Error::Gap(_))));
     let since: Value = serde_json::from_slice(&b.changes_since(15).unwrap()).unwrap();
     assert_eq!(since.as_array().unwrap().len(), 5);

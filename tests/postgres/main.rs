@@ -3,6 +3,10 @@
 //! notice, except under `CI=true`, where that is a failure.
 //!
 //! Tests share one database: each uses its own agent ids (process id and a counter).
+//!
+//! These are the tests of the PostgreSQL backend itself; the suites of the library's behaviour
+//! (tests/agent.rs, history.rs, agents.rs) run here too with `AGENT_STATE_TEST_BACKEND=postgres`
+//! (see tests/common).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,9 +22,6 @@ mod concurrency;
 mod crash;
 mod log;
 mod pool;
-mod ported_agent;
-mod ported_history;
-mod shim;
 
 /// The test server's URI, or `None` (with a notice) when there is none.
 pub fn server() -> Option<String> {
