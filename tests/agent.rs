@@ -539,3 +539,25 @@ fn writes_to_a_deleted_store_are_refused_not_lost() {
         "{err}"
     );
 }
+
+/// A file's single agent re-reads its state on any commit to the file: even a write made
+/// behind the library's back that leaves the version as it was is seen (a named agent, or a
+/// PostgreSQL one, goes by its version instead: see `common::write_behind_the_back`).
+#[test]
+fn the_single_agent_of_a_file_sees_a_foreign_write_that_keeps_the_version() {
+    sqlite_only!("SQLite's own commit counters, and a raw write to its file");
+    let dir = TempDir::new("foreign_same_version");
+    let path = dir.file("a.db");
+    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    a.set_state(br#"{"n":0}"#).unwrap();
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    for n in 1..=50 {
+        raw.execute(
+            "UPDATE agent_state SET value = ?1 WHERE agent = ''",
+            [format!(r#"{{"n":{n}}}"#)],
+        )
+        .unwrap();
+        let v = a.get_state_versioned().unwrap();
+        assert_eq!((text(&v.state), v.version), (format!(r#"{{"n":{n}}}"#), 1));
+    }
+}

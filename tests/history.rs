@@ -603,18 +603,18 @@ fn a_lower_retention_hides_older_changes_at_once() {
 #[test]
 fn a_log_switched_off_and_on_behind_a_writers_back_still_rebuilds_its_next_change() {
     let dir = TempDir::new("log_off_on");
-    let path = dir.file("a.db");
+    let store = dir.store("a.db");
     let log = json!({"change_log": {"keep_last": 100}});
-    let a = Agent::open(&path, &opts(log.clone())).unwrap();
+    let a = open(&store, &opts(log.clone())).unwrap();
     for i in 0..5 {
         a.set_state(format!(r#"{{"i":{i}}}"#).as_bytes()).unwrap();
     }
-    drop(Agent::open(&path, &opts(json!({"change_log": false}))).unwrap());
-    drop(Agent::open(&path, &opts(log)).unwrap());
+    drop(open(&store, &opts(json!({"change_log": false}))).unwrap());
+    drop(open(&store, &opts(log)).unwrap());
     let next = a.set_state(br#"{"j":1}"#).unwrap();
     assert_eq!(text(&a.state_at(6).unwrap()), text(&next));
     assert!(matches!(a.state_at(5), Err(Error::Gap(_))));
-    let fresh = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let fresh = open(&store, &OpenOptions::default()).unwrap();
     let since: Value = serde_json::from_slice(&fresh.changes_since(5).unwrap()).unwrap();
     assert_eq!(since[0]["next"].to_string(), text(&next));
 }
