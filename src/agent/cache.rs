@@ -146,6 +146,15 @@ pub(super) fn current(
     Ok(current)
 }
 
+/// True when the store still holds what `cache` says (its version and log setting, by
+/// [`Backend::head`]): what was computed from the cache was computed from the latest state.
+pub(super) fn confirmed(store: &dyn Backend, cache: &Option<Cache>) -> Result<bool> {
+    let Some(cache) = cache else {
+        return Ok(false);
+    };
+    Ok(store.head()? == Some((cache.version, cache.log)))
+}
+
 /// Reads the state, its version and the log's retention (inside a transaction).
 fn reread(store: &dyn Backend, mark: Option<Mark>) -> Result<Cache> {
     let (stored, version) = match store.read_state()? {

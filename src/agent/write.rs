@@ -71,10 +71,11 @@ impl Agent {
     ///
     /// Where the backend offers optimistic writes (a server, see [`Backend::optimistic`]), the
     /// change is first computed from this handle's cache and committed only if the stored
-    /// version is still the cached one (one round trip). If it moved, or the attempt failed in
-    /// a way a stale cache could explain (a conflict, a rejection, a codec or size error),
-    /// nothing was written and the change is made again under the row's lock from the latest
-    /// state: what a call returns never depends on a stale cache.
+    /// version is still the cached one (one round trip). If it moved, or the attempt failed
+    /// and the store no longer confirms the cache it was computed from (so a stale cache could
+    /// explain a conflict, a rejection, a codec or size error), nothing was written and the
+    /// change is made again under the row's lock from the latest state: what a call returns
+    /// never depends on a stale cache.
     pub(super) fn change(&self, change: Change, expected: Option<u64>) -> Result<Versioned> {
         let (events, result) = {
             let mut guard = self.lock_inner()?;
@@ -90,6 +91,14 @@ impl Agent {
                     // The server is gone (a commit's outcome may be unknown), or a wait
                     // already timed out: trying again would not help, and could write twice.
                     Err(e @ (Error::Unavailable(_) | Error::Busy(_) | Error::Closed)) => {
+                        return Err(e)
+                    }
+                    // Computed from a cache the store still confirms: the failure stands (the
+                    // validator or initial-state hook is not asked twice).
+                    Err(e)
+                        if !matches!(e, Error::Stale)
+                            && cache::confirmed(&**store, &view.cache)? =>
+                    {
                         return Err(e)
                     }
                     Err(_) => {

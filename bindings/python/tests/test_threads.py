@@ -184,6 +184,7 @@ def test_several_handles_on_one_file_lose_no_update(open_agent, handles: int) ->
     assert agents[0].get_state() == {f"t{i}": 100 for i in range(4)}
 
 
+@pytest.mark.sqlite_only("SQLite's write lock: on PostgreSQL a write is optimistic, so a validator holds no lock")
 def test_writers_on_other_handles_wait_for_the_write_lock(open_agent) -> None:
     """A write holds the store's write lock while it computes the initial state (from a hook
     that blocks here): another handle fails fast with busy_timeout_ms=0, or waits and then
