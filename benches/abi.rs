@@ -58,6 +58,20 @@ impl Config {
     }
 }
 
+/// `race`, with fewer operations per round where the slowest contender would make a round
+/// longer than about 50 ms (at least 5): a 256 KiB replace_state takes milliseconds, and full
+/// mode must stay within minutes. Each contender runs once, timed, first (a warm-up too).
+fn race_capped(contenders: &mut [&mut dyn FnMut(usize)], rounds: usize, ops: usize) -> Vec<f64> {
+    let mut worst = 0f64;
+    for (k, f) in contenders.iter_mut().enumerate() {
+        let t = Instant::now();
+        f(usize::MAX / 2 + k);
+        worst = worst.max(t.elapsed().as_secs_f64());
+    }
+    let cap = ((0.05 / worst.max(1e-9)) as usize).max(5);
+    race(contenders, rounds, ops.min(cap))
+}
+
 /// Every top-level member of the state sent again with a few changed (the status and one
 /// member's score): what a user of the peer writes as `setState({...this.state, status})`.
 fn make_big_patches(state: &[u8], n: usize) -> Vec<Vec<u8>> {
@@ -134,7 +148,7 @@ fn bench_writes(cfg: &Config, dir: &Path, dir_name: &str, size: usize, rows: &mu
                 .unwrap();
             hand.execute_batch("COMMIT").unwrap();
         };
-        let t = race(
+        let t = race_capped(
             &mut [
                 &mut set_ours,
                 &mut set_floor,
@@ -207,7 +221,7 @@ fn bench_writes(cfg: &Config, dir: &Path, dir_name: &str, size: usize, rows: &mu
                 .execute([&merged_text[i % merged_text.len()]])
                 .unwrap();
         };
-        let t = race(
+        let t = race_capped(
             &mut [&mut replace_ours, &mut replace_json, &mut set_floor],
             cfg.rounds(),
             ops,
@@ -250,7 +264,7 @@ fn bench_writes(cfg: &Config, dir: &Path, dir_name: &str, size: usize, rows: &mu
         big_rep.replace(&state);
         let mut set_big = |i: usize| big_ours.set(&big[i % big.len()]);
         let mut replace_big = |i: usize| big_rep.replace(&big_merged[i % big_merged.len()]);
-        let t = race(&mut [&mut set_big, &mut replace_big], cfg.rounds(), ops);
+        let t = race_capped(&mut [&mut set_big, &mut replace_big], cfg.rounds(), ops);
         rows.push(Row {
             fig: "5".into(),
             op: "set_state, patch = whole state, 2 changed".into(),
