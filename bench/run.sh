@@ -41,7 +41,22 @@ echo
 echo "== Go binding ($mode)"
 # shellcheck source=../bindings/go/goenv.sh
 . "$root/bindings/go/goenv.sh"
-(cd "$root/bindings/go" && go run ./cmd/agentstate-bench ${smoke_flag:+-smoke} -out "$out/go.json") | tee "$out/go.md"
+# Figure 11's contender, encoding/json + database/sql, runs over a minimal cgo driver on the
+# system's SQLite (bindings/go/internal/sqlitedriver, tag agentstate_benchsql): it needs the
+# SQLite headers, installed here when missing (as goenv.sh installs Go); without them the Go
+# bench says it did not run that contender.
+go_tags="agentstate_inrepo"
+if [ ! -f /usr/include/sqlite3.h ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "bench/run.sh: installing libsqlite3-dev for the Go contender" >&2
+    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y libsqlite3-dev; } >&2 || true
+fi
+if [ -f /usr/include/sqlite3.h ]; then go_tags="$go_tags,agentstate_benchsql"; fi
+(cd "$root/bindings/go" && GOFLAGS="-mod=readonly -tags=$go_tags" \
+    go run ./cmd/agentstate-bench ${smoke_flag:+-smoke} -out "$out/go.json") | tee "$out/go.md"
 
 echo
-echo "bench: raw figures in $out (abi.json, postgres.json, python.json, go.json)"
+echo "== The issue \"Writes at the floor\": every figure, from the runs above ($mode)"
+python3 "$here/summary.py" "$out" "$mode" | tee "$out/summary.md"
+
+echo
+echo "bench: raw figures in $out (abi.json, postgres.json, python.json, go.json; summary.md)"

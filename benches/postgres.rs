@@ -142,6 +142,7 @@ fn bench_writes(cfg: &Args, uri: &str, size: usize, rows: &mut Vec<Row>) {
             alternative: "prepared conditional UPDATE (floor)".into(),
             alt_ns: t[1],
             target: Some(0.7),
+            ..Row::default()
         });
     }
 }
@@ -170,6 +171,7 @@ fn bench_reads(cfg: &Args, uri: &str, size: usize, rows: &mut Vec<Row>) {
         alternative: "prepared SELECT".into(),
         alt_ns: t[1],
         target: Some(3.0),
+        ..Row::default()
     });
 }
 
@@ -283,6 +285,7 @@ fn bench_throughput(cfg: &Args, uri: &str, rows: &mut Vec<Row>) -> Vec<(String, 
             alternative: format!("floor UPDATE, {PROCESSES} processes x {AGENTS_PER_PROCESS} rows"),
             alt_ns: 1e9 / floor,
             target: None,
+            ..Row::default()
         });
         figures.push((sync.to_string(), ours, floor));
     }
