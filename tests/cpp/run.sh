@@ -3,11 +3,14 @@
 # after building the library.
 #
 # Three runs of the same tests, all of which must pass:
-#   1. plain (-O1 -g),
+#   1. plain (-O1 -g), on SQLite and then on PostgreSQL through tests/pg/each-backend.sh
+#      (skipped without a server in AGENT_STATE_TEST_PG_URI, a failure under CI=true),
 #   2. the plain binary under valgrind (definite and indirect leaks are errors; the Rust std may
 #      keep a few "still reachable" blocks, which are fine),
-#   3. a build with -fsanitize=address,undefined (set AGENT_CPP_SKIP_ASAN=1 to skip it).
+#   3. a build with -fsanitize=address,undefined (set AGENT_CPP_SKIP_ASAN=1 to skip it), on
+#      SQLite and then on PostgreSQL as run 1 (a few seconds more).
 # The conformance vectors also run on PostgreSQL when AGENT_STATE_TEST_PG_URI is set.
+# Valgrind runs on SQLite only, and so does the conformance runner under the sanitizers.
 # The last line is "N passed, M failed", N and M summed over the runs.
 set -euo pipefail
 
@@ -45,7 +48,8 @@ fi
 total_passed=0
 total_failed=0
 
-# run LABEL COMMAND...: runs one test binary, echoes its output, adds up its summary line.
+# run LABEL COMMAND...: runs test binaries, echoes their output, adds up their summary lines
+# (one per binary run: each-backend.sh runs one per backend).
 run() {
     local label="$1"
     shift
@@ -54,16 +58,20 @@ run() {
     echo "== $label: $*"
     "$@" >"$log" 2>&1 || status=$?
     cat "$log"
-    local summary
-    summary="$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1 || true)"
-    if [[ -z "$summary" ]]; then
+    local summaries summary passed=0 failed=0
+    summaries="$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" || true)"
+    if [[ -z "$summaries" ]]; then
         echo "== $label: no summary line (exit status $status)"
         total_failed=$((total_failed + 1))
         return
     fi
-    local passed="${summary%% passed*}"
-    local failed="${summary#*, }"
-    failed="${failed%% failed}"
+    while read -r summary; do
+        local p="${summary%% passed*}"
+        local f="${summary#*, }"
+        f="${f%% failed}"
+        passed=$((passed + p))
+        failed=$((failed + f))
+    done <<<"$summaries"
     total_passed=$((total_passed + passed))
     total_failed=$((total_failed + failed))
     if [[ $status -ne 0 && $failed -eq 0 ]]; then
@@ -88,12 +96,14 @@ build_conformance() {
 
 echo "== building $OUT/test_cpp"
 "$CXX" "${CXXFLAGS[@]}" -O1 "${SOURCES[@]}" -o "$OUT/test_cpp" "${LDFLAGS[@]}"
-run plain "$OUT/test_cpp"
+# On SQLite, then on PostgreSQL (tests/pg/each-backend.sh: the tests of SQLite files, paths,
+# ":memory:" and SQLite's write lock say they are skipped there).
+run plain bash "$ROOT/tests/pg/each-backend.sh" "$OUT/test_cpp"
 echo "== building $OUT/conformance_cpp"
 build_conformance conformance_cpp -O1
 run conformance env AGENT_STATE_TEST_BACKEND=sqlite "$OUT/conformance_cpp" "${CONFORMANCE_VECTORS[@]}"
 # The vectors on PostgreSQL too (tests/pg/each-backend.sh's rule: skipped without a server in
-# AGENT_STATE_TEST_PG_URI, a failure under CI=true); valgrind and the sanitizers stay on SQLite.
+# AGENT_STATE_TEST_PG_URI, a failure under CI=true); under valgrind and the sanitizers on SQLite only.
 if [[ -n "${AGENT_STATE_TEST_PG_URI:-}" ]]; then
     run conformance-postgres env AGENT_STATE_TEST_BACKEND=postgres "$OUT/conformance_cpp" \
         "${CONFORMANCE_VECTORS[@]}"
@@ -121,7 +131,8 @@ if [[ "${AGENT_CPP_SKIP_ASAN:-0}" != 1 ]]; then
     "$CXX" "${CXXFLAGS[@]}" -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
         -fno-sanitize-recover=undefined "${SOURCES[@]}" -o "$OUT/test_cpp_asan" "${LDFLAGS[@]}"
     run asan env AGENT_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$OUT/test_cpp_asan"
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        bash "$ROOT/tests/pg/each-backend.sh" "$OUT/test_cpp_asan"
     echo "== building $OUT/conformance_cpp_asan"
     build_conformance conformance_cpp_asan -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
         -fno-sanitize-recover=undefined

@@ -3,6 +3,8 @@
 // Every TEST runs in its own fresh temporary directory; a failed CHECK records the failure and
 // the test goes on. The last line printed is "N passed, M failed"; the exit status is non-zero
 // when anything failed. AGENT_TEST_QUICK=1 makes the thread tests smaller (for valgrind).
+// AGENT_STATE_TEST_BACKEND=postgres runs them on the PostgreSQL server in
+// AGENT_STATE_TEST_PG_URI instead of SQLite files (see open_store; tests/pg/each-backend.sh).
 
 #include "agent_state.hpp"
 
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -49,6 +52,7 @@ namespace {
 struct TestCase {
     const char *name;
     void (*fn)();
+    const char *sqlite_only;  // why the test is skipped on PostgreSQL, or nullptr
 };
 
 std::vector<TestCase> &registry() {
@@ -57,7 +61,9 @@ std::vector<TestCase> &registry() {
 }
 
 struct Register {
-    Register(const char *name, void (*fn)()) { registry().push_back({name, fn}); }
+    Register(const char *name, void (*fn)(), const char *sqlite_only = nullptr) {
+        registry().push_back({name, fn, sqlite_only});
+    }
 };
 
 int g_failures = 0;       // failed checks in the running test
@@ -76,11 +82,91 @@ std::string status_text(Status s) {
 
 fs::path path_in_dir(const char *name) { return g_dir / name; }
 
+// ---- The backend: where a test's store lives ------------------------------------------------
+//
+// AGENT_STATE_TEST_BACKEND=postgres (with AGENT_STATE_TEST_PG_URI; tests/pg/each-backend.sh
+// sets both) runs the tests on a PostgreSQL server. Every test opens its stores through
+// open_store() / open_store_json(): on PostgreSQL a file name in the test's directory then
+// names an agent on the server, agent_id "cpp_<pid>_<start time>_<test number>_<file name>" (so
+// that the same name opens the same store within a test, and reopening works), and ":memory:"
+// a fresh agent at each open (private and empty, like an in-memory store). An agent_id the test
+// sets itself is appended to the file's agent ("<file's agent>.<id>"): one "file" still holds
+// many isolated agents. Tests about SQLite files, paths, ":memory:" and SQLite's write lock are
+// SQLITE_ONLY_TEST(name, why): skipped on PostgreSQL, with `why` printed.
+bool g_pg = false;
+std::string g_pg_uri;
+std::string g_agent_prefix;           // "cpp_<pid>_<start time>_"
+int g_test_index = 0;                 // the running test's number
+std::atomic<unsigned> g_memory_stores{0};
+
+// The agent_id `where` (":memory:" or a path in the test's directory) stands for on
+// PostgreSQL, or "" for any other path (opened as it is).
+std::string agent_for(const std::string &where) {
+    const std::string test = g_agent_prefix + std::to_string(g_test_index) + "_";
+    if (where == ":memory:") return test + "mem" + std::to_string(++g_memory_stores);
+    const fs::path p(where);
+    if (p.parent_path() != g_dir) return std::string();
+    static const char hex[] = "0123456789ABCDEF";
+    std::string id = test;
+    for (const char ch : p.filename().string()) {
+        const auto c = static_cast<unsigned char>(ch);
+        if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            c == '.' || c == '-' || c == '_') {
+            id.push_back(ch);
+        } else {
+            id.push_back('%');
+            id.push_back(hex[c >> 4]);
+            id.push_back(hex[c & 0xf]);
+        }
+    }
+    return id;
+}
+
+// Opens a test store on this run's backend: `where` is ":memory:" or a path in the test's
+// directory (see above); any other path is opened as it is.
+Agent open_store(const fs::path &place, Options options = Options()) {
+    const std::string where = place.string();
+    if (!g_pg) return Agent(where, options);
+    std::string id = agent_for(where);
+    if (id.empty()) return Agent(where, options);
+    if (options.agent_id) id += "." + *options.agent_id;
+    options.agent_id = id;
+    return Agent(g_pg_uri, options);
+}
+
+// As open_store, with the options as raw JSON text: on PostgreSQL "agent_id" is added as the
+// object's first member (text that is not an object is passed on as it is, and refused by the
+// library on both backends).
+Agent open_store_json(const fs::path &place, std::string_view options_json) {
+    const std::string where = place.string();
+    if (!g_pg) return Agent::open(where, options_json);
+    const std::string id = agent_for(where);
+    if (id.empty()) return Agent::open(where, options_json);
+    std::size_t i = 0;
+    while (i < options_json.size() && options_json[i] == ' ') ++i;
+    if (i == options_json.size() || options_json[i] != '{') {
+        return Agent::open(g_pg_uri, options_json);
+    }
+    std::string_view rest = options_json.substr(i + 1);
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    std::string text = "{\"agent_id\":" + agent_state::json_quote(id);
+    if (rest.empty() || rest.front() != '}') text += ",";
+    text += rest;
+    return Agent::open(g_pg_uri, text);
+}
+
 }  // namespace
 
 #define TEST(name)                                         \
     static void name();                                    \
     static const Register register_##name(#name, &name);   \
+    static void name()
+
+// A test of SQLite files, paths, ":memory:" or SQLite's write lock: skipped on PostgreSQL,
+// `why` printed.
+#define SQLITE_ONLY_TEST(name, why)                              \
+    static void name();                                          \
+    static const Register register_##name(#name, &name, why);    \
     static void name()
 
 #define CHECK(cond)                                                      \
@@ -163,7 +249,7 @@ static_assert(!std::is_convertible_v<const char *, Agent>, "opening is explicit"
 // Semantics.
 
 TEST(fresh_agent_reads_empty_object) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     CHECK(agent.is_open());
     CHECK(static_cast<bool>(agent));
     CHECK(agent.handle() != 0);
@@ -178,7 +264,7 @@ TEST(version_and_status_names) {
 }
 
 TEST(set_state_merges_and_returns_full_state) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     CHECK_EQ(agent.set_state(R"({"status":"idle","at":0})"), R"({"status":"idle","at":0})");
     CHECK_EQ(agent.set_state(R"({"status":"processing"})"), R"({"status":"processing","at":0})");
     CHECK_EQ(agent.get_state(), R"({"status":"processing","at":0})");
@@ -187,7 +273,7 @@ TEST(set_state_merges_and_returns_full_state) {
 }
 
 TEST(merge_is_rfc7396_with_nested_null_deletion) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.replace_state(
         R"({"status":"processing","job":{"id":"j1","step":2,"note":"retrying"}})");
     // The reference example: nested objects merge, null deletes, untouched keys survive.
@@ -211,7 +297,7 @@ TEST(merge_is_rfc7396_with_nested_null_deletion) {
 }
 
 TEST(replace_state_keeps_nothing_of_the_previous_state) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.set_state(R"({"a":1,"b":{"c":2}})");
     CHECK_EQ(agent.replace_state(R"({"z":[true,false,null]})"), R"({"z":[true,false,null]})");
     CHECK_EQ(agent.get_state(), R"({"z":[true,false,null]})");
@@ -220,7 +306,7 @@ TEST(replace_state_keeps_nothing_of_the_previous_state) {
 }
 
 TEST(unicode_and_escapes_round_trip) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     const std::string text = "quote \" backslash \\ newline \n tab \t bell \x07 \xc3\xa9 \xf0\x9f\x98\x80";
     const std::string patch = "{\"text\":" + agent_state::json_quote(text) + "}";
     const std::string state = agent.set_state(patch);
@@ -236,14 +322,14 @@ TEST(initial_state_option_is_shown_but_not_stored) {
     {
         Options options;
         options.initial_state = R"({"status":"idle","lastReply":"","at":0})";
-        Agent agent(file.string(), options);
+        Agent agent = open_store(file, options);
         CHECK_EQ(agent.get_state(), R"({"status":"idle","lastReply":"","at":0})");
     }
     {
         // Nothing was stored by reading: another initial state shows through.
         Options options;
         options.initial_state = R"({"other":true})";
-        Agent agent(file.string(), options);
+        Agent agent = open_store(file, options);
         CHECK_EQ(agent.get_state(), R"({"other":true})");
         // The first write merges into the initial state and stores the result.
         CHECK_EQ(agent.set_state(R"({"n":1})"), R"({"other":true,"n":1})");
@@ -251,7 +337,7 @@ TEST(initial_state_option_is_shown_but_not_stored) {
     {
         Options options;
         options.initial_state = R"({"ignored":1})";
-        Agent agent(file.string(), options);
+        Agent agent = open_store(file, options);
         CHECK_EQ(agent.get_state(), R"({"other":true,"n":1})");
     }
 }
@@ -259,30 +345,32 @@ TEST(initial_state_option_is_shown_but_not_stored) {
 TEST(state_persists_across_reopen) {
     const auto file = path_in_dir("persist.db");
     {
-        Agent agent(file.string());
+        Agent agent = open_store(file);
         agent.set_state(R"({"a":1,"nested":{"b":[1,2]}})");
         agent.set_state(R"({"nested":{"c":"x"}})");
         agent.close();
         CHECK(!agent.is_open());
     }
     {
-        Agent agent = Agent::open(file.string());
+        Agent agent = open_store(file);
         CHECK_EQ(agent.get_state(), R"({"a":1,"nested":{"b":[1,2],"c":"x"}})");
         agent.replace_state(R"({"replaced":true})");
     }  // the destructor closes
     {
-        Agent agent = Agent::open(file.string(), R"({"synchronous":"normal"})");
+        Agent agent = open_store_json(file, R"({"synchronous":"normal"})");
         CHECK_EQ(agent.get_state(), R"({"replaced":true})");
     }
-    // The store file is private to its owner.
-    CHECK((fs::status(file).permissions() & (fs::perms::group_all | fs::perms::others_all)) ==
-          fs::perms::none);
+    // The store file is private to its owner (SQLite: on PostgreSQL there is no file).
+    if (!g_pg) {
+        CHECK((fs::status(file).permissions() & (fs::perms::group_all | fs::perms::others_all)) ==
+              fs::perms::none);
+    }
 }
 
 TEST(two_agents_on_one_file_see_each_other) {
     const auto file = path_in_dir("shared.db");
-    Agent a(file.string());
-    Agent b(file.string());
+    Agent a = open_store(file);
+    Agent b = open_store(file);
     a.set_state(R"({"from_a":1})");
     CHECK_EQ(b.get_state(), R"({"from_a":1})");
     CHECK_EQ(b.set_state(R"({"from_b":2})"), R"({"from_a":1,"from_b":2})");
@@ -312,7 +400,7 @@ TEST(options_are_applied) {
     options.max_value_bytes = 100;
     options.synchronous = agent_state::Synchronous::normal;
     options.busy_timeout_ms = 10;
-    Agent agent(file.string(), options);
+    Agent agent = open_store(file, options);
     CHECK_EQ(agent.get_state(), R"({"greeting":"hi \"you\"\n"})");
     CHECK_ERROR(agent.set_state("{\"big\":\"" + std::string(100, 'x') + "\"}"), Status::too_large);
     agent.set_state(R"({"small":1})");
@@ -320,7 +408,7 @@ TEST(options_are_applied) {
 
     Options read_only;
     read_only.read_only = true;
-    Agent reader(file.string(), read_only);
+    Agent reader = open_store(file, read_only);
     CHECK_EQ(reader.get_state(), R"({"greeting":"hi \"you\"\n","small":1})");
     CHECK_ERROR(reader.set_state(R"({"x":1})"), Status::storage);
     CHECK_ERROR(reader.replace_state(R"({"x":1})"), Status::storage);
@@ -345,17 +433,17 @@ TEST(options_initial_state_cannot_inject_other_options) {
     for (const std::string &attack : attacks) {
         Options options;
         options.initial_state = attack;
-        const Error e = CATCH_ERROR(Agent(file.string(), options));
+        const Error e = CATCH_ERROR(open_store(file, options));
         CHECK_EQ(status_text(e.status()), status_text(Status::json));
     }
     // Strings that merely look like structure are fine.
     Options options;
     options.initial_state = R"( {"a":"}","b":"\\","c":"\"]","d":[{}]} )";
-    Agent agent(file.string(), options);
+    Agent agent = open_store(file, options);
     CHECK_EQ(agent.get_state(), R"({"a":"}","b":"\\","c":"\"]","d":[{}]})");
     // Text that would inject members if pasted naively is just a string value here.
     options.initial_state = R"({"a":"\"},\"read_only\":true,\"x\":{\""})";
-    Agent quoted(path_in_dir("quoted.db").string(), options);
+    Agent quoted = open_store(path_in_dir("quoted.db"), options);
     CHECK_EQ(quoted.get_state(), R"({"a":"\"},\"read_only\":true,\"x\":{\""})");
     quoted.set_state(R"({"writable":true})");  // not read-only
 }
@@ -377,7 +465,7 @@ TEST(options_initial_state_guard_agrees_with_json_test_suite) {
         Options options;
         options.initial_state = read_file(entry.path());
         try {
-            Agent agent(file.string(), options);
+            Agent agent = open_store(file, options);
             // Opened: must be a valid document that is a plain object.
             if (name[0] == 'n') fail(__FILE__, __LINE__, "invalid JSON opened: " + name);
             CHECK_EQ(agent.get_state().front(), '{');
@@ -395,24 +483,24 @@ TEST(options_initial_state_guard_agrees_with_json_test_suite) {
 
 TEST(raw_options_json_open) {
     const auto file = path_in_dir("raw.db");
-    Agent agent = Agent::open(file.string(), R"({"initial_state":{"k":"v"},"busy_timeout_ms":0})");
+    Agent agent = open_store_json(file, R"({"initial_state":{"k":"v"},"busy_timeout_ms":0})");
     CHECK_EQ(agent.get_state(), R"({"k":"v"})");
-    CHECK_ERROR(Agent::open(file.string(), R"({"bogus":1})"), Status::invalid_argument);
-    CHECK_ERROR(Agent::open(file.string(), R"({"max_value_bytes":1})"), Status::invalid_argument);
-    CHECK_ERROR(Agent::open(file.string(), R"({"synchronous":"fast"})"), Status::invalid_argument);
-    CHECK_ERROR(Agent::open(file.string(), R"({"read_only":"yes"})"), Status::invalid_argument);
-    CHECK_ERROR(Agent::open(file.string(), R"({"initial_state":[1]})"), Status::invalid_argument);
-    CHECK_ERROR(Agent::open(file.string(), R"([])"), Status::invalid_argument);
-    CHECK_ERROR(Agent::open(file.string(), R"({)"), Status::json);
-    CHECK_ERROR(Agent::open(file.string(), ""), Status::json);
-    CHECK_ERROR(Agent::open(file.string(), std::string_view("{}\0x", 4)), Status::json);
-    CHECK_ERROR(Agent::open(file.string(), R"({"initial_state":{"a":1,"a":2}})"), Status::codec);
-    CHECK_ERROR(Agent::open(file.string(), R"({"initial_state":{"a":"0123456789"},"max_value_bytes":10})"),
+    CHECK_ERROR(open_store_json(file, R"({"bogus":1})"), Status::invalid_argument);
+    CHECK_ERROR(open_store_json(file, R"({"max_value_bytes":1})"), Status::invalid_argument);
+    CHECK_ERROR(open_store_json(file, R"({"synchronous":"fast"})"), Status::invalid_argument);
+    CHECK_ERROR(open_store_json(file, R"({"read_only":"yes"})"), Status::invalid_argument);
+    CHECK_ERROR(open_store_json(file, R"({"initial_state":[1]})"), Status::invalid_argument);
+    CHECK_ERROR(open_store_json(file, R"([])"), Status::invalid_argument);
+    CHECK_ERROR(open_store_json(file, R"({)"), Status::json);
+    CHECK_ERROR(open_store_json(file, ""), Status::json);
+    CHECK_ERROR(open_store_json(file, std::string_view("{}\0x", 4)), Status::json);
+    CHECK_ERROR(open_store_json(file, R"({"initial_state":{"a":1,"a":2}})"), Status::codec);
+    CHECK_ERROR(open_store_json(file, R"({"initial_state":{"a":"0123456789"},"max_value_bytes":10})"),
                 Status::too_large);
 }
 
 TEST(buffer_shares_the_snapshot) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.set_state(R"({"a":"b"})");
     agent_state::Buffer buffer = agent.get_state_buffer();
     CHECK(!buffer.empty());
@@ -431,7 +519,7 @@ TEST(buffer_shares_the_snapshot) {
     CHECK(moved.empty());
     moved.reset();  // harmless twice
 
-    Agent other(":memory:");
+    Agent other = open_store(":memory:");
     CHECK_EQ(other.set_state_buffer(R"({"x":1})").view(), std::string_view(R"({"x":1})"));
     CHECK_EQ(other.replace_state_buffer(R"({"y":2})").str(), R"({"y":2})");
     CHECK_ERROR(other.set_state_buffer("[]"), Status::invalid_argument);
@@ -442,7 +530,7 @@ TEST(buffer_shares_the_snapshot) {
 // Error paths.
 
 TEST(error_carries_status_name_and_message) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     const Error e = CATCH_ERROR(agent.set_state(R"({"a":)"));
     CHECK(e.status() == Status::json);
     CHECK_EQ(e.code(), 3);
@@ -458,7 +546,7 @@ TEST(error_carries_status_name_and_message) {
 }
 
 TEST(malformed_json_is_status_3) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.set_state(R"({"keep":1})");
     const std::string bad[] = {
         R"({"a":)", "", "   ", R"({"a":1} x)", R"({'a':1})", R"({"a":1,})",
@@ -474,7 +562,7 @@ TEST(malformed_json_is_status_3) {
 }
 
 TEST(non_object_is_status_1) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.set_state(R"({"keep":1})");
     const char *bad[] = {"[1]", "\"s\"", "null", "42", "true",
                          R"({"$date":"2020-01-01T00:00:00.000Z"})"};
@@ -486,7 +574,7 @@ TEST(non_object_is_status_1) {
 }
 
 TEST(codec_errors_are_status_4) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.set_state(R"({"keep":1})");
     std::string deep;
     for (int i = 0; i < 70; ++i) deep += "{\"a\":";
@@ -513,7 +601,7 @@ TEST(codec_errors_are_status_4) {
 TEST(too_large_is_status_5_and_writes_nothing) {
     Options options;
     options.max_value_bytes = 64;
-    Agent agent(":memory:", options);
+    Agent agent = open_store(":memory:", options);
     CHECK_ERROR(agent.set_state("{\"a\":\"" + std::string(80, 'x') + "\"}"), Status::too_large);
     CHECK_ERROR(agent.replace_state("{\"a\":\"" + std::string(80, 'x') + "\"}"), Status::too_large);
     // Each patch fits, but the merged state would not.
@@ -524,7 +612,7 @@ TEST(too_large_is_status_5_and_writes_nothing) {
 }
 
 TEST(use_after_close_is_status_2) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.set_state(R"({"a":1})");
     const agent_state::HookId id =
         agent.on_state_changed([](std::string_view, std::string_view, std::optional<std::string_view>) {});
@@ -552,7 +640,7 @@ TEST(use_after_close_is_status_2) {
 }
 
 TEST(handle_closed_behind_the_wrappers_back_is_status_2) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     const AgentHandle h = agent.handle();
     CHECK_EQ(agent_close(h), AGENT_OK);
     // The library itself reports the stale handle.
@@ -564,7 +652,7 @@ TEST(handle_closed_behind_the_wrappers_back_is_status_2) {
     CHECK(!agent.is_open());
 }
 
-TEST(foreign_file_is_status_6_and_left_untouched) {
+SQLITE_ONLY_TEST(foreign_file_is_status_6_and_left_untouched, "a foreign file where the store should be") {
     const auto file = path_in_dir("foreign.txt");
     std::string junk;
     for (int i = 0; i < 512; ++i) junk += "this is not an SQLite database. ";
@@ -572,25 +660,25 @@ TEST(foreign_file_is_status_6_and_left_untouched) {
         std::ofstream out(file, std::ios::binary);
         out << junk;
     }
-    const Error e = CATCH_ERROR(Agent(file.string()));
+    const Error e = CATCH_ERROR(open_store(file));
     CHECK(e.status() == Status::storage);
     CHECK(contains(e.what(), "agent_open"));
     CHECK(read_file(file) == junk);
     CHECK(!fs::exists(path_in_dir("foreign.txt-wal")));
 }
 
-TEST(bad_paths) {
+SQLITE_ONLY_TEST(bad_paths, "empty paths, NUL bytes, missing directories and files") {
     CHECK_ERROR(Agent(""), Status::invalid_argument);
     CHECK_ERROR(Agent(std::string_view("a\0b", 3)), Status::invalid_argument);
     CHECK_ERROR(Agent((g_dir / "no" / "such" / "dir.db").string()), Status::storage);
     Options read_only;
     read_only.read_only = true;
-    CHECK_ERROR(Agent(path_in_dir("absent.db").string(), read_only), Status::storage);
+    CHECK_ERROR(open_store(path_in_dir("absent.db"), read_only), Status::storage);
     CHECK(!fs::exists(path_in_dir("absent.db")));
 }
 
 TEST(unknown_hook_id_is_status_1) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     CHECK_ERROR(agent.remove_hook(12345), Status::invalid_argument);
     const auto id =
         agent.on_state_changed([](std::string_view, std::string_view, std::optional<std::string_view>) {});
@@ -599,14 +687,16 @@ TEST(unknown_hook_id_is_status_1) {
     CHECK_ERROR(agent.on_state_changed(agent_state::StateChangedFn()), Status::invalid_argument);
 }
 
-TEST(writes_while_another_connection_holds_the_lock_are_busy) {
+SQLITE_ONLY_TEST(writes_while_another_connection_holds_the_lock_are_busy,
+                 "SQLite's write lock: on PostgreSQL a write is optimistic, "
+                 "so an initial-state hook holds no lock") {
     // The initial-state hook runs inside the first write's transaction, holding the store's
     // write lock: a second connection with busy_timeout_ms 0 cannot write meanwhile.
     const auto file = path_in_dir("busy.db");
-    Agent holder(file.string());
+    Agent holder = open_store(file);
     Options impatient;
     impatient.busy_timeout_ms = 0;
-    Agent other(file.string(), impatient);
+    Agent other = open_store(file, impatient);
     Status seen = Status::ok;
     holder.set_initial_state_hook([&] {
         try {
@@ -622,7 +712,7 @@ TEST(writes_while_another_connection_holds_the_lock_are_busy) {
 }
 
 TEST(raw_c_hook_failure_is_status_8_after_commit) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     std::uint64_t id = 0;
     auto failing = [](void *, const AgentStateChange *) -> std::int32_t { return 7; };
     CHECK_EQ(agent_on_state_changed(agent.handle(), failing, nullptr, nullptr, &id), AGENT_OK);
@@ -655,7 +745,7 @@ agent_state::StateChangedFn recorder(std::vector<Delivery> &log) {
 TEST(hooks_see_next_prev_and_patch) {
     Options options;
     options.initial_state = R"({"status":"idle"})";
-    Agent agent(":memory:", options);
+    Agent agent = open_store(":memory:", options);
     std::vector<Delivery> log;
     agent.on_state_changed(recorder(log));
     agent.set_state(R"({"status":"processing","x":null})");
@@ -679,7 +769,7 @@ TEST(hooks_see_next_prev_and_patch) {
 }
 
 TEST(hooks_run_in_registration_order) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     std::string order;
     agent.on_state_changed([&](auto, auto, auto) { order += "A"; });
     agent.on_state_changed([&](auto, auto, auto) { order += "B"; });
@@ -693,7 +783,7 @@ TEST(hooks_run_in_registration_order) {
 }
 
 TEST(hook_exception_is_rethrown_after_commit) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     int after = 0;
     agent.on_state_changed([](std::string_view next, auto, auto) {
         if (contains(next, "boom")) throw std::logic_error("hook says boom");
@@ -722,7 +812,7 @@ TEST(hook_exception_is_rethrown_after_commit) {
 }
 
 TEST(first_hook_exception_wins_and_any_type_is_rethrown) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.on_state_changed([](auto, auto, auto) { throw 42; });
     agent.on_state_changed([](auto, auto, auto) { throw std::runtime_error("second"); });
     try {
@@ -737,7 +827,7 @@ TEST(first_hook_exception_wins_and_any_type_is_rethrown) {
 }
 
 TEST(hook_registered_in_another_translation_unit) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     second_tu::register_throwing_hook(agent);
     CHECK_EQ(second_tu::write_from_second_tu(agent, R"({"ok":1})"), R"({"ok":1})");
     try {
@@ -755,7 +845,7 @@ TEST(hook_registered_in_another_translation_unit) {
 }
 
 TEST(validator_set_in_another_translation_unit) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     second_tu::set_throwing_validator(agent);
     CHECK_EQ(second_tu::write_from_second_tu(agent, R"({"ok":1})"), R"({"ok":1})");
     try {
@@ -776,7 +866,7 @@ TEST(validator_set_in_another_translation_unit) {
 }
 
 TEST(removed_hooks_are_not_called_and_are_destroyed) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     auto token = std::make_shared<int>(0);
     int calls = 0;
     const auto id = agent.on_state_changed([&calls, token](auto, auto, auto) { ++calls; });
@@ -794,7 +884,7 @@ TEST(removed_hooks_are_not_called_and_are_destroyed) {
     agent.close();
     CHECK_EQ(token.use_count(), 1);
     {
-        Agent scoped(":memory:");
+        Agent scoped = open_store(":memory:");
         scoped.on_state_changed([token](auto, auto, auto) {});
         CHECK_EQ(token.use_count(), 2);
     }
@@ -802,7 +892,7 @@ TEST(removed_hooks_are_not_called_and_are_destroyed) {
 }
 
 TEST(subscription_removes_its_hook) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     int calls = 0;
     auto token = std::make_shared<int>(0);
     {
@@ -832,7 +922,7 @@ TEST(subscription_removes_its_hook) {
 }
 
 TEST(subscription_follows_a_moved_agent) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     int calls = 0;
     agent_state::Subscription sub = agent.subscribe([&calls](auto, auto, auto) { ++calls; });
     Agent moved = std::move(agent);
@@ -843,7 +933,7 @@ TEST(subscription_follows_a_moved_agent) {
 }
 
 TEST(hook_may_remove_itself) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     int calls = 0;
     agent_state::HookId self = 0;
     self = agent.on_state_changed([&](auto, auto, auto) {
@@ -856,7 +946,7 @@ TEST(hook_may_remove_itself) {
 }
 
 TEST(nested_set_state_from_a_hook) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     std::vector<Delivery> log;
     std::vector<std::string> nested_results;
     agent.on_state_changed(recorder(log));
@@ -881,7 +971,7 @@ TEST(nested_set_state_from_a_hook) {
 }
 
 TEST(exception_from_a_nested_delivery_reaches_the_outermost_call) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.on_state_changed([&](std::string_view next, auto, auto) {
         if (contains(next, "\"first\"") && !contains(next, "\"second\"")) {
             // Its own delivery happens after this hook returns; it throws there.
@@ -900,7 +990,7 @@ TEST(exception_from_a_nested_delivery_reaches_the_outermost_call) {
 }
 
 TEST(nested_call_in_a_later_hook_does_not_swallow_an_earlier_exception) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.on_state_changed([](std::string_view next, auto, auto) {
         if (contains(next, "\"throw\"") && !contains(next, "\"nested\"")) {
             throw std::out_of_range("first hook");
@@ -926,7 +1016,7 @@ TEST(nested_call_in_a_later_hook_does_not_swallow_an_earlier_exception) {
 }
 
 TEST(failing_call_inside_a_hook_propagates_through_it) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.on_state_changed([&](std::string_view next, auto, auto) {
         if (contains(next, "\"go\"")) agent.set_state("not json");  // throws Error(json)
     });
@@ -935,7 +1025,7 @@ TEST(failing_call_inside_a_hook_propagates_through_it) {
 }
 
 TEST(hook_may_close_its_own_agent) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     auto token = std::make_shared<int>(0);
     agent.on_state_changed([&agent, token](std::string_view next, auto, auto) {
         if (contains(next, "\"close\"")) agent.close();
@@ -948,8 +1038,8 @@ TEST(hook_may_close_its_own_agent) {
 }
 
 TEST(hook_exception_in_one_agent_while_writing_another) {
-    Agent a(":memory:");
-    Agent b(":memory:");
+    Agent a = open_store(":memory:");
+    Agent b = open_store(":memory:");
     b.on_state_changed([](auto, auto, auto) { throw std::runtime_error("from b's hook"); });
     a.on_state_changed([&](auto, auto, auto) { b.set_state(R"({"via_a":1})"); });
     // b's change is delivered by the outermost call (a.set_state), which rethrows.
@@ -970,7 +1060,7 @@ TEST(initial_state_hook_supplies_the_default) {
     const auto file = path_in_dir("initial_hook.db");
     Options options;
     options.initial_state = R"({"from":"option"})";
-    Agent agent(file.string(), options);
+    Agent agent = open_store(file, options);
     int calls = 0;
     agent.set_initial_state_hook([&] {
         ++calls;
@@ -984,7 +1074,7 @@ TEST(initial_state_hook_supplies_the_default) {
     agent.replace_state("{}");
     CHECK_EQ(calls, 3);
 
-    Agent fresh(":memory:", options);
+    Agent fresh = open_store(":memory:", options);
     fresh.set_initial_state_hook([] { return std::string(R"({"from":"hook"})"); });
     CHECK_EQ(fresh.get_state(), R"({"from":"hook"})");
     fresh.clear_initial_state_hook();
@@ -995,7 +1085,7 @@ TEST(initial_state_hook_supplies_the_default) {
 }
 
 TEST(initial_state_hook_exception_is_rethrown_and_nothing_is_stored) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     std::vector<Delivery> log;
     agent.on_state_changed(recorder(log));
     agent.set_initial_state_hook([]() -> std::string { throw std::invalid_argument("no default"); });
@@ -1018,7 +1108,7 @@ TEST(initial_state_hook_exception_is_rethrown_and_nothing_is_stored) {
 TEST(initial_state_hook_answer_is_checked) {
     Options options;
     options.max_value_bytes = 32;
-    Agent agent(":memory:", options);
+    Agent agent = open_store(":memory:", options);
     agent.set_initial_state_hook([] { return std::string("{not json"); });
     CHECK_ERROR(agent.get_state(), Status::json);
     agent.set_initial_state_hook([] { return std::string("[1,2]"); });
@@ -1034,8 +1124,8 @@ TEST(initial_state_hook_answer_is_checked) {
 }
 
 TEST(initial_state_hook_cannot_call_its_own_agent) {
-    Agent agent(":memory:");
-    Agent other(":memory:");
+    Agent agent = open_store(":memory:");
+    Agent other = open_store(":memory:");
     other.set_state(R"({"other":1})");
     std::vector<Status> seen;
     agent.set_initial_state_hook([&] {
@@ -1153,25 +1243,30 @@ TEST(options_agent_id_and_max_connections_to_json) {
 }
 
 TEST(bad_agent_id_and_max_connections_are_invalid_argument) {
+    // The ids are given to the library as they are (not through open_store, which would make
+    // them part of a longer one): the file, or on PostgreSQL the server.
     const auto file = path_in_dir("ids.db");
+    const std::string where = g_pg ? g_pg_uri : file.string();
     for (const std::string &id : {std::string(), std::string(256, 'x')}) {
         Options options;
         options.agent_id = id;
-        const Error e = CATCH_ERROR(Agent(file.string(), options));
+        const Error e = CATCH_ERROR(Agent(where, options));
         CHECK(e.status() == Status::invalid_argument);
         CHECK(contains(e.what(), "agent_id"));
     }
     for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1001}}) {
         Options options;
         options.max_connections = n;
-        const Error e = CATCH_ERROR(Agent(":memory:", options));
+        const Error e = CATCH_ERROR(open_store(":memory:", options));
         CHECK(e.status() == Status::invalid_argument);
         CHECK(contains(e.what(), "max_connections"));
     }
+    // The longest id: 255 bytes (on PostgreSQL this run's own agent, padded).
     Options longest;
-    longest.agent_id = std::string(255, 'x');
+    longest.agent_id = g_pg ? agent_for(file.string()) : std::string();
+    longest.agent_id->resize(255, 'x');
     longest.max_connections = 1000;
-    Agent agent(file.string(), longest);
+    Agent agent(where, longest);
     CHECK_EQ(agent.set_state(R"({"ok":true})"), R"({"ok":true})");
 }
 
@@ -1192,7 +1287,7 @@ TEST(unreachable_server_is_status_unavailable) {
     CHECK(fs::is_empty(g_dir));
 }
 
-// Needs the SQLite backend's many agents per file.
+// Many agents in one store: one SQLite file, or (open_store) one prefix of agent ids on PostgreSQL.
 TEST(agents_of_one_file_are_isolated) {
     const auto file = path_in_dir("many.db");
     Options a_options;
@@ -1200,8 +1295,8 @@ TEST(agents_of_one_file_are_isolated) {
     a_options.initial_state = R"({"who":null})";
     Options b_options = a_options;
     b_options.agent_id = "b";
-    Agent a(file.string(), a_options);
-    Agent b(file.string(), b_options);
+    Agent a = open_store(file, a_options);
+    Agent b = open_store(file, b_options);
     a.set_state(R"({"who":"a"})");
     CHECK_EQ(b.get_state(), R"({"who":null})");
     b.set_state(R"({"who":"b"})");
@@ -1211,7 +1306,7 @@ TEST(agents_of_one_file_are_isolated) {
     CHECK_EQ(b.get_state_versioned().version, std::uint64_t{2});
     Options c_options;
     c_options.agent_id = "c";
-    CHECK_EQ(Agent(file.string(), c_options).get_state(), "{}");
+    CHECK_EQ(open_store(file, c_options).get_state(), "{}");
 }
 
 TEST(options_change_log_to_json) {
@@ -1235,15 +1330,15 @@ TEST(options_change_log_to_json) {
     contradictory.change_log = ChangeLog::disabled();
     contradictory.change_log->keep_last = 2;
     CHECK_ERROR(contradictory.to_json(), Status::invalid_argument);
-    CHECK_ERROR(Agent(":memory:", contradictory), Status::invalid_argument);
+    CHECK_ERROR(open_store(":memory:", contradictory), Status::invalid_argument);
     // On without any retention, or with 0, is refused by the library.
     Options empty;
     empty.change_log = ChangeLog();
     CHECK_EQ(empty.to_json(), R"({"change_log":{}})");
-    CHECK_ERROR(Agent(path_in_dir("empty_log.db").string(), empty), Status::invalid_argument);
-    CHECK_ERROR(Agent(path_in_dir("zero_log.db").string(), with_log(ChangeLog::last(0))),
+    CHECK_ERROR(open_store(path_in_dir("empty_log.db"), empty), Status::invalid_argument);
+    CHECK_ERROR(open_store(path_in_dir("zero_log.db"), with_log(ChangeLog::last(0))),
                 Status::invalid_argument);
-    CHECK_ERROR(Agent::open(path_in_dir("raw_log.db").string(), R"({"change_log":true})"),
+    CHECK_ERROR(open_store_json(path_in_dir("raw_log.db"), R"({"change_log":true})"),
                 Status::invalid_argument);
 }
 
@@ -1251,19 +1346,19 @@ TEST(change_log_option_is_recorded_in_the_store_and_can_be_switched_off) {
     using agent_state::ChangeLog;
     const auto file = path_in_dir("log_switch.db");
     {
-        Agent logged(file.string(), with_log(ChangeLog::seconds(3600)));
+        Agent logged = open_store(file, with_log(ChangeLog::seconds(3600)));
         logged.set_state(R"({"a":1})");
         CHECK_EQ(without_times(logged.changes_since(0)),
                  R"([{"version":1,"at":0,"patch":{"a":1},"next":{"a":1}}])");
     }
     {
         // Another Agent without the option logs as well: the store says so.
-        Agent plain(file.string());
+        Agent plain = open_store(file);
         plain.set_state(R"({"b":2})");
         CHECK_EQ(count_of(plain.changes_since(0), "\"version\":"), 2u);
     }
     {
-        Agent off(file.string(), with_log(ChangeLog::disabled()));
+        Agent off = open_store(file, with_log(ChangeLog::disabled()));
         CHECK_ERROR(off.changes_since(0), Status::invalid_argument);
         CHECK_ERROR(off.poll(), Status::invalid_argument);
         off.set_state(R"({"c":3})");
@@ -1271,7 +1366,7 @@ TEST(change_log_option_is_recorded_in_the_store_and_can_be_switched_off) {
         CHECK_EQ(off.state_at(3), R"({"a":1,"b":2,"c":3})");
         CHECK_ERROR(off.state_at(2), Status::gap);  // dropped with the log
     }
-    Agent again(file.string(), with_log(ChangeLog::last(10)));
+    Agent again = open_store(file, with_log(ChangeLog::last(10)));
     CHECK_EQ(again.changes_since(3), "[]");
     CHECK_ERROR(again.changes_since(0), Status::gap);  // versions 1 to 3 were never retained
 }
@@ -1281,7 +1376,7 @@ TEST(versions_count_commits_and_persist) {
     {
         Options options;
         options.initial_state = R"({"n":0})";
-        Agent agent(file.string(), options);
+        Agent agent = open_store(file, options);
         const agent_state::Versioned v0 = agent.get_state_versioned();
         CHECK_EQ(v0.state, R"({"n":0})");
         CHECK_EQ(v0.version, 0u);
@@ -1295,16 +1390,16 @@ TEST(versions_count_commits_and_persist) {
         CHECK_ERROR(agent.set_state("[]"), Status::invalid_argument);
         CHECK_EQ(agent.get_state_versioned().version, 2u);
     }
-    Agent reopened(file.string());
+    Agent reopened = open_store(file);
     CHECK_EQ(reopened.get_state_versioned().version, 2u);
-    Agent other(file.string());
+    Agent other = open_store(file);
     other.set_state(R"({"o":1})");
     CHECK_EQ(reopened.get_state_versioned().version, 3u);  // counts every handle's commits
     CHECK_EQ(reopened.get_state_versioned().state, R"({"m":2,"o":1})");
 }
 
 TEST(compare_and_set_conflict_leaves_the_state_unchanged) {
-    Agent agent(path_in_dir("cas.db").string());
+    Agent agent = open_store(path_in_dir("cas.db"));
     std::vector<VersionedDelivery> log;
     agent.on_change(change_recorder(log));
     // Nothing stored: version 0 is expected.
@@ -1352,7 +1447,7 @@ TEST(compare_and_set_loops_on_separate_agents_count_exactly) {
     const int threads = g_quick ? 3 : 4;
     const int attempts = g_quick ? 20 : 80;
     const auto file = path_in_dir("rmw.db");
-    { Agent create(file.string()); }
+    { Agent create = open_store(file); }
     std::atomic<int> successes{0}, conflicts{0}, errors{0};
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
@@ -1361,7 +1456,7 @@ TEST(compare_and_set_loops_on_separate_agents_count_exactly) {
                 Options options;
                 options.synchronous = agent_state::Synchronous::normal;
                 options.busy_timeout_ms = 30000;
-                Agent agent(file.string(), options);
+                Agent agent = open_store(file, options);
                 for (int k = 0; k < attempts; ++k) {
                     const agent_state::Versioned v = agent.get_state_versioned();
                     const std::size_t at = v.state.find("\"count\":");
@@ -1391,14 +1486,14 @@ TEST(compare_and_set_loops_on_separate_agents_count_exactly) {
     for (auto &th : pool) th.join();
     CHECK_EQ(errors.load(), 0);
     CHECK_EQ(successes.load() + conflicts.load(), threads * attempts);
-    Agent agent(file.string());
+    Agent agent = open_store(file);
     const agent_state::Versioned final_state = agent.get_state_versioned();
     CHECK_EQ(final_state.state, "{\"count\":" + std::to_string(successes.load()) + "}");
     CHECK_EQ(final_state.version, static_cast<std::uint64_t>(successes.load()));
 }
 
 TEST(validator_rejects_with_its_message_and_no_hook_runs) {
-    Agent agent(path_in_dir("gate.db").string());
+    Agent agent = open_store(path_in_dir("gate.db"));
     std::vector<VersionedDelivery> log;
     agent.on_change(change_recorder(log));
     std::vector<VersionedDelivery> seen;  // what the validator was shown
@@ -1478,8 +1573,8 @@ TEST(validator_rejects_with_its_message_and_no_hook_runs) {
 
 TEST(validator_gates_restore_and_only_its_own_agent) {
     const auto file = path_in_dir("gate_scope.db");
-    Agent gated(file.string(), with_log(agent_state::ChangeLog::last(10)));
-    Agent other(file.string());
+    Agent gated = open_store(file, with_log(agent_state::ChangeLog::last(10)));
+    Agent other = open_store(file);
     gated.set_state(R"({"v":"old"})");
     gated.set_state(R"({"v":"new"})");
     gated.set_validator([](const agent_state::Change &c) {
@@ -1496,8 +1591,8 @@ TEST(validator_gates_restore_and_only_its_own_agent) {
 }
 
 TEST(validator_calling_its_own_agent_is_busy) {
-    Agent agent(":memory:");
-    Agent other(":memory:");
+    Agent agent = open_store(":memory:");
+    Agent other = open_store(":memory:");
     other.set_state(R"({"other":1})");
     std::vector<Status> seen;
     std::string other_state;
@@ -1540,7 +1635,7 @@ TEST(validator_calling_its_own_agent_is_busy) {
 }
 
 TEST(validator_function_is_destroyed_when_replaced_cleared_or_closed) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     auto token = std::make_shared<int>(0);
     agent.set_validator([token](const agent_state::Change &) {});
     CHECK_EQ(token.use_count(), 2);
@@ -1557,14 +1652,14 @@ TEST(validator_function_is_destroyed_when_replaced_cleared_or_closed) {
     CHECK_ERROR(agent.set_validator([token](const agent_state::Change &) {}), Status::bad_handle);
     CHECK_EQ(token.use_count(), 1);
     // A failed registration on a handle closed behind the wrapper's back destroys it too.
-    Agent stale(":memory:");
+    Agent stale = open_store(":memory:");
     CHECK_EQ(agent_close(stale.handle()), AGENT_OK);
     CHECK_ERROR(stale.set_validator([token](const agent_state::Change &) {}), Status::bad_handle);
     CHECK_EQ(token.use_count(), 1);
 }
 
 TEST(on_change_sees_versions_and_follows_the_hook_rules) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     std::vector<VersionedDelivery> log;
     const agent_state::HookId id = agent.on_change(change_recorder(log));
     agent.set_state(R"({"a":1})");
@@ -1605,8 +1700,8 @@ TEST(on_change_sees_versions_and_follows_the_hook_rules) {
 
 TEST(poll_delivers_other_agents_changes_once_in_commit_order) {
     const auto file = path_in_dir("poll.db");
-    Agent a(file.string(), with_log(agent_state::ChangeLog::last(100)));
-    Agent b(file.string());  // logs too: the store says so
+    Agent a = open_store(file, with_log(agent_state::ChangeLog::last(100)));
+    Agent b = open_store(file);  // logs too: the store says so
     std::vector<VersionedDelivery> log;
     a.on_change(change_recorder(log));
     b.set_state(R"({"x":1})");
@@ -1659,8 +1754,8 @@ TEST(poll_delivers_other_agents_changes_once_in_commit_order) {
 
 TEST(poll_rethrows_a_hook_exception_after_all_deliveries) {
     const auto file = path_in_dir("poll_throw.db");
-    Agent a(file.string(), with_log(agent_state::ChangeLog::last(100)));
-    Agent b(file.string());
+    Agent a = open_store(file, with_log(agent_state::ChangeLog::last(100)));
+    Agent b = open_store(file);
     std::vector<std::uint64_t> versions;
     a.on_change([&versions](const agent_state::Change &c) {
         versions.push_back(c.version);
@@ -1679,7 +1774,7 @@ TEST(poll_rethrows_a_hook_exception_after_all_deliveries) {
 }
 
 TEST(poll_without_the_change_log_is_invalid_argument) {
-    Agent agent(path_in_dir("nolog.db").string());
+    Agent agent = open_store(path_in_dir("nolog.db"));
     const Error e = CATCH_ERROR(agent.poll());
     CHECK_EQ(status_text(e.status()), status_text(Status::invalid_argument));
     CHECK(contains(e.what(), "agent_poll"));
@@ -1689,8 +1784,8 @@ TEST(poll_without_the_change_log_is_invalid_argument) {
 
 TEST(poll_reports_a_gap_after_pruning_with_keep_last_2) {
     const auto file = path_in_dir("gap.db");
-    Agent a(file.string(), with_log(agent_state::ChangeLog::last(2)));
-    Agent b(file.string());
+    Agent a = open_store(file, with_log(agent_state::ChangeLog::last(2)));
+    Agent b = open_store(file);
     std::vector<VersionedDelivery> log;
     a.on_change(change_recorder(log));
     for (int n = 1; n <= 5; ++n) b.set_state("{\"n\":" + std::to_string(n) + "}");
@@ -1716,7 +1811,7 @@ TEST(poll_reports_a_gap_after_pruning_with_keep_last_2) {
 TEST(changes_since_state_at_and_restore) {
     Options options = with_log(agent_state::ChangeLog::last(3));
     options.initial_state = R"({"init":true})";
-    Agent agent(path_in_dir("pitr.db").string(), options);
+    Agent agent = open_store(path_in_dir("pitr.db"), options);
     CHECK_EQ(agent.changes_since(0), "[]");
     for (int n = 1; n <= 5; ++n) agent.set_state("{\"n\":" + std::to_string(n) + "}");
     // Versions 3, 4, 5 are retained.
@@ -1756,7 +1851,7 @@ TEST(changes_since_state_at_and_restore) {
 }
 
 TEST(new_calls_on_a_closed_agent_are_bad_handle) {
-    Agent agent(":memory:", with_log(agent_state::ChangeLog::last(5)));
+    Agent agent = open_store(":memory:", with_log(agent_state::ChangeLog::last(5)));
     agent.close();
     CHECK_ERROR(agent.get_state_versioned(), Status::bad_handle);
     CHECK_ERROR(agent.set_state_if(0, "{}"), Status::bad_handle);
@@ -1769,7 +1864,7 @@ TEST(new_calls_on_a_closed_agent_are_bad_handle) {
     CHECK_ERROR(agent.state_at(0), Status::bad_handle);
     CHECK_ERROR(agent.restore(0), Status::bad_handle);
     // Closed behind the wrapper's back: the library reports it.
-    Agent stale(":memory:", with_log(agent_state::ChangeLog::last(5)));
+    Agent stale = open_store(":memory:", with_log(agent_state::ChangeLog::last(5)));
     CHECK_EQ(agent_close(stale.handle()), AGENT_OK);
     const Error e = CATCH_ERROR(stale.poll());
     CHECK_EQ(status_text(e.status()), status_text(Status::bad_handle));
@@ -1781,7 +1876,7 @@ TEST(new_calls_on_a_closed_agent_are_bad_handle) {
 // Move semantics.
 
 TEST(moved_from_agent_is_closed_and_throws_clearly) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.set_state(R"({"a":1})");
     const AgentHandle h = agent.handle();
     Agent moved(std::move(agent));
@@ -1797,8 +1892,8 @@ TEST(moved_from_agent_is_closed_and_throws_clearly) {
 }
 
 TEST(move_assignment_closes_the_previous_handle) {
-    Agent a(":memory:");
-    Agent b(":memory:");
+    Agent a = open_store(":memory:");
+    Agent b = open_store(":memory:");
     a.set_state(R"({"who":"a"})");
     b.set_state(R"({"who":"b"})");
     const AgentHandle old_a = a.handle();
@@ -1820,7 +1915,7 @@ TEST(move_assignment_closes_the_previous_handle) {
     // Agents live in containers.
     std::vector<Agent> agents;
     for (int i = 0; i < 5; ++i) {
-        agents.emplace_back(":memory:");
+        agents.push_back(open_store(":memory:"));
         agents.back().set_state("{\"i\":" + std::to_string(i) + "}");
     }
     for (int i = 0; i < 5; ++i) CHECK_EQ(agents[static_cast<std::size_t>(i)].get_state(),
@@ -1828,7 +1923,7 @@ TEST(move_assignment_closes_the_previous_handle) {
 }
 
 TEST(release_and_adopt) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.set_state(R"({"a":1})");
     const AgentHandle h = agent.release();
     CHECK(!agent.is_open());
@@ -1844,7 +1939,7 @@ TEST(threads_sharing_one_agent_lose_no_update) {
     const int writes = g_quick ? 25 : 150;
     Options options;
     options.synchronous = agent_state::Synchronous::normal;
-    Agent agent(path_in_dir("threads.db").string(), options);
+    Agent agent = open_store(path_in_dir("threads.db"), options);
     std::mutex mu;
     std::vector<std::pair<std::string, std::string>> deliveries;  // (prev, next)
     agent.on_state_changed([&](std::string_view next, std::string_view prev, auto) {
@@ -1890,7 +1985,7 @@ TEST(threads_sharing_one_agent_lose_no_update) {
 TEST(threads_and_nested_writes_from_hooks_stay_ordered) {
     const int threads = g_quick ? 3 : 4;
     const int writes = g_quick ? 10 : 50;
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     std::mutex mu;
     std::vector<std::pair<std::string, std::string>> deliveries;
     agent.on_state_changed([&](std::string_view next, std::string_view prev, auto) {
@@ -1937,7 +2032,7 @@ TEST(threads_with_separate_connections_lose_no_update) {
     const int threads = g_quick ? 3 : 4;
     const int writes = g_quick ? 15 : 60;
     const auto file = path_in_dir("connections.db");
-    { Agent create(file.string()); }
+    { Agent create = open_store(file); }
     std::atomic<int> errors{0};
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
@@ -1946,7 +2041,7 @@ TEST(threads_with_separate_connections_lose_no_update) {
                 Options options;
                 options.synchronous = agent_state::Synchronous::normal;
                 options.busy_timeout_ms = 30000;
-                Agent agent(file.string(), options);
+                Agent agent = open_store(file, options);
                 for (int k = 1; k <= writes; ++k) {
                     agent.set_state("{\"c" + std::to_string(t) + "_" + std::to_string(k) + "\":1}");
                 }
@@ -1958,7 +2053,7 @@ TEST(threads_with_separate_connections_lose_no_update) {
     }
     for (auto &th : pool) th.join();
     CHECK_EQ(errors.load(), 0);
-    Agent agent(file.string());
+    Agent agent = open_store(file);
     const std::string state = agent.get_state();
     int keys = 0;
     for (std::size_t pos = 0; (pos = state.find("\"c", pos)) != std::string::npos; ++pos) ++keys;
@@ -1966,7 +2061,7 @@ TEST(threads_with_separate_connections_lose_no_update) {
 }
 
 TEST(hook_exception_goes_to_the_writing_thread) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     agent.on_state_changed([](std::string_view next, auto, auto) {
         if (contains(next, "\"bad\"")) throw std::runtime_error("bad write");
     });
@@ -1993,7 +2088,7 @@ TEST(hook_exception_goes_to_the_writing_thread) {
 }
 
 TEST(close_racing_with_writers_is_clean) {
-    Agent agent(":memory:");
+    Agent agent = open_store(":memory:");
     std::atomic<bool> stop{false};
     std::atomic<int> unexpected{0};
     std::vector<std::thread> pool;
@@ -2021,15 +2116,62 @@ TEST(close_racing_with_writers_is_clean) {
 
 int main() {
     g_quick = std::getenv("AGENT_TEST_QUICK") != nullptr;
+    const char *backend = std::getenv("AGENT_STATE_TEST_BACKEND");
+    if (backend != nullptr && std::strcmp(backend, "postgres") == 0) {
+        const char *uri = std::getenv("AGENT_STATE_TEST_PG_URI");
+        if (uri == nullptr || uri[0] == 0) {
+            std::cerr << "AGENT_STATE_TEST_BACKEND=postgres needs AGENT_STATE_TEST_PG_URI\n";
+            return 2;
+        }
+        g_pg_uri = uri;
+        if (g_pg_uri.rfind("postgres://", 0) != 0 && g_pg_uri.rfind("postgresql://", 0) != 0) {
+            std::cerr << "AGENT_STATE_TEST_PG_URI=" << g_pg_uri << " is not a postgres:// URI\n";
+            return 2;
+        }
+        g_pg = true;
+        std::ostringstream prefix;
+        prefix << "cpp_" << getpid() << "_" << std::hex << static_cast<long>(std::time(nullptr))
+               << "_";
+        g_agent_prefix = prefix.str();
+    } else if (backend != nullptr && backend[0] != 0 && std::strcmp(backend, "sqlite") != 0) {
+        std::cerr << "AGENT_STATE_TEST_BACKEND=" << backend << ": want sqlite or postgres\n";
+        return 2;
+    }
     char tmpl[] = "/tmp/agent_state_cpp_XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
         std::perror("mkdtemp");
         return 2;
     }
     const fs::path root = tmpl;
-    int passed = 0, failed = 0, index = 0;
+    if (g_pg) {
+        std::cout << "agent_state " << agent_state::version() << " C++ tests"
+                  << (g_quick ? " (quick)" : "") << " on PostgreSQL (" << g_pg_uri << "), agents "
+                  << g_agent_prefix << "*\n";
+        try {
+            g_dir = root;
+            open_store(":memory:").close();
+        } catch (const Error &e) {
+            // Stop here: tests that wait for a hook or a thread could wait for ever.
+            std::cout << "FAIL opening an agent on the server: " << e.what()
+                      << "\n0 passed, 1 failed\n";
+            std::error_code ignored;
+            fs::remove_all(root, ignored);
+            return 1;
+        }
+    } else {
+        std::cout << "agent_state " << agent_state::version() << " C++ tests"
+                  << (g_quick ? " (quick)" : "") << " on SQLite, store files in " << root.string()
+                  << "\n";
+    }
+    int passed = 0, failed = 0, skipped = 0, index = 0;
     for (const TestCase &test : registry()) {
-        g_dir = root / std::to_string(index++);
+        g_test_index = index++;
+        if (g_pg && test.sqlite_only != nullptr) {
+            ++skipped;
+            std::cout << "skip " << test.name << " (SQLite only: " << test.sqlite_only << ")\n";
+            continue;
+        }
+        g_dir = root / std::to_string(g_test_index);
         fs::create_directories(g_dir);
         g_failures = 0;
         try {
@@ -2050,6 +2192,7 @@ int main() {
     }
     std::error_code ignored;
     fs::remove_all(root, ignored);
+    if (skipped > 0) std::cout << skipped << " tests skipped (SQLite only)\n";
     std::cout << passed << " passed, " << failed << " failed\n";
     return failed == 0 ? 0 : 1;
 }
