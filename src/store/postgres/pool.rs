@@ -2,9 +2,10 @@
 //! with the same URI, written here (a `Mutex` and a `Condvar`) because the library starts no
 //! thread, and the usual pools start some.
 //!
-//! A connection is a `tokio_postgres` client whose I/O is a task on a current-thread runtime
-//! of its own, driven only while a call waits for its answer (`Runtime::block_on`, on the
-//! calling thread: no thread is started). Every round trip is bounded by the handle's
+//! A connection is a `tokio_postgres` client and its connection (the socket's I/O), on a
+//! current-thread runtime of its own (a poller and a timer), driven only while a call waits
+//! for its answer (`Runtime::block_on`, on the calling thread: no thread is started), as the
+//! synchronous `postgres` client does. Every round trip is bounded by the handle's
 //! `busy_timeout_ms` plus [`MARGIN`] on the client's own clock, so that a server that cannot
 //! answer at all (frozen, its host hung, the network partitioned: its `statement_timeout`
 //! cannot fire) fails the call with [`Error::Unavailable`] instead of holding it; the
@@ -23,11 +24,14 @@ use std::time::{Duration, Instant};
 
 use std::net::{IpAddr, ToSocketAddrs};
 
+use std::pin::pin;
+use std::task::Poll;
+
 use tokio::runtime::Runtime;
-use tokio::task::JoinHandle;
 use tokio_postgres::config::Host;
+use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Row, Statement, ToStatement};
+use tokio_postgres::{Client, Config, NoTls, Row, Socket, Statement, ToStatement};
 
 use super::error::{PgError, PgResult};
 use crate::error::{Error, Result};
@@ -72,10 +76,13 @@ pub(super) struct Settings {
 pub(super) struct Conn {
     /// `None` only while being dropped (the same for `io` and `runtime`).
     client: Option<Client>,
-    /// The connection's I/O (the task that reads and writes its socket, which it owns).
-    io: Option<JoinHandle<()>>,
-    /// The runtime `io` runs on, driven only inside this connection's calls.
+    /// The connection's I/O: it owns the socket, and moves the client's requests and the
+    /// server's answers when polled (inside this connection's calls only).
+    io: Option<Io>,
+    /// The poller and timer `io` runs on.
     runtime: Option<Runtime>,
+    /// `io` has ended (the server closed the connection, or it failed): not polled again.
+    ended: bool,
     /// The bound on each round trip: the busy timeout of the handle using it, plus [`MARGIN`].
     limit: Duration,
     /// A round trip went unanswered: the connection's state is unknown (never reused).
@@ -94,21 +101,60 @@ pub(super) struct Conn {
 /// How long a connection sits idle before a checkout checks that the server still has it.
 const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
-/// Waits for `future` on `runtime`, at most `limit`; `timed_out` is set when it did not finish.
-/// (A timer is made inside the runtime, in the `async` block: it needs the runtime's context.)
+type Io = tokio_postgres::Connection<Socket, NoTlsStream>;
+
+/// Polls `io` until it has nothing more to do now. An error or its end is terminal: `ended`
+/// is set, and the error returned (the request in flight then fails as well).
+fn drive(
+    io: &mut Io,
+    ended: &mut bool,
+    cx: &mut std::task::Context<'_>,
+) -> std::result::Result<(), tokio_postgres::Error> {
+    while !*ended {
+        match io.poll_message(cx) {
+            // Notices and notifications: none of this library's statements asks for any.
+            Poll::Ready(Some(Ok(_))) => {}
+            Poll::Ready(Some(Err(e))) => {
+                *ended = true;
+                return Err(e);
+            }
+            Poll::Ready(None) => *ended = true,
+            Poll::Pending => break,
+        }
+    }
+    Ok(())
+}
+
+/// Waits for `future` (a request of the client of `io`) on `runtime`, driving `io`, at most
+/// `limit`; `timed_out` is set when it did not finish. An error of the connection itself (a
+/// closed socket, say) is the request's error, as with the synchronous client.
 fn bounded<T>(
     runtime: &Runtime,
+    io: &mut Io,
+    ended: &mut bool,
     limit: Duration,
     timed_out: &mut bool,
     future: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
 ) -> PgResult<T> {
-    match runtime.block_on(async { tokio::time::timeout(limit, future).await }) {
-        Ok(result) => result.map_err(PgError::Client),
-        Err(_) => {
-            *timed_out = true;
-            Err(PgError::TimedOut(limit))
-        }
-    }
+    runtime.block_on(async {
+        // Made here: a timer needs the runtime's context.
+        let mut sleep = pin!(tokio::time::sleep(limit));
+        let mut future = pin!(future);
+        std::future::poll_fn(|cx| {
+            if let Err(e) = drive(io, ended, cx) {
+                return Poll::Ready(Err(PgError::Client(e)));
+            }
+            if let Poll::Ready(result) = future.as_mut().poll(cx) {
+                return Poll::Ready(result.map_err(PgError::Client));
+            }
+            if sleep.as_mut().poll(cx).is_ready() {
+                *timed_out = true;
+                return Poll::Ready(Err(PgError::TimedOut(limit)));
+            }
+            Poll::Pending
+        })
+        .await
+    })
 }
 
 /// A round trip on `$conn`'s client: `$call` is the client's future, given the client as
@@ -124,7 +170,18 @@ macro_rules! round_trip {
             .runtime
             .as_ref()
             .expect("a connection has its runtime until dropped");
-        bounded(runtime, conn.limit, &mut conn.timed_out, $call)
+        let io = conn
+            .io
+            .as_mut()
+            .expect("a connection has its I/O until dropped");
+        bounded(
+            runtime,
+            io,
+            &mut conn.ended,
+            conn.limit,
+            &mut conn.timed_out,
+            $call,
+        )
     }};
 }
 
@@ -134,24 +191,33 @@ impl Conn {
     }
 
     /// False when the server closed the connection while it sat idle (a restart, an idle
-    /// timeout), or a round trip on it went unanswered. No round trip: the runtime's event
-    /// loop turns for a millisecond, which lets the connection's task read the end of a closed
+    /// timeout), or a round trip on it went unanswered. No round trip: the runtime's poller
+    /// turns for a millisecond while the connection is polled, which reads the end of a closed
     /// socket. Only worth it for a connection idle for a while: a dead one is also caught when
     /// used (see the retries in `super`).
     pub fn alive(&mut self) -> bool {
-        let Some(client) = self.client.as_ref() else {
-            return false;
-        };
-        if self.timed_out || client.is_closed() {
+        if self.timed_out || !self.reusable() {
             return false;
         }
         if self.idle_since.elapsed() < PROBE_AFTER_IDLE {
             return true;
         }
-        if let Some(runtime) = self.runtime.as_ref() {
-            runtime.block_on(async { tokio::time::sleep(Duration::from_millis(1)).await });
+        if let (Some(runtime), Some(io)) = (self.runtime.as_ref(), self.io.as_mut()) {
+            let ended = &mut self.ended;
+            runtime.block_on(async {
+                let mut sleep = pin!(tokio::time::sleep(Duration::from_millis(1)));
+                std::future::poll_fn(|cx| {
+                    // The connection first: when the socket's end and the timer come in the
+                    // same turn, the end is read.
+                    if drive(io, ended, cx).is_err() || *ended {
+                        return Poll::Ready(());
+                    }
+                    sleep.as_mut().poll(cx)
+                })
+                .await
+            });
         }
-        !client.is_closed()
+        self.reusable()
     }
 
     pub fn query<T: ?Sized + ToStatement>(
@@ -231,7 +297,7 @@ impl Conn {
 
     /// True when the connection can go back to the pool as it is.
     fn reusable(&self) -> bool {
-        !self.timed_out && self.client.as_ref().is_some_and(|c| !c.is_closed())
+        !self.timed_out && !self.ended && self.client.as_ref().is_some_and(|c| !c.is_closed())
     }
 }
 
@@ -251,16 +317,28 @@ impl Drop for Conn {
             std::mem::forget(runtime);
             return;
         }
-        // Without its client, the connection's task sends Terminate and ends; after a round
-        // trip that went unanswered, the socket is simply closed (with the runtime, which owns
-        // the task and so the socket).
+        // Without its client, the connection sends Terminate and ends (at once: the message
+        // only fills the socket's buffer). After a round trip that went unanswered, the socket
+        // is simply closed.
         drop(client);
-        if let (Some(io), Some(runtime)) = (io, runtime.as_ref()) {
-            if !self.timed_out {
-                let _ = runtime.block_on(async { tokio::time::timeout(CLOSE_WAIT, io).await });
+        if let (Some(mut io), Some(runtime)) = (io, runtime) {
+            if !self.timed_out && !self.ended {
+                let ended = &mut self.ended;
+                runtime.block_on(async {
+                    let mut sleep = pin!(tokio::time::sleep(CLOSE_WAIT));
+                    std::future::poll_fn(|cx| {
+                        if drive(&mut io, ended, cx).is_err() || *ended {
+                            return Poll::Ready(());
+                        }
+                        sleep.as_mut().poll(cx)
+                    })
+                    .await
+                });
             }
+            // The socket is deregistered from the runtime's poller before the poller goes.
+            drop(io);
+            drop(runtime);
         }
-        drop(runtime);
     }
 }
 
@@ -419,16 +497,12 @@ impl Pool {
             match runtime
                 .block_on(async { tokio::time::timeout(left, candidate.connect(NoTls)).await })
             {
-                Ok(Ok((client, connection))) => {
-                    let io = runtime.spawn(async move {
-                        // Its end (the server closed the connection, or the client was
-                        // dropped) shows as the client being closed.
-                        let _ = connection.await;
-                    });
+                Ok(Ok((client, io))) => {
                     return Ok(Conn {
                         client: Some(client),
                         io: Some(io),
                         runtime: Some(runtime),
+                        ended: false,
                         limit,
                         timed_out: false,
                         pid: process(),
