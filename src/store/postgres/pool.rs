@@ -112,7 +112,8 @@ fn drive(
 ) -> std::result::Result<(), tokio_postgres::Error> {
     while !*ended {
         match io.poll_message(cx) {
-            // Notices and notifications: none of this library's statements asks for any.
+            // Notices (CREATE TABLE IF NOT EXISTS's "already exists, skipping") and
+            // notifications (this library listens to none): ignored.
             Poll::Ready(Some(Ok(_))) => {}
             Poll::Ready(Some(Err(e))) => {
                 *ended = true;
