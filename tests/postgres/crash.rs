@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use crate::{open, server_or_skip, unique};
 
 /// A throwaway server, stopped and removed when dropped.
-struct Server {
-    dir: String,
+pub(crate) struct Server {
+    pub dir: String,
     port: String,
 }
 
@@ -34,7 +34,7 @@ impl Server {
             .unwrap()
     }
 
-    fn start() -> Option<(Server, String)> {
+    pub fn start() -> Option<(Server, String)> {
         let server = Server {
             dir: format!("/tmp/agent-state-crash-{}", unique("pg")),
             port: (5433 + std::process::id() % 500).to_string(),

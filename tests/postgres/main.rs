@@ -20,6 +20,7 @@ mod common;
 mod basics;
 mod concurrency;
 mod crash;
+mod freeze;
 mod log;
 mod pool;
 

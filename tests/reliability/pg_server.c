@@ -13,8 +13,9 @@
  * (SIGSTOP to its postmaster and that process's children, for 2 x B ms and up to 1 s more, then
  * SIGCONT): a hung server or a network partition, where nothing refuses a connection, so every
  * call has to give up by its own clock. There AGENT_ERR_BUSY (a statement timeout) is accepted
- * besides AGENT_ERR_UNAVAILABLE, but not a call that outlasts busy_timeout_ms + MARGIN. Off by
- * default: on 2026-12-01 the calls waited for the thaw (see README.md beside this file).
+ * besides AGENT_ERR_UNAVAILABLE, but not a call that outlasts busy_timeout_ms + MARGIN. run.sh
+ * sets it (the program's own default stays off); until the library timed round trips by its
+ * own clock, the calls waited for the thaw (README.md beside this file, Findings 6).
  *
  * Each writer, after a failed write, reads its member back (retrying the read until it
  * succeeds) and checks what the failure promised: a plain failure had no effect (the member

@@ -297,6 +297,9 @@ if [ -z "$PG_URI" ]; then
     fi
 else
     PG=(env AGENT_STATE_RELIABILITY_STORE="$PG_URI")
+    # pg_server: every second round freezes the server (SIGSTOP) instead of killing it; the
+    # calls must give up by their own clock (README.md, Findings 6). PG_SERVER_FREEZE=0: kills only.
+    export PG_SERVER_FREEZE=${PG_SERVER_FREEZE:-1}
     if [ "$MODE" = quick ]; then
         run pg-lost-updates 120 "${PG[@]}" "$BIN/concurrency" 4 4 200
         run pg-lost-updates-hooks 120 "${PG[@]}" "$BIN/concurrency" 2 2 200 hooks

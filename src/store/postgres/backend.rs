@@ -4,7 +4,7 @@
 use super::sql::*;
 use std::sync::Weak;
 
-use postgres::types::ToSql;
+use tokio_postgres::types::ToSql;
 
 use super::error::{self, classify, Fault};
 use super::pool::process;
@@ -66,7 +66,6 @@ impl Backend for Postgres {
                 let head = self.read("cannot read the state's version", |conn| {
                     let s = conn.statement(HEAD)?;
                     Ok(conn
-                        .client()
                         .query_opt(&s, &[agent])?
                         .map_or((0, None), |r| (r.get(0), r.get(1))))
                 })?;
@@ -97,7 +96,6 @@ impl Backend for Postgres {
     fn begin_read(&self) -> Result<()> {
         self.begin(Kind::Read, |open| {
             open.conn
-                .client()
                 .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         })
     }
@@ -108,13 +106,13 @@ impl Backend for Postgres {
         self.refuse_writes()?;
         let agent = &self.agent;
         self.begin(Kind::Locked, |open| {
-            open.conn.client().batch_execute("BEGIN")?;
+            open.conn.batch_execute("BEGIN")?;
             let lock = open.conn.statement(ROW_FOR_UPDATE)?;
-            let mut row = open.conn.client().query_opt(&lock, &[agent])?;
+            let mut row = open.conn.query_opt(&lock, &[agent])?;
             if row.is_none() {
                 let insert = open.conn.statement(ENSURE_ROW)?;
-                open.conn.client().execute(&insert, &[agent])?;
-                row = open.conn.client().query_opt(&lock, &[agent])?;
+                open.conn.execute(&insert, &[agent])?;
+                row = open.conn.query_opt(&lock, &[agent])?;
             }
             open.keep_row(row.as_ref());
             Ok(())
@@ -161,7 +159,7 @@ impl Backend for Postgres {
                     }
                     Fault::Lost(_) => {
                         self.pool.discard(open.conn, true);
-                        Err(Error::Unavailable(UNKNOWN_OUTCOME.to_string()))
+                        Err(error::unknown_outcome(&e))
                     }
                     Fault::Answered(err) => {
                         self.pool.checkin(open.conn);
@@ -170,7 +168,7 @@ impl Backend for Postgres {
                 },
             };
         }
-        match open.conn.client().batch_execute("COMMIT") {
+        match open.conn.batch_execute("COMMIT") {
             Ok(()) => {
                 self.pool.checkin(open.conn);
                 Ok(())
@@ -181,14 +179,14 @@ impl Backend for Postgres {
                     self.pool.discard(open.conn, true);
                     Err(err)
                 }
-                Fault::Lost(_) => {
+                Fault::Lost(err) => {
                     self.pool.discard(open.conn, true);
-                    Err(if open.kind == Kind::Read {
-                        Error::Unavailable(
+                    Err(match open.kind {
+                        Kind::Read if e.timed_out() => err,
+                        Kind::Read => Error::Unavailable(
                             "the connection to the PostgreSQL server was lost".to_string(),
-                        )
-                    } else {
-                        Error::Unavailable(UNKNOWN_OUTCOME.to_string())
+                        ),
+                        _ => error::unknown_outcome(&e),
                     })
                 }
                 Fault::Answered(err) => {
@@ -221,7 +219,7 @@ impl Backend for Postgres {
                 if in_txn {
                     self.in_txn("cannot read the state", |open| {
                         let s = open.conn.statement(ROW)?;
-                        let row = open.conn.client().query_opt(&s, &[agent])?;
+                        let row = open.conn.query_opt(&s, &[agent])?;
                         open.keep_row(row.as_ref());
                         Ok((
                             row.as_ref().and_then(|r| r.get(0)),
@@ -231,7 +229,7 @@ impl Backend for Postgres {
                 } else {
                     self.autocommit("cannot read the state", |conn| {
                         let s = conn.statement(ROW)?;
-                        let row = conn.client().query_opt(&s, &[agent])?;
+                        let row = conn.query_opt(&s, &[agent])?;
                         Ok((
                             row.as_ref().and_then(|r| r.get(0)),
                             row.map_or(0, |r| r.get(1)),
@@ -262,7 +260,7 @@ impl Backend for Postgres {
                 let v = version as i64;
                 self.in_txn("cannot write the state", |open| {
                     let s = open.conn.statement(WRITE_STATE)?;
-                    open.conn.client().execute(&s, &[agent, &value, &v])?;
+                    open.conn.execute(&s, &[agent, &value, &v])?;
                     open.value = Some(Some(value.to_string()));
                     if let Some(head) = open.head.as_mut() {
                         head.0 = v;
@@ -290,10 +288,10 @@ impl Backend for Postgres {
         let agent = &self.agent;
         self.in_txn("cannot write the change log setting", |open| {
             let s = open.conn.statement(SET_LOG)?;
-            open.conn.client().execute(&s, &[agent, &setting])?;
+            open.conn.execute(&s, &[agent, &setting])?;
             if setting.is_none() {
                 let s = open.conn.statement(CLEAR_LOG)?;
-                open.conn.client().execute(&s, &[agent])?;
+                open.conn.execute(&s, &[agent])?;
             }
             if let Some(head) = open.head.as_mut() {
                 head.1 = setting.map(str::to_string);
@@ -332,7 +330,7 @@ impl Backend for Postgres {
                         &below,
                         &since,
                     ];
-                    open.conn.client().execute(&s, &params)?;
+                    open.conn.execute(&s, &params)?;
                     Ok(())
                 })
             }
@@ -349,8 +347,7 @@ impl Backend for Postgres {
         let (keep_last, keep_ms) = keep_bounds(retention);
         let rows = self.read("cannot read the change log", |conn| {
             let s = conn.statement(CHANGES_AFTER)?;
-            conn.client()
-                .query(&s, &[agent, &after, &keep_last, &keep_ms])
+            conn.query(&s, &[agent, &after, &keep_last, &keep_ms])
         })?;
         Ok(rows.iter().map(row_to_change).collect())
     }
@@ -363,8 +360,7 @@ impl Backend for Postgres {
         let (keep_last, keep_ms) = keep_bounds(retention);
         let row = self.read("cannot read the change log", |conn| {
             let s = conn.statement(CHANGE_AT)?;
-            conn.client()
-                .query_opt(&s, &[agent, &version, &keep_last, &keep_ms])
+            conn.query_opt(&s, &[agent, &version, &keep_last, &keep_ms])
         })?;
         Ok(row.as_ref().map(row_to_change))
     }
@@ -376,7 +372,7 @@ impl Backend for Postgres {
         };
         let rows = self.read("cannot read the change log", |conn| {
             let s = conn.statement(REPLAY_TO)?;
-            conn.client().query(&s, &[agent, &version])
+            conn.query(&s, &[agent, &version])
         })?;
         Ok(rows.iter().map(row_to_change).collect())
     }

@@ -1,5 +1,10 @@
 //! PostgreSQL's failures as the library's error kinds.
 
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+
+use super::pool::MARGIN;
 use crate::error::Error;
 
 /// What a failed statement means for the connection it ran on.
@@ -19,9 +24,61 @@ impl Fault {
     }
 }
 
+/// A round trip's failure.
+#[derive(Debug)]
+pub(super) enum PgError {
+    /// The client's error, or the server's answer.
+    Client(tokio_postgres::Error),
+    /// No answer within the client's bound (the handle's busy timeout plus a margin): the
+    /// connection's state is unknown.
+    TimedOut(Duration),
+}
+
+pub(super) type PgResult<T> = std::result::Result<T, PgError>;
+
+impl From<tokio_postgres::Error> for PgError {
+    fn from(e: tokio_postgres::Error) -> PgError {
+        PgError::Client(e)
+    }
+}
+
+impl PgError {
+    /// The server's SQLSTATE, when it answered with an error.
+    pub fn code(&self) -> Option<&SqlState> {
+        match self {
+            PgError::Client(e) => e.code(),
+            PgError::TimedOut(_) => None,
+        }
+    }
+
+    /// True when the server did not answer in time.
+    pub fn timed_out(&self) -> bool {
+        matches!(self, PgError::TimedOut(_))
+    }
+
+    /// What happened, for a message.
+    fn describe(&self) -> String {
+        match self {
+            PgError::Client(e) => describe(e),
+            PgError::TimedOut(limit) => timed_out_text(*limit),
+        }
+    }
+}
+
+/// The text of a round trip that went unanswered after `limit` (busy timeout plus margin).
+fn timed_out_text(limit: Duration) -> String {
+    let busy = limit.saturating_sub(MARGIN);
+    format!(
+        "the PostgreSQL server did not answer within busy_timeout_ms ({} ms; gave up after {} \
+         ms)",
+        busy.as_millis(),
+        limit.as_millis()
+    )
+}
+
 /// The error's text for a message: the server's own message and SQLSTATE, or the client's
 /// description with its cause (neither carries the connection's password).
-pub(super) fn describe(e: &postgres::Error) -> String {
+pub(super) fn describe(e: &tokio_postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         return format!("{} (SQLSTATE {})", db.message(), db.code().code());
     }
@@ -32,7 +89,17 @@ pub(super) fn describe(e: &postgres::Error) -> String {
 }
 
 /// Classifies a failure of `what` (a phrase such as "cannot read the state").
-pub(super) fn classify(e: &postgres::Error, what: &str) -> Fault {
+pub(super) fn classify(e: &PgError, what: &str) -> Fault {
+    let e = match e {
+        PgError::Client(e) => e,
+        PgError::TimedOut(_) => {
+            return Fault::Lost(Error::Unavailable(format!(
+                "{what}: {}, as when it is frozen or the network is cut; the connection was \
+                 given up",
+                e.describe()
+            )))
+        }
+    };
     let Some(db) = e.as_db_error() else {
         return Fault::Lost(Error::Unavailable(format!(
             "{what}: the connection to the PostgreSQL server failed: {}",
@@ -66,7 +133,10 @@ pub(super) fn classify(e: &postgres::Error, what: &str) -> Fault {
 
 /// True when the failure was writing to a socket the server had already closed: the request
 /// never reached a live server, so it had no effect (whatever it was, a commit included).
-pub(super) fn unsent(e: &postgres::Error) -> bool {
+pub(super) fn unsent(e: &PgError) -> bool {
+    let PgError::Client(e) = e else {
+        return false;
+    };
     std::error::Error::source(e)
         .and_then(|c| c.downcast_ref::<std::io::Error>())
         .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
@@ -74,6 +144,18 @@ pub(super) fn unsent(e: &postgres::Error) -> bool {
 
 /// True for a serialization failure or a deadlock: the transaction was aborted, nothing
 /// written.
-pub(super) fn conflict(e: &postgres::Error) -> bool {
+pub(super) fn conflict(e: &PgError) -> bool {
     matches!(e.code().map(|c| c.code()), Some("40001" | "40P01"))
+}
+
+/// The error of a commit whose outcome cannot be known: the connection was lost after the
+/// commit was sent, or the server did not answer it in time.
+pub(super) fn unknown_outcome(e: &PgError) -> Error {
+    match e {
+        PgError::TimedOut(limit) => Error::Unavailable(format!(
+            "cannot commit: {}: the outcome is unknown; read the state's version to tell",
+            timed_out_text(*limit)
+        )),
+        PgError::Client(_) => Error::Unavailable(super::sql::UNKNOWN_OUTCOME.to_string()),
+    }
 }

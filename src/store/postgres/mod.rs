@@ -12,16 +12,18 @@
 //!
 //! Outside a transaction, [`Backend::head`](crate::store::Backend::head) is one statement on a connection checked out for
 //! it. Losing the server is [`Error::Unavailable`]: the connection is discarded and the next
-//! call connects again.
+//! call connects again. So is a round trip the server does not answer within
+//! `busy_timeout_ms` (plus `pool::MARGIN`), timed by the client: a frozen server, a hung
+//! host or a cut network, which no server-side timeout can end.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::types::ToSql;
-use postgres::Row;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
 
-use self::error::{classify, Fault};
+use self::error::{classify, Fault, PgResult};
 use self::pool::{process, Conn, Pool, Settings};
 use super::{LogRetention, LoggedChange, NewChange, StoreOptions};
 use crate::error::{Error, Result};
@@ -99,8 +101,6 @@ impl Open {
     }
 }
 
-type PgResult<T> = std::result::Result<T, postgres::Error>;
-
 impl Postgres {
     /// Opens the agent `options.agent_id` of the database at `uri`, creating the tables when
     /// missing (unless `read_only`). The connection pool is shared by every handle of this
@@ -110,13 +110,13 @@ impl Postgres {
             Error::InvalidArgument("agent_id is required for a PostgreSQL store".to_string())
         })?;
         let shown = pool::redact(uri);
-        let config: postgres::Config = uri.parse().map_err(|e: postgres::Error| {
+        let config: tokio_postgres::Config = uri.parse().map_err(|e: tokio_postgres::Error| {
             Error::InvalidArgument(format!(
                 "{shown}: not a PostgreSQL connection URI this library understands: {}",
                 error::describe(&e)
             ))
         })?;
-        if config.get_ssl_mode() == postgres::config::SslMode::Require {
+        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
             return Err(Error::InvalidArgument(format!(
                 "{shown}: sslmode=require, but this build of agent_state has no TLS support \
                  (use sslmode=disable, or a Unix socket or a TLS tunnel)"
@@ -189,7 +189,9 @@ impl Postgres {
                     Fault::Lost(err) => {
                         let reused = conn.reused;
                         self.pool.discard(conn, true);
-                        if reused && !retried {
+                        // Not after a timeout: the server is there but does not answer, and
+                        // a second try would double the wait.
+                        if reused && !retried && !e.timed_out() {
                             retried = true;
                             continue;
                         }
@@ -260,7 +262,7 @@ impl Postgres {
                 Err(e) => match classify(&e, "cannot begin a transaction") {
                     Fault::Lost(err) => {
                         self.pool.discard(open.conn, true);
-                        if reused && !retried {
+                        if reused && !retried && !e.timed_out() {
                             retried = true;
                             continue;
                         }
@@ -283,7 +285,7 @@ impl Postgres {
             self.pool.checkin(open.conn);
             return;
         }
-        match open.conn.client().batch_execute("ROLLBACK") {
+        match open.conn.batch_execute("ROLLBACK") {
             Ok(()) => self.pool.checkin(open.conn),
             Err(e) => {
                 let lost = matches!(classify(&e, "rollback"), Fault::Lost(_));
@@ -316,14 +318,11 @@ impl Postgres {
         match log {
             None if version == 1 => {
                 let s = conn.statement(FIRST_WRITE)?;
-                Ok(!conn.client().query(&s, &[agent, &value])?.is_empty())
+                Ok(!conn.query(&s, &[agent, &value])?.is_empty())
             }
             None => {
                 let s = conn.statement(NEXT_WRITE)?;
-                Ok(!conn
-                    .client()
-                    .query(&s, &[agent, &value, &version])?
-                    .is_empty())
+                Ok(!conn.query(&s, &[agent, &value, &version])?.is_empty())
             }
             Some(log) => {
                 // The logged state is the state written: not sent twice.
@@ -342,7 +341,7 @@ impl Postgres {
                     &log.below,
                     &log.since,
                 ];
-                let row = conn.client().query_one(&s, &params)?;
+                let row = conn.query_one(&s, &params)?;
                 Ok(row.get::<_, i64>(0) > 0)
             }
         }

@@ -2,20 +2,38 @@
 //! with the same URI, written here (a `Mutex` and a `Condvar`) because the library starts no
 //! thread, and the usual pools start some.
 //!
+//! A connection is a `tokio_postgres` client and its connection (the socket's I/O), on a
+//! current-thread runtime of its own (a poller and a timer), driven only while a call waits
+//! for its answer (`Runtime::block_on`, on the calling thread: no thread is started), as the
+//! synchronous `postgres` client does. Every round trip is bounded by the handle's
+//! `busy_timeout_ms` plus [`MARGIN`] on the client's own clock, so that a server that cannot
+//! answer at all (frozen, its host hung, the network partitioned: its `statement_timeout`
+//! cannot fire) fails the call with [`Error::Unavailable`] instead of holding it; the
+//! connection is then in a state no one can tell, and is discarded. (The synchronous
+//! `postgres` client has no per-call timeout.)
+//!
 //! A connection remembers the process that opened it. After `fork()`, the child must never use
 //! or close what it inherited: the socket is shared with the parent, and even closing a client
 //! the ordinary way sends a Terminate message on it. Inherited connections are forgotten
 //! (`mem::forget`), never dropped, and the child connects anew.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use std::net::{IpAddr, ToSocketAddrs};
 
-use postgres::config::Host;
-use postgres::{Client, Config, NoTls, Statement};
+use std::pin::pin;
+use std::task::Poll;
 
+use tokio::runtime::Runtime;
+use tokio_postgres::config::Host;
+use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Row, Socket, Statement, ToStatement};
+
+use super::error::{PgError, PgResult};
 use crate::error::{Error, Result};
 use crate::store::Synchronous;
 
@@ -24,6 +42,26 @@ use crate::store::Synchronous;
 /// system call on every call).
 pub(super) fn process() -> u64 {
     crate::store::sqlite::fork::generation()
+}
+
+/// How much longer than `busy_timeout_ms` the client waits for an answer. The server's own
+/// `statement_timeout` and `lock_timeout` (set to `busy_timeout_ms`) fire first when it can
+/// run at all, and leave the connection usable ([`Error::Busy`]); the client's clock is for a
+/// server that cannot.
+pub(super) const MARGIN: Duration = Duration::from_millis(250);
+
+/// The least time a connection attempt is given: connecting (a socket, the startup and
+/// authentication round trips) takes a few milliseconds on an idle machine, more on a loaded
+/// one, and a `busy_timeout_ms` of 0 ("do not wait for locks") must not make it impossible.
+const CONNECT_AT_LEAST: Duration = Duration::from_secs(1);
+
+/// How long dropping a healthy connection waits for its Terminate message to be written
+/// (normally at once: it only fills the socket's buffer).
+const CLOSE_WAIT: Duration = Duration::from_millis(100);
+
+/// The client's bound on one round trip for a handle whose `busy_timeout_ms` is `busy`.
+pub(super) fn round_trip_limit(busy: Duration) -> Duration {
+    busy.saturating_add(MARGIN)
 }
 
 /// The session settings one handle needs on the connection it uses.
@@ -36,8 +74,19 @@ pub(super) struct Settings {
 
 /// One connection, with what was applied to its session and its prepared statements.
 pub(super) struct Conn {
-    /// `None` only while being dropped.
+    /// `None` only while being dropped (the same for `io` and `runtime`).
     client: Option<Client>,
+    /// The connection's I/O: it owns the socket, and moves the client's requests and the
+    /// server's answers when polled (inside this connection's calls only).
+    io: Option<Io>,
+    /// The poller and timer `io` runs on.
+    runtime: Option<Runtime>,
+    /// `io` has ended (the server closed the connection, or it failed): not polled again.
+    ended: bool,
+    /// The bound on each round trip: the busy timeout of the handle using it, plus [`MARGIN`].
+    limit: Duration,
+    /// A round trip went unanswered: the connection's state is unknown (never reused).
+    timed_out: bool,
     /// The process that opened it.
     pid: u64,
     /// The session settings last applied (`None`: the server's defaults).
@@ -52,52 +101,177 @@ pub(super) struct Conn {
 /// How long a connection sits idle before a checkout checks that the server still has it.
 const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
-impl Conn {
-    pub fn client(&mut self) -> &mut Client {
-        self.client
-            .as_mut()
-            .expect("a connection has its client until dropped")
-    }
+type Io = tokio_postgres::Connection<Socket, NoTlsStream>;
 
+/// Polls `io` until it has nothing more to do now. An error or its end is terminal: `ended`
+/// is set, and the error returned (the request in flight then fails as well).
+fn drive(
+    io: &mut Io,
+    ended: &mut bool,
+    cx: &mut std::task::Context<'_>,
+) -> std::result::Result<(), tokio_postgres::Error> {
+    while !*ended {
+        match io.poll_message(cx) {
+            // Notices (CREATE TABLE IF NOT EXISTS's "already exists, skipping") and
+            // notifications (this library listens to none): ignored.
+            Poll::Ready(Some(Ok(_))) => {}
+            Poll::Ready(Some(Err(e))) => {
+                *ended = true;
+                return Err(e);
+            }
+            Poll::Ready(None) => *ended = true,
+            Poll::Pending => break,
+        }
+    }
+    Ok(())
+}
+
+/// Waits for `future` (a request of the client of `io`) on `runtime`, driving `io`, at most
+/// `limit`; `timed_out` is set when it did not finish. An error of the connection itself (a
+/// closed socket, say) is the request's error, as with the synchronous client.
+fn bounded<T>(
+    runtime: &Runtime,
+    io: &mut Io,
+    ended: &mut bool,
+    limit: Duration,
+    timed_out: &mut bool,
+    future: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+) -> PgResult<T> {
+    runtime.block_on(async {
+        // Made here: a timer needs the runtime's context.
+        let mut sleep = pin!(tokio::time::sleep(limit));
+        let mut future = pin!(future);
+        std::future::poll_fn(|cx| {
+            if let Err(e) = drive(io, ended, cx) {
+                return Poll::Ready(Err(PgError::Client(e)));
+            }
+            if let Poll::Ready(result) = future.as_mut().poll(cx) {
+                return Poll::Ready(result.map_err(PgError::Client));
+            }
+            if sleep.as_mut().poll(cx).is_ready() {
+                *timed_out = true;
+                return Poll::Ready(Err(PgError::TimedOut(limit)));
+            }
+            Poll::Pending
+        })
+        .await
+    })
+}
+
+/// A round trip on `$conn`'s client: `$call` is the client's future, given the client as
+/// `$client`; waited for at most the connection's limit.
+macro_rules! round_trip {
+    ($conn:expr, |$client:ident| $call:expr) => {{
+        let conn: &mut Conn = $conn;
+        let $client = conn
+            .client
+            .as_ref()
+            .expect("a connection has its client until dropped");
+        let runtime = conn
+            .runtime
+            .as_ref()
+            .expect("a connection has its runtime until dropped");
+        let io = conn
+            .io
+            .as_mut()
+            .expect("a connection has its I/O until dropped");
+        bounded(
+            runtime,
+            io,
+            &mut conn.ended,
+            conn.limit,
+            &mut conn.timed_out,
+            $call,
+        )
+    }};
+}
+
+impl Conn {
     pub fn belongs_here(&self) -> bool {
         self.pid == process()
     }
 
     /// False when the server closed the connection while it sat idle (a restart, an idle
-    /// timeout). No round trip: the client's event loop turns once (at most a millisecond
-    /// when there is nothing to read), which reads the end of a closed socket. Only worth it
-    /// for a connection idle for a while: a dead one is also caught when used (see the
-    /// retries in `super`).
+    /// timeout), or a round trip on it went unanswered. No round trip: the runtime's poller
+    /// turns for a millisecond while the connection is polled, which reads the end of a closed
+    /// socket. Only worth it for a connection idle for a while: a dead one is also caught when
+    /// used (see the retries in `super`).
     pub fn alive(&mut self) -> bool {
-        use postgres::fallible_iterator::FallibleIterator;
-        if self.idle_since.elapsed() < PROBE_AFTER_IDLE {
-            return !self.client().is_closed();
+        if self.timed_out || !self.reusable() {
+            return false;
         }
-        let client = self.client();
-        !client.is_closed()
-            && client
-                .notifications()
-                .timeout_iter(Duration::from_micros(1))
-                .next()
-                .is_ok()
-            && !client.is_closed()
+        if self.idle_since.elapsed() < PROBE_AFTER_IDLE {
+            return true;
+        }
+        if let (Some(runtime), Some(io)) = (self.runtime.as_ref(), self.io.as_mut()) {
+            let ended = &mut self.ended;
+            runtime.block_on(async {
+                let mut sleep = pin!(tokio::time::sleep(Duration::from_millis(1)));
+                std::future::poll_fn(|cx| {
+                    // The connection first: when the socket's end and the timer come in the
+                    // same turn, the end is read.
+                    if drive(io, ended, cx).is_err() || *ended {
+                        return Poll::Ready(());
+                    }
+                    sleep.as_mut().poll(cx)
+                })
+                .await
+            });
+        }
+        self.reusable()
+    }
+
+    pub fn query<T: ?Sized + ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> PgResult<Vec<Row>> {
+        round_trip!(self, |client| client.query(statement, params))
+    }
+
+    pub fn query_opt<T: ?Sized + ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> PgResult<Option<Row>> {
+        round_trip!(self, |client| client.query_opt(statement, params))
+    }
+
+    pub fn query_one<T: ?Sized + ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> PgResult<Row> {
+        round_trip!(self, |client| client.query_one(statement, params))
+    }
+
+    pub fn execute<T: ?Sized + ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> PgResult<u64> {
+        round_trip!(self, |client| client.execute(statement, params))
+    }
+
+    /// Statements in one simple query (no parameters).
+    pub fn batch_execute(&mut self, sql: &str) -> PgResult<()> {
+        round_trip!(self, |client| client.batch_execute(sql))
     }
 
     /// The prepared statement for `sql` on this connection (prepared on first use).
-    pub fn statement(
-        &mut self,
-        sql: &'static str,
-    ) -> std::result::Result<Statement, postgres::Error> {
+    pub fn statement(&mut self, sql: &'static str) -> PgResult<Statement> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
-        let s = self.client().prepare(sql)?;
+        let s = round_trip!(self, |client| client.prepare(sql))?;
         self.statements.insert(sql, s.clone());
         Ok(s)
     }
 
-    /// Applies `wanted` to the session, in one batch, unless it already is.
-    pub fn apply(&mut self, wanted: Settings) -> std::result::Result<(), postgres::Error> {
+    /// Applies `wanted` to the session, in one batch, unless it already is; from now on the
+    /// connection's round trips are bounded by `wanted`'s timeout.
+    pub fn apply(&mut self, wanted: Settings) -> PgResult<()> {
+        self.limit = round_trip_limit(Duration::from_millis(wanted.timeout_ms));
         if self.settings == Some(wanted) {
             return Ok(());
         }
@@ -117,20 +291,54 @@ impl Conn {
         }
         // Unknown until the batch is through (a failure may have applied part of it).
         self.settings = None;
-        self.client().batch_execute(&batch)?;
+        self.batch_execute(&batch)?;
         self.settings = Some(wanted);
         Ok(())
+    }
+
+    /// True when the connection can go back to the pool as it is.
+    fn reusable(&self) -> bool {
+        !self.timed_out && !self.ended && self.client.as_ref().is_some_and(|c| !c.is_closed())
     }
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        let client = self.client.take();
+        let io = self.io.take();
+        let runtime = self.runtime.take();
         if !self.belongs_here() {
-            // Inherited: the socket is the parent's; leak the client rather than send
-            // Terminate on it (its prepared statements then only queue messages no one sends).
-            if let Some(client) = self.client.take() {
-                std::mem::forget(client);
+            // Inherited: the socket is the parent's, and so are the runtime's own descriptors
+            // (its epoll and wake-up ones). Leak it all rather than send Terminate on it or
+            // wake the parent's runtime; the prepared statements too (dropping one queues a
+            // message to close it).
+            std::mem::forget(std::mem::take(&mut self.statements));
+            std::mem::forget(client);
+            std::mem::forget(io);
+            std::mem::forget(runtime);
+            return;
+        }
+        // Without its client, the connection sends Terminate and ends (at once: the message
+        // only fills the socket's buffer). After a round trip that went unanswered, the socket
+        // is simply closed.
+        drop(client);
+        if let (Some(mut io), Some(runtime)) = (io, runtime) {
+            if !self.timed_out && !self.ended {
+                let ended = &mut self.ended;
+                runtime.block_on(async {
+                    let mut sleep = pin!(tokio::time::sleep(CLOSE_WAIT));
+                    std::future::poll_fn(|cx| {
+                        if drive(&mut io, ended, cx).is_err() || *ended {
+                            return Poll::Ready(());
+                        }
+                        sleep.as_mut().poll(cx)
+                    })
+                    .await
+                });
             }
+            // The socket is deregistered from the runtime's poller before the poller goes.
+            drop(io);
+            drop(runtime);
         }
     }
 }
@@ -266,29 +474,55 @@ impl Pool {
         }
     }
 
+    /// A new connection, within `wait` plus [`MARGIN`] (at least [`CONNECT_AT_LEAST`]) in all.
     fn connect(&self, wait: Duration) -> Result<Conn> {
-        let mut config = self.config.clone();
-        config.connect_timeout(wait.max(Duration::from_secs(1)));
+        let limit = round_trip_limit(wait);
+        let whole = limit.max(CONNECT_AT_LEAST);
+        let deadline = Instant::now() + whole;
         let unavailable = |e: String| {
             Error::Unavailable(format!(
                 "cannot connect to the PostgreSQL server {}: {e}",
                 self.shown
             ))
         };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| unavailable(format!("cannot set up the connection's I/O: {e}")))?;
+        let mut config = self.config.clone();
+        config.connect_timeout(whole);
         let mut last = None;
         for candidate in resolved(&config).map_err(unavailable)? {
-            match candidate.connect(NoTls) {
-                Ok(client) => {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match runtime
+                .block_on(async { tokio::time::timeout(left, candidate.connect(NoTls)).await })
+            {
+                Ok(Ok((client, io))) => {
                     return Ok(Conn {
                         client: Some(client),
+                        io: Some(io),
+                        runtime: Some(runtime),
+                        ended: false,
+                        limit,
+                        timed_out: false,
                         pid: process(),
                         settings: None,
                         statements: HashMap::new(),
                         reused: false,
                         idle_since: Instant::now(),
-                    })
+                    });
                 }
-                Err(e) => last = Some(super::error::describe(&e)),
+                Ok(Err(e)) => last = Some(super::error::describe(&e)),
+                Err(_) => {
+                    last = Some(format!(
+                        "the server did not answer within busy_timeout_ms ({} ms; gave up \
+                         after {} ms)",
+                        wait.as_millis(),
+                        whole.as_millis()
+                    ));
+                    break;
+                }
             }
         }
         Err(unavailable(
@@ -305,7 +539,7 @@ impl Pool {
             std::mem::forget(conn);
             return;
         }
-        if conn.client.as_ref().is_none_or(Client::is_closed) {
+        if !conn.reusable() {
             state.open -= 1;
         } else {
             state.idle.push(conn);

@@ -54,7 +54,7 @@ pub(super) fn check(
 ) -> std::result::Result<(), Fault> {
     let mut attempt = 0u32;
     loop {
-        match conn.client().query_opt(
+        match conn.query_opt(
             "SELECT version FROM agent_state_schema WHERE singleton = 1",
             &[],
         ) {
@@ -86,7 +86,7 @@ pub(super) fn check(
             ))));
         }
         // One simple query: the statements run in one implicit transaction.
-        match conn.client().batch_execute(CREATE) {
+        match conn.batch_execute(CREATE) {
             Ok(()) => {}
             Err(e) => {
                 let code = e.code().map(|c| c.code().to_string());
