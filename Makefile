@@ -17,6 +17,7 @@ bindir ?= $(exec_prefix)/bin
 pkgconfigdir ?= $(libdir)/pkgconfig
 DESTDIR ?=
 INSTALL ?= install
+STRIP ?= strip
 # Run after installing into the live system (no DESTDIR, as root), so the loader finds the new
 # library under /usr/local/lib; `make install LDCONFIG=:` skips it.
 LDCONFIG ?= ldconfig
@@ -138,7 +139,10 @@ dist:
 	  if [ "$$soname" != "$(SONAME)" ]; then echo "dist: $(LIB) has SONAME '$$soname', expected $(SONAME)" >&2; exit 1; fi
 	rm -rf $(DIST)
 	mkdir -p $(DIST)/lib $(DIST)/bin
-	cp $(LIB) $(DIST)/lib/libagent_state.so.$(VERSION)
+	# The installed library keeps its dynamic symbols (.dynsym: the agent_* ABI) and drops the
+	# static symbol table, as distributions ship shared libraries; target/release keeps it for
+	# perf, valgrind and backtraces during development.
+	$(STRIP) --strip-unneeded -o $(DIST)/lib/libagent_state.so.$(VERSION) $(LIB)
 	bash packaging/static-archive.sh $(LIBDIR)/libagent_state.a $(LIB) $(DIST)/lib/libagent_state.a
 	if [ -f $(LIBDIR)/agent-state ]; then cp $(LIBDIR)/agent-state $(DIST)/bin/; fi
 
