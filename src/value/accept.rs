@@ -9,11 +9,17 @@
 //! States read back from the store take [`decode_stored`]: the same checks, but any failure
 //! is [`Error::Corrupt`] (the file was changed behind the library's back), not the caller's
 //! fault.
+//!
+//! A whole state given as text ([`parse_state`], [`decode_stored`]) first tries the scanner
+//! ([`scan`]), which checks and encodes it in one pass without building a value; whatever the
+//! scanner does not vouch for (an error of any kind, tagged values) takes the steps above, so
+//! the verdict, the message and the bytes are the same either way.
 
 use serde_json::Value;
 
 use super::codec;
 use super::json;
+use super::scan;
 use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
 
@@ -37,6 +43,19 @@ pub fn parse_object(text: &[u8], max: usize, what: &str) -> Result<Value> {
     Ok(value)
 }
 
+/// Parses caller input as a whole state: [`parse_object`] then [`encode_state`], with the same
+/// verdicts, messages and bytes, but a plain state is checked and encoded by the scanner
+/// without building a value.
+pub fn parse_state(text: &[u8], max: usize, what: &str) -> Result<Snapshot> {
+    if text.len() <= max {
+        if let Some(scanned) = scan::scan(text) {
+            return checked_size(Snapshot::from_scanned(scanned), max, what);
+        }
+    }
+    let value = parse_object(text, max, what)?;
+    encode_state(value, max, what)
+}
+
 /// Encodes a codec-checked value as a state, refusing anything but a plain object and an
 /// encoding over `max` bytes.
 pub fn encode_state(value: Value, max: usize, what: &str) -> Result<Snapshot> {
@@ -46,7 +65,11 @@ pub fn encode_state(value: Value, max: usize, what: &str) -> Result<Snapshot> {
             describe(&value)
         )));
     }
-    let snapshot = Snapshot::new(value);
+    checked_size(Snapshot::new(value), max, what)
+}
+
+/// Refuses a state whose encoding is over `max` bytes.
+fn checked_size(snapshot: Snapshot, max: usize, what: &str) -> Result<Snapshot> {
     if snapshot.json().len() > max {
         return Err(Error::TooLarge(format!(
             "the encoded {what} would be {} bytes, over max_value_bytes ({max}); nothing was written",
@@ -64,6 +87,9 @@ pub fn state_from_value(value: Value, max: usize, what: &str) -> Result<Snapshot
 
 /// Decodes a state read back from the store; any failure is [`Error::Corrupt`].
 pub fn decode_stored(bytes: &[u8]) -> Result<Snapshot> {
+    if let Some(scanned) = scan::scan(bytes) {
+        return Ok(Snapshot::from_scanned(scanned));
+    }
     let corrupt = |e: Error| Error::Corrupt(e.to_string());
     let value = json::parse(bytes).map_err(corrupt)?;
     if !codec::is_plain_object(&value) {
@@ -95,5 +121,108 @@ fn describe(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "a tagged value",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Today's steps, without the scanner: what [`parse_state`] and [`decode_stored`] must
+    /// answer, error messages included.
+    fn reference_state(text: &[u8], max: usize) -> Result<Snapshot> {
+        let value = parse_object(text, max, "state")?;
+        encode_state(value, max, "state")
+    }
+
+    fn reference_stored(bytes: &[u8]) -> Result<Snapshot> {
+        let corrupt = |e: Error| Error::Corrupt(e.to_string());
+        let value = json::parse(bytes).map_err(corrupt)?;
+        if !codec::is_plain_object(&value) {
+            return Err(corrupt(Error::InvalidArgument(
+                "not a JSON object".to_string(),
+            )));
+        }
+        codec::validate(&value, 1).map_err(corrupt)?;
+        Ok(Snapshot::new(value))
+    }
+
+    #[track_caller]
+    fn same(got: Result<Snapshot>, expected: Result<Snapshot>, input: &[u8]) {
+        let input = String::from_utf8_lossy(input);
+        match (got, expected) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.json(), b.json(), "{input}");
+                assert_eq!(a.json_with_nul(), b.json_with_nul(), "{input}");
+                assert_eq!(a.to_value(), b.to_value(), "{input}");
+                assert_eq!(a.members().len(), b.members().len(), "{input}");
+                for (x, y) in a.members().iter().zip(b.members()) {
+                    assert_eq!(x.name(), y.name(), "{input}");
+                    assert_eq!(x.value(), y.value(), "{input}");
+                }
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "{input}"),
+            (a, b) => panic!("{input}: got {a:?}, expected {b:?}"),
+        }
+    }
+
+    fn check(text: &[u8]) {
+        for max in [usize::MAX, 64, text.len(), text.len().saturating_sub(1)] {
+            same(
+                parse_state(text, max, "state"),
+                reference_state(text, max),
+                text,
+            );
+        }
+        same(decode_stored(text), reference_stored(text), text);
+    }
+
+    #[test]
+    fn the_fast_path_answers_as_the_slow_path() {
+        for text in [
+            &br#"{"a":1,"b":[1,2.50,"x\u00e9\n"],"c":{"d":null}}"#[..],
+            br#" { "a" : 1E2 } "#,
+            br#"{"a":1,"a":2}"#,
+            br#"{"d":{"$date":"2026-11-30T03:06:44.123Z"}}"#,
+            br#"{"d":{"$date":"nope"}}"#,
+            br#"{"$set":[1]}"#,
+            br#"{"a":{"$serde_json::private::Number":"5"}}"#,
+            br#"{"n":1e400}"#,
+            br#"[1]"#,
+            br#"{"a":"\ud800"}"#,
+            b"{\"a\":\"\xff\"}",
+            br#"{"a":1} x"#,
+            br#"{"x":1e5}"#,
+            br#"{"\u0061b\n":{"\"":[true,false]}}"#,
+            b"",
+        ] {
+            check(text);
+        }
+    }
+
+    /// The JSONTestSuite corpus (in `../shared`, when present), raw and as a member's value.
+    #[test]
+    fn json_test_suite_agrees() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/corpora/json-test-suite");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            eprintln!("no JSONTestSuite corpus at {}: skipped", dir.display());
+            return;
+        };
+        let mut n = 0;
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let doc = std::fs::read(&path).unwrap();
+            check(&doc);
+            let mut wrapped = b"{\"v\":".to_vec();
+            wrapped.extend_from_slice(&doc);
+            wrapped.push(b'}');
+            check(&wrapped);
+            n += 1;
+        }
+        assert!(n > 300, "only {n} files in {}", dir.display());
     }
 }
