@@ -54,13 +54,14 @@ pub struct Scanned {
 /// vouch for it.
 pub fn scan(input: &[u8]) -> Option<Scanned> {
     std::str::from_utf8(input).ok()?;
-    // One extra byte: the snapshot appends a NUL.
     let mut s = Scanner {
         b: input,
         i: 0,
+        done: 0,
+        // One extra byte: the snapshot appends a NUL.
         out: Vec::with_capacity(input.len() + 1),
-        names: Vec::new(),
-        members: Vec::new(),
+        names: Vec::with_capacity(16),
+        members: Vec::with_capacity(16),
     };
     s.ws();
     if s.peek() != b'{' {
@@ -71,20 +72,35 @@ pub fn scan(input: &[u8]) -> Option<Scanned> {
     if s.i != input.len() {
         return None;
     }
+    s.flush();
     Some(Scanned {
         out: s.out,
         members: s.members,
     })
 }
 
+/// The scanner's state. Output is written lazily: the input from `done` to `i` is already in
+/// canonical form and waits to be copied in one piece (for a compact input, the whole document
+/// is one copy); only what differs (whitespace, a rewritten escape or exponent) makes the
+/// scanner copy what is pending and write the difference. The output position of input byte
+/// `i` is therefore `out.len() + (i - done)`.
 struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
+    done: usize,
     out: Vec<u8>,
-    /// The member names of the objects being scanned, innermost last, as ranges of `out`
-    /// (between the quotes).
-    names: Vec<(usize, usize)>,
+    /// The member names of the objects being scanned, innermost last.
+    names: Vec<Name>,
     members: Vec<Span>,
+}
+
+/// A member name's canonical text (between the quotes): a range of the input when it was
+/// already canonical, else of the output.
+#[derive(Clone, Copy)]
+struct Name {
+    in_out: bool,
+    start: usize,
+    end: usize,
 }
 
 /// Bytes that end a run of plain string content: `"`, `\` and control characters.
@@ -103,15 +119,17 @@ const STOP: [bool; 256] = {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
-/// Whether any byte of `w` is `"`, `\` or below 0x20 (exact for "any"; see the bit hacks
-/// `haszero` and `hasless`).
+/// The bytes of `w` (little-endian) that are `"`, `\` or below 0x20, as their high bits (the
+/// bit hacks `haszero` and `hasless`). Zero exactly when there is none; when there are some,
+/// the lowest set bit is exact (a borrow only ever marks bytes above a true one), so
+/// `trailing_zeros() / 8` is the offset of the first.
 #[inline(always)]
-fn has_stop(w: u64) -> bool {
+fn stops(w: u64) -> u64 {
     let quote = w ^ (ONES * b'"' as u64);
     let backslash = w ^ (ONES * b'\\' as u64);
     let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-    (zero(quote) | zero(backslash) | control) != 0
+    zero(quote) | zero(backslash) | control
 }
 
 fn hex(c: u8) -> Option<u32> {
@@ -123,25 +141,49 @@ fn hex(c: u8) -> Option<u32> {
     }
 }
 
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 impl Scanner<'_> {
     #[inline(always)]
     fn peek(&self) -> u8 {
         self.b.get(self.i).copied().unwrap_or(0)
     }
 
+    /// The output position of the current input position.
+    #[inline(always)]
+    fn pos(&self) -> usize {
+        self.out.len() + (self.i - self.done)
+    }
+
+    /// Copies what is pending.
+    #[inline(always)]
+    fn flush(&mut self) {
+        self.out.extend_from_slice(&self.b[self.done..self.i]);
+        self.done = self.i;
+    }
+
     #[inline(always)]
     fn ws(&mut self) {
+        if let Some(b' ' | b'\n' | b'\t' | b'\r') = self.b.get(self.i) {
+            self.skip_ws();
+        }
+    }
+
+    #[inline(never)]
+    fn skip_ws(&mut self) {
+        self.flush();
         while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.b.get(self.i) {
             self.i += 1;
         }
+        self.done = self.i;
     }
 
     fn value(&mut self, depth: usize) -> Option<()> {
         match self.peek() {
-            b'{' => self.object(depth, false),
-            b'[' => self.array(depth),
             b'"' => self.string(),
             b'-' | b'0'..=b'9' => self.number(),
+            b'{' => self.object(depth, false),
+            b'[' => self.array(depth),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -154,7 +196,6 @@ impl Scanner<'_> {
             return None;
         }
         self.i += word.len();
-        self.out.extend_from_slice(word);
         Some(())
     }
 
@@ -163,11 +204,9 @@ impl Scanner<'_> {
             return None;
         }
         self.i += 1;
-        self.out.push(b'{');
         self.ws();
         if self.peek() == b'}' {
             self.i += 1;
-            self.out.push(b'}');
             return Some(());
         }
         let frame = self.names.len();
@@ -175,40 +214,59 @@ impl Scanner<'_> {
             if self.peek() != b'"' {
                 return None;
             }
-            let start = self.out.len();
+            let start = self.pos();
+            let start_in = self.i;
             self.string()?;
-            let colon = self.out.len();
-            // A `$` name (tags, the reserved name) is for the slow path. An empty name's byte
-            // here is its closing quote.
-            if self.out[start + 1] == b'$' {
+            let name = if self.done <= start_in {
+                // Nothing was rewritten: the input's bytes are canonical.
+                Name {
+                    in_out: false,
+                    start: start_in + 1,
+                    end: self.i - 1,
+                }
+            } else {
+                // An escape was rewritten: the name is in the output from `start` on.
+                self.flush();
+                Name {
+                    in_out: true,
+                    start: start + 1,
+                    end: self.out.len() - 1,
+                }
+            };
+            // A `$` name (tags, the reserved name) is for the slow path. (An empty name's
+            // byte here is its closing quote.)
+            let first = if name.in_out {
+                self.out[name.start]
+            } else {
+                self.b[name.start]
+            };
+            if first == b'$' {
                 return None;
             }
-            self.names.push((start + 1, colon - 1));
+            self.names.push(name);
             self.ws();
             if self.peek() != b':' {
                 return None;
             }
+            let colon = self.pos();
             self.i += 1;
-            self.out.push(b':');
             self.ws();
             self.value(depth + 1)?;
             if top {
                 self.members.push(Span {
                     start,
                     colon,
-                    end: self.out.len(),
+                    end: self.pos(),
                 });
             }
             self.ws();
             match self.peek() {
                 b',' => {
                     self.i += 1;
-                    self.out.push(b',');
                     self.ws();
                 }
                 b'}' => {
                     self.i += 1;
-                    self.out.push(b'}');
                     break;
                 }
                 _ => return None,
@@ -221,21 +279,45 @@ impl Scanner<'_> {
 
     /// Whether the names of the object whose names start at `frame` are all different.
     fn names_unique(&self, frame: usize) -> bool {
-        let out = &self.out;
+        let (out, b) = (&self.out, self.b);
         let names = &self.names[frame..];
-        let name = |&(a, b): &(usize, usize)| &out[a..b];
+        let text = |n: &Name| {
+            if n.in_out {
+                &out[n.start..n.end]
+            } else {
+                &b[n.start..n.end]
+            }
+        };
         if names.len() <= 16 {
             for (k, x) in names.iter().enumerate() {
-                let x = name(x);
-                if names[k + 1..].iter().any(|y| name(y) == x) {
+                let x = text(x);
+                if names[k + 1..].iter().any(|y| text(y) == x) {
                     return false;
                 }
             }
             true
         } else {
-            let mut sorted: Vec<&[u8]> = names.iter().map(name).collect();
-            sorted.sort_unstable();
-            sorted.windows(2).all(|w| w[0] != w[1])
+            // An open-addressing table of indexes into `names`, at most half full.
+            let size = (names.len() * 2).next_power_of_two();
+            let mut table = vec![usize::MAX; size];
+            for (k, x) in names.iter().enumerate() {
+                let x = text(x);
+                let mut h = x.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &c| {
+                    (h ^ c as u64).wrapping_mul(0x0100_0000_01b3)
+                }) as usize;
+                loop {
+                    h &= size - 1;
+                    match table[h] {
+                        usize::MAX => {
+                            table[h] = k;
+                            break;
+                        }
+                        other if text(&names[other]) == x => return false,
+                        _ => h += 1,
+                    }
+                }
+            }
+            true
         }
     }
 
@@ -244,11 +326,9 @@ impl Scanner<'_> {
             return None;
         }
         self.i += 1;
-        self.out.push(b'[');
         self.ws();
         if self.peek() == b']' {
             self.i += 1;
-            self.out.push(b']');
             return Some(());
         }
         loop {
@@ -257,12 +337,10 @@ impl Scanner<'_> {
             match self.peek() {
                 b',' => {
                     self.i += 1;
-                    self.out.push(b',');
                     self.ws();
                 }
                 b']' => {
                     self.i += 1;
-                    self.out.push(b']');
                     return Some(());
                 }
                 _ => return None,
@@ -270,66 +348,83 @@ impl Scanner<'_> {
         }
     }
 
-    /// A string at `self.i` (its opening quote), written re-escaped the way serde_json writes.
+    /// A string at `self.i` (its opening quote).
     fn string(&mut self) -> Option<()> {
         let b = self.b;
-        self.i += 1;
-        self.out.push(b'"');
+        let mut i = self.i + 1;
         loop {
-            let run = self.i;
-            let mut i = self.i;
-            while let Some(chunk) = b.get(i..i + 8) {
-                let w = u64::from_le_bytes(chunk.try_into().ok()?);
-                if has_stop(w) {
+            // Eight bytes at a time up to the first that ends the run.
+            loop {
+                let Some(Ok(chunk)) = b.get(i..i + 8).map(<[u8; 8]>::try_from) else {
+                    while i < b.len() && !STOP[b[i] as usize] {
+                        i += 1;
+                    }
+                    break;
+                };
+                let m = stops(u64::from_le_bytes(chunk));
+                if m != 0 {
+                    i += (m.trailing_zeros() / 8) as usize;
                     break;
                 }
                 i += 8;
             }
-            while i < b.len() && !STOP[b[i] as usize] {
-                i += 1;
-            }
-            self.out.extend_from_slice(&b[run..i]);
-            self.i = i;
             match b.get(i)? {
                 b'"' => {
-                    self.i += 1;
-                    self.out.push(b'"');
+                    self.i = i + 1;
                     return Some(());
                 }
-                b'\\' => self.escape()?,
+                b'\\' => {
+                    self.i = i;
+                    self.escape()?;
+                    i = self.i;
+                }
                 // A raw control character: serde_json refuses it.
                 _ => return None,
             }
         }
     }
 
-    /// An escape at `self.i` (its backslash) inside a string.
+    /// An escape at `self.i` (its backslash) inside a string: left as it is when serde_json
+    /// would write it so, else rewritten.
     fn escape(&mut self) -> Option<()> {
-        let c = *self.b.get(self.i + 1)?;
-        self.i += 2;
-        match c {
-            b'"' => self.out.extend_from_slice(b"\\\""),
-            b'\\' => self.out.extend_from_slice(b"\\\\"),
-            b'/' => self.out.push(b'/'),
-            b'b' => self.out.extend_from_slice(b"\\b"),
-            b'f' => self.out.extend_from_slice(b"\\f"),
-            b'n' => self.out.extend_from_slice(b"\\n"),
-            b'r' => self.out.extend_from_slice(b"\\r"),
-            b't' => self.out.extend_from_slice(b"\\t"),
+        let b = self.b;
+        let i = self.i;
+        match *b.get(i + 1)? {
+            b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                self.i += 2;
+                return Some(());
+            }
+            b'/' => {
+                self.flush();
+                self.i += 2;
+                self.out.push(b'/');
+            }
             b'u' => {
-                let n = self.hex4()?;
+                let d = b.get(i + 2..i + 6)?;
+                let n = (hex(d[0])? << 12) | (hex(d[1])? << 8) | (hex(d[2])? << 4) | hex(d[3])?;
+                if n < 0x20
+                    && !matches!(n, 0x08 | 0x09 | 0x0A | 0x0C | 0x0D)
+                    && d == [b'0', b'0', HEX[(n >> 4) as usize], HEX[(n & 0xF) as usize]]
+                {
+                    self.i += 6;
+                    return Some(());
+                }
+                self.flush();
+                self.i += 6;
                 let cp = match n {
                     // A trailing surrogate first: serde_json refuses it.
                     0xDC00..=0xDFFF => return None,
                     0xD800..=0xDBFF => {
-                        if self.b.get(self.i..self.i + 2)? != b"\\u" {
+                        if b.get(self.i..self.i + 2)? != b"\\u" {
                             return None;
                         }
-                        self.i += 2;
-                        let n2 = self.hex4()?;
+                        let d = b.get(self.i + 2..self.i + 6)?;
+                        let n2 =
+                            (hex(d[0])? << 12) | (hex(d[1])? << 8) | (hex(d[2])? << 4) | hex(d[3])?;
                         if !(0xDC00..=0xDFFF).contains(&n2) {
                             return None;
                         }
+                        self.i += 6;
                         (((n - 0xD800) << 10) | (n2 - 0xDC00)) + 0x1_0000
                     }
                     _ => n,
@@ -338,19 +433,12 @@ impl Scanner<'_> {
             }
             _ => return None,
         }
+        self.done = self.i;
         Some(())
-    }
-
-    fn hex4(&mut self) -> Option<u32> {
-        let d = self.b.get(self.i..self.i + 4)?;
-        let n = (hex(d[0])? << 12) | (hex(d[1])? << 8) | (hex(d[2])? << 4) | hex(d[3])?;
-        self.i += 4;
-        Some(n)
     }
 
     /// One decoded character of a string, as serde_json writes it.
     fn write_char(&mut self, cp: u32) -> Option<()> {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         match cp {
             0x08 => self.out.extend_from_slice(b"\\b"),
             0x09 => self.out.extend_from_slice(b"\\t"),
@@ -377,8 +465,9 @@ impl Scanner<'_> {
         Some(())
     }
 
-    /// A number at `self.i`, written as serde_json's exact numbers write it; refused (`None`)
-    /// unless it is finite as a double, as the codec requires.
+    /// A number at `self.i`, left as written but for the exponent, which serde_json's exact
+    /// numbers write as `e` and a sign; refused (`None`) unless it is finite as a double, as
+    /// the codec requires.
     fn number(&mut self) -> Option<()> {
         let b = self.b;
         let start = self.i;
@@ -412,19 +501,20 @@ impl Scanner<'_> {
                 return None;
             }
         }
-        let out_start = self.out.len();
-        self.out.extend_from_slice(&b[start..i]);
         let mut exponent = false;
-        if let Some(b'e' | b'E') = b.get(i) {
+        if let Some(&e @ (b'e' | b'E')) = b.get(i) {
             exponent = true;
-            i += 1;
-            self.out.push(b'e');
-            match b.get(i) {
-                Some(&sign @ (b'+' | b'-')) => {
-                    self.out.push(sign);
-                    i += 1;
-                }
-                _ => self.out.push(b'+'),
+            let sign = b.get(i + 1).copied();
+            let signed = matches!(sign, Some(b'+' | b'-'));
+            if e == b'E' || !signed {
+                self.i = i;
+                self.flush();
+                self.out.push(b'e');
+                self.out.push(if signed { sign? } else { b'+' });
+                i += 1 + signed as usize;
+                self.done = i;
+            } else {
+                i += 2;
             }
             let first = i;
             while b.get(i).is_some_and(u8::is_ascii_digit) {
@@ -433,12 +523,12 @@ impl Scanner<'_> {
             if i == first {
                 return None;
             }
-            self.out.extend_from_slice(&b[first..i]);
         }
         self.i = i;
-        // Without an exponent, fewer than 309 integer digits is below 1e308: finite.
+        // Without an exponent, fewer than 309 integer digits is below 1e308: finite. (The
+        // input's text has the same value as the written one.)
         if exponent || integer_digits > 300 {
-            let text = std::str::from_utf8(&self.out[out_start..]).ok()?;
+            let text = std::str::from_utf8(&b[start..i]).ok()?;
             if !text.parse::<f64>().ok()?.is_finite() {
                 return None;
             }

@@ -30,7 +30,10 @@ use crate::value::scan::Scanned;
 /// One top-level member of a state.
 #[derive(Debug)]
 pub struct Member {
-    name: String,
+    /// The name, when its encoding has escapes; otherwise the name is the encoding's text
+    /// between its first quotes (`encoded[1..value_at - 2]`), so most members need no
+    /// allocation of their own for it.
+    escaped_name: Option<Box<str>>,
     /// The value, parsed from `encoded[value_at..]` when first asked for (members built from a
     /// value have it from the start).
     value: OnceLock<Value>,
@@ -49,8 +52,10 @@ impl Member {
         encoded.push(b':');
         let value_at = encoded.len();
         let _ = serde_json::to_writer(&mut encoded, &value);
+        let escaped_name =
+            (encoded[1..value_at - 2] != *name.as_bytes()).then(|| name.into_boxed_str());
         Member {
-            name,
+            escaped_name,
             value: OnceLock::from(value),
             encoded: encoded.into_boxed_slice(),
             value_at,
@@ -59,7 +64,23 @@ impl Member {
 
     /// The member's name.
     pub fn name(&self) -> &str {
-        &self.name
+        match &self.escaped_name {
+            Some(name) => name,
+            // Text between two ASCII quotes of valid UTF-8 is valid UTF-8.
+            None => std::str::from_utf8(self.plain_name()).unwrap_or_default(),
+        }
+    }
+
+    fn plain_name(&self) -> &[u8] {
+        &self.encoded[1..self.value_at - 2]
+    }
+
+    /// Whether the member is named `name` (without checking UTF-8 again).
+    fn is_named(&self, name: &str) -> bool {
+        match &self.escaped_name {
+            Some(own) => **own == *name,
+            None => self.plain_name() == name.as_bytes(),
+        }
     }
 
     /// The member's value (parsed from its encoding on first use).
@@ -103,15 +124,13 @@ impl Snapshot {
             .map(|span| {
                 let quoted = &out[span.start..span.colon];
                 let inner = &quoted[1..quoted.len() - 1];
-                let name = if inner.contains(&b'\\') {
+                let escaped_name = inner.contains(&b'\\').then(|| {
                     serde_json::from_slice::<String>(quoted)
                         .unwrap_or_else(|_| String::from_utf8_lossy(inner).into_owned())
-                } else {
-                    // Between two ASCII quotes of valid UTF-8: valid UTF-8, never replaced.
-                    String::from_utf8_lossy(inner).into_owned()
-                };
+                        .into_boxed_str()
+                });
                 Arc::new(Member {
-                    name,
+                    escaped_name,
                     value: OnceLock::new(),
                     encoded: out[span.start..span.end].into(),
                     value_at: span.colon + 1 - span.start,
@@ -154,7 +173,7 @@ impl Snapshot {
         Value::Object(
             self.members
                 .iter()
-                .map(|m| (m.name.clone(), m.value().clone()))
+                .map(|m| (m.name().to_string(), m.value().clone()))
                 .collect(),
         )
     }
@@ -168,7 +187,7 @@ impl Snapshot {
             self.members.iter().cloned().map(Some).collect();
         let mut appended = Vec::new();
         for (name, change) in patch {
-            let slot = self.members.iter().position(|m| m.name == *name);
+            let slot = self.members.iter().position(|m| m.is_named(name));
             match (slot, change) {
                 (Some(i), Value::Null) => members[i] = None,
                 (None, Value::Null) => {}
@@ -186,10 +205,10 @@ impl Snapshot {
         }
         let members: Vec<Arc<Member>> = members.into_iter().flatten().chain(appended).collect();
         if let [only] = members.as_slice() {
-            if codec::TAGS.contains(&only.name.as_str()) {
+            if codec::TAGS.contains(&only.name()) {
                 return Err(Error::Codec(format!(
                     "after the merge the state would be the tagged value {{{:?}: ...}}, not a plain object",
-                    only.name
+                    only.name()
                 )));
             }
         }
