@@ -226,3 +226,63 @@ mod tests {
         assert!(n > 300, "only {n} files in {}", dir.display());
     }
 }
+
+/// Throughput of the accept path on a state shaped like the benchmarks' (run with
+/// `cargo test --release --lib --no-default-features -- --ignored --nocapture throughput`).
+#[cfg(test)]
+mod throughput {
+    use super::*;
+    use std::time::Instant;
+
+    fn state(size: usize) -> Vec<u8> {
+        let mut s = String::from("{\"status\":\"idle1\"");
+        let mut i = 0;
+        while s.len() + 260 < size || i < 2 {
+            s += &format!(
+                ",\"m{i}\":{{\"id\":{i},\"name\":\"member {i}\",\"tags\":[\"alpha\",\"beta\"],\"score\":0.5,\"text\":\"{}\"}}",
+                "0".repeat(150)
+            );
+            i += 1;
+        }
+        s.push('}');
+        s.into_bytes()
+    }
+
+    fn rate(what: &str, text: &[u8], f: impl Fn(&[u8])) {
+        let n = (64 << 20) / text.len();
+        let t = Instant::now();
+        for _ in 0..n {
+            f(text);
+        }
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "{what} {:>7} bytes: {:>8.1} us, {:>6.0} MB/s",
+            text.len(),
+            s / n as f64 * 1e6,
+            (text.len() * n) as f64 / s / 1e6
+        );
+    }
+
+    #[test]
+    #[ignore]
+    fn throughput() {
+        for size in [1024, 16384, 262144] {
+            let text = state(size);
+            let pretty = serde_json::to_vec_pretty(&json::parse(&text).unwrap()).unwrap();
+            rate("parse_state          ", &text, |t| {
+                parse_state(t, usize::MAX, "state").unwrap();
+            });
+            rate("parse_state (pretty) ", &pretty, |t| {
+                parse_state(t, usize::MAX, "state").unwrap();
+            });
+            rate("parse_object+encode  ", &text, |t| {
+                encode_state(
+                    parse_object(t, usize::MAX, "state").unwrap(),
+                    usize::MAX,
+                    "state",
+                )
+                .unwrap();
+            });
+        }
+    }
+}

@@ -353,8 +353,23 @@ impl Scanner<'_> {
         let b = self.b;
         let mut i = self.i + 1;
         loop {
-            // Eight bytes at a time up to the first that ends the run.
+            // Sixteen, then eight bytes at a time up to the first that ends the run.
             loop {
+                if let Some(Ok(chunk)) = b.get(i..i + 16).map(<[u8; 16]>::try_from) {
+                    let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7] = chunk;
+                    let lo = stops(u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7]));
+                    let hi = stops(u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7]));
+                    if lo | hi == 0 {
+                        i += 16;
+                        continue;
+                    }
+                    i += if lo != 0 {
+                        lo.trailing_zeros() / 8
+                    } else {
+                        8 + hi.trailing_zeros() / 8
+                    } as usize;
+                    break;
+                }
                 let Some(Ok(chunk)) = b.get(i..i + 8).map(<[u8; 8]>::try_from) else {
                     while i < b.len() && !STOP[b[i] as usize] {
                         i += 1;
@@ -385,7 +400,9 @@ impl Scanner<'_> {
     }
 
     /// An escape at `self.i` (its backslash) inside a string: left as it is when serde_json
-    /// would write it so, else rewritten.
+    /// would write it so, else rewritten. (Out of line: most strings have none, and the string
+    /// loop stays small.)
+    #[inline(never)]
     fn escape(&mut self) -> Option<()> {
         let b = self.b;
         let i = self.i;
