@@ -200,6 +200,154 @@ mod tests {
         }
     }
 
+    /// A small deterministic generator of JSON texts in every spelling the scanner must
+    /// rewrite or keep: whitespace, each escape (upper and lower case hex, surrogate pairs,
+    /// `\/`), exponents with and without sign, `$` names, repeated names, deep nesting, and
+    /// now and then a broken byte.
+    struct Gen(u64);
+
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn ws(&mut self, out: &mut String) {
+            if self.below(4) == 0 {
+                for _ in 0..self.below(3) {
+                    out.push([' ', '\n', '\t', '\r'][self.below(4) as usize]);
+                }
+            }
+        }
+        fn string(&mut self, out: &mut String, name: bool) {
+            out.push('"');
+            if name && self.below(400) == 0 {
+                out.push_str(["$", "\\u0024", "$date", "$set"][self.below(4) as usize]);
+            }
+            for _ in 0..self.below(if name { 4 } else { 12 }) {
+                let piece = match self.below(16) {
+                    0 => format!("\\u{:04x}", self.below(0x80)),
+                    1 => format!("\\u{:04X}", self.below(0x800)),
+                    2 => "\\ud83d\\ude00".to_string(),
+                    3 => "\\uD83D\\uDE00".to_string(),
+                    4 => ["\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t"]
+                        [self.below(8) as usize]
+                        .to_string(),
+                    5 => ["\u{e9}", "\u{20ac}", "\u{1F600}", "\u{7f}", "/"][self.below(5) as usize]
+                        .to_string(),
+                    6 => "0123456789abcdefghij".to_string(),
+                    _ => ((b'a' + self.below(3) as u8) as char).to_string(),
+                };
+                out.push_str(&piece);
+            }
+            out.push('"');
+        }
+        fn number(&mut self, out: &mut String) {
+            if self.below(2) == 0 {
+                out.push('-');
+            }
+            match self.below(8) {
+                0 => out.push('0'),
+                1 => out.push_str(&"9".repeat(1 + self.below(320) as usize)),
+                2 => out.push_str(&"9".repeat(1 + self.below(40) as usize)),
+                _ => out.push_str(&(1 + self.below(100_000)).to_string()),
+            }
+            if self.below(3) == 0 {
+                out.push('.');
+                out.push_str(&self.below(1000).to_string());
+            }
+            if self.below(3) == 0 {
+                out.push(['e', 'E'][self.below(2) as usize]);
+                out.push_str(["", "+", "-"][self.below(3) as usize]);
+                let top = if self.below(8) == 0 { 400 } else { 30 };
+                out.push_str(&self.below(top).to_string());
+            }
+        }
+        fn value(&mut self, out: &mut String, depth: usize) {
+            let choice = if depth > 70 {
+                self.below(4)
+            } else {
+                self.below(8)
+            };
+            match choice {
+                0 => self.string(out, false),
+                1 => self.number(out),
+                2 => out.push_str(["true", "false", "null"][self.below(3) as usize]),
+                3 => out.push_str(["{}", "[]"][self.below(2) as usize]),
+                4 | 5 => self.object(out, depth + 1),
+                _ => {
+                    out.push('[');
+                    for k in 0..self.below(4) {
+                        if k > 0 {
+                            out.push(',');
+                        }
+                        self.ws(out);
+                        self.value(out, depth + 1);
+                        self.ws(out);
+                    }
+                    out.push(']');
+                }
+            }
+        }
+        fn object(&mut self, out: &mut String, depth: usize) {
+            out.push('{');
+            let n = self.below(if depth == 1 { 24 } else { 5 });
+            let mut names = Vec::new();
+            for k in 0..n {
+                if k > 0 {
+                    out.push(',');
+                }
+                self.ws(out);
+                if self.below(400) == 0 && !names.is_empty() {
+                    let again: &String = &names[self.below(names.len() as u64) as usize];
+                    out.push_str(again);
+                } else {
+                    let mut name = String::new();
+                    self.string(&mut name, true);
+                    // Mostly distinct names (short random ones collide).
+                    name.insert_str(name.len() - 1, &format!("#{k}"));
+                    out.push_str(&name);
+                    names.push(name);
+                }
+                self.ws(out);
+                out.push(':');
+                self.ws(out);
+                self.value(out, depth);
+                self.ws(out);
+            }
+            out.push('}');
+        }
+    }
+
+    #[test]
+    fn generated_documents_agree() {
+        let mut g = Gen(0x9E37_79B9_7F4A_7C15);
+        let (mut fast, mut total) = (0, 0);
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            g.ws(&mut text);
+            g.object(&mut text, 1);
+            g.ws(&mut text);
+            let mut bytes = text.into_bytes();
+            if g.below(10) == 0 && !bytes.is_empty() {
+                let at = g.below(bytes.len() as u64) as usize;
+                bytes[at] = [b'"', b'\\', 0x01, 0xff, b'}', b','][g.below(6) as usize];
+            }
+            fast += scan::scan(&bytes).is_some() as usize;
+            total += 1;
+            check(&bytes);
+        }
+        // The generator must reach the fast path often, or this proves little.
+        assert!(
+            fast * 4 > total,
+            "only {fast} of {total} documents took the fast path"
+        );
+    }
+
     /// The JSONTestSuite corpus (in `../shared`, when present), raw and as a member's value.
     #[test]
     fn json_test_suite_agrees() {
