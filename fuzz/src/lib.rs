@@ -7,7 +7,8 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use agent_state::{codec, json, merge, Error};
+use agent_state::value::{accept, scan};
+use agent_state::{codec, json, merge, Error, Snapshot};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
@@ -289,5 +290,82 @@ pub fn check_merge(data: &[u8]) {
             "merge of {patch} into {target}: library says {result:?}, but the model's result {expected} \
              is {expected_valid:?}"
         ),
+    }
+}
+
+// ---- the scanner (fast accept path) against today's steps -------------------------------------
+
+/// Today's accept steps for a whole state, without the scanner: strict JSON, a plain object,
+/// the codec, then the snapshot's encoding.
+fn reference_state(data: &[u8], max: usize) -> Result<Snapshot, Error> {
+    let value = accept::parse_object(data, max, "state")?;
+    accept::encode_state(value, max, "state")
+}
+
+/// Whether any object of `value` has a member whose name starts with `$` (what the scanner
+/// leaves to the slow path).
+fn has_dollar_name(value: &Value) -> bool {
+    match value {
+        Value::Object(m) => m.iter().any(|(k, v)| k.starts_with('$') || has_dollar_name(v)),
+        Value::Array(items) => items.iter().any(has_dollar_name),
+        _ => false,
+    }
+}
+
+/// The scanner and `accept::parse_state` / `accept::decode_stored` against today's steps:
+/// - when the scanner vouches for a document, today's steps accept it, with the same bytes;
+/// - it vouches for every document today's steps accept that has no `$` member name;
+/// - `parse_state` (several size limits) and `decode_stored` give what today's steps give: the
+///   same bytes, members, names and values, or the same error, message included.
+pub fn check_scan(data: &[u8]) {
+    let scanned = scan::scan(data);
+    let reference = reference_state(data, usize::MAX);
+    match (&scanned, &reference) {
+        (Some(s), Ok(r)) => assert_eq!(
+            String::from_utf8_lossy(&s.out),
+            String::from_utf8_lossy(r.json()),
+            "the scanner's encoding differs on {:?}",
+            String::from_utf8_lossy(data)
+        ),
+        (Some(s), Err(e)) => panic!(
+            "the scanner accepts {:?} (as {:?}) but today's steps say {e:?}",
+            String::from_utf8_lossy(data),
+            String::from_utf8_lossy(&s.out)
+        ),
+        (None, Ok(r)) => assert!(
+            has_dollar_name(&r.to_value()),
+            "the scanner leaves {:?} to the slow path, which accepts it",
+            String::from_utf8_lossy(data)
+        ),
+        (None, Err(_)) => {}
+    }
+    let encoded = reference.as_ref().map_or(data.len(), |r| r.json().len());
+    for max in [usize::MAX, data.len(), encoded, encoded.saturating_sub(1), 8] {
+        let got = accept::parse_state(data, max, "state");
+        let expected = reference_state(data, max);
+        same_state(&got, &expected, data);
+    }
+    let got = accept::decode_stored(data);
+    let expected = reference_state(data, usize::MAX).map_err(|e| Error::Corrupt(match e {
+        Error::InvalidArgument(_) => Error::InvalidArgument("not a JSON object".to_string()).to_string(),
+        other => other.to_string(),
+    }));
+    same_state(&got, &expected, data);
+}
+
+fn same_state(got: &Result<Snapshot, Error>, expected: &Result<Snapshot, Error>, data: &[u8]) {
+    let input = String::from_utf8_lossy(data);
+    match (got, expected) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a.json_with_nul(), b.json_with_nul(), "bytes differ on {input:?}");
+            assert_eq!(a.members().len(), b.members().len(), "members differ on {input:?}");
+            for (x, y) in a.members().iter().zip(b.members()) {
+                assert_eq!(x.name(), y.name(), "member names differ on {input:?}");
+                assert_eq!(x.value(), y.value(), "member values differ on {input:?}");
+            }
+            assert_eq!(a.to_value(), b.to_value(), "values differ on {input:?}");
+        }
+        (Err(a), Err(b)) => assert_eq!(a, b, "errors differ on {input:?}"),
+        _ => panic!("on {input:?}: got {got:?}, expected {expected:?}"),
     }
 }

@@ -18,7 +18,11 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
 fn replay(dir: &Path, check: fn(&[u8])) -> usize {
     let files = inputs(dir);
     for f in &files {
-        let data = std::fs::read(f).unwrap();
+        // A fuzzer working on the same directory may have removed it since the listing.
+        let data = match std::fs::read(f) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            other => other.unwrap(),
+        };
         let name = f.display().to_string();
         if std::panic::catch_unwind(|| check(&data)).is_err() {
             panic!("corpus input {name} fails its check");
@@ -47,5 +51,18 @@ fn json_codec_corpus() {
 fn merge_corpus() {
     let n = replay(&corpus("merge"), agent_state_fuzz::check_merge);
     println!("merge: {n} inputs replayed");
+    assert!(n > 0);
+}
+
+#[test]
+fn scan_corpus() {
+    let mut n = replay(&corpus("scan"), agent_state_fuzz::check_scan);
+    n += replay(&corpus("json_codec"), agent_state_fuzz::check_scan);
+    if let Ok(extra) = std::env::var("AGENT_FUZZ_EXTRA_JSON") {
+        for dir in extra.split(':').filter(|d| !d.is_empty()) {
+            n += replay(Path::new(dir), agent_state_fuzz::check_scan);
+        }
+    }
+    println!("scan: {n} inputs replayed");
     assert!(n > 0);
 }

@@ -12,22 +12,35 @@
 //! copy of the state's bytes plus work proportional to the patch, not a parse-serialize of the
 //! whole state. (The output equals what a full serialization would give, byte for byte: compact
 //! JSON is exactly the members' encodings joined by commas inside braces.)
+//!
+//! A state that arrives as text (a replacement, an entry read back from the store) is checked
+//! and encoded by the scanner ([`super::scan`]) without building any value: its members keep
+//! only their encodings, and a member's value is parsed from its encoding the first time it is
+//! asked for (a merge that touches the member, [`Snapshot::to_value`], a hook reading it).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::value::codec;
 use crate::value::merge::merge_patch;
+use crate::value::scan::Scanned;
 
 /// One top-level member of a state.
 #[derive(Debug)]
 pub struct Member {
-    name: String,
-    value: Value,
+    /// The name, when its encoding has escapes; otherwise the name is the encoding's text
+    /// between its first quotes (`encoded[1..value_at - 2]`), so most members need no
+    /// allocation of their own for it.
+    escaped_name: Option<Box<str>>,
+    /// The value, parsed from `encoded[value_at..]` when first asked for (members built from a
+    /// value have it from the start).
+    value: OnceLock<Value>,
     /// `"name":value`, compact.
     encoded: Box<[u8]>,
+    /// Where the value starts in `encoded` (after the colon).
+    value_at: usize,
 }
 
 impl Member {
@@ -37,22 +50,47 @@ impl Member {
         // fail.
         let _ = serde_json::to_writer(&mut encoded, name.as_str());
         encoded.push(b':');
+        let value_at = encoded.len();
         let _ = serde_json::to_writer(&mut encoded, &value);
+        let escaped_name =
+            (encoded[1..value_at - 2] != *name.as_bytes()).then(|| name.into_boxed_str());
         Member {
-            name,
-            value,
+            escaped_name,
+            value: OnceLock::from(value),
             encoded: encoded.into_boxed_slice(),
+            value_at,
         }
     }
 
     /// The member's name.
     pub fn name(&self) -> &str {
-        &self.name
+        match &self.escaped_name {
+            Some(name) => name,
+            // Text between two ASCII quotes of valid UTF-8 is valid UTF-8.
+            None => std::str::from_utf8(self.plain_name()).unwrap_or_default(),
+        }
     }
 
-    /// The member's value.
+    fn plain_name(&self) -> &[u8] {
+        &self.encoded[1..self.value_at - 2]
+    }
+
+    /// Whether the member is named `name` (without checking UTF-8 again).
+    fn is_named(&self, name: &str) -> bool {
+        match &self.escaped_name {
+            Some(own) => **own == *name,
+            None => self.plain_name() == name.as_bytes(),
+        }
+    }
+
+    /// The member's value (parsed from its encoding on first use).
     pub fn value(&self) -> &Value {
-        &self.value
+        self.value.get_or_init(|| {
+            // The encoding is the scanner's output for a document the slow path accepts (or
+            // serde_json's own): it parses, to the value the slow path would have built.
+            serde_json::from_slice(&self.encoded[self.value_at..])
+                .expect("a member's encoding is valid JSON")
+        })
     }
 }
 
@@ -73,6 +111,35 @@ impl Snapshot {
             .collect();
         Snapshot {
             encoded: assemble(&members),
+            members,
+        }
+    }
+
+    /// Builds a snapshot of a document the scanner accepted: its encoding as is, and each
+    /// member's encoding copied out of it, values left to be parsed on first use.
+    pub(crate) fn from_scanned(scanned: Scanned) -> Snapshot {
+        let Scanned { mut out, members } = scanned;
+        let members = members
+            .iter()
+            .map(|span| {
+                let quoted = &out[span.start..span.colon];
+                let inner = &quoted[1..quoted.len() - 1];
+                let escaped_name = inner.contains(&b'\\').then(|| {
+                    serde_json::from_slice::<String>(quoted)
+                        .unwrap_or_else(|_| String::from_utf8_lossy(inner).into_owned())
+                        .into_boxed_str()
+                });
+                Arc::new(Member {
+                    escaped_name,
+                    value: OnceLock::new(),
+                    encoded: out[span.start..span.end].into(),
+                    value_at: span.colon + 1 - span.start,
+                })
+            })
+            .collect();
+        out.push(0);
+        Snapshot {
+            encoded: out.into_boxed_slice(),
             members,
         }
     }
@@ -106,7 +173,7 @@ impl Snapshot {
         Value::Object(
             self.members
                 .iter()
-                .map(|m| (m.name.clone(), m.value.clone()))
+                .map(|m| (m.name().to_string(), m.value().clone()))
                 .collect(),
         )
     }
@@ -120,12 +187,12 @@ impl Snapshot {
             self.members.iter().cloned().map(Some).collect();
         let mut appended = Vec::new();
         for (name, change) in patch {
-            let slot = self.members.iter().position(|m| m.name == *name);
+            let slot = self.members.iter().position(|m| m.is_named(name));
             match (slot, change) {
                 (Some(i), Value::Null) => members[i] = None,
                 (None, Value::Null) => {}
                 (Some(i), _) => {
-                    let mut value = self.members[i].value.clone();
+                    let mut value = self.members[i].value().clone();
                     merge_patch(&mut value, change, 2)?;
                     members[i] = Some(Arc::new(Member::new(name.clone(), value)));
                 }
@@ -138,10 +205,10 @@ impl Snapshot {
         }
         let members: Vec<Arc<Member>> = members.into_iter().flatten().chain(appended).collect();
         if let [only] = members.as_slice() {
-            if codec::TAGS.contains(&only.name.as_str()) {
+            if codec::TAGS.contains(&only.name()) {
                 return Err(Error::Codec(format!(
                     "after the merge the state would be the tagged value {{{:?}: ...}}, not a plain object",
-                    only.name
+                    only.name()
                 )));
             }
         }
@@ -230,5 +297,41 @@ mod tests {
             prev.merge(&obj(json!({"y": "long string"})), 20),
             Err(Error::TooLarge(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod scanned_tests {
+    use super::*;
+    use crate::value::scan::scan;
+    use serde_json::json;
+
+    #[test]
+    fn scanned_members_parse_their_values_on_demand() {
+        let s = Snapshot::from_scanned(
+            scan(br#" { "a" : 1E2 , "b\u0041\n" : { "c" : [ "\u00e9" ] } , "" : null } "#).unwrap(),
+        );
+        assert_eq!(
+            s.json(),
+            r#"{"a":1e+2,"bA\n":{"c":["é"]},"":null}"#.as_bytes()
+        );
+        assert_eq!(s.json_with_nul().last(), Some(&0));
+        let names: Vec<&str> = s.members().iter().map(|m| m.name()).collect();
+        assert_eq!(names, ["a", "bA\n", ""]);
+        assert_eq!(s.members()[1].value(), &json!({"c": ["é"]}));
+        assert_eq!(s.members()[2].value(), &Value::Null);
+        let expected =
+            crate::value::json::parse(r#"{"a":1e+2,"bA\n":{"c":["é"]},"":null}"#.as_bytes())
+                .unwrap();
+        assert_eq!(s.to_value(), expected);
+        // A merge re-encodes only what it touches and keeps the others' bytes.
+        let patch = json!({"bA\n": {"d": 1}});
+        let next = s.merge(patch.as_object().unwrap(), 1 << 20).unwrap();
+        assert_eq!(
+            next.json(),
+            r#"{"a":1e+2,"bA\n":{"c":["é"],"d":1},"":null}"#.as_bytes()
+        );
+        assert!(Arc::ptr_eq(&s.members()[0], &next.members()[0]));
+        assert_eq!(Snapshot::from_scanned(scan(b"{}").unwrap()).json(), b"{}");
     }
 }
