@@ -18,7 +18,8 @@ use crate::value::snapshot::Snapshot;
 #[derive(Clone)]
 pub(super) enum Change {
     Merge(Value),
-    Replace(Value),
+    /// A replacement, checked and encoded on the way in (by the scanner when it can).
+    Replace(Arc<Snapshot>),
 }
 
 /// A change written inside the transaction, waiting for the commit.
@@ -62,8 +63,9 @@ impl Agent {
     /// given); otherwise [`Error::Conflict`] and nothing is written.
     pub fn replace_state_if(&self, next: &[u8], expected: Option<u64>) -> Result<Versioned> {
         self.refuse_reentry()?;
-        let next = accept::parse_object(next, self.max_value_bytes, "state")?;
-        self.change(Change::Replace(next), expected)
+        // The encoded size is checked in `apply`, after the expected version, as always.
+        let next = accept::parse_state_any_size(next, self.max_value_bytes, "state")?;
+        self.change(Change::Replace(Arc::new(next)), expected)
     }
 
     /// Commits `change` (when the stored version is `expected`, if given), then delivers it,
@@ -200,15 +202,14 @@ impl Agent {
         let (next, patch) = match change {
             Change::Merge(Value::Object(patch)) => {
                 let next = prev.merge(&patch, self.max_value_bytes)?;
-                (next, Some(Value::Object(patch)))
+                (Arc::new(next), Some(Value::Object(patch)))
             }
             Change::Merge(_) => unreachable!("patches are checked to be objects"),
-            Change::Replace(next) => (
-                accept::encode_state(next, self.max_value_bytes, "state")?,
-                None,
-            ),
+            Change::Replace(next) => {
+                accept::check_encoded_size(&next, self.max_value_bytes, "state")?;
+                (next, None)
+            }
         };
-        let next = Arc::new(next);
         let version = version + 1;
         let mut patch = patch.map(Patch::new);
         let validator = lock(&self.validator).clone();
@@ -262,6 +263,7 @@ impl Agent {
     /// [`Agent::state_at`]), as a new change.
     pub fn restore(&self, version: u64) -> Result<Versioned> {
         let old = self.state_at(version)?;
-        self.change(Change::Replace(old.to_value()), None)
+        let next = accept::encode_state(old.to_value(), self.max_value_bytes, "state")?;
+        self.change(Change::Replace(Arc::new(next)), None)
     }
 }

@@ -47,13 +47,25 @@ pub fn parse_object(text: &[u8], max: usize, what: &str) -> Result<Value> {
 /// verdicts, messages and bytes, but a plain state is checked and encoded by the scanner
 /// without building a value.
 pub fn parse_state(text: &[u8], max: usize, what: &str) -> Result<Snapshot> {
+    checked_size(parse_state_any_size(text, max, what)?, max, what)
+}
+
+/// [`parse_state`] without the check of the *encoded* size (the input's own size is checked),
+/// for a caller that makes it later, in its place among other checks ([`checked_size`]).
+pub fn parse_state_any_size(text: &[u8], max: usize, what: &str) -> Result<Snapshot> {
     if text.len() <= max {
         if let Some(scanned) = scan::scan(text) {
-            return checked_size(Snapshot::from_scanned(scanned), max, what);
+            return Ok(Snapshot::from_scanned(scanned));
         }
     }
     let value = parse_object(text, max, what)?;
-    encode_state(value, max, what)
+    if !codec::is_plain_object(&value) {
+        return Err(Error::InvalidArgument(format!(
+            "the {what} must be a JSON object, not {}",
+            describe(&value)
+        )));
+    }
+    Ok(Snapshot::new(value))
 }
 
 /// Encodes a codec-checked value as a state, refusing anything but a plain object and an
@@ -69,14 +81,20 @@ pub fn encode_state(value: Value, max: usize, what: &str) -> Result<Snapshot> {
 }
 
 /// Refuses a state whose encoding is over `max` bytes.
-fn checked_size(snapshot: Snapshot, max: usize, what: &str) -> Result<Snapshot> {
+pub fn checked_size(snapshot: Snapshot, max: usize, what: &str) -> Result<Snapshot> {
+    check_encoded_size(&snapshot, max, what)?;
+    Ok(snapshot)
+}
+
+/// [`Error::TooLarge`] when `snapshot`'s encoding is over `max` bytes.
+pub fn check_encoded_size(snapshot: &Snapshot, max: usize, what: &str) -> Result<()> {
     if snapshot.json().len() > max {
         return Err(Error::TooLarge(format!(
             "the encoded {what} would be {} bytes, over max_value_bytes ({max}); nothing was written",
             snapshot.json().len()
         )));
     }
-    Ok(snapshot)
+    Ok(())
 }
 
 /// A state given as a value (the `initial_state` option): the codec, then [`encode_state`].
