@@ -40,7 +40,10 @@ pub struct StateChange {
 /// never looked at by a hook, and encoding them anyway would tax every write.
 #[derive(Debug)]
 pub struct Patch {
-    value: Value,
+    /// The patch as a value: given, or parsed from `snapshot` on first use.
+    value: OnceLock<Value>,
+    /// The patch as the scanner accepted it, when it came that way: its encoding is at hand.
+    snapshot: Option<Arc<Snapshot>>,
     encoded: OnceLock<Box<[u8]>>,
 }
 
@@ -48,20 +51,36 @@ impl Patch {
     /// Wraps a (checked) patch.
     pub fn new(value: Value) -> Patch {
         Patch {
-            value,
+            value: OnceLock::from(value),
+            snapshot: None,
+            encoded: OnceLock::new(),
+        }
+    }
+
+    /// Wraps a patch the scanner accepted (a plain, codec-checked object).
+    pub fn from_snapshot(snapshot: Arc<Snapshot>) -> Patch {
+        Patch {
+            value: OnceLock::new(),
+            snapshot: Some(snapshot),
             encoded: OnceLock::new(),
         }
     }
 
     /// The patch.
     pub fn value(&self) -> &Value {
-        &self.value
+        self.value.get_or_init(|| match &self.snapshot {
+            Some(snapshot) => snapshot.to_value(),
+            None => Value::Null, // unreachable: one of the two is always set
+        })
     }
 
     /// Compact JSON followed by a NUL byte.
     pub fn json_with_nul(&self) -> &[u8] {
+        if let Some(snapshot) = &self.snapshot {
+            return snapshot.json_with_nul();
+        }
         self.encoded.get_or_init(|| {
-            let mut bytes = crate::value::json::to_vec(&self.value);
+            let mut bytes = crate::value::json::to_vec(self.value());
             bytes.push(0);
             bytes.into_boxed_slice()
         })

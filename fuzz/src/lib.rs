@@ -293,6 +293,61 @@ pub fn check_merge(data: &[u8]) {
     }
 }
 
+/// The member-wise merge of a scanned patch (`Snapshot::merge_snapshot`, what `set_state`
+/// uses when the scanner accepts the patch) against the value merge (`Snapshot::merge`): the
+/// same bytes, or the same kind of error. Half of the patches repeat the target's members (in
+/// its order or not, some changed), the case the member-wise merge shortcuts.
+pub fn check_merge_snapshot(data: &[u8]) {
+    let mut b = Bytes::new(data);
+    let target = gen_object(&mut b, 4);
+    let mut patch = Map::new();
+    if b.byte() & 1 == 1 {
+        let reorder = b.byte() & 1 == 1;
+        let mut names: Vec<&String> = target.keys().collect();
+        if reorder {
+            names.reverse();
+        }
+        for name in names {
+            let value = if b.below(4) == 0 { gen_value(&mut b, 3) } else { target[name].clone() };
+            patch.insert(name.clone(), value);
+        }
+    }
+    for (name, value) in gen_object(&mut b, 3) {
+        patch.insert(name, value);
+    }
+    let (target, patch) = (Value::Object(target), Value::Object(patch));
+    for v in [&target, &patch] {
+        if codec::validate(v, 1).is_err() || !codec::is_plain_object(v) {
+            return;
+        }
+    }
+    let patch_bytes = json::to_vec(&patch);
+    let Ok(accept::PatchInput::Scanned(scanned)) = accept::parse_patch(&patch_bytes, usize::MAX, "patch") else {
+        return; // the scanner left it to the value path: nothing to compare
+    };
+    let Value::Object(patch_map) = &patch else { unreachable!() };
+    // The target both as built from a value and as scanned (members parsed on demand).
+    let from_value = Snapshot::new(target.clone());
+    let from_scan = accept::parse_state(&json::to_vec(&target), usize::MAX, "state").unwrap();
+    for state in [&from_value, &from_scan] {
+        let expected = state.merge(patch_map, usize::MAX);
+        let got = state.merge_snapshot(&scanned, usize::MAX);
+        match (&expected, &got) {
+            (Ok(e), Ok(g)) => assert_eq!(
+                String::from_utf8_lossy(g.json()),
+                String::from_utf8_lossy(e.json()),
+                "merge of {patch} into {target}"
+            ),
+            (Err(e), Err(g)) => assert_eq!(
+                std::mem::discriminant(e),
+                std::mem::discriminant(g),
+                "merge of {patch} into {target}: {e:?} / {g:?}"
+            ),
+            _ => panic!("merge of {patch} into {target}: value merge {expected:?}, member merge {got:?}"),
+        }
+    }
+}
+
 // ---- the scanner (fast accept path) against today's steps -------------------------------------
 
 /// Today's accept steps for a whole state, without the scanner: strict JSON, a plain object,

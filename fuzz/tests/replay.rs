@@ -49,7 +49,10 @@ fn json_codec_corpus() {
 
 #[test]
 fn merge_corpus() {
-    let n = replay(&corpus("merge"), agent_state_fuzz::check_merge);
+    let n = replay(&corpus("merge"), |data| {
+        agent_state_fuzz::check_merge(data);
+        agent_state_fuzz::check_merge_snapshot(data);
+    });
     println!("merge: {n} inputs replayed");
     assert!(n > 0);
 }

@@ -12,12 +12,14 @@ use super::{lock, Agent, Cursor, Inner, Versioned, View};
 use crate::error::{Error, Result};
 use crate::hooks::{Patch, StateChange};
 use crate::store::{Backend, LogRetention, NewChange, Txn};
-use crate::value::accept;
+use crate::value::accept::{self, PatchInput};
 use crate::value::snapshot::Snapshot;
 
 #[derive(Clone)]
 pub(super) enum Change {
     Merge(Value),
+    /// A merge patch the scanner accepted (merged member by member on encodings).
+    MergeScanned(Arc<Snapshot>),
     /// A replacement, checked and encoded on the way in (by the scanner when it can).
     Replace(Arc<Snapshot>),
 }
@@ -50,8 +52,11 @@ impl Agent {
     /// otherwise [`Error::Conflict`] and nothing is written. Returns the new state and version.
     pub fn set_state_if(&self, patch: &[u8], expected: Option<u64>) -> Result<Versioned> {
         self.refuse_reentry()?;
-        let patch = accept::parse_object(patch, self.max_value_bytes, "patch")?;
-        self.change(Change::Merge(patch), expected)
+        let change = match accept::parse_patch(patch, self.max_value_bytes, "patch")? {
+            PatchInput::Scanned(patch) => Change::MergeScanned(Arc::new(patch)),
+            PatchInput::Parsed(patch) => Change::Merge(patch),
+        };
+        self.change(change, expected)
     }
 
     /// Replaces the state with `next` (JSON text of an object) and returns it.
@@ -202,16 +207,20 @@ impl Agent {
         let (next, patch) = match change {
             Change::Merge(Value::Object(patch)) => {
                 let next = prev.merge(&patch, self.max_value_bytes)?;
-                (Arc::new(next), Some(Value::Object(patch)))
+                (Arc::new(next), Some(Patch::new(Value::Object(patch))))
             }
             Change::Merge(_) => unreachable!("patches are checked to be objects"),
+            Change::MergeScanned(patch) => {
+                let next = prev.merge_snapshot(&patch, self.max_value_bytes)?;
+                (Arc::new(next), Some(Patch::from_snapshot(patch)))
+            }
             Change::Replace(next) => {
                 accept::check_encoded_size(&next, self.max_value_bytes, "state")?;
                 (next, None)
             }
         };
         let version = version + 1;
-        let mut patch = patch.map(Patch::new);
+        let mut patch = patch;
         let validator = lock(&self.validator).clone();
         if let Some(validator) = validator {
             let proposed = StateChange {

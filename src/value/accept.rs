@@ -50,6 +50,24 @@ pub fn parse_state(text: &[u8], max: usize, what: &str) -> Result<Snapshot> {
     checked_size(parse_state_any_size(text, max, what)?, max, what)
 }
 
+/// A merge patch as it came in: scanned (encoded, its members' values parsed on demand) when
+/// the scanner vouches for it, else parsed into a value by [`parse_object`].
+pub enum PatchInput {
+    Scanned(Snapshot),
+    Parsed(Value),
+}
+
+/// Checks a merge patch exactly as [`parse_object`] does (same acceptance, same errors: the
+/// scanner's "not sure" falls back to it), without building a value when the scanner can.
+pub fn parse_patch(text: &[u8], max: usize, what: &str) -> Result<PatchInput> {
+    if text.len() <= max {
+        if let Some(scanned) = scan::scan(text) {
+            return Ok(PatchInput::Scanned(Snapshot::from_scanned(scanned)));
+        }
+    }
+    parse_object(text, max, what).map(PatchInput::Parsed)
+}
+
 /// [`parse_state`] without the check of the *encoded* size (the input's own size is checked),
 /// for a caller that makes it later, in its place among other checks ([`checked_size`]).
 pub fn parse_state_any_size(text: &[u8], max: usize, what: &str) -> Result<Snapshot> {

@@ -178,6 +178,46 @@ impl Snapshot {
         )
     }
 
+    /// [`Snapshot::merge`] of a patch given as a snapshot (one the scanner accepted: a plain,
+    /// codec-checked object), member by member on their encodings: a member whose encoding is
+    /// the previous one's, with no `null` in it (which would delete something), leaves the
+    /// previous member as it is (a patch that repeats the whole state costs a comparison per
+    /// member, not a merge and an encoding); a new member with no `null` in it is taken as it
+    /// is; any other is merged on values as by [`Snapshot::merge`]. The result is byte for byte
+    /// the same.
+    pub fn merge_snapshot(&self, patch: &Snapshot, max_bytes: usize) -> Result<Snapshot> {
+        let index = NameIndex::new(&self.members, patch.members.len());
+        let mut members: Vec<Option<Arc<Member>>> =
+            self.members.iter().cloned().map(Some).collect();
+        let mut appended = Vec::new();
+        for change in &patch.members {
+            let value = &change.encoded[change.value_at..];
+            let slot = index.find(&self.members, change);
+            let has_null = contains_null(value);
+            match slot {
+                _ if value == b"null" => {
+                    if let Some(i) = slot {
+                        members[i] = None;
+                    }
+                }
+                Some(i) if !has_null && self.members[i].encoded == change.encoded => {}
+                None if !has_null => appended.push(Arc::clone(change)),
+                Some(i) => {
+                    let mut value = self.members[i].value().clone();
+                    merge_patch(&mut value, change.value(), 2)?;
+                    members[i] = Some(Arc::new(Member::new(change.name().to_string(), value)));
+                }
+                None => {
+                    let mut value = Value::Null;
+                    merge_patch(&mut value, change.value(), 2)?;
+                    appended.push(Arc::new(Member::new(change.name().to_string(), value)));
+                }
+            }
+        }
+        let members: Vec<Arc<Member>> = members.into_iter().flatten().chain(appended).collect();
+        Self::checked(members, max_bytes)
+    }
+
     /// Applies an RFC 7396 merge `patch` (a codec-checked plain object) and returns the next
     /// state, or a codec error when the result would hold a malformed tagged value or would
     /// itself be shaped like a tagged value. `self` is unchanged either way. `max_bytes`
@@ -204,6 +244,11 @@ impl Snapshot {
             }
         }
         let members: Vec<Arc<Member>> = members.into_iter().flatten().chain(appended).collect();
+        Self::checked(members, max_bytes)
+    }
+
+    /// The merged state of `members`, unless it is shaped like a tagged value or too large.
+    fn checked(members: Vec<Arc<Member>>, max_bytes: usize) -> Result<Snapshot> {
         if let [only] = members.as_slice() {
             if codec::TAGS.contains(&only.name()) {
                 return Err(Error::Codec(format!(
@@ -222,6 +267,41 @@ impl Snapshot {
             encoded: assemble(&members),
             members,
         })
+    }
+}
+
+/// True when `encoded` (compact JSON) may hold a `null` (conservatively: the four letters
+/// anywhere, strings included).
+fn contains_null(encoded: &[u8]) -> bool {
+    encoded.windows(4).any(|w| w == b"null")
+}
+
+/// Finds a state's members by name: by a scan for a few lookups, by a hash map for many (a
+/// patch as large as the state would otherwise cost a scan per member).
+enum NameIndex<'a> {
+    Scan,
+    Map(std::collections::HashMap<&'a str, usize>),
+}
+
+impl<'a> NameIndex<'a> {
+    fn new(members: &'a [Arc<Member>], lookups: usize) -> NameIndex<'a> {
+        if lookups < 8 || members.len() < 16 {
+            return NameIndex::Scan;
+        }
+        NameIndex::Map(
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.name(), i))
+                .collect(),
+        )
+    }
+
+    fn find(&self, members: &[Arc<Member>], wanted: &Member) -> Option<usize> {
+        match self {
+            NameIndex::Scan => members.iter().position(|m| m.is_named(wanted.name())),
+            NameIndex::Map(map) => map.get(wanted.name()).copied(),
+        }
     }
 }
 
@@ -255,6 +335,52 @@ mod tests {
             Value::Object(m) => m,
             _ => panic!("not an object"),
         }
+    }
+
+    /// The member-wise merge of a scanned patch gives the value merge's bytes, including where
+    /// its shortcuts must not apply (a repeated member holding a null deletes it; arrays are
+    /// taken as given; a new member's nested nulls are dropped).
+    #[test]
+    fn merge_snapshot_equals_the_value_merge() {
+        let prev = Snapshot::new(json!({
+            "same": {"a": 1, "b": [1, {"x": 2, "y": 3}]},
+            "with_null": {"a": 1, "n": null},
+            "arr": [{"p": 1, "q": 2}],
+            "s": "text",
+            "gone": 1
+        }));
+        let patches = [
+            json!({"same": {"a": 1, "b": [1, {"x": 2, "y": 3}]}, "s": "text"}),
+            json!({"with_null": {"a": 1, "n": null}}),
+            json!({"arr": [{"q": 2, "p": 1}]}),
+            json!({"same": {"b": [1, {"x": 2, "y": 3}], "a": 1}}),
+            json!({"new": {"k": null, "m": {"z": null, "w": 1}}, "gone": null, "absent": null}),
+            json!({"s": "other", "same": {"a": 2}}),
+            json!({"same": null, "with_null": null, "arr": null, "s": null, "gone": null,
+                   "$date": "2026-01-01T00:00:00Z"}),
+        ];
+        for patch in patches {
+            let text = crate::value::json::to_vec(&patch);
+            let expected = prev.merge(&obj(patch.clone()), 1 << 20);
+            let scanned = match crate::value::scan::scan(&text) {
+                Some(scanned) => Snapshot::from_scanned(scanned),
+                None => continue, // `$` names go the value way: nothing to compare
+            };
+            let got = prev.merge_snapshot(&scanned, 1 << 20);
+            match (expected, got) {
+                (Ok(e), Ok(g)) => assert_eq!(g.json(), e.json(), "{patch}"),
+                (e, g) => panic!("{patch}: {e:?} / {g:?}"),
+            }
+        }
+        // A patch repeating the whole state keeps every member shared with it.
+        let whole = Snapshot::from_scanned(crate::value::scan::scan(prev.json()).unwrap());
+        let next = prev.merge_snapshot(&whole, 1 << 20).unwrap();
+        assert_eq!(next.json(), {
+            let mut v = prev.to_value();
+            merge_patch(&mut v, &whole.to_value(), 1).unwrap();
+            crate::value::json::to_vec(&v)
+        });
+        assert!(Arc::ptr_eq(&prev.members()[0], &next.members()[0]));
     }
 
     #[test]
