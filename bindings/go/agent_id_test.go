@@ -44,15 +44,7 @@ func TestOptionsJSONAgentIDAndMaxConnections(t *testing.T) {
 // Open a URI from an empty working directory: the library takes it as a server, never as a
 // file name (nothing is created), and reports the unreachable server as ErrUnavailable.
 func TestAnUnreachableServerIsErrUnavailable(t *testing.T) {
-	dir := t.TempDir()
-	cwd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chdir(dir); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Chdir(cwd)
+	dir := chdirTemp(t)
 	for _, uri := range []string{
 		unreachableURI,
 		"postgres:///postgres?host=/nonexistent-agent-state-dir&port=1&user=x",

@@ -3,6 +3,7 @@ package agentstate
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -91,4 +92,21 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatalf("Marshal(%#v): %v", v, err)
 	}
 	return b
+}
+
+// chdirTemp makes a fresh temporary directory the working directory for the rest of the test
+// (restored at its end) and returns it: where relative paths, and paths that look like URIs,
+// are resolved.
+func chdirTemp(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chdir(cwd) })
+	return dir
 }

@@ -11,15 +11,7 @@ import (
 // shared memory are exactly the named files, private to their owner.
 func TestURILookingPathOpensExactlyTheNamedFile(t *testing.T) {
 	skipOnPostgres(t, "file names")
-	dir := t.TempDir()
-	cwd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chdir(dir); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Chdir(cwd)
+	dir := chdirTemp(t)
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
 	for _, name := range []string{"file:notes.db", "file:z.db#frag", "file:q.db?mode=memory"} {
