@@ -47,6 +47,14 @@
 #define AGENT_STATE_VERSION "0.2.0"
 
 /**
+ * How long a PostgreSQL server may take to answer (connect, or run one statement, beyond any
+ * wait for a lock) before the connection is given up, by default. Generous: a loaded machine,
+ * a cold cache, a large state or a slow disk's fsync at commit all take their time, and only
+ * a server that cannot answer at all (frozen, partitioned) should hit it.
+ */
+#define DEFAULT_SERVER_TIMEOUT_MS 10000
+
+/**
  * The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`
  * codes below. The numbers are part of the ABI: they never change and are never reused.
  */
@@ -193,8 +201,9 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
 #define AGENT_ERR_STORAGE 6
 
 /**
- * Another connection held the store's write lock for longer than `busy_timeout_ms`, or the
- * call came from inside the handle's own initial-state hook.
+ * Another connection held what the call needs (SQLite's write lock; on PostgreSQL the agent's
+ * row, a table lock or every connection of the pool) for longer than `busy_timeout_ms`, or
+ * the call came from inside the handle's own initial-state hook. Nothing was written.
  */
 #define AGENT_ERR_BUSY 7
 
@@ -223,9 +232,10 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
 
 /**
  * The database server (PostgreSQL) could not be reached, or the connection was lost: refused,
- * timed out after `busy_timeout_ms`, or the server restarted. The call had no effect, except
- * when the connection dropped while a commit was in flight: then the message says the outcome
- * is unknown (read the version to tell). The handle stays usable: the next call reconnects.
+ * no answer within `server_timeout_ms` (a statement: `busy_timeout_ms + server_timeout_ms`),
+ * or the server restarted. The call had no effect, except when the connection dropped while a
+ * commit was in flight: then the message says the outcome is unknown (read the version to
+ * tell). The handle stays usable: the next call reconnects.
  */
 #define AGENT_ERR_UNAVAILABLE 12
 
@@ -250,8 +260,14 @@ extern "C" {
  * `"max_value_bytes"` (default 2097152), `"synchronous"` (`"full"`, the default: an
  * acknowledged write survives power loss, on PostgreSQL `synchronous_commit=on`; or
  * `"normal"`: survives a crash of the process, on PostgreSQL `synchronous_commit=off`, whose
- * loss window is the server's `wal_writer_delay`), `"busy_timeout_ms"` (default 5000: bounds
- * every wait for a lock, and on PostgreSQL the connect and each statement), `"read_only"`
+ * loss window is the server's `wal_writer_delay`), `"busy_timeout_ms"` (0 to 2147483647,
+ * default 5000: how long a call waits for what another connection holds: SQLite's write lock;
+ * on PostgreSQL the agent's row or a table lock, and a connection of this process's pool;
+ * 0 fails at once with `AGENT_ERR_BUSY`; it never bounds how long an uncontended statement
+ * takes), `"server_timeout_ms"` (PostgreSQL, 1 to 2147483647, default 10000: how long the
+ * server may take to answer, so that a frozen or partitioned server fails the call with
+ * `AGENT_ERR_UNAVAILABLE`: a connection attempt gets `server_timeout_ms`, a statement
+ * `busy_timeout_ms + server_timeout_ms`; accepted and without effect on SQLite), `"read_only"`
  * (default false), `"change_log"` (`{"keep_last": N}` and/or `{"keep_seconds": T}`: switch the
  * agent's change log on, recorded in the store so that every handle logs its changes;
  * `false`: switch it off and drop it; absent: leave the store's setting), `"agent_id"` (a
@@ -274,7 +290,7 @@ extern "C" {
  * `agent_id` missing for PostgreSQL), `AGENT_ERR_JSON` (malformed options), `AGENT_ERR_CODEC`
  * / `AGENT_ERR_TOO_LARGE` (the initial state), `AGENT_ERR_STORAGE` (cannot open or create,
  * foreign or newer file or schema), `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE` (the server
- * cannot be reached within `busy_timeout_ms`).
+ * cannot be reached, or does not answer within `server_timeout_ms`).
  * Thread-safety: any thread. Several handles, in one process or many, may open the same file.
  */
 AgentStatus agent_open(const char *path, const char *options_json, AgentHandle *out);

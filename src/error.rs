@@ -36,8 +36,9 @@ pub enum Error {
     /// Reads and merges fail; a replacement repairs it.
     #[error("storage error: the stored state is corrupt: {0}")]
     Corrupt(String),
-    /// The store stayed locked by another connection for longer than `busy_timeout_ms`, or the
-    /// handle is busy computing its initial state on this very thread.
+    /// Another connection held what the call needs (a lock, every pooled connection) for
+    /// longer than `busy_timeout_ms`, or the handle is busy computing its initial state on
+    /// this very thread.
     #[error("busy: {0}")]
     Busy(String),
     /// A compare-and-set found another version than the expected one; nothing was written.

@@ -13,8 +13,14 @@ pub use crate::store::{LogRetention, MAX_RETENTION};
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 2 * 1024 * 1024;
 /// The largest cap accepted: SQLite's default limit on one value is 1,000,000,000 bytes.
 pub const MAX_MAX_VALUE_BYTES: usize = 1_000_000_000;
-/// How long a write waits for another connection's lock, by default.
+/// How long a call waits for what another connection holds (a lock, a pool connection), by
+/// default.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
+/// How long a PostgreSQL server may take to answer (connect, or run one statement, beyond any
+/// wait for a lock) before the connection is given up, by default. Generous: a loaded machine,
+/// a cold cache, a large state or a slow disk's fsync at commit all take their time, and only
+/// a server that cannot answer at all (frozen, partitioned) should hit it.
+pub const DEFAULT_SERVER_TIMEOUT_MS: u64 = 10_000;
 /// The longest `agent_id`, in bytes.
 pub const MAX_AGENT_ID_BYTES: usize = 255;
 /// Connections per process to one PostgreSQL server, by default (option `max_connections`).
@@ -30,7 +36,12 @@ pub struct OpenOptions {
     /// The largest encoded state (and input document) accepted, in bytes.
     pub max_value_bytes: usize,
     pub synchronous: Synchronous,
+    /// How long a call waits for what others hold: SQLite's write lock, a PostgreSQL row or
+    /// table lock, a connection of the pool. 0: fail at once.
     pub busy_timeout_ms: u64,
+    /// PostgreSQL: how long the server may take to answer, beyond waiting for locks (see
+    /// [`DEFAULT_SERVER_TIMEOUT_MS`]). No effect on SQLite.
+    pub server_timeout_ms: u64,
     pub read_only: bool,
     /// `Some(Some(_))`: switch the store's change log on with this retention; `Some(None)`:
     /// switch it off; `None`: leave the store's setting as it is.
@@ -48,6 +59,7 @@ impl Default for OpenOptions {
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             synchronous: Synchronous::Full,
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
+            server_timeout_ms: DEFAULT_SERVER_TIMEOUT_MS,
             read_only: false,
             change_log: None,
             agent_id: None,
@@ -99,6 +111,12 @@ impl OpenOptions {
                         .filter(|n| *n <= i32::MAX as u64)
                         .ok_or_else(|| bad("an integer from 0 to 2147483647"))?;
                 }
+                "server_timeout_ms" => {
+                    options.server_timeout_ms = value
+                        .as_u64()
+                        .filter(|n| (1..=i32::MAX as u64).contains(n))
+                        .ok_or_else(|| bad("an integer from 1 to 2147483647"))?;
+                }
                 "read_only" => {
                     options.read_only = value.as_bool().ok_or_else(|| bad("true or false"))?;
                 }
@@ -128,7 +146,7 @@ impl OpenOptions {
                 }
                 _ => {
                     return Err(Error::InvalidArgument(format!(
-                        "unknown option {key:?} (known: initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only, change_log, agent_id, max_connections)"
+                        "unknown option {key:?} (known: initial_state, max_value_bytes, synchronous, busy_timeout_ms, server_timeout_ms, read_only, change_log, agent_id, max_connections)"
                     )))
                 }
             }
@@ -140,6 +158,7 @@ impl OpenOptions {
         StoreOptions {
             synchronous: self.synchronous,
             busy_timeout: Duration::from_millis(self.busy_timeout_ms),
+            server_timeout: Duration::from_millis(self.server_timeout_ms),
             read_only: self.read_only,
             agent_id: self.agent_id.clone(),
             max_connections: self.max_connections,

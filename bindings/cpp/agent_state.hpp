@@ -71,8 +71,9 @@ enum class Status : std::int32_t {
     /// The store failed: I/O, read-only store, corrupt or foreign file, newer schema; a
     /// PostgreSQL error other than an unreachable server (Status::unavailable).
     storage = AGENT_ERR_STORAGE,
-    /// Another connection held the write lock longer than `busy_timeout_ms`, or the call came
-    /// from inside this Agent's own initial-state hook.
+    /// Another connection held what the call needs (the write lock; on PostgreSQL the agent's
+    /// row or every pooled connection) longer than `busy_timeout_ms`, or the call came from
+    /// inside this Agent's own initial-state hook.
     busy = AGENT_ERR_BUSY,
     /// A hook failed. The wrapper rethrows your hook's own exception instead, so you see this
     /// status only for hooks registered through the raw C API.
@@ -86,7 +87,7 @@ enum class Status : std::int32_t {
     /// The change log no longer holds changes that were asked for: its retention pruned them
     /// (poll, changes_since, state_at, restore).
     gap = AGENT_ERR_GAP,
-    /// The database server (PostgreSQL) could not be reached within `busy_timeout_ms`, or the
+    /// The database server (PostgreSQL) could not be reached within `server_timeout_ms`, or the
     /// connection was lost. The call had no effect, unless the message says a commit's outcome
     /// is unknown (read the version to tell); the Agent stays usable and reconnects on its next
     /// call. A SQLite file never reports it.
@@ -295,9 +296,16 @@ struct Options {
     std::optional<std::uint64_t> max_value_bytes;
     /// Commit durability (default Synchronous::full).
     std::optional<Synchronous> synchronous;
-    /// How long a write waits for another connection's lock, in milliseconds: 0 to 2147483647
-    /// (default 5000). On PostgreSQL it also bounds the connect and each statement.
+    /// How long a call waits for what another connection holds, in milliseconds: 0 to
+    /// 2147483647 (default 5000; 0 fails at once with Status::busy): SQLite's write lock; on
+    /// PostgreSQL the agent's row, a table lock or a pooled connection. It never bounds how
+    /// long an uncontended statement takes.
     std::optional<std::uint64_t> busy_timeout_ms;
+    /// PostgreSQL: how long the server may take to answer, in milliseconds: 1 to 2147483647
+    /// (default 10000). A connection attempt gets this long, a statement `busy_timeout_ms +
+    /// server_timeout_ms`; past it (a frozen or partitioned server) the call fails with
+    /// Status::unavailable. Accepted and unused on SQLite.
+    std::optional<std::uint64_t> server_timeout_ms;
     /// Open without writing: the store must exist, and every write fails with Status::storage.
     bool read_only = false;
     /// The store's change log (see ChangeLog); unset leaves the store's setting as it is (off
@@ -698,6 +706,10 @@ inline std::string Options::to_json() const {
         member("busy_timeout_ms");
         out += std::to_string(*busy_timeout_ms);
     }
+    if (server_timeout_ms) {
+        member("server_timeout_ms");
+        out += std::to_string(*server_timeout_ms);
+    }
     if (read_only) {
         member("read_only");
         out += "true";
@@ -832,7 +844,7 @@ public:
     /// bad option, no agent_id for PostgreSQL), Status::json / codec / too_large (the initial
     /// state), Status::storage (cannot open or create, not an agent store, newer schema),
     /// Status::busy, Status::unavailable (the server cannot be reached within
-    /// `busy_timeout_ms`).
+    /// `server_timeout_ms`).
     explicit Agent(std::string_view path, const Options &options = Options())
         : Agent(open(path, options)) {}
 
@@ -842,7 +854,7 @@ public:
     }
 
     /// Opens the store at `path` with `options_json`, the JSON object `agent_open` takes
-    /// (keys initial_state, max_value_bytes, synchronous, busy_timeout_ms, read_only,
+    /// (keys initial_state, max_value_bytes, synchronous, busy_timeout_ms, server_timeout_ms, read_only,
     /// change_log, agent_id, max_connections).
     /// Throws as the constructor; malformed options are Status::json, unknown or ill-typed
     /// ones Status::invalid_argument.

@@ -20,7 +20,8 @@ import (
 	"unsafe"
 )
 
-// maxBusyTimeoutMs is the largest busy_timeout_ms the library accepts (src/options.rs).
+// maxBusyTimeoutMs is the largest busy_timeout_ms (and server_timeout_ms) the library accepts
+// (src/options.rs).
 const maxBusyTimeoutMs = 2147483647
 
 // Synchronous is the durability of a commit (the "synchronous" open option).
@@ -46,11 +47,19 @@ type Options struct {
 	MaxValueBytes int
 	// Synchronous is SyncFull or SyncNormal; "" means SyncFull.
 	Synchronous Synchronous
-	// BusyTimeout is how long a write waits for another connection's write lock before failing
-	// with ErrBusy, in whole milliseconds (rounded up), at most 2147483647ms (about 24.8 days;
-	// Open refuses more with ErrInvalidArgument). 0 means the library's default (5s); a negative
-	// value means not to wait at all.
+	// BusyTimeout is how long a call waits for what another connection holds before failing
+	// with ErrBusy: SQLite's write lock; on PostgreSQL the agent's row, a table lock or a
+	// pooled connection. It never bounds how long an uncontended statement takes. In whole
+	// milliseconds (rounded up), at most 2147483647ms (about 24.8 days; Open refuses more with
+	// ErrInvalidArgument). 0 means the library's default (5s); a negative value means not to
+	// wait at all.
 	BusyTimeout time.Duration
+	// ServerTimeout is, on PostgreSQL, how long the server may take to answer: a connection
+	// attempt gets this long, a statement BusyTimeout + ServerTimeout; past it (a frozen or
+	// partitioned server) the call fails with ErrUnavailable. Whole milliseconds (rounded up),
+	// 1ms to 2147483647ms; 0 (or negative) means the library's default (10s). A SQLite file
+	// does not use it.
+	ServerTimeout time.Duration
 	// ReadOnly opens an existing store for reading only; writes fail with ErrStorage.
 	ReadOnly bool
 	// ChangeLog switches the store's change log on (with a retention) or off; nil leaves the
@@ -147,18 +156,18 @@ func (o Options) optionsJSON() (string, error) {
 	case o.BusyTimeout < 0:
 		parts = append(parts, `"busy_timeout_ms":0`)
 	case o.BusyTimeout > 0:
-		// Rounded up without overflowing (adding 999999ns to a Duration near its maximum would
-		// wrap around to a negative count).
-		ms := int64(o.BusyTimeout / time.Millisecond)
-		if o.BusyTimeout%time.Millisecond != 0 {
-			ms++
+		ms, err := timeoutMs("BusyTimeout", o.BusyTimeout)
+		if err != nil {
+			return "", err
 		}
-		if ms > maxBusyTimeoutMs {
-			return "", newError("Open", StatusInvalidArgument, fmt.Sprintf(
-				"BusyTimeout %v is more than the maximum, %dms (%v)", o.BusyTimeout,
-				maxBusyTimeoutMs, time.Duration(maxBusyTimeoutMs)*time.Millisecond), nil)
+		parts = append(parts, `"busy_timeout_ms":`+ms)
+	}
+	if o.ServerTimeout > 0 {
+		ms, err := timeoutMs("ServerTimeout", o.ServerTimeout)
+		if err != nil {
+			return "", err
 		}
-		parts = append(parts, `"busy_timeout_ms":`+strconv.FormatInt(ms, 10))
+		parts = append(parts, `"server_timeout_ms":`+ms)
 	}
 	if o.ReadOnly {
 		parts = append(parts, `"read_only":true`)
@@ -210,12 +219,13 @@ func Version() string { return C.GoString(C.agent_version()) }
 // build has no TLS): it is passed to the library as is (never through path/filepath, whose
 // Clean would collapse the "//"), opts.AgentID is required, and the tables are created on
 // first open. Synchronous SyncFull and SyncNormal are synchronous_commit on and off, and
-// BusyTimeout also bounds the connect and each statement.
+// BusyTimeout bounds waiting for row locks and pooled connections, ServerTimeout a server that
+// does not answer.
 //
 // Errors: ErrInvalidArgument (empty path, a NUL byte in it, a bad option, no AgentID for
 // PostgreSQL), ErrCodec or ErrTooLarge (the initial state), ErrStorage, ErrBusy (also when
 // switching the change log on or off has to wait for another connection's write lock too
-// long), ErrUnavailable (the PostgreSQL server cannot be reached within BusyTimeout).
+// long), ErrUnavailable (the PostgreSQL server cannot be reached within ServerTimeout).
 func Open(path string, opts Options) (*Agent, error) {
 	if strings.IndexByte(path, 0) >= 0 {
 		return nil, newError("Open", StatusInvalidArgument, "the path contains a NUL byte", nil)
@@ -511,3 +521,19 @@ func takeHookErrors(ctx C.uintptr_t) []error {
 // dropHookErrors forgets what hooks reported for a call that succeeded (which the library
 // never does, but a stash must not outlive its call).
 func dropHookErrors(ctx C.uintptr_t) { takeHookErrors(ctx) }
+
+// timeoutMs is d in whole milliseconds, rounded up without overflowing (adding 999999ns to a
+// Duration near its maximum would wrap around to a negative count), as option text; more than
+// the library accepts is ErrInvalidArgument, naming the field.
+func timeoutMs(field string, d time.Duration) (string, error) {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	if ms > maxBusyTimeoutMs {
+		return "", newError("Open", StatusInvalidArgument, fmt.Sprintf(
+			"%s %v is more than the maximum, %dms (%v)", field, d,
+			maxBusyTimeoutMs, time.Duration(maxBusyTimeoutMs)*time.Millisecond), nil)
+	}
+	return strconv.FormatInt(ms, 10), nil
+}

@@ -236,6 +236,15 @@ func (r *vectorRun) options(o *node) Options {
 			if ms <= math.MaxInt64/int64(time.Millisecond) {
 				opts.BusyTimeout = time.Duration(ms) * time.Millisecond
 			}
+		case "server_timeout_ms":
+			ms, err := strconv.ParseInt(v.str, 10, 64)
+			if err != nil || ms <= 0 {
+				r.fail("server_timeout_ms %s is not a positive Duration", v.raw)
+			}
+			opts.ServerTimeout = time.Duration(math.MaxInt64) // the largest Duration, if ms does not fit
+			if ms <= math.MaxInt64/int64(time.Millisecond) {
+				opts.ServerTimeout = time.Duration(ms) * time.Millisecond
+			}
 		case "synchronous":
 			opts.Synchronous = Synchronous(v.str)
 		case "read_only":

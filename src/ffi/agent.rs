@@ -26,8 +26,14 @@ use crate::options::OpenOptions;
 /// `"max_value_bytes"` (default 2097152), `"synchronous"` (`"full"`, the default: an
 /// acknowledged write survives power loss, on PostgreSQL `synchronous_commit=on`; or
 /// `"normal"`: survives a crash of the process, on PostgreSQL `synchronous_commit=off`, whose
-/// loss window is the server's `wal_writer_delay`), `"busy_timeout_ms"` (default 5000: bounds
-/// every wait for a lock, and on PostgreSQL the connect and each statement), `"read_only"`
+/// loss window is the server's `wal_writer_delay`), `"busy_timeout_ms"` (0 to 2147483647,
+/// default 5000: how long a call waits for what another connection holds: SQLite's write lock;
+/// on PostgreSQL the agent's row or a table lock, and a connection of this process's pool;
+/// 0 fails at once with `AGENT_ERR_BUSY`; it never bounds how long an uncontended statement
+/// takes), `"server_timeout_ms"` (PostgreSQL, 1 to 2147483647, default 10000: how long the
+/// server may take to answer, so that a frozen or partitioned server fails the call with
+/// `AGENT_ERR_UNAVAILABLE`: a connection attempt gets `server_timeout_ms`, a statement
+/// `busy_timeout_ms + server_timeout_ms`; accepted and without effect on SQLite), `"read_only"`
 /// (default false), `"change_log"` (`{"keep_last": N}` and/or `{"keep_seconds": T}`: switch the
 /// agent's change log on, recorded in the store so that every handle logs its changes;
 /// `false`: switch it off and drop it; absent: leave the store's setting), `"agent_id"` (a
@@ -50,7 +56,7 @@ use crate::options::OpenOptions;
 /// `agent_id` missing for PostgreSQL), `AGENT_ERR_JSON` (malformed options), `AGENT_ERR_CODEC`
 /// / `AGENT_ERR_TOO_LARGE` (the initial state), `AGENT_ERR_STORAGE` (cannot open or create,
 /// foreign or newer file or schema), `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE` (the server
-/// cannot be reached within `busy_timeout_ms`).
+/// cannot be reached, or does not answer within `server_timeout_ms`).
 /// Thread-safety: any thread. Several handles, in one process or many, may open the same file.
 #[no_mangle]
 pub unsafe extern "C" fn agent_open(

@@ -56,8 +56,9 @@ pub const AGENT_ERR_TOO_LARGE: AgentStatus = 5;
 /// SQLite failed: I/O error, disk full, read-only store or file, corrupt or foreign file,
 /// newer schema.
 pub const AGENT_ERR_STORAGE: AgentStatus = 6;
-/// Another connection held the store's write lock for longer than `busy_timeout_ms`, or the
-/// call came from inside the handle's own initial-state hook.
+/// Another connection held what the call needs (SQLite's write lock; on PostgreSQL the agent's
+/// row, a table lock or every connection of the pool) for longer than `busy_timeout_ms`, or
+/// the call came from inside the handle's own initial-state hook. Nothing was written.
 pub const AGENT_ERR_BUSY: AgentStatus = 7;
 /// A hook returned non-zero. For `on_state_changed` hooks the change is committed all the same.
 pub const AGENT_ERR_HOOK: AgentStatus = 8;
@@ -71,9 +72,10 @@ pub const AGENT_ERR_REJECTED: AgentStatus = 10;
 /// retention (`agent_poll`, `agent_changes_since`, `agent_get_state_at`).
 pub const AGENT_ERR_GAP: AgentStatus = 11;
 /// The database server (PostgreSQL) could not be reached, or the connection was lost: refused,
-/// timed out after `busy_timeout_ms`, or the server restarted. The call had no effect, except
-/// when the connection dropped while a commit was in flight: then the message says the outcome
-/// is unknown (read the version to tell). The handle stays usable: the next call reconnects.
+/// no answer within `server_timeout_ms` (a statement: `busy_timeout_ms + server_timeout_ms`),
+/// or the server restarted. The call had no effect, except when the connection dropped while a
+/// commit was in flight: then the message says the outcome is unknown (read the version to
+/// tell). The handle stays usable: the next call reconnects.
 pub const AGENT_ERR_UNAVAILABLE: AgentStatus = 12;
 /// A bug in the library was caught at the ABI boundary; the handle may still be used.
 pub const AGENT_ERR_PANIC: AgentStatus = 99;

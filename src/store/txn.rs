@@ -77,6 +77,7 @@ mod tests {
         let options = StoreOptions {
             synchronous: Synchronous::Full,
             busy_timeout: Duration::from_secs(1),
+            server_timeout: Duration::from_secs(1),
             read_only: false,
             agent_id: None,
             max_connections: 1,

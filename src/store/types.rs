@@ -64,9 +64,12 @@ pub enum Synchronous {
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     pub synchronous: Synchronous,
-    /// Bounds every wait: another connection's lock, and on a server the connect and each
-    /// statement.
+    /// Bounds every wait for what others hold: another connection's lock, a connection of a
+    /// server's pool. Not the time a server takes to run an uncontended statement.
     pub busy_timeout: Duration,
+    /// On a server: how long it may take to answer (connect, or one round trip beyond its lock
+    /// waits) before the connection is given up as unreachable.
+    pub server_timeout: Duration,
     pub read_only: bool,
     /// Which agent of the store; `None`: a SQLite file's single agent (refused by servers).
     pub agent_id: Option<String>,

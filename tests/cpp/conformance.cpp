@@ -239,6 +239,8 @@ private:
                 o.max_value_bytes = whole(v);
             } else if (key == "busy_timeout_ms" && whole(v)) {
                 o.busy_timeout_ms = whole(v);
+            } else if (key == "server_timeout_ms" && whole(v)) {
+                o.server_timeout_ms = whole(v);
             } else if (key == "synchronous" && (str(v) == "full" || str(v) == "normal")) {
                 o.synchronous = str(v) == "full" ? agent_state::Synchronous::full
                                                  : agent_state::Synchronous::normal;

@@ -23,6 +23,7 @@ mod crash;
 mod freeze;
 mod log;
 mod pool;
+mod timeouts;
 
 /// The test server's URI, or `None` (with a notice) when there is none.
 pub fn server() -> Option<String> {

@@ -55,10 +55,15 @@ pub struct Global {
     /// that only read always open read-only: they never create or modify a store
     #[arg(long, global = true)]
     pub read_only: bool,
-    /// How long a write waits for another connection's lock, and on PostgreSQL for the connect
-    /// and each statement (library default: 5000)
+    /// How long a call waits for what another connection holds: SQLite's write lock, on
+    /// PostgreSQL a row lock or a pooled connection (library default: 5000; 0: fail at once)
     #[arg(long, global = true, value_name = "MS")]
     pub busy_timeout_ms: Option<u64>,
+    /// PostgreSQL: how long the server may take to answer before the call fails as
+    /// unavailable (exit 76): a connect gets this long, a statement busy timeout plus this
+    /// (library default: 10000)
+    #[arg(long, global = true, value_name = "MS")]
+    pub server_timeout_ms: Option<u64>,
     /// Durability of a write: full survives power loss, normal a process crash (default: full;
     /// on PostgreSQL synchronous_commit on or off)
     #[arg(long, global = true, value_enum, value_name = "MODE")]

@@ -63,6 +63,9 @@ fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
     if let Some(ms) = global.busy_timeout_ms {
         map.insert("busy_timeout_ms".into(), ms.into());
     }
+    if let Some(ms) = global.server_timeout_ms {
+        map.insert("server_timeout_ms".into(), ms.into());
+    }
     if let Some(sync) = global.synchronous {
         let name = match sync {
             Synchronous::Full => "full",

@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
 
-use super::pool::MARGIN;
 use crate::error::Error;
 
 /// What a failed statement means for the connection it ran on.
@@ -29,8 +28,8 @@ impl Fault {
 pub(super) enum PgError {
     /// The client's error, or the server's answer.
     Client(tokio_postgres::Error),
-    /// No answer within the client's bound (the handle's busy timeout plus a margin): the
-    /// connection's state is unknown.
+    /// No answer within the client's bound (the handle's `busy_timeout_ms +
+    /// server_timeout_ms`): the connection's state is unknown.
     TimedOut(Duration),
 }
 
@@ -65,13 +64,11 @@ impl PgError {
     }
 }
 
-/// The text of a round trip that went unanswered after `limit` (busy timeout plus margin).
+/// The text of a round trip that went unanswered after `limit`.
 fn timed_out_text(limit: Duration) -> String {
-    let busy = limit.saturating_sub(MARGIN);
     format!(
-        "the PostgreSQL server did not answer within busy_timeout_ms ({} ms; gave up after {} \
+        "the PostgreSQL server did not answer within busy_timeout_ms + server_timeout_ms ({} \
          ms)",
-        busy.as_millis(),
         limit.as_millis()
     )
 }
@@ -116,8 +113,11 @@ pub(super) fn classify(e: &PgError, what: &str) -> Fault {
             "{what}: the server aborted the transaction to resolve a conflict with another; \
              nothing was written, try again ({text})"
         ))),
+        // This library sets no statement_timeout: the server's or the role's own setting, or
+        // an administrator's pg_cancel_backend, cancelled the statement.
         "57014" => Fault::Answered(Error::Busy(format!(
-            "{what}: the statement took longer than busy_timeout_ms ({text})"
+            "{what}: the server cancelled the statement (its statement_timeout, or an \
+             administrator); nothing was written, try again ({text})"
         ))),
         "55P03" => Fault::Answered(Error::Busy(format!(
             "{what}: another connection held the agent's row for longer than busy_timeout_ms \

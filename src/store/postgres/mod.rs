@@ -13,8 +13,8 @@
 //! Outside a transaction, [`Backend::head`](crate::store::Backend::head) is one statement on a connection checked out for
 //! it. Losing the server is [`Error::Unavailable`]: the connection is discarded and the next
 //! call connects again. So is a round trip the server does not answer within
-//! `busy_timeout_ms` (plus `pool::MARGIN`), timed by the client: a frozen server, a hung
-//! host or a cut network, which no server-side timeout can end.
+//! `busy_timeout_ms + server_timeout_ms`, timed by the client: a frozen server, a hung host or
+//! a cut network, which no server-side timeout can end (see `pool` for what each bounds).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use self::error::{classify, Fault, PgResult};
-use self::pool::{process, Conn, Pool, Settings};
+use self::pool::{process, Conn, Limits, Pool, Settings};
 use super::{LogRetention, LoggedChange, NewChange, StoreOptions};
 use crate::error::{Error, Result};
 
@@ -44,6 +44,7 @@ pub struct Postgres {
     agent: String,
     read_only: bool,
     busy_timeout: Duration,
+    limits: Limits,
     settings: Settings,
     /// The process this handle last ran in.
     pid: u64,
@@ -128,9 +129,10 @@ impl Postgres {
             agent,
             read_only: options.read_only,
             busy_timeout: options.busy_timeout,
+            limits: Limits::new(options.busy_timeout, options.server_timeout),
             settings: Settings {
                 synchronous: options.synchronous,
-                timeout_ms: timeout_ms.max(1),
+                lock_timeout_ms: timeout_ms.max(1),
             },
             pid: process(),
             txn: RefCell::new(None),
@@ -158,12 +160,12 @@ impl Postgres {
     /// A connection of the pool, alive and with this handle's session settings.
     fn acquire(&self) -> Result<Conn> {
         loop {
-            let mut conn = self.pool.checkout(self.busy_timeout)?;
+            let mut conn = self.pool.checkout(self.busy_timeout, self.limits)?;
             if conn.reused && !conn.alive() {
                 self.pool.discard(conn, false);
                 continue;
             }
-            return match conn.apply(self.settings) {
+            return match conn.apply(self.settings, self.limits.round_trip) {
                 Ok(()) => Ok(conn),
                 Err(e) => {
                     let fault = classify(&e, "cannot configure the session");

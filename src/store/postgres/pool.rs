@@ -5,12 +5,20 @@
 //! A connection is a `tokio_postgres` client and its connection (the socket's I/O), on a
 //! current-thread runtime of its own (a poller and a timer), driven only while a call waits
 //! for its answer (`Runtime::block_on`, on the calling thread: no thread is started), as the
-//! synchronous `postgres` client does. Every round trip is bounded by the handle's
-//! `busy_timeout_ms` plus [`MARGIN`] on the client's own clock, so that a server that cannot
-//! answer at all (frozen, its host hung, the network partitioned: its `statement_timeout`
-//! cannot fire) fails the call with [`Error::Unavailable`] instead of holding it; the
-//! connection is then in a state no one can tell, and is discarded. (The synchronous
-//! `postgres` client has no per-call timeout.)
+//! synchronous `postgres` client does.
+//!
+//! Two bounds, each for its own reason:
+//! - `busy_timeout_ms` bounds waiting for what others hold: the session's `lock_timeout` (a
+//!   row or table lock held by another connection: SQLSTATE 55P03, [`Error::Busy`], the
+//!   connection still usable) and a checkout from this pool. It does not bound how long the
+//!   server takes to run a statement nobody contends: with `busy_timeout_ms` 0 a 256 KiB
+//!   write on a loaded machine must still succeed. (No `statement_timeout` is set.)
+//! - `server_timeout_ms` bounds a server that does not answer at all (frozen, its host hung,
+//!   the network partitioned: no server-side timeout can fire there). The client gives a
+//!   round trip `busy_timeout_ms + server_timeout_ms` on its own clock (the lock wait it may
+//!   include, then the answer), and a connection attempt `server_timeout_ms`; past that the
+//!   call fails with [`Error::Unavailable`] and the connection, in a state no one can tell, is
+//!   discarded. (The synchronous `postgres` client has no per-call timeout.)
 //!
 //! A connection remembers the process that opened it. After `fork()`, the child must never use
 //! or close what it inherited: the socket is shared with the parent, and even closing a client
@@ -44,32 +52,37 @@ pub(super) fn process() -> u64 {
     crate::store::sqlite::fork::generation()
 }
 
-/// How much longer than `busy_timeout_ms` the client waits for an answer. The server's own
-/// `statement_timeout` and `lock_timeout` (set to `busy_timeout_ms`) fire first when it can
-/// run at all, and leave the connection usable ([`Error::Busy`]); the client's clock is for a
-/// server that cannot.
-pub(super) const MARGIN: Duration = Duration::from_millis(250);
-
-/// The least time a connection attempt is given: connecting (a socket, the startup and
-/// authentication round trips) takes a few milliseconds on an idle machine, more on a loaded
-/// one, and a `busy_timeout_ms` of 0 ("do not wait for locks") must not make it impossible.
-const CONNECT_AT_LEAST: Duration = Duration::from_secs(1);
-
 /// How long dropping a healthy connection waits for its Terminate message to be written
 /// (normally at once: it only fills the socket's buffer).
 const CLOSE_WAIT: Duration = Duration::from_millis(100);
 
-/// The client's bound on one round trip for a handle whose `busy_timeout_ms` is `busy`.
-pub(super) fn round_trip_limit(busy: Duration) -> Duration {
-    busy.saturating_add(MARGIN)
+/// The client's bounds for one handle: how long a round trip may go unanswered, and a
+/// connection attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Limits {
+    /// `busy_timeout_ms + server_timeout_ms`: a lock wait the server may do for the request,
+    /// then its answer.
+    pub round_trip: Duration,
+    /// `server_timeout_ms`: connecting waits for no one's lock.
+    pub connect: Duration,
+}
+
+impl Limits {
+    pub fn new(busy: Duration, server: Duration) -> Limits {
+        Limits {
+            round_trip: busy.saturating_add(server),
+            connect: server,
+        }
+    }
 }
 
 /// The session settings one handle needs on the connection it uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Settings {
     pub synchronous: Synchronous,
-    /// `statement_timeout` and `lock_timeout`, in milliseconds (at least 1: 0 means "none").
-    pub timeout_ms: u64,
+    /// `lock_timeout`, in milliseconds: `busy_timeout_ms`, at least 1 (PostgreSQL reads 0 as
+    /// "wait forever"; 1 ms fails a contended lock at once, and an uncontended one never waits).
+    pub lock_timeout_ms: u64,
 }
 
 /// One connection, with what was applied to its session and its prepared statements.
@@ -83,7 +96,7 @@ pub(super) struct Conn {
     runtime: Option<Runtime>,
     /// `io` has ended (the server closed the connection, or it failed): not polled again.
     ended: bool,
-    /// The bound on each round trip: the busy timeout of the handle using it, plus [`MARGIN`].
+    /// The bound on each round trip, of the handle using it ([`Limits::round_trip`]).
     limit: Duration,
     /// A round trip went unanswered: the connection's state is unknown (never reused).
     timed_out: bool,
@@ -269,9 +282,9 @@ impl Conn {
     }
 
     /// Applies `wanted` to the session, in one batch, unless it already is; from now on the
-    /// connection's round trips are bounded by `wanted`'s timeout.
-    pub fn apply(&mut self, wanted: Settings) -> PgResult<()> {
-        self.limit = round_trip_limit(Duration::from_millis(wanted.timeout_ms));
+    /// connection's round trips are bounded by `limit`.
+    pub fn apply(&mut self, wanted: Settings, limit: Duration) -> PgResult<()> {
+        self.limit = limit;
         if self.settings == Some(wanted) {
             return Ok(());
         }
@@ -283,11 +296,9 @@ impl Conn {
                 Synchronous::Normal => "SET synchronous_commit = off;",
             });
         }
-        if before.map(|s| s.timeout_ms) != Some(wanted.timeout_ms) {
-            let ms = wanted.timeout_ms.max(1);
-            batch.push_str(&format!(
-                "SET statement_timeout = {ms}; SET lock_timeout = {ms};"
-            ));
+        if before.map(|s| s.lock_timeout_ms) != Some(wanted.lock_timeout_ms) {
+            let ms = wanted.lock_timeout_ms.max(1);
+            batch.push_str(&format!("SET lock_timeout = {ms};"));
         }
         // Unknown until the batch is through (a failure may have applied part of it).
         self.settings = None;
@@ -432,9 +443,9 @@ impl Pool {
         lock(&self.state).schema_checked = true;
     }
 
-    /// A connection: an idle one, a new one while fewer than the capacity are open, or the
-    /// first one freed within `wait`; then [`Error::Busy`].
-    pub fn checkout(&self, wait: Duration) -> Result<Conn> {
+    /// A connection: an idle one, a new one while fewer than the capacity are open (connected
+    /// within `limits`), or the first one freed within `wait`; then [`Error::Busy`].
+    pub fn checkout(&self, wait: Duration, limits: Limits) -> Result<Conn> {
         let deadline = Instant::now() + wait;
         let mut state = lock(&self.state);
         Self::adopt(&mut state);
@@ -446,7 +457,7 @@ impl Pool {
             if state.open < state.capacity {
                 state.open += 1;
                 drop(state);
-                return self.connect(wait).inspect_err(|_| {
+                return self.connect(limits).inspect_err(|_| {
                     let mut state = lock(&self.state);
                     if state.pid == process() {
                         state.open -= 1;
@@ -474,10 +485,9 @@ impl Pool {
         }
     }
 
-    /// A new connection, within `wait` plus [`MARGIN`] (at least [`CONNECT_AT_LEAST`]) in all.
-    fn connect(&self, wait: Duration) -> Result<Conn> {
-        let limit = round_trip_limit(wait);
-        let whole = limit.max(CONNECT_AT_LEAST);
+    /// A new connection, within `limits.connect` in all.
+    fn connect(&self, limits: Limits) -> Result<Conn> {
+        let whole = limits.connect;
         let deadline = Instant::now() + whole;
         let unavailable = |e: String| {
             Error::Unavailable(format!(
@@ -504,7 +514,7 @@ impl Pool {
                         io: Some(io),
                         runtime: Some(runtime),
                         ended: false,
-                        limit,
+                        limit: limits.round_trip,
                         timed_out: false,
                         pid: process(),
                         settings: None,
@@ -516,9 +526,7 @@ impl Pool {
                 Ok(Err(e)) => last = Some(super::error::describe(&e)),
                 Err(_) => {
                     last = Some(format!(
-                        "the server did not answer within busy_timeout_ms ({} ms; gave up \
-                         after {} ms)",
-                        wait.as_millis(),
+                        "the server did not answer within server_timeout_ms ({} ms)",
                         whole.as_millis()
                     ));
                     break;

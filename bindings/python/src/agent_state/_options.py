@@ -71,6 +71,7 @@ def open_options(
     change_log: Optional[ChangeLogOption],
     agent_id: Optional[str] = None,
     max_connections: Optional[int] = None,
+    server_timeout_ms: Optional[int] = None,
 ) -> Tuple[Optional[bytes], Optional[InitialStateCallback]]:
     """The options JSON for ``agent_open`` (``None``: all defaults), and the initial-state hook
     when ``initial_state`` is a callable (registered once the agent is open)."""
@@ -85,6 +86,7 @@ def open_options(
         ("max_value_bytes", max_value_bytes),
         ("synchronous", synchronous),
         ("busy_timeout_ms", busy_timeout_ms),
+        ("server_timeout_ms", server_timeout_ms),
         ("read_only", read_only),
     ):
         if value is not None:

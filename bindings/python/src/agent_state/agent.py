@@ -81,9 +81,14 @@ class Agent:
         synchronous: ``"full"`` (default: an acknowledged write survives power loss) or
             ``"normal"`` (survives a process crash); on PostgreSQL ``synchronous_commit`` on or
             off.
-        busy_timeout_ms: how long a write waits for another connection's lock (default 5000);
-            on PostgreSQL it also bounds the connect and each statement
-            (:class:`~agent_state.UnavailableError` when the server cannot be reached in time).
+        busy_timeout_ms: how long a call waits for what another connection holds (default
+            5000; 0 fails at once): SQLite's write lock; on PostgreSQL the agent's row, a table
+            lock or a pooled connection (:class:`~agent_state.BusyError` past it). It never
+            bounds how long an uncontended statement takes.
+        server_timeout_ms: PostgreSQL: how long the server may take to answer (library
+            default 10000; 1 to 2147483647): a connection attempt gets this long, a statement
+            ``busy_timeout_ms + server_timeout_ms``; past it a frozen or partitioned server
+            raises :class:`~agent_state.UnavailableError`. Accepted and unused on SQLite.
         read_only: open the store read-only (writes raise :class:`~agent_state.StorageError`).
         change_log: the store's change log, which :meth:`poll`, :meth:`changes_since`,
             :meth:`state_at` and :meth:`restore` read: ``{"keep_last": N}`` and/or
@@ -119,6 +124,7 @@ class Agent:
         change_log: Optional[ChangeLogOption] = None,
         agent_id: Optional[str] = None,
         max_connections: Optional[int] = None,
+        server_timeout_ms: Optional[int] = None,
     ) -> None:
         self._handle = 0
         self._lock = threading.Lock()
@@ -139,6 +145,7 @@ class Agent:
             change_log,
             agent_id,
             max_connections,
+            server_timeout_ms,
         )
 
         lib = _native.library()

@@ -77,7 +77,7 @@ AGENT_ERR_CONFLICT = 9
 AGENT_ERR_REJECTED = 10
 #: The change log no longer holds changes that were asked for (pruned by its retention).
 AGENT_ERR_GAP = 11
-#: The database server (PostgreSQL) could not be reached within ``busy_timeout_ms``, or the
+#: The database server (PostgreSQL) could not be reached within ``server_timeout_ms``, or the
 #: connection was lost. The call had no effect unless the message says a commit's outcome is
 #: unknown; the agent stays usable and reconnects on its next call.
 AGENT_ERR_UNAVAILABLE = 12
@@ -275,7 +275,7 @@ class GapError(AgentError):
 
 class UnavailableError(AgentError):
     """``AGENT_ERR_UNAVAILABLE``: the database server (PostgreSQL) could not be reached within
-    ``busy_timeout_ms`` (refused, timed out, restarting), or the connection was lost.
+    ``server_timeout_ms`` (refused, timed out, restarting), or the connection was lost.
 
     The call had no effect, except when the connection dropped while a commit was in flight:
     then the message says the commit's outcome is unknown (read the version to tell). The agent
