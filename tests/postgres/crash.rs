@@ -1,4 +1,4 @@
-//! The server goes away and comes back: calls fail with Unavailable within busy_timeout,
+//! The server goes away and comes back: calls fail with Unavailable at once (nothing listens),
 //! then the same handle carries on, with every acknowledged write there.
 //!
 //! On a server of its own (tests/pg/server.sh on another port): killing the shared one would
@@ -88,11 +88,10 @@ fn a_server_crash_is_unavailable_and_the_handle_recovers_after_restart() {
             _ => b.changes_since(0).map(|_| ()).unwrap_err(),
         };
         assert!(matches!(err, Error::Unavailable(_)), "{err}");
-        assert!(
-            t0.elapsed() < Duration::from_millis(2500),
-            "{:?}",
-            t0.elapsed()
-        );
+        // A dead server refuses at once; at worst the client's bound (2000 ms busy + the
+        // default 10 s server timeout) ends the call. Well below it, with room for a loaded
+        // machine: the call did not wait for the server to come back.
+        assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
     }
     assert!(server.run("restart").status.success());
     // The same handles, without reopening.
