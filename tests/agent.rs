@@ -421,8 +421,20 @@ fn threads_on_one_agent_lose_nothing_and_hooks_chain_in_commit_order() {
 fn two_handles_on_one_file_see_each_others_commits() {
     let dir = TempDir::new("two");
     let store = dir.store("a.db");
-    let a = Arc::new(open(&store, &opts(json!({"synchronous": "normal"}))).unwrap());
-    let b = Arc::new(open(&store, &opts(json!({"synchronous": "normal"}))).unwrap());
+    let a = Arc::new(
+        open(
+            &store,
+            &opts(json!({"synchronous": "normal", "busy_timeout_ms": 60000})),
+        )
+        .unwrap(),
+    );
+    let b = Arc::new(
+        open(
+            &store,
+            &opts(json!({"synchronous": "normal", "busy_timeout_ms": 60000})),
+        )
+        .unwrap(),
+    );
     a.set_state(br#"{"a":1}"#).unwrap();
     assert_eq!(text(&b.get_state().unwrap()), r#"{"a":1}"#);
     b.set_state(br#"{"b":1}"#).unwrap();

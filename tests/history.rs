@@ -90,7 +90,11 @@ fn read_modify_write_loops_on_many_handles_count_exactly() {
             let successes = successes.clone();
             let conflicts = conflicts.clone();
             std::thread::spawn(move || {
-                let a = open(&store, &opts(json!({"synchronous": "normal"}))).unwrap();
+                let a = open(
+                    &store,
+                    &opts(json!({"synchronous": "normal", "busy_timeout_ms": 60000})),
+                )
+                .unwrap();
                 for _ in 0..EACH {
                     let v = a.get_state_versioned().unwrap();
                     let state: Value = serde_json::from_slice(v.state.json()).unwrap();
@@ -392,7 +396,11 @@ fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
         .map(|w| {
             let store = store.clone();
             std::thread::spawn(move || {
-                let b = open(&store, &opts(json!({"synchronous": "normal"}))).unwrap();
+                let b = open(
+                    &store,
+                    &opts(json!({"synchronous": "normal", "busy_timeout_ms": 60000})),
+                )
+                .unwrap();
                 for n in 0..120 {
                     b.set_state(format!(r#"{{"w{w}":{n}}}"#).as_bytes())
                         .unwrap();
@@ -400,13 +408,19 @@ fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
             })
         })
         .collect();
+    // At least one round, however fast the writers finish (a loop guarded by "writers still
+    // running" could run none).
     let mut rounds = 0;
-    while writers.iter().any(|w| !w.is_finished()) {
+    loop {
+        let done = writers.iter().all(|w| w.is_finished());
         a.poll().unwrap();
         let v = a.get_state_versioned().unwrap().version;
         a.changes_since(v.saturating_sub(1)).unwrap();
         a.state_at(0).unwrap();
         rounds += 1;
+        if done {
+            break;
+        }
     }
     for w in writers {
         w.join().unwrap();

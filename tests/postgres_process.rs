@@ -108,10 +108,13 @@ fn no_thread_is_started_and_a_forked_child_reconnects_on_its_own() {
     for a in &handles {
         a.get_state().unwrap();
     }
-    assert_eq!(
-        backends(&uri, &app),
-        parent_backends,
-        "the parent's connections were disturbed"
+    // Each of the parent's server connections is still there (a disturbed one would have been
+    // replaced by a new backend). The child's own may linger in pg_stat_activity for a while
+    // after its exit, until the server notices: not compared.
+    let now = backends(&uri, &app);
+    assert!(
+        parent_backends.iter().all(|pid| now.contains(pid)),
+        "the parent's connections were disturbed: {parent_backends:?} before, {now:?} after"
     );
     assert_eq!(threads(), before);
 }

@@ -13,8 +13,11 @@ import (
 // hooks see every change once, in commit order.
 func TestConcurrentWritersLoseNothing(t *testing.T) {
 	path := tempDB(t)
-	a := openAgent(t, path, Options{Synchronous: SyncNormal})
-	b := openAgent(t, path, Options{Synchronous: SyncNormal})
+	// Lost updates are the point, not lock waits: SQLite's busy handler is not fair, and on a
+	// loaded machine one Agent's goroutines may keep the lock longer than the default 5s.
+	opts := Options{Synchronous: SyncNormal, BusyTimeout: time.Minute}
+	a := openAgent(t, path, opts)
+	b := openAgent(t, path, opts)
 	var mu sync.Mutex
 	var chain []delivery
 	hook := func(next, prev, patch json.RawMessage) error {

@@ -849,14 +849,18 @@ func TestChangeLogKeepFor(t *testing.T) {
 		t.Skip("sleeps")
 	}
 	a := openAgent(t, tempDB(t), Options{ChangeLog: &ChangeLog{KeepFor: 500 * time.Millisecond}}) // 1s
+	started := time.Now()
 	for n := 1; n <= 3; n++ {
 		a.SetState(map[string]any{"n": n})
 	}
-	if changes, err := a.ChangesSince(0); err != nil || len(changes) != 3 {
+	// All within the second, unless a loaded machine stalled between the writes (then the
+	// oldest may already be hidden, and these two checks would say nothing about the library).
+	within := time.Since(started) < 900*time.Millisecond
+	if changes, err := a.ChangesSince(0); within && (err != nil || len(changes) != 3) {
 		t.Fatalf("ChangesSince(0) = %v, %v", changes, err)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	if changes, err := a.ChangesSince(0); err != nil || len(changes) != 3 {
+	if changes, err := a.ChangesSince(0); within && (err != nil || len(changes) != 3) {
 		t.Fatalf("pruned before the next write: %v, %v", changes, err)
 	}
 	a.SetState(map[string]any{"n": 4})

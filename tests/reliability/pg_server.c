@@ -10,7 +10,7 @@
  * has written successfully again through its same handle.
  *
  * With PG_SERVER_FREEZE=1, every second round freezes the server instead of killing it
- * (SIGSTOP to its postmaster and that process's children, for 2 x B ms and up to 1 s more, then
+ * (SIGSTOP to its postmaster and that process's children, for longer than a call may take, then
  * SIGCONT): a hung server or a network partition, where nothing refuses a connection, so every
  * call has to give up by its own clock. There AGENT_ERR_BUSY (a row lock still held, after the
  * thaw, by a connection the client gave up during the freeze) is accepted besides
@@ -25,8 +25,9 @@
  * i - 1 or i (counted as applied or not, neither acknowledged nor failed; the writer goes on
  * from what is there). Checks:
  *   - every failing call (writes and reads) returned AGENT_ERR_UNAVAILABLE, and within
- *     busy_timeout_ms + server_timeout_ms + MARGIN (default 1000 ms, $PG_SERVER_MARGIN_MS: slack
- *     for a loaded machine);
+ *     busy_timeout_ms + server_timeout_ms + MARGIN (default 3000 ms, $PG_SERVER_MARGIN_MS: slack
+ *     for a loaded machine or ASan; a freeze lasts longer than all three and up to 2 s more, so a
+ *     call that waited for the thaw is still caught);
  *   - after every restart every handle succeeds again (within 60 s), without reopening;
  *   - at the end (a fresh handle) every member is exactly the writer's last acknowledged (or
  *     found-applied) value: no acknowledged write lost, none applied that reported no effect;
@@ -272,7 +273,7 @@ int main(int argc, char **argv) {
     const char *dir = argv[2];
     int procs = argc > 3 ? atoi(argv[3]) : 2, threads = argc > 4 ? atoi(argv[4]) : 3;
     g_timeout_ms = argc > 5 ? atol(argv[5]) : 1000;
-    g_margin_ms = env_long("PG_SERVER_MARGIN_MS", 1000);
+    g_margin_ms = env_long("PG_SERVER_MARGIN_MS", 3000);
     g_server_ms = env_long("PG_SERVER_SERVER_TIMEOUT_MS", 250);
     g_freeze = env_long("PG_SERVER_FREEZE", 0) != 0;
     g_loc = store_override();
@@ -327,7 +328,9 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "FAIL: could not freeze the server (round %ld)\n", k);
             }
             double d0 = now_s();
-            usleep((useconds_t)(g_timeout_ms * 2000 + rng_below(&seed, 1000000)));
+            /* Longer than any call may take (busy + server timeout + margin), so that a call that
+             * waited for the thaw instead of giving up is caught as too slow. */
+            usleep((useconds_t)((g_timeout_ms + g_server_ms + g_margin_ms + 1000) * 1000 + rng_below(&seed, 1000000)));
             for (int p = 0; p < procs; p++)
                 for (int t = 0; t < threads; t++) before[p][t] = g_sh->w[p][t].successes;
             server_signal(dir, SIGCONT);

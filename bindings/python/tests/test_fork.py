@@ -79,7 +79,8 @@ def test_fork_workers_share_an_agent_opened_before_the_pool(
     global _inherited
     path = tmp_path / "fork.db"
     ctx = multiprocessing.get_context("fork")
-    _inherited = Agent(path, synchronous=synchronous)
+    # Lost updates are the point, not lock waits (SQLite's busy handler is not fair).
+    _inherited = Agent(path, synchronous=synchronous, busy_timeout_ms=60_000)
     try:
         _inherited.set_state({"p": 1})
         go = ctx.Event()

@@ -645,11 +645,17 @@ def test_a_replacement_repairing_a_corrupt_state_is_logged(open_agent, db_path: 
 
 def test_change_log_keep_seconds(open_agent) -> None:
     a = open_agent(change_log={"keep_seconds": dt.timedelta(milliseconds=500)})  # 1 s, rounded up
+    started = time.monotonic()
     for n in range(1, 4):
         a.set_state({"n": n})
-    assert len(a.changes_since(0)) == 3
+    # All within the second, unless a loaded machine stalled between the writes (then the
+    # oldest may already be hidden: the check would say nothing about the library).
+    within = time.monotonic() - started < 0.9
+    if within:
+        assert len(a.changes_since(0)) == 3
     time.sleep(1.1)
-    assert len(a.changes_since(0)) == 3  # pruned by writes, not by time alone
+    if within:
+        assert len(a.changes_since(0)) == 3  # pruned by writes, not by time alone
     a.set_state({"n": 4})
     with pytest.raises(GapError):
         a.changes_since(0)
