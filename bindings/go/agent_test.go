@@ -302,7 +302,7 @@ func TestEdgeValuesThroughTheLibrary(t *testing.T) {
 	}
 	in := edges{
 		First: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
-		Last:  time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC),
+		Last:  time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
 		Leap:  time.Date(2024, 2, 29, 12, 0, 0, 0, time.UTC),
 		NUL:   "a\x00b", Keys: map[string]string{"\x00": "nul key", "\"\\/": "quotes"},
 		Emoji: "\U0001F600 \u2028", Empty: []byte{}, Zero: new(big.Int),

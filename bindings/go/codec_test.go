@@ -20,6 +20,13 @@ func TestMarshalTaggedForms(t *testing.T) {
 		{time.Date(2026, 11, 30, 3, 6, 44, 123e6, time.UTC), `{"$date":"2026-11-30T03:06:44.123Z"}`},
 		{time.Date(2026, 11, 30, 4, 6, 44, 0, time.FixedZone("CET", 3600)), `{"$date":"2026-11-30T03:06:44.000Z"}`},
 		{time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), `{"$date":"0000-01-01T00:00:00.000Z"}`},
+		// The shortest exact fraction of 3, 6 or 9 digits.
+		{time.Date(2026, 11, 30, 3, 6, 44, 123456e3, time.UTC), `{"$date":"2026-11-30T03:06:44.123456Z"}`},
+		{time.Date(2026, 11, 30, 3, 6, 44, 1e3, time.UTC), `{"$date":"2026-11-30T03:06:44.000001Z"}`},
+		{time.Date(2026, 11, 30, 3, 6, 44, 123456789, time.UTC), `{"$date":"2026-11-30T03:06:44.123456789Z"}`},
+		{time.Date(2026, 11, 30, 3, 6, 44, 1, time.UTC), `{"$date":"2026-11-30T03:06:44.000000001Z"}`},
+		{time.Date(2026, 11, 30, 3, 6, 44, 120e6, time.UTC), `{"$date":"2026-11-30T03:06:44.120Z"}`},
+		{time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), `{"$date":"9999-12-31T23:59:59.999999999Z"}`},
 		{big1, `{"$bigint":"-123456789012345678901234567890"}`},
 		{*big.NewInt(0), `{"$bigint":"0"}`},
 		{(*big.Int)(nil), `null`},
@@ -315,14 +322,13 @@ func TestMarshalErrors(t *testing.T) {
 		{self, "nesting deeper than 64"},
 		{map[[2]int]int{{1, 2}: 3}, "unsupported map key type"},
 		{"\xff", "not valid UTF-8"},
-		{time.Date(2026, 1, 1, 0, 0, 0, 1, time.UTC), "sub-millisecond"},
 		{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "0000-9999"},
 		{time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), "0000-9999"},
 		{json.Number("01"), "invalid number literal"},
 		{json.RawMessage(`{"a":`), "invalid JSON"},
 		{struct {
 			T []time.Time `json:"t"`
-		}{[]time.Time{{}, time.Unix(0, 5)}}, "(at .t[1])"},
+		}{[]time.Time{time.Unix(0, 5), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, "(at .t[1])"},
 	}
 	for _, c := range cases {
 		_, err := Marshal(c.in)
@@ -357,6 +363,10 @@ func TestUnmarshalErrors(t *testing.T) {
 		{`{"n":"1"}`, ErrCodec, "cannot decode string"},
 		{`{"t":{"$bigint":"1"}}`, ErrCodec, "$bigint value into Go value of type time.Time"},
 		{`{"t":{"$date":"2026-02-30T00:00:00.000Z"}}`, ErrCodec, "day out of range"},
+		{`{"t":{"$date":"2026-02-30T00:00:00.000000000Z"}}`, ErrCodec, "day out of range"},
+		{`{"t":{"$date":"2026-01-30T00:00:00.0000Z"}}`, ErrCodec, "3, 6 or 9 fraction digits"},
+		{`{"t":{"$date":"2026-01-30T00:00:00Z"}}`, ErrCodec, "3, 6 or 9 fraction digits"},
+		{`{"t":{"$date":"2026-01-30T00:00:00.12345a789Z"}}`, ErrCodec, "cannot parse"},
 		{`{"s":{"$set":[]}}`, ErrCodec, "$set value into Go value of type struct {}"},
 		{`{"b":{"$arraybuffer":"AAE"}}`, ErrCodec, "invalid base64"},
 		{`{"n":`, ErrJSON, "unexpected end of input"},
@@ -394,5 +404,42 @@ func TestUnmarshalInto(t *testing.T) {
 	if !reflect.DeepEqual(dst.M, map[int]string{1: "a", 2: "b", 7: "kept"}) || !reflect.DeepEqual(dst.S, []string{"x", "y"}) ||
 		dst.P != nil || dst.K != 9 || string(dst.Raw) != "null" || dst.Ar != [3]int{1, 2, 3} {
 		t.Fatalf("got %#v", dst)
+	}
+}
+
+// Issue 26: time.Now() (nanoseconds, a monotonic clock reading, the local location) stores
+// without rounding and reads back Equal, in UTC, from a store file that is reopened.
+func TestTimeNowRoundTripsThroughAStoreFile(t *testing.T) {
+	path := tempDB(t)
+	now := time.Now()
+	fixed := time.Date(2026, 12, 1, 7, 57, 33, 590436789, time.FixedZone("UTC+1", 3600))
+	a := openAgent(t, path, Options{InitialState: map[string]any{"messages": map[string]any{}}})
+	if _, err := a.SetState(map[string]any{"at": now, "fixed": fixed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := openAgent(t, path, Options{InitialState: map[string]any{"messages": map[string]any{}}})
+	st, err := b.GetState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]time.Time{"at": now, "fixed": fixed} {
+		got, ok := st[name].(time.Time)
+		if !ok || !got.Equal(want) || got.Location() != time.UTC {
+			t.Errorf("%s: got %#v, want %v (Equal, in UTC)", name, st[name], want)
+		}
+		// Equal and in UTC: == holds once the original drops its monotonic reading and zone.
+		if got != want.Round(0).UTC() {
+			t.Errorf("%s: got %v, not == %v", name, got, want.Round(0).UTC())
+		}
+	}
+	raw, err := b.GetStateJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"fixed":{"$date":"2026-12-01T06:57:33.590436789Z"}`) {
+		t.Fatalf("stored %s", raw)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/big"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,6 +21,9 @@ func (r *vectorRun) runOp(op *node) {
 	if kind == "events" {
 		r.checkEvents(member(op, "events"))
 		return
+	}
+	if member(op, "native") != nil && kind != "get" {
+		r.fail(`"native" is for a get op`)
 	}
 	result, version, err := r.call(kind, op)
 	r.checkStatus(err, member(op, "status"), member(op, "message"))
@@ -91,6 +97,18 @@ func (r *vectorRun) call(kind string, op *node) (result []byte, version *uint64,
 		m, v, err := a.GetStateVersioned()
 		if err != nil {
 			return nil, nil, err
+		}
+		if native := member(op, "native"); native != nil {
+			// The value read, in Go's terms: compared natively instead of re-encoded (the
+			// Python runner must, as its reading of nanoseconds truncates; Go's is exact).
+			want := member(native, "go")
+			if want == nil {
+				r.fail(`"native" has no "go" description`)
+			}
+			if why := nativeMismatch(m, r.build(want), ""); why != "" {
+				r.fail("native result: %s", why)
+			}
+			return nil, &v, nil
 		}
 		return r.encoded(m), &v, nil
 	case "encode", "map_get", "map_set", "map_delete", "set_has":
@@ -226,9 +244,11 @@ func (r *vectorRun) build(d *node) any {
 		}
 		return out
 	case "date":
-		t, err := time.Parse(dateLayout, arg.str)
-		if err != nil {
-			r.fail("date %q: %v", arg.str, err)
+		// time.RFC3339Nano, not the package's own $date layouts: the descriptions are built
+		// independently of the code under test.
+		t, err := time.Parse(time.RFC3339Nano, arg.str)
+		if err != nil || !strings.HasSuffix(arg.str, "Z") {
+			r.fail("date %q: not RFC 3339 in UTC: %v", arg.str, err)
 		}
 		return t
 	case "bytes":
@@ -260,6 +280,54 @@ func (r *vectorRun) build(d *node) any {
 	}
 	r.fail("unknown value description %q", d.keys[0])
 	return nil
+}
+
+// nativeMismatch says where a value read differs from the native value expected ("" when it
+// does not): a time.Time must be Equal and in UTC (as the binding reads one), maps and slices
+// are compared member by member, anything else with reflect.DeepEqual.
+func nativeMismatch(got, want any, path string) string {
+	where := path
+	if where == "" {
+		where = "the value"
+	}
+	switch w := want.(type) {
+	case time.Time:
+		g, ok := got.(time.Time)
+		if !ok || !g.Equal(w) || g.Location() != time.UTC {
+			return fmt.Sprintf("%s: got %#v, want %s in UTC", where, got, w.Format(time.RFC3339Nano))
+		}
+		return ""
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok || len(g) != len(w) {
+			return fmt.Sprintf("%s: got %#v, want %#v", where, got, want)
+		}
+		for k, wv := range w {
+			gv, found := g[k]
+			if !found {
+				return fmt.Sprintf("%s: no member %q", where, k)
+			}
+			if why := nativeMismatch(gv, wv, path+"/"+k); why != "" {
+				return why
+			}
+		}
+		return ""
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return fmt.Sprintf("%s: got %#v, want %#v", where, got, want)
+		}
+		for i := range w {
+			if why := nativeMismatch(g[i], w[i], path+"/"+strconv.Itoa(i)); why != "" {
+				return why
+			}
+		}
+		return ""
+	}
+	if !reflect.DeepEqual(got, want) {
+		return fmt.Sprintf("%s: got %#v, want %#v", where, got, want)
+	}
+	return ""
 }
 
 func (r *vectorRun) base64(s string) []byte {

@@ -38,10 +38,14 @@ func taggedToAny(tag string, inner any) (any, error) {
 
 func parseDate(v any) (time.Time, error) {
 	s, ok := v.(string)
-	if !ok || len(s) != len(dateLayout) {
-		return time.Time{}, codecErrf("$date must be a string YYYY-MM-DDTHH:MM:SS.sssZ")
+	layout := ""
+	if ok {
+		layout = dateLayoutOf(len(s))
 	}
-	t, err := time.Parse(dateLayout, s)
+	if layout == "" {
+		return time.Time{}, codecErrf("$date must be a string YYYY-MM-DDTHH:MM:SS.sssZ with 3, 6 or 9 fraction digits")
+	}
+	t, err := time.Parse(layout, s)
 	if err != nil {
 		return time.Time{}, codecErrf("$date %q: %v", s, err)
 	}

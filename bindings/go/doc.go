@@ -37,14 +37,14 @@
 //
 // Values are encoded by Marshal and decoded by Unmarshal, which follow encoding/json (struct
 // tags, omitempty, embedded structs, Marshaler/Unmarshaler...) and add the storage codec's
-// tagged values, lossless in both directions: time.Time is {"$date":...} (UTC milliseconds),
+// tagged values, lossless in both directions: time.Time is {"$date":...} (UTC, nanoseconds),
 // *big.Int {"$bigint":...}, []byte {"$arraybuffer":...}, and the types Map, Set, TypedArray and
 // RegExp their tagged forms. GetState decodes objects as map[string]any and numbers as
 // json.Number with their exact text; the *JSON methods exchange raw JSON text.
 //
-// A time.Time with sub-millisecond precision cannot be a $date without loss, so it is an
-// ErrCodec error rather than a silent truncation: call t.Truncate(time.Millisecond) (or Round)
-// first. Its location is not stored; it decodes as UTC (Equal to the original). Numbers keep
+// A time.Time is stored with the fraction of a second it has, in the shortest of 3, 6 or 9
+// digits that holds it exactly (time.Now() included, in years 0000-9999). Its location and
+// monotonic clock reading are not stored; it decodes as UTC (Equal to the original). Numbers keep
 // their exact value and digits, of any size; the library normalizes only an exponent marker
 // (1E2 is stored as 1e+2).
 //

@@ -17,8 +17,28 @@ import (
 // instead of a stack overflow. (The library itself stores at most 64 levels.)
 const maxEncodeDepth = 1000
 
-// dateLayout is the one $date form: RFC 3339, UTC, exactly milliseconds.
-const dateLayout = "2006-01-02T15:04:05.000Z"
+// The $date forms: RFC 3339 in UTC with a fraction of exactly 3, 6 or 9 digits (the only ones
+// the library accepts). The encoder writes the shortest that holds the value exactly, so a
+// whole number of milliseconds is written exactly as before (and as JavaScript writes it);
+// the decoder reads all three exactly (a time.Time holds nanoseconds).
+const (
+	dateLayoutMillis = "2006-01-02T15:04:05.000Z"
+	dateLayoutMicros = "2006-01-02T15:04:05.000000Z"
+	dateLayoutNanos  = "2006-01-02T15:04:05.000000000Z"
+)
+
+// dateLayoutOf is the $date layout for a text of length n, or "" for no accepted form.
+func dateLayoutOf(n int) string {
+	switch n {
+	case len(dateLayoutMillis):
+		return dateLayoutMillis
+	case len(dateLayoutMicros):
+		return dateLayoutMicros
+	case len(dateLayoutNanos):
+		return dateLayoutNanos
+	}
+	return ""
+}
 
 var (
 	timeType         = reflect.TypeOf(time.Time{})
@@ -38,9 +58,11 @@ var (
 // omitempty, string, embedded structs, json.Marshaler, encoding.TextMarshaler, sorted map keys)
 // with these differences, which make every value round-trip through Unmarshal without loss:
 //
-//   - time.Time is {"$date":"YYYY-MM-DDTHH:MM:SS.sssZ"} (UTC). It must be a whole number of
-//     milliseconds in years 0000-9999; anything else is an ErrCodec error, never a silent
-//     truncation (use t.Truncate(time.Millisecond)). The location is not kept: it decodes as UTC.
+//   - time.Time is {"$date":"YYYY-MM-DDTHH:MM:SS.sssZ"} (UTC), with 6 or 9 fraction digits
+//     instead of 3 when the value has microseconds or nanoseconds: the shortest exact form, so
+//     every time.Time in years 0000-9999 is stored exactly (outside them it is an ErrCodec
+//     error). The location and the monotonic clock reading are not kept: it decodes as UTC,
+//     Equal to the original.
 //   - big.Int and *big.Int are {"$bigint":"<decimal>"}.
 //   - []byte (any slice of bytes) is {"$arraybuffer":"<base64>"}; a nil slice is null.
 //   - Map, Set, TypedArray and RegExp are their tagged forms ($map, $set, $typedarray, $regexp).

@@ -26,15 +26,19 @@ func appendBase64(dst, src []byte) []byte {
 
 func (e *encoder) date(t time.Time) error {
 	u := t.UTC()
-	if u.Nanosecond()%int(time.Millisecond) != 0 {
-		return encErr("time.Time %s has sub-millisecond precision, which $date cannot hold "+
-			"(truncate it first: t.Truncate(time.Millisecond))", t.Format(time.RFC3339Nano))
-	}
 	if y := u.Year(); y < 0 || y > 9999 {
 		return encErr("time.Time %s is outside the years 0000-9999 that $date can hold", t.Format(time.RFC3339Nano))
 	}
+	// The shortest of 3, 6 or 9 fraction digits that holds the value exactly.
+	layout := dateLayoutNanos
+	switch ns := u.Nanosecond(); {
+	case ns%int(time.Millisecond) == 0:
+		layout = dateLayoutMillis
+	case ns%int(time.Microsecond) == 0:
+		layout = dateLayoutMicros
+	}
 	e.buf = append(e.buf, `{"$date":"`...)
-	e.buf = u.AppendFormat(e.buf, dateLayout)
+	e.buf = u.AppendFormat(e.buf, layout)
 	e.buf = append(e.buf, `"}`...)
 	return nil
 }

@@ -47,9 +47,8 @@ var (
 	// ErrCodec: the value cannot be stored: duplicate member names, a number outside the double
 	// range, a malformed tagged value, nesting beyond 64 levels (all found by the library); or,
 	// found in Go before any call into C, a value with no JSON form (channel, function, complex
-	// number, NaN, infinity, invalid UTF-8, a cycle, a time.Time that is not whole milliseconds
-	// or outside years 0000-9999). Decoding the state into a Go value of the wrong shape is an
-	// ErrCodec error too.
+	// number, NaN, infinity, invalid UTF-8, a cycle, a time.Time outside years 0000-9999).
+	// Decoding the state into a Go value of the wrong shape is an ErrCodec error too.
 	ErrCodec error = StatusCodec
 	// ErrTooLarge: the input, or the state a change would produce, exceeds MaxValueBytes.
 	ErrTooLarge error = StatusTooLarge

@@ -100,10 +100,14 @@ func ExampleMarshal() {
 	})
 	fmt.Println(string(b), err)
 
-	_, err = agentstate.Marshal(map[string]any{"at": time.Date(2026, 1, 1, 0, 0, 0, 1000, time.UTC)})
+	// A time.Time keeps the fraction it has: 6 digits for microseconds, 9 for nanoseconds.
+	b, _ = agentstate.Marshal(time.Date(2026, 1, 1, 0, 0, 0, 1000, time.UTC))
+	fmt.Println(string(b))
+	_, err = agentstate.Marshal(map[string]any{"at": time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
 	fmt.Println(errors.Is(err, agentstate.ErrCodec))
 	// Output:
 	// {"at":{"$date":"2026-11-30T03:06:44.123Z"},"big":{"$bigint":"123456789012345678901234567890"},"bytes":{"$arraybuffer":"AQID"},"map":{"$map":[[1,"one"]]},"re":{"$regexp":{"source":"a+b","flags":"gi"}},"set":{"$set":["a","b"]}} <nil>
+	// {"$date":"2026-01-01T00:00:00.000001Z"}
 	// true
 }
 

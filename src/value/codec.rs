@@ -238,17 +238,36 @@ fn is_canonical_integer(s: &str) -> bool {
 }
 
 fn check_date(inner: &Value, path: &Path) -> Result<()> {
-    const FORMAT: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
+    use time::format_description::BorrowedFormatItem;
+    use time::macros::format_description;
+    // One format per accepted fraction length: the time crate's `[subsecond]` would also take
+    // 1, 2, 4, 5, 7 or 8 digits, which no binding writes.
+    const MILLIS: &[BorrowedFormatItem<'static>] = format_description!(
         "[year repr:full padding:zero sign:automatic]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    const MICROS: &[BorrowedFormatItem<'static>] = format_description!(
+        "[year repr:full padding:zero sign:automatic]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
+    );
+    const NANOS: &[BorrowedFormatItem<'static>] = format_description!(
+        "[year repr:full padding:zero sign:automatic]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:9]Z"
     );
     let Value::String(s) = inner else {
         return Err(path.err("$date must be a string"));
     };
-    // Exactly YYYY-MM-DDTHH:MM:SS.sssZ: the one form JavaScript's toISOString produces for years
-    // 0000-9999, so every binding reads and writes the same text.
-    if s.len() != 24 || time::PrimitiveDateTime::parse(s, FORMAT).is_err() {
+    // Exactly YYYY-MM-DDTHH:MM:SS.fZ with a fraction of 3, 6 or 9 digits. Milliseconds are what
+    // JavaScript's toISOString produces for years 0000-9999; microseconds (Python's datetime)
+    // and nanoseconds (Go's time.Time) let those languages store their values exactly. The
+    // length pins the 4-digit year (no sign) as well as the fraction's digit count.
+    let format = match s.len() {
+        24 => MILLIS,
+        27 => MICROS,
+        30 => NANOS,
+        _ => &[],
+    };
+    if format.is_empty() || time::PrimitiveDateTime::parse(s, format).is_err() {
         return Err(path.err(format_args!(
-            "$date {s:?} is not an RFC 3339 UTC timestamp with milliseconds (YYYY-MM-DDTHH:MM:SS.sssZ)"
+            "$date {s:?} is not an RFC 3339 UTC timestamp with a fraction of 3, 6 or 9 digits \
+             (YYYY-MM-DDTHH:MM:SS.sssZ, .ssssssZ or .sssssssssZ)"
         )));
     }
     Ok(())
@@ -326,6 +345,10 @@ mod tests {
     #[test]
     fn tagged_values_that_pass() {
         ok(json!({"d": {"$date": "2026-11-30T03:06:44.123Z"}}));
+        ok(json!({"d": {"$date": "2026-11-30T03:06:44.123456Z"}}));
+        ok(json!({"d": {"$date": "2026-11-30T03:06:44.123456789Z"}}));
+        ok(json!({"d": {"$date": "0000-01-01T00:00:00.000000000Z"}}));
+        ok(json!({"d": {"$date": "9999-12-31T23:59:59.999999999Z"}}));
         ok(json!({"b": {"$bigint": "-1234567890123456789012"}, "z": {"$bigint": "0"}}));
         ok(json!({"m": {"$map": [[1, "one"], [{"k": 1}, [2]]]}}));
         ok(json!({"s": {"$set": [1, "1", [1]]}}));
@@ -334,6 +357,39 @@ mod tests {
         ok(json!({"r": {"$regexp": {"source": "a+b", "flags": "gi"}}}));
         // A tag name next to another member is plain data.
         ok(json!({"p": {"$date": "not a date", "other": 1}}));
+    }
+
+    #[test]
+    fn date_fractions_of_3_6_or_9_digits_only() {
+        for digits in 0..=12 {
+            let fraction = "123456789012"[..digits].to_string();
+            let text = if digits == 0 {
+                "2026-11-30T03:06:44Z".to_string()
+            } else {
+                format!("2026-11-30T03:06:44.{fraction}Z")
+            };
+            let v = json!({"d": {"$date": text}});
+            match validate(&v, 1) {
+                Ok(()) => assert!(matches!(digits, 3 | 6 | 9), "{text} should be refused"),
+                Err(Error::Codec(m)) => {
+                    assert!(!matches!(digits, 3 | 6 | 9), "{text} should pass: {m}");
+                    assert!(m.contains("3, 6 or 9 digits"), "{text}: message {m:?}");
+                }
+                Err(e) => panic!("{text}: not a codec error: {e:?}"),
+            }
+        }
+        // The finer forms keep every other rule of the millisecond one.
+        for fraction in ["123", "123456", "123456789"] {
+            bad(json!({"d": {"$date": format!("2026-02-30T03:06:44.{fraction}Z")}}));
+            bad(json!({"d": {"$date": format!("2026-11-30T24:06:44.{fraction}Z")}}));
+            bad(json!({"d": {"$date": format!("2026-11-30T03:06:44.{fraction}+01:00")}}));
+            bad(json!({"d": {"$date": format!("2026-11-30T03:06:44.{fraction}z")}}));
+            bad(json!({"d": {"$date": format!("2026-11-30 03:06:44.{fraction}Z")}}));
+            bad(json!({"d": {"$date": format!("+2026-11-30T03:06:44.{fraction}Z")}}));
+            bad(json!({"d": {"$date": format!("2026-11-30T03:06:44,{fraction}Z")}}));
+        }
+        bad(json!({"d": {"$date": "2026-11-30T03:06:44.12a456Z"}}));
+        bad(json!({"d": {"$date": "2026-11-30T03:06:44.-23456Z"}}));
     }
 
     #[test]

@@ -85,13 +85,65 @@ def test_date_limits(mem: Agent) -> None:
         mem.set_state({"d": dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))})
 
 
-def test_date_precision_is_milliseconds(mem: Agent) -> None:
-    with pytest.raises(CodecError, match="sub-millisecond"):
-        mem.set_state({"d": dt.datetime(2026, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)})
-    got, _ = store(mem, dt.datetime(2026, 1, 1, 0, 0, 0, 2000, tzinfo=UTC))
-    assert got.microsecond == 2000
+def test_date_precision_is_the_shortest_exact_fraction(mem: Agent) -> None:
+    # Issue 26: a datetime with microseconds is stored exactly (6 digits) instead of refused;
+    # a whole number of milliseconds keeps the 3-digit form every older value has.
+    micro = dt.datetime(2026, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)
+    got, wire = store(mem, micro)
+    assert wire == '{"$date":"2026-01-01T00:00:00.001500Z"}'
+    assert got == micro and got.tzinfo is UTC
+    got, wire = store(mem, dt.datetime(2026, 1, 1, 0, 0, 0, 2000, tzinfo=UTC))
+    assert wire == '{"$date":"2026-01-01T00:00:00.002Z"}' and got.microsecond == 2000
+    got, wire = store(mem, dt.datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=UTC))
+    assert wire == '{"$date":"2026-01-01T00:00:00.000001Z"}' and got.microsecond == 1
+    top = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+    assert store(mem, top) == (top, '{"$date":"9999-12-31T23:59:59.999999Z"}')
     with pytest.raises(CodecError, match="naive"):
         mem.set_state({"d": dt.datetime(2026, 1, 1)})
+
+
+def test_date_reading_each_precision(mem: Agent) -> None:
+    assert load(mem, '{"$date":"2026-11-30T03:06:44.123Z"}') == dt.datetime(
+        2026, 11, 30, 3, 6, 44, 123000, tzinfo=UTC
+    )
+    # Six digits with trailing zeros read exactly, and are written back in the shortest form:
+    # the same instant, so the library's text changes only in its digit count.
+    mem.replace_state_json('{"v":{"$date":"2026-11-30T03:06:44.120000Z"}}')
+    assert mem.get_state()["v"] == dt.datetime(2026, 11, 30, 3, 6, 44, 120000, tzinfo=UTC)
+    assert load(mem, '{"$date":"2026-11-30T03:06:44.123456Z"}') == dt.datetime(
+        2026, 11, 30, 3, 6, 44, 123456, tzinfo=UTC
+    )
+    # Nanoseconds (as Go writes) are truncated to microseconds, toward the past: the last
+    # instant of year 9999 stays in its second instead of overflowing datetime.
+    for text, micro in [
+        ("2026-11-30T03:06:44.123456789Z", 123456),
+        ("2026-11-30T03:06:44.000000999Z", 0),
+        ("9999-12-31T23:59:59.999999999Z", 999999),
+    ]:
+        mem.replace_state_json('{"v":{"$date":"' + text + '"}}')
+        got = mem.get_state()["v"]
+        assert type(got) is dt.datetime and got.tzinfo is UTC, text
+        assert got == dt.datetime.fromisoformat(text[:19]).replace(microsecond=micro, tzinfo=UTC)
+    # Decoding outside an agent follows the same rule.
+    assert decode('{"$date":"2026-11-30T03:06:44.999999999Z"}') == dt.datetime(
+        2026, 11, 30, 3, 6, 44, 999999, tzinfo=UTC
+    )
+
+
+def test_issue_26_example_on_a_store_file(open_agent, db_path) -> None:
+    # The issue's program, on a real store file that is reopened: datetime.now() stores without
+    # rounding and reads back equal; so does a fixed microsecond value (deterministic).
+    fixed = dt.datetime(2026, 12, 1, 7, 57, 33, 590436, tzinfo=UTC)
+    now = dt.datetime.now(dt.timezone.utc)
+    with open_agent(db_path, initial_state={"messages": {}}) as a:
+        a.set_state({"messages": {"m1": {"role": "user", "text": "hi", "at": now}}})
+        a.set_state({"messages": {"m2": {"role": "user", "text": "again", "at": fixed}}})
+        assert a.get_state()["messages"]["m1"]["at"] == now
+    with open_agent(db_path, initial_state={"messages": {}}) as a:
+        messages = a.get_state()["messages"]
+        assert messages["m1"] == {"role": "user", "text": "hi", "at": now}
+        assert messages["m2"]["at"] == fixed
+        assert '"at":{"$date":"2026-12-01T07:57:33.590436Z"}' in a.get_state_json()
 
 
 # -- $bigint and numbers --------------------------------------------------------------------

@@ -138,7 +138,6 @@ UNENCODABLE = [
     math.inf,
     -math.inf,
     dt.datetime(2026, 1, 1),  # naive
-    dt.datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=dt.timezone.utc),  # sub-millisecond
     dt.date(2026, 1, 1),
     dt.time(12, 0),
     {"$date": "2026-11-30T03:06:44.123Z"},  # tag-shaped dict: ambiguous
@@ -192,14 +191,15 @@ def test_codec_error_messages_name_the_place(mem: Agent) -> None:
         mem.set_state({"a": _cyclic_list()})
     with pytest.raises(CodecError, match="naive"):
         mem.set_state({"d": dt.datetime(2026, 1, 1)})
-    with pytest.raises(CodecError, match="sub-millisecond"):
-        mem.set_state({"d": dt.datetime(2026, 1, 1, microsecond=1, tzinfo=dt.timezone.utc)})
+    with pytest.raises(CodecError, match="out of range in UTC"):
+        mem.set_state({"d": dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(-dt.timedelta(hours=2)))})
 
 
 def test_codec_error_from_the_library(mem: Agent) -> None:
     mem.set_state({"keep": 1})
     cases = [
         {"d": agent_state.Tagged("$date", "2026-11-30T03:06:44Z")},
+        {"d": agent_state.Tagged("$date", "2026-11-30T03:06:44.1234Z")},  # 3, 6 or 9 digits only
         {"b": agent_state.Tagged("$bigint", "01")},
         {"n": agent_state.JSONInt("1" + "0" * 400)},  # beyond the range of a double
     ]

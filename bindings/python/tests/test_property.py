@@ -109,10 +109,14 @@ UTC = dt.timezone.utc
 offsets = st.integers(min_value=-23 * 60 - 59, max_value=23 * 60 + 59).map(
     lambda m: dt.timezone(dt.timedelta(minutes=m))
 )
+# Whole milliseconds (the 3-digit stored form) as often as any microsecond (the 6-digit one).
 datetimes = st.builds(
-    lambda d, tz: d.replace(microsecond=d.microsecond // 1000 * 1000, tzinfo=tz),
+    lambda d, tz, whole_ms: d.replace(
+        microsecond=d.microsecond // 1000 * 1000 if whole_ms else d.microsecond, tzinfo=tz
+    ),
     st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30)),
     st.one_of(st.just(UTC), offsets),
+    st.booleans(),
 )
 hashables = st.one_of(st.integers(), st.text(max_size=4), st.binary(max_size=4))
 typed = st.one_of(

@@ -15,7 +15,7 @@ Python                                      JSON stored
 ``dict`` with any other key, :class:`JSMap` ``{"$map": [[k, v], ...]}``
 ``list``, ``tuple``                         array
 ``set``, ``frozenset``, :class:`JSSet`      ``{"$set": [v, ...]}``
-``datetime`` (timezone-aware)               ``{"$date": "YYYY-MM-DDTHH:MM:SS.sssZ"}`` (UTC)
+``datetime`` (timezone-aware)               ``{"$date": "YYYY-MM-DDTHH:MM:SS.sss[sss]Z"}`` (UTC)
 ``bytes``, ``bytearray``, ``memoryview``    ``{"$arraybuffer": "<base64>"}``
 ``array.array``, :class:`TypedArray`        ``{"$typedarray": {"type": ..., "base64": ...}}``
 ``re.Pattern`` (str), :class:`RegExp`       ``{"$regexp": {"source": ..., "flags": ...}}``
@@ -24,8 +24,7 @@ Python                                      JSON stored
 
 Everything else raises :class:`~agent_state.CodecError` before any call into the library:
 functions and arbitrary objects, circular references, NaN and infinities, naive datetimes,
-datetimes with sub-millisecond precision (the stored form has milliseconds; they are refused
-rather than silently truncated), ``date`` and ``time`` objects, bytes patterns, strings with lone
+``date`` and ``time`` objects, bytes patterns, strings with lone
 surrogates, a ``dict`` whose only key is a tag name such as ``"$date"`` (it would be read
 back as a tagged value), and nesting deeper than the library's 64 levels, at any depth (counted
 as the library counts: a ``$map`` takes three levels, a ``$set`` two, other tagged values one).
@@ -345,14 +344,16 @@ class _Encoder:
             u = v.astimezone(_UTC)
         except (OverflowError, ValueError) as e:
             raise self.fail(f"datetime {v.isoformat()} is out of range in UTC ({e})") from None
+        # The shortest of the stored form's exact fractions: milliseconds when the value has
+        # no finer part (so a millisecond value is written exactly as before, and as
+        # JavaScript writes it), microseconds otherwise, which is all a datetime holds.
         if u.microsecond % 1000:
-            raise self.fail(
-                f"datetime {v.isoformat()} has sub-millisecond precision; the stored form keeps "
-                "milliseconds, so round it first (refused rather than silently truncated)"
-            )
+            fraction = f"{u.microsecond:06d}"
+        else:
+            fraction = f"{u.microsecond // 1000:03d}"
         return (
             f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:"
-            f"{u.second:02d}.{u.microsecond // 1000:03d}Z"
+            f"{u.second:02d}.{fraction}Z"
         )
 
     def typed_array(self, name: str, data: bytes) -> None:

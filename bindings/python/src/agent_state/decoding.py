@@ -3,7 +3,10 @@
 Gives the native type back where it is exact, and the wrapper types (:mod:`agent_state.values`,
 :mod:`agent_state.jscollections`) where not, so that writing back what was read stores the same
 JSON: numbers keep their exact text, ``$map`` and ``$set`` keep their order (see
-:mod:`agent_state.codec` for the mapping).
+:mod:`agent_state.codec` for the mapping). The one exception is a ``$date`` with nanoseconds
+(9 fraction digits, as Go writes): a ``datetime`` holds microseconds, so it is read with the
+last three digits truncated (toward the past, never into the next second), and nothing is
+refused on read.
 """
 
 from __future__ import annotations
@@ -56,11 +59,18 @@ def _parse_constant(name: str) -> Any:
 
 
 def _decode_date(text: str) -> Any:
-    if len(text) != 24 or text[4] != "-" or text[10] != "T" or text[-1] != "Z":
+    # The library admits a fraction of exactly 3, 6 or 9 digits (lengths 24, 27, 30).
+    if len(text) not in (24, 27, 30) or text[4] != "-" or text[10] != "T" or text[19] != ".":
+        raise ValueError(text)
+    if text[-1] != "Z" or not text[20:-1].isdigit() or not text[20:-1].isascii():
         raise ValueError(text)
     year = int(text[0:4])
     if year < _dt.MINYEAR:
         raise ValueError("year before datetime.MINYEAR")
+    # A datetime holds microseconds: nanoseconds are truncated, never rounded, so the value
+    # read never moves past its second (.999999999 stays in the same second, day and year),
+    # the rule every binding follows for digits finer than its type holds.
+    fraction = text[20:-1][:6].ljust(6, "0")
     return _dt.datetime(
         year,
         int(text[5:7]),
@@ -68,7 +78,7 @@ def _decode_date(text: str) -> Any:
         int(text[11:13]),
         int(text[14:16]),
         int(text[17:19]),
-        int(text[20:23]) * 1000,
+        int(fraction),
         tzinfo=_UTC,
     )
 

@@ -166,9 +166,8 @@ class CodecError(AgentError, ValueError):
 
     Raised by the binding itself, before any call into the library, for values it cannot
     encode (functions, arbitrary objects, circular references, NaN and infinities, naive
-    datetimes, sub-millisecond datetimes, ambiguous tag-shaped dicts, ...), and by the library
-    for JSON it refuses (malformed tagged values, numbers out of the double range, nesting
-    deeper than 64 levels). Nothing is written in either case.
+    datetimes, ambiguous tag-shaped dicts, ...), and by the library for JSON it refuses
+    (malformed tagged values, numbers out of the double range, nesting deeper than 64 levels). Nothing is written in either case.
     """
 
     default_status = AGENT_ERR_CODEC
