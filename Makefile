@@ -21,6 +21,7 @@ STRIP ?= strip
 # Run after installing into the live system (no DESTDIR, as root), so the loader finds the new
 # library under /usr/local/lib; `make install LDCONFIG=:` skips it.
 LDCONFIG ?= ldconfig
+# The one version of everything: [workspace.package] in Cargo.toml.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libagent_state.so.$(MAJOR)
@@ -34,13 +35,14 @@ all: build
 
 build: $(LIB)
 
-# Cargo decides what is stale; this target always asks it.
+# Cargo decides what is stale; this target always asks it. crates/libagent_state is the crate
+# that links the C ABI into libagent_state.so and .a.
 $(LIB): FORCE
-	$(CARGO) build --release --lib
+	$(CARGO) build --release -p libagent_state
 FORCE:
 
 header:
-	AGENT_STATE_BLESS=1 $(CARGO) test --test header
+	AGENT_STATE_BLESS=1 $(CARGO) test -p agent_state_ffi --test header
 
 demo: build
 	@mkdir -p $(BUILD)
@@ -60,12 +62,13 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
-# Every Rust suite on SQLite, then the suites of the library's behaviour (one source for both
-# backends, tests/common) again on the PostgreSQL server AGENT_STATE_TEST_PG_URI names
-# (skipped, and said so, without one outside CI).
+# Every Rust suite of the workspace on SQLite (the core's doc tests too), then the suites of the
+# library's behaviour (one source for both backends, crates/agent_state/tests/common) again on
+# the PostgreSQL server AGENT_STATE_TEST_PG_URI names (skipped, and said so, without one
+# outside CI).
 test-rust:
-	$(CARGO) test
-	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test --test agent --test history --test agents
+	$(CARGO) test --workspace
+	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test history --test agents
 
 # The header compiles cleanly as C99 and C++11 with every warning an error.
 test-header-c:
@@ -134,7 +137,7 @@ bench-smoke:
 # global (packaging/static-archive.sh), and the `agent-state` command when the crate has it.
 dist:
 	rm -f $(LIBDIR)/agent-state
-	$(CARGO) build --release
+	$(CARGO) build --release --workspace --bins --lib
 	@soname="$$(readelf -d $(LIB) | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')"; \
 	  if [ "$$soname" != "$(SONAME)" ]; then echo "dist: $(LIB) has SONAME '$$soname', expected $(SONAME)" >&2; exit 1; fi
 	rm -rf $(DIST)

@@ -23,14 +23,14 @@ out="$root/target/bench"
 mkdir -p "$out"
 cd "$root"
 
-echo "== C ABI ($mode): cargo bench --bench abi"
+echo "== C ABI ($mode): cargo bench -p agent_state_ffi --bench abi"
 cargo build --release --lib
-cargo bench --bench abi -- $smoke_flag --out "$out/abi.json" | tee "$out/abi.md"
+cargo bench -p agent_state_ffi --bench abi -- $smoke_flag --out "$out/abi.json" | tee "$out/abi.md"
 
 echo
-echo "== C ABI, PostgreSQL ($mode): cargo bench --bench postgres"
+echo "== C ABI, PostgreSQL ($mode): cargo bench -p agent_state_ffi --bench postgres"
 rm -f "$out/postgres.json"
-bash "$root/tests/pg/with-server.sh" cargo bench --bench postgres -- $smoke_flag --out "$out/postgres.json" \
+bash "$root/tests/pg/with-server.sh" cargo bench -p agent_state_ffi --bench postgres -- $smoke_flag --out "$out/postgres.json" \
     | tee "$out/postgres.md"
 
 echo

@@ -21,7 +21,7 @@ import (
 )
 
 // maxBusyTimeoutMs is the largest busy_timeout_ms (and server_timeout_ms) the library accepts
-// (src/options.rs).
+// (crates/agent_state/src/options.rs).
 const maxBusyTimeoutMs = 2147483647
 
 // Synchronous is the durability of a commit (the "synchronous" open option).

@@ -4,7 +4,7 @@ package agentstate
 // Go value the library cannot take fails one way (ErrCodec), whatever its depth or shape,
 // instead of failing as malformed JSON past the parser's limit or coming back as another type.
 
-// maxStoredDepth is the library's nesting limit (MAX_DEPTH in src/codec.rs): the top-level
+// maxStoredDepth is the library's nesting limit (MAX_DEPTH in crates/agent_state/src/value/codec.rs): the top-level
 // object of a state is level 1, each array or object one more; a tagged value counts with its
 // inner structure ($map: object, array, pair; $set: object, array; the others: the object).
 const maxStoredDepth = 64

@@ -16,7 +16,7 @@ build`'s, so the two would rebuild each other in the shared target/ directory) a
 library as a CPython extension module (`*.cpython-3XX-<platform>.so`), which is what this
 package must avoid; maturin has no mode for a library loaded with ctypes.
 
-A Rust toolchain (cargo, rustc; Rust 1.70+) and a C compiler (for the bundled SQLite) are
+A Rust toolchain (cargo, rustc; Rust 1.88+) and a C compiler (for the bundled SQLite) are
 needed unless AGENT_STATE_LIBRARY is set. cargo fetches the crate's dependencies from crates.io
 unless they are in its cache.
 
@@ -65,9 +65,11 @@ else:
 #: Where the library goes inside the package (see agent_state/_native.py).
 LIB_DIR = ".libs"
 
-#: The crate's files an sdist carries (under rust/): what `cargo build --lib` reads.
-CRATE_FILES = ("Cargo.toml", "Cargo.lock", "build.rs", "LICENSE")
-CRATE_DIRS = ("src", "benches")  # benches: Cargo.toml declares a [[bench]] target
+#: The workspace's files an sdist carries (under rust/): what `cargo build -p libagent_state`
+#: reads. Every member crate comes along (its sources only), so that Cargo.lock still matches
+#: the workspace exactly and the build can be --locked.
+CRATE_FILES = ("Cargo.toml", "Cargo.lock", "LICENSE")
+CRATE_DIRS = ("crates",)
 
 
 def bundling() -> bool:
@@ -75,9 +77,9 @@ def bundling() -> bool:
 
 
 def crate_dir() -> Path:
-    """The Rust crate: rust/ in an unpacked sdist, else the checkout's root."""
+    """The Rust workspace: rust/ in an unpacked sdist, else the checkout's root."""
     for candidate in (HERE / "rust", HERE.parent.parent):
-        if (candidate / "Cargo.toml").is_file() and (candidate / "src" / "lib.rs").is_file():
+        if (candidate / "Cargo.toml").is_file() and (candidate / "crates" / "libagent_state" / "Cargo.toml").is_file():
             return candidate
     sys.exit(
         "agent_state: the Rust crate is missing (neither rust/ of an sdist nor the repository "
@@ -93,7 +95,7 @@ def find_cargo() -> str:
             cargo = str(home)
     if not cargo:
         sys.exit(
-            "agent_state: building the native library needs a Rust toolchain (cargo, Rust 1.70+) "
+            "agent_state: building the native library needs a Rust toolchain (cargo, Rust 1.88+) "
             "and a C compiler; install them (rustup, or your distribution's cargo package), or "
             "set AGENT_STATE_LIBRARY to a built libagent_state.so."
         )
@@ -101,9 +103,10 @@ def find_cargo() -> str:
 
 
 def cargo_build() -> Path:
-    """Runs `cargo build --release --lib` on the crate and returns the shared library it made."""
+    """Runs `cargo build --release -p libagent_state` on the workspace and returns the shared
+    library it made."""
     crate = crate_dir()
-    command = [find_cargo(), "build", "--release", "--lib", "--message-format=json-render-diagnostics",
+    command = [find_cargo(), "build", "--release", "-p", "libagent_state", "--message-format=json-render-diagnostics",
                "--manifest-path", str(crate / "Cargo.toml")]
     if crate != HERE.parent.parent:
         command.append("--locked")  # an sdist builds exactly the dependencies it was made with
@@ -205,7 +208,7 @@ class sdist_with_crate(sdist):
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(crate / name, dest / name)
         for name in CRATE_DIRS:
-            shutil.copytree(crate / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(crate / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "target"))
 
 
 class BinaryDistribution(Distribution):

@@ -22,7 +22,7 @@ use agent_state_fuzz::Bytes;
 use libfuzzer_sys::fuzz_target;
 
 // Link the library: its #[no_mangle] exports are the C ABI under test.
-extern crate agent_state;
+extern crate agent_state_ffi;
 
 #[repr(C)]
 struct AgentBuffer {

@@ -8,7 +8,8 @@ use std::collections::HashSet;
 use std::fmt;
 
 use agent_state::value::{accept, scan};
-use agent_state::{codec, json, merge, Error, Snapshot};
+use agent_state::value::{codec, json, merge};
+use agent_state::{Error, Snapshot};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 

@@ -248,7 +248,7 @@ fi
 # The sdist unpacks somewhere new for every build, so cargo compiles the crate anew each time
 # (the dependencies stay built): drop the previous runs' copies of it.
 export CARGO_TARGET_DIR="$work/cargo"
-rm -rf "$CARGO_TARGET_DIR"/release/.fingerprint/agent_state-* "$CARGO_TARGET_DIR"/release/build/agent_state-* \
+rm -rf "$CARGO_TARGET_DIR"/release/.fingerprint/*agent_state* "$CARGO_TARGET_DIR"/release/build/*agent_state* \
     "$CARGO_TARGET_DIR"/release/deps/*agent_state*
 dist="$tmp/dist"
 check "Python: python -m build (an sdist, and a wheel built from it)" \
@@ -259,7 +259,8 @@ sdist_contents() {
     local listing
     listing="$(tar tzf "$sdist")"
     for f in LICENSE pyproject.toml setup.py src/agent_state/__init__.py rust/Cargo.toml \
-        rust/Cargo.lock rust/build.rs rust/src/lib.rs rust/src/ffi/mod.rs; do
+        rust/Cargo.lock rust/crates/agent_state/src/lib.rs rust/crates/agent_state_ffi/src/lib.rs \
+        rust/crates/libagent_state/build.rs rust/crates/libagent_state/Cargo.toml; do
         grep -qx "agent_state-$version/$f" <<<"$listing" || { echo "missing: $f"; return 1; }
     done
     ! grep -E '/(target|\.libs)/' <<<"$listing"

@@ -5,7 +5,7 @@ library, so that what the library would refuse fails the same way in every bindi
 #: ints beyond it (in absolute value) are written as ``$bigint``.
 MAX_SAFE_INTEGER = 2**53 - 1
 
-#: The library's nesting limit (``MAX_DEPTH`` in ``src/codec.rs``): the top-level object of a
+#: The library's nesting limit (``MAX_DEPTH`` in ``crates/agent_state/src/value/codec.rs``): the top-level object of a
 #: state is level 1, each array or object one more; a ``$map`` takes three levels (object,
 #: array, pair), a ``$set`` two, the other tagged values one. Deeper values are refused by the
 #: encoder, at every depth, with the library's status (past 128 levels the library's parser

@@ -1,0 +1,98 @@
+//! Opening a store: the one place where the command line becomes the library's open options.
+//!
+//! STORE goes to `Agent::open` as given (never canonicalized, joined or looked at first), so
+//! whatever backends the library opens, the command opens too: a SQLite file, or a PostgreSQL
+//! server named by a `postgres://` or `postgresql://` URI. `--agent` becomes the library's
+//! `agent_id` open option in [`options`] and nowhere else.
+
+use std::path::Path;
+
+use agent_state::{Agent, OpenOptions};
+use serde_json::{Map, Value};
+
+use crate::args::{Global, Synchronous};
+use crate::failure::Failure;
+
+/// What a command does with the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Only reads: always opened read-only, so reading never creates a store (a missing file
+    /// is AGENT_ERR_STORAGE) and never changes one.
+    Read,
+    /// Writes through the library (the file is created when absent, unless `--read-only`).
+    Write,
+}
+
+/// Whether `store` names a PostgreSQL server rather than a SQLite file (the library's rule).
+pub fn is_server(store: &Path) -> bool {
+    agent_state::store::server_uri(store).is_some()
+}
+
+/// `store` for reports and messages: a connection URI's password replaced by `***`.
+pub fn shown(store: &Path) -> String {
+    let text = store.display().to_string();
+    if !is_server(store) {
+        return text;
+    }
+    let (scheme, rest) = text.split_once("://").unwrap_or(("", &text));
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => text,
+        },
+        None => text,
+    }
+}
+
+/// The library's open options for this command line, checked by the library itself (so the
+/// ranges and messages are its own).
+fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
+    let mut map = Map::new();
+    if let Some(id) = &global.agent {
+        map.insert("agent_id".into(), id.clone().into());
+    }
+    if let Some(n) = global.max_connections {
+        map.insert("max_connections".into(), n.into());
+    }
+    map.insert(
+        "read_only".into(),
+        Value::Bool(access == Access::Read || global.read_only),
+    );
+    if let Some(ms) = global.busy_timeout_ms {
+        map.insert("busy_timeout_ms".into(), ms.into());
+    }
+    if let Some(ms) = global.server_timeout_ms {
+        map.insert("server_timeout_ms".into(), ms.into());
+    }
+    if let Some(sync) = global.synchronous {
+        let name = match sync {
+            Synchronous::Full => "full",
+            Synchronous::Normal => "normal",
+        };
+        map.insert("synchronous".into(), name.into());
+    }
+    if let Some(bytes) = global.max_value_bytes {
+        map.insert("max_value_bytes".into(), bytes.into());
+    }
+    if let Some(spec) = &global.change_log {
+        if access == Access::Read {
+            return Err(Failure::invalid(
+                "--change-log changes the store's setting; only commands that write (set, \
+                 replace, restore, import) take it",
+            ));
+        }
+        let value = agent_state::value::json::parse(spec.as_bytes())
+            .map_err(|e| Failure::context("--change-log", e))?;
+        map.insert("change_log".into(), value);
+    }
+    let text = agent_state::value::json::to_vec(&Value::Object(map));
+    OpenOptions::from_json(&text).map_err(|e| Failure::context("options", e))
+}
+
+/// Opens `store` for `access` with the command line's options.
+pub fn open(store: &Path, global: &Global, access: Access) -> Result<Agent, Failure> {
+    let options = options(global, access)?;
+    Agent::open(store, &options).map_err(Failure::from)
+}

@@ -1,0 +1,75 @@
+//! The JSON Lines that `export` writes and `import` reads: one agent per line,
+//! `{"agent":ID or null,"version":V,"state":{...}}`, the state exactly as the library encodes it.
+//! `agent` is the id of the exported agent (`--agent`), or null for a SQLite file's single
+//! agent.
+
+use agent_state::Snapshot;
+use serde_json::Value;
+
+use crate::failure::Failure;
+
+/// One exported agent.
+#[derive(Debug)]
+pub struct Record {
+    /// The state's version in the store it came from.
+    pub version: u64,
+    /// The state, compact, as the exporting library encoded it.
+    pub state: Vec<u8>,
+}
+
+/// The line of agent `agent` (`None`: a file's single agent), without the newline. The state's
+/// bytes are copied, never re-encoded.
+pub fn encode(agent: Option<&str>, version: u64, state: &Snapshot) -> Vec<u8> {
+    let id = match agent {
+        Some(id) => agent_state::value::json::to_vec(&Value::String(id.to_string())),
+        None => b"null".to_vec(),
+    };
+    let mut line = b"{\"agent\":".to_vec();
+    line.extend_from_slice(&id);
+    line.extend_from_slice(format!(",\"version\":{version},\"state\":").as_bytes());
+    line.extend_from_slice(state.json());
+    line.push(b'}');
+    line
+}
+
+/// Reads one line. The library's strict parser reads it, so a duplicate member name anywhere
+/// (which a lenient parser would silently drop) is AGENT_ERR_CODEC, not a quietly changed
+/// state; the state is then encoded back to compact JSON, which for a state the library
+/// exported gives back its exact bytes, and the library checks it again when it is written.
+pub fn decode(line: &[u8], number: usize) -> Result<Record, Failure> {
+    let at = |e| Failure::context(&format!("line {number}"), e);
+    let bad = |what: &str| Failure::invalid(format!("line {number}: {what}"));
+    let Value::Object(mut map) = agent_state::value::json::parse(line).map_err(at)? else {
+        return Err(bad(
+            "not an agent: expected {\"agent\": ..., \"version\": ..., \"state\": {...}}",
+        ));
+    };
+    if let Some(key) = map
+        .keys()
+        .find(|k| !matches!(k.as_str(), "agent" | "version" | "state"))
+    {
+        return Err(bad(&format!(
+            "unknown member {key:?} (an agent line has agent, version and state)"
+        )));
+    }
+    // The agent the line was exported from: import writes into the one --agent selects,
+    // whatever this says (so an agent can be copied to another id or store).
+    match map.remove("agent") {
+        Some(Value::Null | Value::String(_)) => {}
+        Some(other) => return Err(bad(&format!("agent must be null or a string, not {other}"))),
+        None => return Err(bad("no \"agent\" member (null for a store's single agent)")),
+    }
+    let version = match map.remove("version") {
+        Some(v) => v
+            .as_u64()
+            .filter(|v| *v >= 1)
+            .ok_or_else(|| bad(&format!("version must be an integer from 1, not {v}")))?,
+        None => return Err(bad("no \"version\" member")),
+    };
+    let state = match map.remove("state") {
+        Some(state @ Value::Object(_)) => agent_state::value::json::to_vec(&state),
+        Some(other) => return Err(bad(&format!("state must be a JSON object, not {other}"))),
+        None => return Err(bad("no \"state\" member")),
+    };
+    Ok(Record { version, state })
+}

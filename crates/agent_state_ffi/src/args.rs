@@ -1,0 +1,98 @@
+//! Argument helpers, so that an export reads like its contract: input slices, output
+//! parameters (emptied on entry, filled on success), and the agent behind a handle.
+
+use std::sync::Arc;
+
+use super::buffer::{self, AgentBuffer, Owner};
+use super::handle::{self, AgentHandle};
+use agent_state::Agent;
+use agent_state::Snapshot;
+use agent_state::{Error, Result};
+
+/// Borrows `len` bytes at `ptr`, refusing NULL (`what` names the argument in the message).
+///
+/// # Safety
+/// `ptr` must be NULL or valid for `len` bytes of reads for the returned lifetime.
+pub(crate) unsafe fn input<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8]> {
+    if ptr.is_null() {
+        return Err(Error::InvalidArgument(format!("{what} is NULL")));
+    }
+    // SAFETY: not NULL, and the caller guarantees `len` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// Runs `f` on the agent behind handle `h` ([`Error::Closed`] for a closed or unknown one).
+pub(crate) fn with_agent<T>(h: AgentHandle, f: impl FnOnce(&Agent) -> Result<T>) -> Result<T> {
+    let agent = handle::get(h)?;
+    f(&agent)
+}
+
+/// An output buffer parameter: NULL (not wanted) or writable. Emptied on entry, so that it is
+/// empty whatever happens next; filled once, on success.
+pub(crate) struct BufferOut(*mut AgentBuffer);
+
+impl BufferOut {
+    /// Empties `*out` when `out` is not NULL.
+    ///
+    /// # Safety
+    /// `out` must be NULL or valid for writing one `AgentBuffer` until the export returns.
+    pub(crate) unsafe fn new(out: *mut AgentBuffer) -> BufferOut {
+        if !out.is_null() {
+            // SAFETY: by this function's contract.
+            unsafe { out.write(AgentBuffer::EMPTY) };
+        }
+        BufferOut(out)
+    }
+
+    /// Refuses a NULL buffer where the export needs one.
+    pub(crate) fn required(&self) -> Result<()> {
+        if self.0.is_null() {
+            return Err(Error::InvalidArgument("out is NULL".into()));
+        }
+        Ok(())
+    }
+
+    /// Hands out a view of `state` (released at once when not wanted).
+    pub(crate) fn snapshot(self, state: Arc<Snapshot>) {
+        // SAFETY: NULL or writable, by the contract of `new`.
+        unsafe { buffer::store(self.0, AgentBuffer::from_snapshot(state)) };
+    }
+
+    /// Hands out `bytes`, which end with a NUL byte (released at once when not wanted).
+    pub(crate) fn bytes_with_nul(self, bytes: Vec<u8>) {
+        let owner = Owner::Bytes(bytes.into_boxed_slice());
+        // SAFETY: NULL or writable, by the contract of `new`.
+        unsafe { buffer::store(self.0, AgentBuffer::from_owner(owner)) };
+    }
+}
+
+/// An output number (or handle) parameter: NULL (not wanted) or writable. Set to 0 on
+/// entry, so that it is 0 whatever happens next.
+pub(crate) struct NumberOut<T>(*mut T);
+
+impl<T: Copy + Default> NumberOut<T> {
+    /// Sets `*out` to 0 when `out` is not NULL.
+    ///
+    /// # Safety
+    /// `out` must be NULL or valid for writing one `T` until the export returns.
+    pub(crate) unsafe fn new(out: *mut T) -> NumberOut<T> {
+        let out = NumberOut(out);
+        out.set(T::default());
+        out
+    }
+
+    /// Refuses NULL where the export needs the number (`what` names the argument).
+    pub(crate) fn required(&self, what: &str) -> Result<()> {
+        if self.0.is_null() {
+            return Err(Error::InvalidArgument(format!("{what} is NULL")));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn set(&self, value: T) {
+        if !self.0.is_null() {
+            // SAFETY: not NULL, so writable by the contract of `new`.
+            unsafe { self.0.write(value) };
+        }
+    }
+}

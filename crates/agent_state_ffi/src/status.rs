@@ -1,0 +1,118 @@
+//! Status codes: fixed numbers, never reused, never renumbered.
+
+/// Generates, from one list of `STATUS [=> error patterns]`, the status names and the mapping
+/// of errors to statuses (see the table below).
+macro_rules! status_table {
+    ($($status:ident $(=> $errors:pat)?),+ $(,)?) => {
+        /// Every status with its name, NUL-terminated.
+        const NAMES: &[(AgentStatus, &str)] = &[$(($status, concat!(stringify!($status), "\0"))),+];
+
+        const _: () = {
+            let all = [$($status),+];
+            let mut i = 0;
+            while i < all.len() {
+                let mut j = i + 1;
+                while j < all.len() {
+                    assert!(all[i] != all[j], "two statuses share a number");
+                    j += 1;
+                }
+                i += 1;
+            }
+        };
+
+        /// The status that reports `e`.
+        pub(crate) fn status_of(e: &Error) -> AgentStatus {
+            match e {
+                $($($errors => $status,)?)+
+            }
+        }
+    };
+}
+
+use std::ffi::c_char;
+
+use super::boundary;
+use agent_state::Error;
+
+/// The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`
+/// codes below. The numbers are part of the ABI: they never change and are never reused.
+pub type AgentStatus = i32;
+
+/// Success.
+pub const AGENT_OK: AgentStatus = 0;
+/// A required pointer was NULL, an option was unknown or ill-typed, a patch or state was not a
+/// JSON object, or a hook id was unknown.
+pub const AGENT_ERR_INVALID_ARGUMENT: AgentStatus = 1;
+/// The handle was never issued, or has been closed.
+pub const AGENT_ERR_BAD_HANDLE: AgentStatus = 2;
+/// The input is not well-formed JSON (syntax, invalid UTF-8, lone surrogate, nesting of 128
+/// levels or more, where the parser stops).
+pub const AGENT_ERR_JSON: AgentStatus = 3;
+/// The input is JSON that the storage codec refuses: duplicate member names, a number outside
+/// the double range, a malformed tagged value, nesting beyond 64 levels.
+pub const AGENT_ERR_CODEC: AgentStatus = 4;
+/// The input document, or the encoded state a change would produce, exceeds `max_value_bytes`.
+pub const AGENT_ERR_TOO_LARGE: AgentStatus = 5;
+/// SQLite failed: I/O error, disk full, read-only store or file, corrupt or foreign file,
+/// newer schema.
+pub const AGENT_ERR_STORAGE: AgentStatus = 6;
+/// Another connection held what the call needs (SQLite's write lock; on PostgreSQL the agent's
+/// row, a table lock or every connection of the pool) for longer than `busy_timeout_ms`, or
+/// the call came from inside the handle's own initial-state hook. Nothing was written.
+pub const AGENT_ERR_BUSY: AgentStatus = 7;
+/// A hook returned non-zero. For `on_state_changed` hooks the change is committed all the same.
+pub const AGENT_ERR_HOOK: AgentStatus = 8;
+/// A compare-and-set (`agent_set_state_if`, `agent_replace_state_if`) found the state at
+/// another version than expected; nothing was written.
+pub const AGENT_ERR_CONFLICT: AgentStatus = 9;
+/// The validation gate (`agent_set_validator`) rejected the change; nothing was written. The
+/// message carries the validator's reason.
+pub const AGENT_ERR_REJECTED: AgentStatus = 10;
+/// The change log no longer holds changes that were asked for: they were pruned by its
+/// retention (`agent_poll`, `agent_changes_since`, `agent_get_state_at`).
+pub const AGENT_ERR_GAP: AgentStatus = 11;
+/// The database server (PostgreSQL) could not be reached, or the connection was lost: refused,
+/// no answer within `server_timeout_ms` (a statement: `busy_timeout_ms + server_timeout_ms`),
+/// or the server restarted. The call had no effect, except when the connection dropped while a
+/// commit was in flight: then the message says the outcome is unknown (read the version to
+/// tell). The handle stays usable: the next call reconnects.
+pub const AGENT_ERR_UNAVAILABLE: AgentStatus = 12;
+/// A bug in the library was caught at the ABI boundary; the handle may still be used.
+pub const AGENT_ERR_PANIC: AgentStatus = 99;
+
+// The table: every status once, with the error kinds it reports. It generates the name
+// table of `agent_status_name` (names spelled by the constants themselves) and `status_of`,
+// whose match the compiler checks for exhaustiveness, and checks at compile time that no two
+// statuses share a number. (The constants above stay written out: cbindgen reads them, with
+// their docs, from the source and does not expand macros.)
+status_table! {
+    AGENT_OK,
+    AGENT_ERR_INVALID_ARGUMENT => Error::InvalidArgument(_),
+    AGENT_ERR_BAD_HANDLE => Error::Closed,
+    AGENT_ERR_JSON => Error::Json(_),
+    AGENT_ERR_CODEC => Error::Codec(_),
+    AGENT_ERR_TOO_LARGE => Error::TooLarge(_),
+    AGENT_ERR_STORAGE => Error::Storage(_) | Error::Corrupt(_) | Error::Stale,
+    AGENT_ERR_BUSY => Error::Busy(_),
+    AGENT_ERR_HOOK => Error::Hook(_),
+    AGENT_ERR_CONFLICT => Error::Conflict(_),
+    AGENT_ERR_REJECTED => Error::Rejected(_),
+    AGENT_ERR_GAP => Error::Gap(_),
+    AGENT_ERR_UNAVAILABLE => Error::Unavailable(_),
+    AGENT_ERR_PANIC,
+}
+
+/// The name of a status code, e.g. `"AGENT_ERR_CODEC"`, or `"AGENT_ERR_UNKNOWN"` for a number
+/// that is not a status.
+///
+/// Ownership: the returned string is static; never free it. Thread-safety: any thread.
+#[no_mangle]
+pub extern "C" fn agent_status_name(status: AgentStatus) -> *const c_char {
+    boundary::guard("agent_status_name", || {
+        let name = NAMES
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or("AGENT_ERR_UNKNOWN\0", |(_, name)| name);
+        name.as_ptr().cast()
+    })
+}
