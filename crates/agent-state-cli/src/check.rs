@@ -95,7 +95,7 @@ fn integrity(store: &Path, global: &Global, verdict: &mut Verdict) -> Value {
         Ok(rows) if rows == ["ok"] => json!({ "ok": true }),
         Ok(problems) => {
             let first = problems.first().cloned().unwrap_or_default();
-            verdict.fail(Status::Storage, "integrity", &first);
+            verdict.fail(Status::STORAGE, "integrity", &first);
             json!({ "ok": false, "problems": problems })
         }
         Err(e) => {

@@ -1,94 +1,74 @@
 //! Why a command failed, as the library's status, and the exit code that maps to it.
 //!
-//! The status numbers and names are the C ABI's (`include/agent_state.h`): a script that knows
-//! one knows the other. The exit code is 64 + the status number, because clap already uses 2
+//! The status numbers and names are the library's error kinds (`agent_state::ErrorKind`), which
+//! the C ABI's statuses are too (`include/agent_state.h`): a script that knows one knows the
+//! other. The exit code is 64 + the status number, because clap already uses 2
 //! for usage errors (which would collide with `AGENT_ERR_BAD_HANDLE`) and 64 + n stays below
 //! 128, where shells report deaths by signal. `tests/cli` checks this table against the header.
 
 use std::io;
 
-use agent_state::Error;
+use agent_state::{Error, ErrorKind};
 
 /// Added to a status number to give the exit code.
 pub const EXIT_BASE: i32 = 64;
 
-/// The library's status codes (the numbers of `AGENT_ERR_*`, never renumbered).
+/// Why a command failed: one of the library's error kinds (numbered as the C ABI's statuses,
+/// see [`ErrorKind`]), or a panic caught in the command, which the C ABI reports as
+/// `AGENT_ERR_PANIC` (99) and the library's safe API never returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
-    InvalidArgument = 1,
-    BadHandle = 2,
-    Json = 3,
-    Codec = 4,
-    TooLarge = 5,
-    Storage = 6,
-    Busy = 7,
-    Hook = 8,
-    Conflict = 9,
-    Rejected = 10,
-    Gap = 11,
-    Unavailable = 12,
-    Panic = 99,
+    /// A failure the library reports as this kind (or the command, for its own input and
+    /// output).
+    Kind(ErrorKind),
+    /// A bug, caught (exit 64 + 99).
+    Panic,
 }
 
 impl Status {
-    /// Every status, in number order (the exit-code table of `--help` is made from it).
-    pub const ALL: [Status; 13] = [
-        Status::InvalidArgument,
-        Status::BadHandle,
-        Status::Json,
-        Status::Codec,
-        Status::TooLarge,
-        Status::Storage,
-        Status::Busy,
-        Status::Hook,
-        Status::Conflict,
-        Status::Rejected,
-        Status::Gap,
-        Status::Unavailable,
-        Status::Panic,
-    ];
+    /// The status of a panic: the C ABI's number and name (not one of the core's kinds).
+    const PANIC: (i32, &'static str) = (99, "PANIC");
 
-    /// The C ABI's name of the status.
-    pub fn name(self) -> &'static str {
+    /// Every status, in number order (the exit-code table of `--help` is made from it).
+    pub fn all() -> impl Iterator<Item = Status> {
+        ErrorKind::ALL
+            .into_iter()
+            .map(Status::Kind)
+            .chain([Status::Panic])
+    }
+
+    /// The status number.
+    pub fn code(self) -> i32 {
         match self {
-            Status::InvalidArgument => "AGENT_ERR_INVALID_ARGUMENT",
-            Status::BadHandle => "AGENT_ERR_BAD_HANDLE",
-            Status::Json => "AGENT_ERR_JSON",
-            Status::Codec => "AGENT_ERR_CODEC",
-            Status::TooLarge => "AGENT_ERR_TOO_LARGE",
-            Status::Storage => "AGENT_ERR_STORAGE",
-            Status::Busy => "AGENT_ERR_BUSY",
-            Status::Hook => "AGENT_ERR_HOOK",
-            Status::Conflict => "AGENT_ERR_CONFLICT",
-            Status::Rejected => "AGENT_ERR_REJECTED",
-            Status::Gap => "AGENT_ERR_GAP",
-            Status::Unavailable => "AGENT_ERR_UNAVAILABLE",
-            Status::Panic => "AGENT_ERR_PANIC",
+            Status::Kind(kind) => kind.code(),
+            Status::Panic => Self::PANIC.0,
         }
+    }
+
+    /// The C ABI's name of the status, `AGENT_ERR_` + the kind's name.
+    pub fn name(self) -> String {
+        let name = match self {
+            Status::Kind(kind) => kind.name(),
+            Status::Panic => Self::PANIC.1,
+        };
+        format!("AGENT_ERR_{name}")
     }
 
     pub fn exit_code(self) -> i32 {
-        EXIT_BASE + self as i32
+        EXIT_BASE + self.code()
     }
 
-    /// The status the C ABI gives for a library error. An exhaustive match, so a new error
-    /// kind in the library fails this build instead of getting a wrong exit code.
+    /// The status of a library error: its kind.
     pub fn of(e: &Error) -> Status {
-        match e {
-            Error::InvalidArgument(_) => Status::InvalidArgument,
-            Error::Closed => Status::BadHandle,
-            Error::Json(_) => Status::Json,
-            Error::Codec(_) => Status::Codec,
-            Error::TooLarge(_) => Status::TooLarge,
-            Error::Storage(_) | Error::Corrupt(_) | Error::Stale => Status::Storage,
-            Error::Busy(_) => Status::Busy,
-            Error::Hook(_) => Status::Hook,
-            Error::Conflict(_) => Status::Conflict,
-            Error::Rejected(_) => Status::Rejected,
-            Error::Gap(_) => Status::Gap,
-            Error::Unavailable(_) => Status::Unavailable,
-        }
+        Status::Kind(e.kind())
     }
+
+    // The kinds the command reports for failures of its own.
+    pub const INVALID_ARGUMENT: Status = Status::Kind(ErrorKind::InvalidArgument);
+    pub const STORAGE: Status = Status::Kind(ErrorKind::Storage);
+    pub const TOO_LARGE: Status = Status::Kind(ErrorKind::TooLarge);
+    pub const CONFLICT: Status = Status::Kind(ErrorKind::Conflict);
+    pub const GAP: Status = Status::Kind(ErrorKind::Gap);
 }
 
 /// How a command ends when it does not succeed.
@@ -110,7 +90,7 @@ impl Failure {
     }
 
     pub fn invalid(message: impl Into<String>) -> Failure {
-        Failure::new(Status::InvalidArgument, message)
+        Failure::new(Status::INVALID_ARGUMENT, message)
     }
 
     /// A library error with what the command was doing in front of it.
@@ -126,7 +106,7 @@ impl Failure {
             Failure::OutputClosed
         } else {
             Failure::new(
-                Status::Storage,
+                Status::STORAGE,
                 format!("cannot write standard output: {e}"),
             )
         }
@@ -134,7 +114,7 @@ impl Failure {
 
     /// Reading an input (standard input, an import file) failed.
     pub fn input(what: &str, e: io::Error) -> Failure {
-        Failure::new(Status::Storage, format!("cannot read {what}: {e}"))
+        Failure::new(Status::STORAGE, format!("cannot read {what}: {e}"))
     }
 }
 
@@ -149,12 +129,12 @@ pub fn exit_code_table() -> String {
     let mut text = String::from(
         "Exit codes:\n  0    success (also: interrupted `watch`, or the reader of stdout went away)\n  2    usage error (unknown option, missing argument)\n",
     );
-    for status in Status::ALL {
+    for status in Status::all() {
         text.push_str(&format!(
             "  {:<4} {} ({})\n",
             status.exit_code(),
             status.name(),
-            status as i32
+            status.code()
         ));
     }
     text.push_str(

@@ -50,7 +50,7 @@ pub fn import(
             .replace_state_if(&record.state, expected)
             .map_err(|e| match e {
                 Error::Conflict(m) => Failure::new(
-                    Status::Conflict,
+                    Status::CONFLICT,
                     format!(
                         "line {number}: the store already holds a state ({m}); --force replaces it"
                     ),
@@ -95,7 +95,7 @@ fn read_records(
         }
         if line.len() > max_line {
             return Err(Failure::new(
-                Status::TooLarge,
+                Status::TOO_LARGE,
                 format!("{what}: line {number} is over {max_line} bytes (max_value_bytes and room for the agent line)"),
             ));
         }

@@ -26,7 +26,7 @@ pub fn document(arg: &OsStr, what: &str, max: usize) -> Result<Vec<u8>, Failure>
         .map_err(|e| Failure::input("standard input", e))?;
     if bytes.len() > max {
         return Err(Failure::new(
-            Status::TooLarge,
+            Status::TOO_LARGE,
             format!("the {what} on standard input is over max_value_bytes ({max} bytes)"),
         ));
     }

@@ -63,7 +63,7 @@ pub fn watch(store: &Path, global: &Global, interval: Duration) -> Result<(), Fa
             .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
             .map_err(|e| {
                 Failure::new(
-                    Status::Storage,
+                    Status::STORAGE,
                     format!("cannot handle signal {signal}: {e}"),
                 )
             })?;
@@ -91,7 +91,7 @@ pub fn watch(store: &Path, global: &Global, interval: Duration) -> Result<(), Fa
             Ok(()) => {}
             // Some changes were pruned before this watch saw them: say so, and go on from the
             // current state (the next line is still a true state, its version tells the jump).
-            Err(Error::Gap(m)) => eprintln!("agent-state: {}: {m}", Status::Gap.name()),
+            Err(Error::Gap(m)) => eprintln!("agent-state: {}: {m}", Status::GAP.name()),
             Err(e) => {
                 let printed = printer
                     .failure

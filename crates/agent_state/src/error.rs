@@ -1,11 +1,116 @@
 //! The one error type of the safe core.
 //!
-//! Each variant is a *kind* of failure a caller can act on differently; the C boundary maps
-//! each to a fixed status number (see `ffi::status`). Messages are written for people: they say
-//! what was wrong with which input, never just "error".
+//! Each variant is a failure a caller can act on differently, and [`Error::kind`] names its
+//! [`ErrorKind`], which has a stable number: the C ABI's status and the command's exit code are
+//! made from it. Messages are written for people: they say what was wrong with which input,
+//! never just "error".
 
 /// Result alias used throughout the core.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What kind of failure an [`Error`] is, with a stable number ([`ErrorKind::code`]).
+///
+/// The numbers are the C ABI's `AGENT_ERR_*` statuses (`AGENT_ERR_` + [`ErrorKind::name`]), and
+/// the `agent-state` command exits with 64 + the number: one table for every language. They
+/// never change and are never reused.
+///
+/// ```
+/// use agent_state::{Agent, ErrorKind, OpenOptions};
+///
+/// let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+/// let err = agent.set_state(b"{\"a\":").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Json);
+/// assert_eq!((err.kind().code(), err.kind().name()), (3, "JSON"));
+/// # Ok::<(), agent_state::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// [`Error::InvalidArgument`].
+    InvalidArgument = 1,
+    /// [`Error::Closed`] (in C: a handle that is closed or was never issued).
+    Closed = 2,
+    /// [`Error::Json`].
+    Json = 3,
+    /// [`Error::Codec`].
+    Codec = 4,
+    /// [`Error::TooLarge`].
+    TooLarge = 5,
+    /// [`Error::Storage`] and [`Error::Corrupt`].
+    Storage = 6,
+    /// [`Error::Busy`].
+    Busy = 7,
+    /// [`Error::Hook`].
+    Hook = 8,
+    /// [`Error::Conflict`].
+    Conflict = 9,
+    /// [`Error::Rejected`].
+    Rejected = 10,
+    /// [`Error::Gap`].
+    Gap = 11,
+    /// [`Error::Unavailable`].
+    Unavailable = 12,
+}
+
+impl ErrorKind {
+    /// Every kind, in number order.
+    pub const ALL: [ErrorKind; 12] = [
+        ErrorKind::InvalidArgument,
+        ErrorKind::Closed,
+        ErrorKind::Json,
+        ErrorKind::Codec,
+        ErrorKind::TooLarge,
+        ErrorKind::Storage,
+        ErrorKind::Busy,
+        ErrorKind::Hook,
+        ErrorKind::Conflict,
+        ErrorKind::Rejected,
+        ErrorKind::Gap,
+        ErrorKind::Unavailable,
+    ];
+
+    /// The kind's number (1 to 12).
+    pub const fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// The kind's name in upper case, as the C status spells it after `AGENT_ERR_`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorKind::Closed => "BAD_HANDLE",
+            ErrorKind::Json => "JSON",
+            ErrorKind::Codec => "CODEC",
+            ErrorKind::TooLarge => "TOO_LARGE",
+            ErrorKind::Storage => "STORAGE",
+            ErrorKind::Busy => "BUSY",
+            ErrorKind::Hook => "HOOK",
+            ErrorKind::Conflict => "CONFLICT",
+            ErrorKind::Rejected => "REJECTED",
+            ErrorKind::Gap => "GAP",
+            ErrorKind::Unavailable => "UNAVAILABLE",
+        }
+    }
+}
+
+impl Error {
+    /// The kind of this error: what to act on, and its stable number.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Closed => ErrorKind::Closed,
+            Error::Json(_) => ErrorKind::Json,
+            Error::Codec(_) => ErrorKind::Codec,
+            Error::TooLarge(_) => ErrorKind::TooLarge,
+            Error::Storage(_) | Error::Corrupt(_) | Error::Stale => ErrorKind::Storage,
+            Error::Busy(_) => ErrorKind::Busy,
+            Error::Hook(_) => ErrorKind::Hook,
+            Error::Conflict(_) => ErrorKind::Conflict,
+            Error::Rejected(_) => ErrorKind::Rejected,
+            Error::Gap(_) => ErrorKind::Gap,
+            Error::Unavailable(_) => ErrorKind::Unavailable,
+        }
+    }
+}
 
 /// Everything that can go wrong in the core.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -22,7 +22,7 @@ pub mod value;
 
 #[cfg(feature = "store")]
 pub use agent::{Agent, Versioned};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use hooks::{InitialStateHook, Patch, StateChange, StateChangedHook, Validator};
 #[cfg(feature = "store")]
 pub use options::OpenOptions;

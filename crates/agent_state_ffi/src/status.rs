@@ -1,9 +1,10 @@
 //! Status codes: fixed numbers, never reused, never renumbered.
 
-/// Generates, from one list of `STATUS [=> error patterns]`, the status names and the mapping
-/// of errors to statuses (see the table below).
+/// Generates, from one list of `STATUS [=> the core's error kind]`, the status names and the
+/// mapping of errors to statuses (see the table below), and checks at compile time that each
+/// status is its kind's number.
 macro_rules! status_table {
-    ($($status:ident $(=> $errors:pat)?),+ $(,)?) => {
+    ($($status:ident $(=> $kind:ident)?),+ $(,)?) => {
         /// Every status with its name, NUL-terminated.
         const NAMES: &[(AgentStatus, &str)] = &[$(($status, concat!(stringify!($status), "\0"))),+];
 
@@ -20,10 +21,12 @@ macro_rules! status_table {
             }
         };
 
+        $($(const _: () = assert!($status == ErrorKind::$kind.code(), "a status is not its kind's number");)?)+
+
         /// The status that reports `e`.
         pub(crate) fn status_of(e: &Error) -> AgentStatus {
-            match e {
-                $($($errors => $status,)?)+
+            match e.kind() {
+                $($(ErrorKind::$kind => $status,)?)+
             }
         }
     };
@@ -32,7 +35,7 @@ macro_rules! status_table {
 use std::ffi::c_char;
 
 use super::boundary;
-use agent_state::Error;
+use agent_state::{Error, ErrorKind};
 
 /// The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`
 /// codes below. The numbers are part of the ABI: they never change and are never reused.
@@ -80,25 +83,26 @@ pub const AGENT_ERR_UNAVAILABLE: AgentStatus = 12;
 /// A bug in the library was caught at the ABI boundary; the handle may still be used.
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
-// The table: every status once, with the error kinds it reports. It generates the name
-// table of `agent_status_name` (names spelled by the constants themselves) and `status_of`,
-// whose match the compiler checks for exhaustiveness, and checks at compile time that no two
-// statuses share a number. (The constants above stay written out: cbindgen reads them, with
+// The table: every status once, with the core's error kind it reports (`agent_state::ErrorKind`,
+// whose numbers these are). It generates the name table of `agent_status_name` (names spelled
+// by the constants themselves) and `status_of`, whose match the compiler checks for
+// exhaustiveness, and checks at compile time that no two statuses share a number and that each
+// is its kind's number. (The constants above stay written out: cbindgen reads them, with
 // their docs, from the source and does not expand macros.)
 status_table! {
     AGENT_OK,
-    AGENT_ERR_INVALID_ARGUMENT => Error::InvalidArgument(_),
-    AGENT_ERR_BAD_HANDLE => Error::Closed,
-    AGENT_ERR_JSON => Error::Json(_),
-    AGENT_ERR_CODEC => Error::Codec(_),
-    AGENT_ERR_TOO_LARGE => Error::TooLarge(_),
-    AGENT_ERR_STORAGE => Error::Storage(_) | Error::Corrupt(_) | Error::Stale,
-    AGENT_ERR_BUSY => Error::Busy(_),
-    AGENT_ERR_HOOK => Error::Hook(_),
-    AGENT_ERR_CONFLICT => Error::Conflict(_),
-    AGENT_ERR_REJECTED => Error::Rejected(_),
-    AGENT_ERR_GAP => Error::Gap(_),
-    AGENT_ERR_UNAVAILABLE => Error::Unavailable(_),
+    AGENT_ERR_INVALID_ARGUMENT => InvalidArgument,
+    AGENT_ERR_BAD_HANDLE => Closed,
+    AGENT_ERR_JSON => Json,
+    AGENT_ERR_CODEC => Codec,
+    AGENT_ERR_TOO_LARGE => TooLarge,
+    AGENT_ERR_STORAGE => Storage,
+    AGENT_ERR_BUSY => Busy,
+    AGENT_ERR_HOOK => Hook,
+    AGENT_ERR_CONFLICT => Conflict,
+    AGENT_ERR_REJECTED => Rejected,
+    AGENT_ERR_GAP => Gap,
+    AGENT_ERR_UNAVAILABLE => Unavailable,
     AGENT_ERR_PANIC,
 }
 
