@@ -1,14 +1,11 @@
-//! Opening, closing, reading and writing an agent through a handle.
+//! Opening and closing an agent: `agent_open`, `agent_close`.
 
 use std::ffi::{c_char, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use std::ptr::null_mut;
-
-use super::args::{input, with_agent, BufferOut, NumberOut};
+use super::args::{with_agent, NumberOut};
 use super::boundary;
-use super::buffer::AgentBuffer;
 use super::handle::{self, AgentHandle};
 use super::status::AgentStatus;
 use agent_state::Agent;
@@ -106,153 +103,5 @@ pub extern "C" fn agent_close(h: AgentHandle) -> AgentStatus {
         // Refuse a close from inside the initial-state hook before unregistering the handle.
         with_agent(h, Agent::close)?;
         handle::remove(h).map(drop)
-    })
-}
-
-/// Reads the state: the stored object, or the initial state while nothing is stored (reading
-/// never stores it). `*out` receives a view of compact JSON text.
-///
-/// Cost: O(1) when no other connection committed since the last read: the view shares the
-/// handle's cached immutable snapshot instead of copying it.
-/// Ownership: release `*out` with `agent_buffer_free`; it is empty on failure.
-/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`), `AGENT_ERR_BAD_HANDLE`,
-/// `AGENT_ERR_STORAGE`, `AGENT_ERR_BUSY`; while nothing is stored and an initial-state hook is
-/// set, also what its answer earns: `AGENT_ERR_HOOK` (non-zero return),
-/// `AGENT_ERR_INVALID_ARGUMENT` (not an object), `AGENT_ERR_JSON`, `AGENT_ERR_CODEC`,
-/// `AGENT_ERR_TOO_LARGE`.
-/// Thread-safety: any thread.
-#[no_mangle]
-pub unsafe extern "C" fn agent_get_state(h: AgentHandle, out: *mut AgentBuffer) -> AgentStatus {
-    boundary::run("agent_get_state", || {
-        // SAFETY: NULL or writable, per the caller.
-        let out = unsafe { BufferOut::new(out) };
-        out.required()?;
-        out.snapshot(with_agent(h, Agent::get_state)?);
-        Ok(())
-    })
-}
-
-/// Merges `patch` (`len` bytes of JSON text: an object) into the state by RFC 7396 — members
-/// merge recursively, `null` deletes, everything else (arrays, scalars, tagged values) replaces —
-/// in one `BEGIN IMMEDIATE` transaction that starts from the latest committed state. `*out`
-/// (when `out` is not NULL) receives the full merged state. After the commit, the handle's
-/// `on_state_changed` hooks run on this thread.
-///
-/// On any error but `AGENT_ERR_HOOK` nothing was written. `AGENT_ERR_HOOK` means the change
-/// committed but a hook returned non-zero; `*out` is then empty (read the state again if needed).
-/// Ownership: `patch` is only read during the call; release `*out` with `agent_buffer_free`.
-/// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `patch`, not an object), `AGENT_ERR_BAD_HANDLE`,
-/// `AGENT_ERR_JSON`, `AGENT_ERR_CODEC`, `AGENT_ERR_TOO_LARGE`, `AGENT_ERR_STORAGE` (also: the
-/// handle is read-only), `AGENT_ERR_BUSY`, `AGENT_ERR_HOOK`; on the first write with an
-/// initial-state hook set, also the errors its answer earns (see `agent_get_state`), with
-/// nothing written.
-/// Thread-safety: any thread; concurrent writers never lose each other's updates.
-#[no_mangle]
-pub unsafe extern "C" fn agent_set_state(
-    h: AgentHandle,
-    patch: *const u8,
-    len: usize,
-    out: *mut AgentBuffer,
-) -> AgentStatus {
-    // SAFETY: forwarded under this function's contract.
-    unsafe {
-        write(
-            "agent_set_state",
-            h,
-            Write::Merge,
-            (patch, len),
-            None,
-            out,
-            null_mut(),
-        )
-    }
-}
-
-/// Replaces the state with `next` (`len` bytes of JSON text: an object); nothing of the
-/// previous state survives. Same transaction, hook, ownership and error rules as
-/// `agent_set_state`; hooks see a NULL patch. A stored state that no longer decodes (changed
-/// behind the library's back: reads and merges fail with `AGENT_ERR_STORAGE`) is repaired by a
-/// replacement; hooks then see `{}` as `prev`.
-#[no_mangle]
-pub unsafe extern "C" fn agent_replace_state(
-    h: AgentHandle,
-    next: *const u8,
-    len: usize,
-    out: *mut AgentBuffer,
-) -> AgentStatus {
-    // SAFETY: forwarded under this function's contract.
-    unsafe {
-        write(
-            "agent_replace_state",
-            h,
-            Write::Replace,
-            (next, len),
-            None,
-            out,
-            null_mut(),
-        )
-    }
-}
-
-/// The message of the calling thread's last failed `agent_*` call (starting with the function's
-/// name), or `""` if none failed yet. Successful calls do not clear it.
-///
-/// The message belongs to the calling thread: read it on the same thread, right after the
-/// failing call. Runtimes that move work between OS threads (Go's goroutines) must read it in
-/// the same native call as the failing function.
-/// Ownership: owned by the library; valid until the next failing call on this thread. Never free.
-#[no_mangle]
-pub extern "C" fn agent_last_error() -> *const c_char {
-    boundary::guard("agent_last_error", boundary::last_error_ptr)
-}
-
-/// The library's version, `"MAJOR.MINOR.PATCH"`: the header's `AGENT_STATE_VERSION` when header
-/// and library match. Static; never free.
-#[no_mangle]
-pub extern "C" fn agent_version() -> *const c_char {
-    boundary::guard("agent_version", || {
-        concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
-    })
-}
-
-/// The two kinds of write.
-pub(super) enum Write {
-    /// RFC 7396 merge of a patch (argument `patch`).
-    Merge,
-    /// Replacement (argument `next`).
-    Replace,
-}
-
-/// The body of the four writes (`agent_set_state`, `agent_replace_state` and their `_if`
-/// forms): `kind` with the `len` bytes at `data`, when the version is `expected` (if given).
-///
-/// # Safety
-/// As the exports: `data` NULL or readable for `len` bytes; `out` and `out_version` NULL or
-/// writable.
-pub(super) unsafe fn write(
-    name: &str,
-    h: AgentHandle,
-    kind: Write,
-    (data, len): (*const u8, usize),
-    expected: Option<u64>,
-    out: *mut AgentBuffer,
-    out_version: *mut u64,
-) -> AgentStatus {
-    boundary::run(name, || {
-        // SAFETY: NULL or writable, per the caller.
-        let (out, out_version) = unsafe { (BufferOut::new(out), NumberOut::new(out_version)) };
-        let arg = match kind {
-            Write::Merge => "patch",
-            Write::Replace => "next",
-        };
-        // SAFETY: NULL or readable for `len` bytes, per the caller.
-        let input = unsafe { input(data, len, arg) }?;
-        let v = with_agent(h, |agent| match kind {
-            Write::Merge => agent.set_state_if(input, expected),
-            Write::Replace => agent.replace_state_if(input, expected),
-        })?;
-        out_version.set(v.version);
-        out.snapshot(v.state);
-        Ok(())
     })
 }

@@ -1,94 +1,11 @@
-//! Versions, compare-and-set, and the change log: `agent_get_state_versioned`,
-//! `agent_set_state_if`, `agent_replace_state_if`, `agent_poll`, `agent_changes_since`,
-//! `agent_get_state_at`, `agent_restore_state`.
+//! The change log: `agent_poll`, `agent_changes_since`, `agent_get_state_at`,
+//! `agent_restore_state`.
 
-use super::agent::{write, Write};
 use super::args::{with_agent, BufferOut, NumberOut};
 use super::boundary;
 use super::buffer::AgentBuffer;
 use super::handle::AgentHandle;
 use super::status::AgentStatus;
-use agent_state::Agent;
-
-/// Reads the state and its version together: `*out` as `agent_get_state`, `*out_version` the
-/// number of committed changes of this store (0 while nothing is stored; then `*out` is the
-/// initial state).
-///
-/// Ownership, errors and thread-safety as `agent_get_state`; `out_version` may be NULL.
-#[no_mangle]
-pub unsafe extern "C" fn agent_get_state_versioned(
-    h: AgentHandle,
-    out: *mut AgentBuffer,
-    out_version: *mut u64,
-) -> AgentStatus {
-    boundary::run("agent_get_state_versioned", || {
-        // SAFETY: NULL or writable, per the caller.
-        let (out, out_version) = unsafe { (BufferOut::new(out), NumberOut::new(out_version)) };
-        out.required()?;
-        let v = with_agent(h, Agent::get_state_versioned)?;
-        out.snapshot(v.state);
-        out_version.set(v.version);
-        Ok(())
-    })
-}
-
-/// Compare-and-set merge: `agent_set_state`, but only if the store's version is still
-/// `expected_version` (0: nothing stored yet) when the write transaction starts; otherwise
-/// `AGENT_ERR_CONFLICT` and nothing is written. On success `*out_version` (may be NULL)
-/// receives the new version. Use with `agent_get_state_versioned` for read-modify-write loops
-/// that never overwrite another writer's change.
-///
-/// Ownership, hooks and the other errors as `agent_set_state`.
-#[no_mangle]
-pub unsafe extern "C" fn agent_set_state_if(
-    h: AgentHandle,
-    expected_version: u64,
-    patch: *const u8,
-    len: usize,
-    out: *mut AgentBuffer,
-    out_version: *mut u64,
-) -> AgentStatus {
-    let input = (patch, len);
-    // SAFETY: forwarded under this function's contract.
-    unsafe {
-        write(
-            "agent_set_state_if",
-            h,
-            Write::Merge,
-            input,
-            Some(expected_version),
-            out,
-            out_version,
-        )
-    }
-}
-
-/// Compare-and-set replacement: `agent_replace_state`, but only if the store's version is still
-/// `expected_version`; otherwise `AGENT_ERR_CONFLICT` and nothing is written. On success
-/// `*out_version` (may be NULL) receives the new version.
-#[no_mangle]
-pub unsafe extern "C" fn agent_replace_state_if(
-    h: AgentHandle,
-    expected_version: u64,
-    next: *const u8,
-    len: usize,
-    out: *mut AgentBuffer,
-    out_version: *mut u64,
-) -> AgentStatus {
-    let input = (next, len);
-    // SAFETY: forwarded under this function's contract.
-    unsafe {
-        write(
-            "agent_replace_state_if",
-            h,
-            Write::Replace,
-            input,
-            Some(expected_version),
-            out,
-            out_version,
-        )
-    }
-}
 
 /// Delivers to `h`'s `on_state_changed` hooks, on this thread and in commit order, every change
 /// that other handles or processes committed since `h`'s last delivery, each once, with its

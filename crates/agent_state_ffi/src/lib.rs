@@ -14,12 +14,16 @@
 // The C boundary: raw pointers from C, callbacks into it. Every block has its SAFETY note.
 #![allow(unsafe_code)]
 
+// The topics of the API, in the order of the header's contents (tests/header.rs puts the
+// generated declarations in that order), then the machinery every export uses.
 mod agent;
-mod args;
-mod boundary;
 mod buffer;
-mod callback;
 mod handle;
 mod history;
 mod hooks;
+mod state;
 mod status;
+
+mod args;
+mod boundary;
+mod callback;

@@ -1,4 +1,6 @@
-//! Status codes: fixed numbers, never reused, never renumbered.
+//! Status codes (fixed numbers, never reused, never renumbered), their names, the calling
+//! thread's last error message, and the library's version: `agent_status_name`,
+//! `agent_last_error`, `agent_version`.
 
 /// Generates, from one list of `STATUS [=> the core's error kind]`, the status names and the
 /// mapping of errors to statuses (see the table below), and checks at compile time that each
@@ -118,5 +120,26 @@ pub extern "C" fn agent_status_name(status: AgentStatus) -> *const c_char {
             .find(|(s, _)| *s == status)
             .map_or("AGENT_ERR_UNKNOWN\0", |(_, name)| name);
         name.as_ptr().cast()
+    })
+}
+
+/// The message of the calling thread's last failed `agent_*` call (starting with the function's
+/// name), or `""` if none failed yet. Successful calls do not clear it.
+///
+/// The message belongs to the calling thread: read it on the same thread, right after the
+/// failing call. Runtimes that move work between OS threads (Go's goroutines) must read it in
+/// the same native call as the failing function.
+/// Ownership: owned by the library; valid until the next failing call on this thread. Never free.
+#[no_mangle]
+pub extern "C" fn agent_last_error() -> *const c_char {
+    boundary::guard("agent_last_error", boundary::last_error_ptr)
+}
+
+/// The library's version, `"MAJOR.MINOR.PATCH"`: the header's `AGENT_STATE_VERSION` when header
+/// and library match. Static; never free.
+#[no_mangle]
+pub extern "C" fn agent_version() -> *const c_char {
+    boundary::guard("agent_version", || {
+        concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
     })
 }

@@ -23,16 +23,88 @@ fn header_is_up_to_date() {
         .generate()
         .expect("cbindgen failed")
         .write(&mut generated);
+    let generated = by_topic(&String::from_utf8(generated).expect("cbindgen writes UTF-8"));
     let path = root.join("include/agent_state.h");
     if std::env::var_os("AGENT_STATE_BLESS").is_some() {
         std::fs::write(&path, &generated).expect("write header");
         return;
     }
-    let checked_in = std::fs::read(&path).unwrap_or_default();
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         checked_in == generated,
         "include/agent_state.h is stale: run `make header` and commit the result"
     );
+}
+
+/// The functions in the order of the header's table of contents (cbindgen.toml's preamble): by
+/// topic, as SQLite's header groups its API, where cbindgen would write them in the order of
+/// the source files' names.
+const TOPICS: &[&str] = &[
+    // 1. Version and errors.
+    "agent_status_name",
+    "agent_last_error",
+    "agent_version",
+    // 2. Buffers.
+    "agent_buffer_copy",
+    "agent_buffer_free",
+    // 3. Opening and closing.
+    "agent_open",
+    "agent_close",
+    // 4. Reading and writing the state.
+    "agent_get_state",
+    "agent_get_state_versioned",
+    "agent_set_state",
+    "agent_replace_state",
+    "agent_set_state_if",
+    "agent_replace_state_if",
+    // 5. Hooks.
+    "agent_on_state_changed",
+    "agent_remove_hook",
+    "agent_set_initial_state_hook",
+    "agent_set_validator",
+    // 6. The change log.
+    "agent_poll",
+    "agent_changes_since",
+    "agent_get_state_at",
+    "agent_restore_state",
+];
+
+/// `header` with its function declarations (each with its doc comment: blocks separated by a
+/// blank line, between `extern "C" {` and its end) in the order of [`TOPICS`]. A function
+/// missing from the list fails the test: a new export needs its place in the contents.
+fn by_topic(header: &str) -> String {
+    const OPEN: &str = "extern \"C\" {\n#endif // __cplusplus\n\n";
+    const CLOSE: &str = "\n#ifdef __cplusplus\n}  // extern \"C\"";
+    let start = header.find(OPEN).expect("the header opens extern \"C\"") + OPEN.len();
+    let end = header.rfind(CLOSE).expect("the header closes extern \"C\"");
+    let mut blocks: Vec<(usize, &str)> = header[start..end]
+        .split("\n\n")
+        .filter(|b| !b.trim().is_empty())
+        .map(|block| {
+            let rank = TOPICS
+                .iter()
+                .position(|f| {
+                    block.contains(&format!(" {f}(")) || block.contains(&format!("*{f}("))
+                })
+                .unwrap_or_else(|| {
+                    panic!("a function missing from TOPICS in tests/header.rs:\n{block}")
+                });
+            (rank, block.trim_end_matches('\n'))
+        })
+        .collect();
+    blocks.sort_by_key(|(rank, _)| *rank);
+    assert_eq!(
+        blocks.len(),
+        TOPICS.len(),
+        "TOPICS names a function the header lacks"
+    );
+    let body: Vec<&str> = blocks.into_iter().map(|(_, b)| b).collect();
+    format!(
+        "{}{}\n{}",
+        &header[..start],
+        body.join("\n\n"),
+        &header[end..]
+    )
 }
 
 /// `AGENT_STATE_VERSION_MAJOR/MINOR/PATCH` and `AGENT_STATE_VERSION`, from the crate's version
