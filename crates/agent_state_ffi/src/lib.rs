@@ -14,8 +14,10 @@
 // The C boundary: raw pointers from C, callbacks into it. Every block has its SAFETY note.
 #![allow(unsafe_code)]
 
-// The topics of the API, in the order of the header's contents (tests/header.rs puts the
-// generated declarations in that order), then the machinery every export uses.
+// One module per topic of the API (the header lists the topics in its contents and
+// tests/header.rs orders the declarations by them): status.rs (version and errors), buffer.rs,
+// handle.rs and agent.rs (opening and closing), state.rs (reading and writing), hooks.rs,
+// history.rs (the change log). Then the machinery every export uses.
 mod agent;
 mod buffer;
 mod handle;
