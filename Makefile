@@ -68,7 +68,7 @@ lint:
 # outside CI).
 test-rust:
 	$(CARGO) test --workspace
-	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test history --test agents
+	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test hooks --test versions --test change_log --test agents
 
 # The header compiles cleanly as C99 and C++11 with every warning an error.
 test-header-c:

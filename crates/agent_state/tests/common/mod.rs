@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests.
 //!
-//! The suites of the library's behaviour (agent, history, agents) run on either backend: a
+//! The suites of the library's behaviour (agent, hooks, versions, change_log, agents) run on either backend: a
 //! test asks a [`TempDir`] for a store ([`TempDir::store`], a [`Place`]) and [`open`]s it. By
 //! default that is a SQLite file in the directory; with `AGENT_STATE_TEST_BACKEND=postgres` it
 //! is an agent of the PostgreSQL server `AGENT_STATE_TEST_PG_URI` names (`make test-rust` runs
@@ -195,4 +195,47 @@ pub fn opts(v: Value) -> OpenOptions {
 /// A snapshot's JSON as a String.
 pub fn text(s: &agent_state::Snapshot) -> String {
     String::from_utf8(s.json().to_vec()).unwrap()
+}
+
+/// A hook that records every delivery as (next, prev, patch): the texts, to check how
+/// deliveries chain.
+#[derive(Default)]
+pub struct Recorder {
+    pub seen: std::sync::Mutex<Vec<(String, String, Option<String>)>>,
+}
+
+impl agent_state::StateChangedHook for Recorder {
+    fn on_state_changed(&self, c: &agent_state::StateChange) -> std::result::Result<(), String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((text(&c.next), text(&c.prev), patch_text(c)));
+        Ok(())
+    }
+}
+
+/// One delivery with its version: (version, prev, next, patch).
+pub type Delivery = (u64, String, String, Option<String>);
+
+/// A hook that records every delivery with its version (see [`Delivery`]).
+#[derive(Default)]
+pub struct VersionRecorder {
+    pub seen: std::sync::Mutex<Vec<Delivery>>,
+}
+
+impl agent_state::StateChangedHook for VersionRecorder {
+    fn on_state_changed(&self, c: &agent_state::StateChange) -> std::result::Result<(), String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((c.version, text(&c.prev), text(&c.next), patch_text(c)));
+        Ok(())
+    }
+}
+
+/// The patch of a delivery as text (`None` for a replacement).
+fn patch_text(c: &agent_state::StateChange) -> Option<String> {
+    c.patch
+        .as_ref()
+        .map(|p| String::from_utf8(p.json().to_vec()).unwrap())
 }

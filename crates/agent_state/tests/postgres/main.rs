@@ -5,7 +5,7 @@
 //! Tests share one database: each uses its own agent ids (process id and a counter).
 //!
 //! These are the tests of the PostgreSQL backend itself; the suites of the library's behaviour
-//! (tests/agent.rs, history.rs, agents.rs) run here too with `AGENT_STATE_TEST_BACKEND=postgres`
+//! (tests/agent.rs, hooks.rs, versions.rs, change_log.rs, agents.rs) run here too with `AGENT_STATE_TEST_BACKEND=postgres`
 //! (see tests/common).
 
 use std::path::Path;
