@@ -86,10 +86,6 @@ def test_exit_waits_only_so_long_for_a_callback_that_never_returns(run_python) -
         from agent_state import Agent
 
         agent_state._inflight.EXIT_WAIT_SECONDS = 0.5
-        import agent_state._inflight
-        # Far beyond the bound below: a child that waited for the parent's thread would take
-        # all of it.
-        agent_state._inflight.EXIT_WAIT_SECONDS = 120.0
         agent = Agent(sys.argv[1])
         entered, never = threading.Event(), threading.Event()
 
@@ -172,8 +168,12 @@ def test_a_forked_child_does_not_wait_for_its_parents_threads(run_python) -> Non
     # whose exit must not wait for it.
     script = """
         import os, sys, threading, time, warnings
+        import agent_state._inflight
         from agent_state import Agent
 
+        # Far beyond the bound below: a child that waited for the parent's thread would take
+        # all of it.
+        agent_state._inflight.EXIT_WAIT_SECONDS = 120.0
         agent = Agent(sys.argv[1])
         inside, leave = threading.Event(), threading.Event()
 

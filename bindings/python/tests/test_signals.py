@@ -25,6 +25,10 @@ PRELUDE = """
 
     libc = ctypes.CDLL(None)
     lib = _native.library()
+    # Python's own SIGINT handler, whatever this process inherited: started from a shell's
+    # background job (`make test &`, nohup, some CI runners), SIGINT arrives ignored, Python then
+    # installs no handler, and every interrupt these tests send would vanish.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def outcome(call):
         try:
