@@ -1,14 +1,143 @@
 //! agent_state: one persistent, transactional JSON state value per agent, on an embedded
-//! SQLite store, with the semantics of the Telnyx Agent SDK's State API (getState, setState as
-//! RFC 7396 merge patch, replaceState, initialState, onStateChanged).
+//! SQLite file or a PostgreSQL server, with the semantics of the Telnyx Agent SDK's State API:
+//! getState, setState as an RFC 7396 merge patch in one transaction returning the merged state,
+//! replaceState, an initial state that a read never persists, and onStateChanged hooks after
+//! the commit. On top: versions and compare-and-set, a validation gate, a change log, many
+//! agents per store.
 //!
-//! The safe core lives in plain modules that know nothing of C:
-//! [`value`] (JSON states: strict input, the codec, RFC 7396 merge, immutable shared
-//! snapshots, and the accept pipeline every input takes), [`store`] (the `Backend` trait the agent
-//! needs from storage, and its SQLite implementation), [`hooks`] (hook delivery in commit
-//! order), [`options`] and [`agent`] (the API, split by job).
-//! The C ABI is in `ffi`; `unsafe` is allowed there and in the SQLite backend's OS glue only
-//! (`store::sqlite`'s WAL-index and fork watchers).
+//! This crate is the safe core, and the whole of the semantics: C, C++, Python and Go reach the
+//! same code through the C ABI crate built on it (`agent_state_ffi`, `libagent_state.so`).
+//! States cross the API as JSON text (`&[u8]` in, [`Snapshot`] out): exactly the bytes the
+//! store holds and every other language sees.
+//!
+//! # A state, read and merged
+//!
+//! ```
+//! use std::path::Path;
+//! use agent_state::{Agent, OpenOptions};
+//!
+//! let dir = std::env::temp_dir().join(format!("agent_state_doc_{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let path = dir.join("support-bot.db");
+//! # let _ = std::fs::remove_file(&path);
+//! let options = OpenOptions::from_json(br#"{"initial_state": {"messages": [], "mood": "calm"}}"#)?;
+//! let agent = Agent::open(&path, &options)?;
+//! // A read shows the initial state and stores nothing.
+//! assert_eq!(agent.get_state()?.json(), br#"{"messages":[],"mood":"calm"}"#);
+//! // set_state merges (RFC 7396: objects merge, null deletes, the rest replaces) and returns
+//! // the merged state, committed.
+//! let next = agent.set_state(br#"{"mood": null, "user": {"name": "Ada"}}"#)?;
+//! assert_eq!(next.json(), br#"{"messages":[],"user":{"name":"Ada"}}"#);
+//! agent.close()?;
+//! // It persists.
+//! let again = Agent::open(&path, &OpenOptions::default())?;
+//! assert_eq!(again.get_state()?.json(), br#"{"messages":[],"user":{"name":"Ada"}}"#);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), agent_state::Error>(())
+//! ```
+//!
+//! # Versions and compare-and-set
+//!
+//! Every commit gets the next version; the `_if` writes commit only at the version expected,
+//! else [`Error::Conflict`] and nothing is written: read-modify-write loops that never
+//! overwrite another writer.
+//!
+//! ```
+//! # use agent_state::{Agent, Error, OpenOptions};
+//! let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+//! let v = agent.get_state_versioned()?;
+//! assert_eq!(v.version, 0); // nothing stored yet
+//! let v = agent.set_state_if(br#"{"n": 1}"#, Some(0))?;
+//! assert_eq!(v.version, 1);
+//! let stale = agent.replace_state_if(br#"{"n": 9}"#, Some(0));
+//! assert!(matches!(stale, Err(Error::Conflict(_))));
+//! # Ok::<(), agent_state::Error>(())
+//! ```
+//!
+//! # Hooks and the validation gate
+//!
+//! A [`StateChangedHook`] sees every committed change, `(next, prev, patch, version)`, after
+//! the commit and in commit order; a [`Validator`] sees it inside the transaction and may
+//! reject it; an [`InitialStateHook`] computes the state shown while nothing is stored.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use agent_state::{Agent, Error, OpenOptions, StateChange, StateChangedHook, Validator};
+//!
+//! struct Log(Mutex<Vec<String>>);
+//! impl StateChangedHook for Log {
+//!     fn on_state_changed(&self, change: &StateChange) -> Result<(), String> {
+//!         let next = String::from_utf8(change.next.json().to_vec()).unwrap();
+//!         self.0.lock().unwrap().push(format!("v{}: {next}", change.version));
+//!         Ok(())
+//!     }
+//! }
+//! struct NoEmptyName;
+//! impl Validator for NoEmptyName {
+//!     fn validate(&self, change: &StateChange) -> Result<(), String> {
+//!         match change.next.to_value().get("name") {
+//!             Some(serde_json::Value::String(s)) if s.is_empty() => Err("name is empty".into()),
+//!             _ => Ok(()),
+//!         }
+//!     }
+//! }
+//!
+//! let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+//! let log = Arc::new(Log(Mutex::new(Vec::new())));
+//! agent.on_state_changed(log.clone())?;
+//! agent.set_validator(Some(Arc::new(NoEmptyName)))?;
+//! agent.set_state(br#"{"name": "Ada"}"#)?;
+//! assert!(matches!(agent.set_state(br#"{"name": ""}"#), Err(Error::Rejected(_))));
+//! assert_eq!(*log.0.lock().unwrap(), vec![r#"v1: {"name":"Ada"}"#.to_string()]);
+//! # Ok::<(), agent_state::Error>(())
+//! ```
+//!
+//! # The change log
+//!
+//! With `change_log` on, the store keeps recent changes: [`Agent::changes_since`],
+//! [`Agent::state_at`], [`Agent::restore`], and [`Agent::poll`] delivers other handles' (and
+//! processes') changes to this handle's hooks.
+//!
+//! ```
+//! # use agent_state::{Agent, OpenOptions};
+//! let options = OpenOptions::from_json(br#"{"change_log": {"keep_last": 100}}"#)?;
+//! let agent = Agent::open(":memory:".as_ref(), &options)?;
+//! agent.set_state(br#"{"step": 1}"#)?;
+//! agent.set_state(br#"{"step": 2}"#)?;
+//! assert_eq!(agent.state_at(1)?.json(), br#"{"step":1}"#);
+//! let restored = agent.restore(1)?; // a new change (version 3) back to version 1's state
+//! assert_eq!((restored.version, restored.state.json()), (3, &br#"{"step":1}"#[..]));
+//! # Ok::<(), agent_state::Error>(())
+//! ```
+//!
+//! # Stores
+//!
+//! A path is a SQLite file (`":memory:"`: private to the handle); a `postgres://` or
+//! `postgresql://` URI is a PostgreSQL server, where `agent_id` is required and one database
+//! holds any number of agents (the tables are created on first open):
+//!
+//! ```no_run
+//! # use agent_state::{Agent, OpenOptions};
+//! let options = OpenOptions::from_json(br#"{"agent_id": "support-bot-7", "max_connections": 8}"#)?;
+//! let agent = Agent::open("postgresql://app@db.internal/agents".as_ref(), &options)?;
+//! # Ok::<(), agent_state::Error>(())
+//! ```
+//!
+//! Every option, its default and what it bounds is in [`OpenOptions::from_json`]'s
+//! documentation and the repository's README.
+//!
+//! # Errors
+//!
+//! Every failure is an [`Error`], whose [`Error::kind`] is an [`ErrorKind`] with a stable
+//! number (the C ABI's status). Bad input never changes the stored state.
+//!
+//! # The modules
+//!
+//! [`value`] (JSON states: strict input, the storage codec, RFC 7396 merge, immutable shared
+//! snapshots), [`store`] (what the agent needs from storage, and the SQLite and PostgreSQL
+//! backends), [`hooks`] (hook delivery in commit order), [`options`] and [`agent`] (the API,
+//! split by job). `unsafe` is allowed only in the SQLite backend's OS glue (its WAL-index and
+//! fork watchers).
 
 #[cfg(feature = "store")]
 pub mod agent;
