@@ -24,59 +24,9 @@ use libfuzzer_sys::fuzz_target;
 // Link the library: its #[no_mangle] exports are the C ABI under test.
 extern crate agent_state_ffi;
 
-#[repr(C)]
-struct AgentBuffer {
-    data: *const u8,
-    len: usize,
-    owner: *mut c_void,
-}
-
-const EMPTY: AgentBuffer = AgentBuffer { data: std::ptr::null(), len: 0, owner: std::ptr::null_mut() };
-
-#[repr(C)]
-struct AgentStateChange {
-    next: *const u8,
-    next_len: usize,
-    prev: *const u8,
-    prev_len: usize,
-    patch: *const u8,
-    patch_len: usize,
-    version: u64,
-}
-
-type ChangedFn = Option<unsafe extern "C" fn(*mut c_void, *const AgentStateChange) -> i32>;
-type InitialFn = Option<unsafe extern "C" fn(*mut c_void, *mut AgentBuffer) -> i32>;
-type FreeFn = Option<unsafe extern "C" fn(*mut c_void)>;
-type ValidateFn = Option<unsafe extern "C" fn(*mut c_void, *const AgentStateChange, *mut AgentBuffer) -> i32>;
-
-extern "C" {
-    fn agent_open(path: *const c_char, options: *const c_char, out: *mut u64) -> i32;
-    fn agent_close(h: u64) -> i32;
-    fn agent_get_state(h: u64, out: *mut AgentBuffer) -> i32;
-    fn agent_set_state(h: u64, patch: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
-    fn agent_replace_state(h: u64, next: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
-    fn agent_last_error() -> *const c_char;
-    fn agent_version() -> *const c_char;
-    fn agent_buffer_copy(data: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
-    fn agent_buffer_free(buf: *mut AgentBuffer);
-    fn agent_on_state_changed(h: u64, f: ChangedFn, ud: *mut c_void, free: FreeFn, out_id: *mut u64) -> i32;
-    fn agent_remove_hook(h: u64, id: u64) -> i32;
-    fn agent_set_initial_state_hook(h: u64, f: InitialFn, ud: *mut c_void, free: FreeFn) -> i32;
-    fn agent_status_name(status: i32) -> *const c_char;
-    fn agent_get_state_versioned(h: u64, out: *mut AgentBuffer, out_version: *mut u64) -> i32;
-    fn agent_set_state_if(h: u64, expected: u64, patch: *const u8, len: usize, out: *mut AgentBuffer, out_version: *mut u64) -> i32;
-    fn agent_replace_state_if(h: u64, expected: u64, next: *const u8, len: usize, out: *mut AgentBuffer, out_version: *mut u64) -> i32;
-    fn agent_poll(h: u64, out_delivered: *mut usize) -> i32;
-    fn agent_changes_since(h: u64, after: u64, out: *mut AgentBuffer) -> i32;
-    fn agent_get_state_at(h: u64, version: u64, out: *mut AgentBuffer) -> i32;
-    fn agent_restore_state(h: u64, version: u64, out: *mut AgentBuffer, out_version: *mut u64) -> i32;
-    fn agent_set_validator(h: u64, f: ValidateFn, ud: *mut c_void, free: FreeFn) -> i32;
-}
-
-const AGENT_OK: i32 = 0;
-const AGENT_ERR_BUSY: i32 = 7;
-const AGENT_ERR_GAP: i32 = 11;
-const AGENT_ERR_PANIC: i32 = 99;
+#[path = "abi_sequence_c_api.rs"]
+mod c_api;
+use c_api::*;
 
 const DOCS: [&[u8]; 20] = [
     b"{}",
