@@ -228,23 +228,9 @@ func (r *vectorRun) options(o *node) Options {
 			}
 			opts.MaxValueBytes = n
 		case "busy_timeout_ms":
-			ms, err := strconv.ParseInt(v.str, 10, 64)
-			if err != nil || ms <= 0 {
-				r.fail("busy_timeout_ms %s is not a positive Duration", v.raw)
-			}
-			opts.BusyTimeout = time.Duration(math.MaxInt64) // the largest Duration, if ms does not fit
-			if ms <= math.MaxInt64/int64(time.Millisecond) {
-				opts.BusyTimeout = time.Duration(ms) * time.Millisecond
-			}
+			opts.BusyTimeout = r.duration(key, v)
 		case "server_timeout_ms":
-			ms, err := strconv.ParseInt(v.str, 10, 64)
-			if err != nil || ms <= 0 {
-				r.fail("server_timeout_ms %s is not a positive Duration", v.raw)
-			}
-			opts.ServerTimeout = time.Duration(math.MaxInt64) // the largest Duration, if ms does not fit
-			if ms <= math.MaxInt64/int64(time.Millisecond) {
-				opts.ServerTimeout = time.Duration(ms) * time.Millisecond
-			}
+			opts.ServerTimeout = r.duration(key, v)
 		case "synchronous":
 			opts.Synchronous = Synchronous(v.str)
 		case "read_only":
@@ -264,6 +250,19 @@ func (r *vectorRun) options(o *node) Options {
 		}
 	}
 	return opts
+}
+
+// duration is a vector's millisecond option as a Duration (the largest Duration when the count
+// does not fit); a count that is not a positive integer fails the vector.
+func (r *vectorRun) duration(key string, v *node) time.Duration {
+	ms, err := strconv.ParseInt(v.str, 10, 64)
+	if err != nil || ms <= 0 {
+		r.fail("%s %s is not a positive Duration", key, v.raw)
+	}
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 func keysOf(o *node) []string {
