@@ -63,12 +63,12 @@ lint:
 	$(CARGO) clippy --all-targets -- -D warnings
 
 # Every Rust suite of the workspace on SQLite (the core's doc tests too), then the suites of the
-# library's behaviour (one source for both backends, crates/agent_state/tests/common) again on
-# the PostgreSQL server AGENT_STATE_TEST_PG_URI names (skipped, and said so, without one
-# outside CI).
+# library's behaviour (one source for both backends, crates/agent_state/tests/common) and the
+# conformance vectors' Rust runner again on the PostgreSQL server AGENT_STATE_TEST_PG_URI names
+# (skipped, and said so, without one outside CI).
 test-rust:
 	$(CARGO) test --workspace
-	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test history --test agents
+	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test history --test agents --test conformance
 
 # The header compiles cleanly as C99 and C++11 with every warning an error.
 test-header-c:
