@@ -59,16 +59,17 @@ test-suites: lint test-rust test-header-c test-c test-valgrind test-cpp test-pyt
       test-reliability bench-smoke test-install
 
 lint:
-	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # Every Rust suite of the workspace on SQLite (the core's doc tests too), then the suites of the
-# library's behaviour (one source for both backends, crates/agent_state/tests/common) again on
-# the PostgreSQL server AGENT_STATE_TEST_PG_URI names (skipped, and said so, without one
-# outside CI).
+# library's behaviour (one source for both backends, crates/agent_state/tests/common) and the
+# conformance vectors' Rust runner again on the PostgreSQL server AGENT_STATE_TEST_PG_URI names
+# (skipped, and said so, without one outside CI).
 test-rust:
 	$(CARGO) test --workspace
-	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test hooks --test versions --test change_log --test agents
+	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test hooks --test versions \
+	  --test change_log --test agents --test conformance
 
 # The header compiles cleanly as C99 and C++11 with every warning an error.
 test-header-c:
