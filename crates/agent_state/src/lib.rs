@@ -7,8 +7,8 @@
 //! snapshots, and the accept pipeline every input takes), [`store`] (the `Backend` trait the agent
 //! needs from storage, and its SQLite implementation), [`hooks`] (hook delivery in commit
 //! order), [`options`] and [`agent`] (the API, split by job).
-//! The C ABI is in `ffi`; `unsafe` is allowed there and in the SQLite backend's OS glue only
-//! (`store::sqlite`'s WAL-index and fork watchers).
+//! The C ABI is in `ffi`; `unsafe` is allowed there, in the SQLite backend's OS glue (its
+//! WAL-index watcher) and in the fork watcher both backends use (`store::process`) only.
 
 #[cfg(feature = "store")]
 pub mod agent;

@@ -11,6 +11,9 @@
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
+// The fork watcher: a `pthread_atfork` handler, registered through C.
+#[allow(unsafe_code)]
+pub mod process;
 pub mod sqlite;
 mod txn;
 mod types;

@@ -45,11 +45,10 @@ use super::error::{PgError, PgResult};
 use crate::error::{Error, Result};
 use crate::store::Synchronous;
 
-/// Which process this is, as far as connections go: the SQLite backend's fork generation,
-/// which changes in a child right after `fork()` (one relaxed load, where `getpid` is a
-/// system call on every call).
+/// Which process this is, as far as connections go: the fork generation, which changes in a
+/// child right after `fork()` (one relaxed load, where `getpid` is a system call on every call).
 pub(super) fn process() -> u64 {
-    crate::store::sqlite::fork::generation()
+    crate::store::process::generation()
 }
 
 /// How long dropping a healthy connection waits for its Terminate message to be written
@@ -389,7 +388,7 @@ impl Pool {
     /// The pool for `uri`, shared by every handle of this process that opened it; its
     /// capacity grows to `max_connections` when that is more than it had.
     pub fn get(uri: &str, config: Config, max_connections: usize) -> Arc<Pool> {
-        crate::store::sqlite::fork::watch();
+        crate::store::process::watch();
         let mut pools = lock(&POOLS);
         pools.retain(|_, p| p.strong_count() > 0);
         if let Some(pool) = pools.get(uri).and_then(Weak::upgrade) {
