@@ -2,7 +2,8 @@
 //!
 //! Each variant is a *kind* of failure a caller can act on differently; the C boundary maps
 //! each to a fixed status number (see `ffi::status`). Messages are written for people: they say
-//! what was wrong with which input, never just "error".
+//! what was wrong with which input, never just "error". The core knows no backend: each one
+//! converts its own errors (`store::sqlite::error`, `store::postgres::error`).
 
 /// Result alias used throughout the core.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -29,7 +30,9 @@ pub enum Error {
     /// The encoded state (or an input document) exceeds `max_value_bytes`.
     #[error("too large: {0}")]
     TooLarge(String),
-    /// SQLite failed: I/O error, disk full, read-only store, corrupt or foreign file.
+    /// The store failed: an I/O error, a full disk, a read-only store, a corrupt or foreign
+    /// file, or the database server's error answer to a statement. (Each backend turns its
+    /// own errors into these kinds, in its own module.)
     #[error("storage error: {0}")]
     Storage(String),
     /// The stored state cannot be decoded (the file was changed behind the library's back).
@@ -63,17 +66,4 @@ pub enum Error {
     /// write is retried under a lock (see [`crate::store::Backend::optimistic`]).
     #[error("storage error: the state changed during an optimistic write (internal; retried)")]
     Stale,
-}
-
-#[cfg(feature = "store")]
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode;
-        match e.sqlite_error_code() {
-            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
-                Error::Busy(format!("the store is locked by another connection ({e})"))
-            }
-            _ => Error::Storage(e.to_string()),
-        }
-    }
 }

@@ -1,6 +1,7 @@
 //! The SQLite backend: one connection to an agent store file.
 //!
-//! `schema` (the file format), `entries` (the state and the change log),
+//! `schema` (the file format), `entries` (the state and the change log), `error` (SQLite's
+//! failures as the library's error kinds),
 //! `wal_index` (the cheap freshness test) and [`fork`] (connections across `fork()`, on the
 //! fork count of [`crate::store::process`]). `wal_index` talks to C directly: with the fork
 //! watcher, it is the only `unsafe` outside the C boundary, each block with its SAFETY note.
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags};
 
+use self::error::storage;
 use self::fork::{FileId, Tracker};
 use self::schema::create_private_file;
 use self::wal_index::WatchedConnection;
@@ -21,6 +23,7 @@ use super::{Mark, StoreOptions};
 use crate::error::{Error, Result};
 
 mod entries;
+mod error;
 pub mod fork;
 mod handle;
 mod schema;
@@ -299,12 +302,5 @@ impl Sqlite {
 impl Drop for Sqlite {
     fn drop(&mut self) {
         self.retire_inherited();
-    }
-}
-
-fn storage(path: &Path, what: &str, e: rusqlite::Error) -> Error {
-    match Error::from(e) {
-        Error::Storage(m) => Error::Storage(format!("{}: {what}: {m}", path.display())),
-        other => other,
     }
 }
