@@ -63,7 +63,7 @@ pub enum Error {
     Unavailable(String),
     /// Internal to the write path, never returned by the agent: an optimistic write found the
     /// stored version moved since the state it was computed from; nothing was written, and the
-    /// write is retried under a lock (see [`crate::store::Backend::optimistic`]).
+    /// write is retried under a lock (see [`crate::store::Transactions::optimistic`]).
     #[error("storage error: the state changed during an optimistic write (internal; retried)")]
     Stale,
 }

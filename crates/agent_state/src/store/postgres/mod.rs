@@ -10,7 +10,7 @@
 //!   trip, atomic in autocommit) that writes only if the stored version and log setting are
 //!   still those the change was computed from ([`Error::Stale`] otherwise, nothing written).
 //!
-//! Outside a transaction, [`Backend::head`](crate::store::Backend::head) is one statement on a connection checked out for
+//! Outside a transaction, [`Freshness::head`](crate::store::Freshness::head) is one statement on a connection checked out for
 //! it. Losing the server is [`Error::Unavailable`]: the connection is discarded and the next
 //! call connects again. So is a round trip the server does not answer within
 //! `busy_timeout_ms + server_timeout_ms`, timed by the client: a frozen server, a hung host or
