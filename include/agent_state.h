@@ -200,8 +200,9 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
 #define AGENT_ERR_TOO_LARGE 5
 
 /**
- * SQLite failed: I/O error, disk full, read-only store or file, corrupt or foreign file,
- * newer schema.
+ * The store failed: an I/O error, a full disk, a read-only store or file, a corrupt or foreign
+ * file, a newer schema; on PostgreSQL, an error of the server other than an unreachable one
+ * (`AGENT_ERR_UNAVAILABLE`) or a lock wait (`AGENT_ERR_BUSY`).
  */
 #define AGENT_ERR_STORAGE 6
 

@@ -3,7 +3,8 @@
 //! Each variant is a failure a caller can act on differently, and [`Error::kind`] names its
 //! [`ErrorKind`], which has a stable number: the C ABI's status and the command's exit code are
 //! made from it. Messages are written for people: they say what was wrong with which input,
-//! never just "error".
+//! never just "error". The core knows no backend: each one converts its own errors
+//! (`store::sqlite::error`, `store::postgres::error`).
 
 /// Result alias used throughout the core.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -134,7 +135,9 @@ pub enum Error {
     /// The encoded state (or an input document) exceeds `max_value_bytes`.
     #[error("too large: {0}")]
     TooLarge(String),
-    /// SQLite failed: I/O error, disk full, read-only store, corrupt or foreign file.
+    /// The store failed: an I/O error, a full disk, a read-only store, a corrupt or foreign
+    /// file, or the database server's error answer to a statement. (Each backend turns its
+    /// own errors into these kinds, in its own module.)
     #[error("storage error: {0}")]
     Storage(String),
     /// The stored state cannot be decoded (the file was changed behind the library's back).
@@ -165,20 +168,7 @@ pub enum Error {
     Unavailable(String),
     /// Internal to the write path, never returned by the agent: an optimistic write found the
     /// stored version moved since the state it was computed from; nothing was written, and the
-    /// write is retried under a lock (see [`crate::store::Backend::optimistic`]).
+    /// write is retried under a lock (see [`crate::store::Transactions::optimistic`]).
     #[error("storage error: the state changed during an optimistic write (internal; retried)")]
     Stale,
-}
-
-#[cfg(feature = "store")]
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode;
-        match e.sqlite_error_code() {
-            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
-                Error::Busy(format!("the store is locked by another connection ({e})"))
-            }
-            _ => Error::Storage(e.to_string()),
-        }
-    }
 }

@@ -136,8 +136,8 @@
 //! [`value`] (JSON states: strict input, the storage codec, RFC 7396 merge, immutable shared
 //! snapshots), [`store`] (what the agent needs from storage, and the SQLite and PostgreSQL
 //! backends), [`hooks`] (hook delivery in commit order), [`options`] and [`agent`] (the API,
-//! split by job). `unsafe` is allowed only in the SQLite backend's OS glue (its WAL-index and
-//! fork watchers).
+//! split by job). `unsafe` is allowed only in the SQLite backend's OS glue (its WAL-index
+//! watcher) and in the fork watcher both backends use (`store::process`).
 
 #[cfg(feature = "store")]
 pub mod agent;

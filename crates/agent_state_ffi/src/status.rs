@@ -58,8 +58,9 @@ pub const AGENT_ERR_JSON: AgentStatus = 3;
 pub const AGENT_ERR_CODEC: AgentStatus = 4;
 /// The input document, or the encoded state a change would produce, exceeds `max_value_bytes`.
 pub const AGENT_ERR_TOO_LARGE: AgentStatus = 5;
-/// SQLite failed: I/O error, disk full, read-only store or file, corrupt or foreign file,
-/// newer schema.
+/// The store failed: an I/O error, a full disk, a read-only store or file, a corrupt or foreign
+/// file, a newer schema; on PostgreSQL, an error of the server other than an unreachable one
+/// (`AGENT_ERR_UNAVAILABLE`) or a lock wait (`AGENT_ERR_BUSY`).
 pub const AGENT_ERR_STORAGE: AgentStatus = 6;
 /// Another connection held what the call needs (SQLite's write lock; on PostgreSQL the agent's
 /// row, a table lock or every connection of the pool) for longer than `busy_timeout_ms`, or

@@ -78,8 +78,9 @@ impl Cache {
 ///
 /// Three tests, cheapest first: the commit mark is unchanged (no commit anywhere, a few loads);
 /// else the data version is unchanged (a function call, current inside a transaction; outside
-/// one, [`Backend::refresh`] runs first to bring it up to date); else the agent's version and
-/// log setting are unchanged ([`Backend::head`], one small read or round trip); else the
+/// one, [`Freshness::refresh`](crate::store::Freshness::refresh) runs first to bring it up to
+/// date); else the agent's version and log setting are unchanged
+/// ([`Freshness::head`](crate::store::Freshness::head), one small read or round trip); else the
 /// entries are read and decoded again (in one read transaction). Inside an optimistic write,
 /// the cache is used as it is (the commit checks the version).
 pub(super) fn current(
@@ -147,7 +148,8 @@ pub(super) fn current(
 }
 
 /// True when the store still holds what `cache` says (its version and log setting, by
-/// [`Backend::head`]): what was computed from the cache was computed from the latest state.
+/// [`Freshness::head`](crate::store::Freshness::head)): what was computed from the cache was
+/// computed from the latest state.
 pub(super) fn confirmed(store: &dyn Backend, cache: &Option<Cache>) -> Result<bool> {
     let Some(cache) = cache else {
         return Ok(false);

@@ -228,7 +228,7 @@ impl Agent {
 
 /// One call's hold on the handle: its lock, and through the store whatever the call took of a
 /// connection it shares with other handles, given back when the call ends (see
-/// [`Backend::end_call`]).
+/// [`Ownership::end_call`](crate::store::Ownership::end_call)).
 struct Call<'a>(MutexGuard<'a, Option<Inner>>);
 
 impl std::ops::Deref for Call<'_> {

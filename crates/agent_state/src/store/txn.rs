@@ -36,7 +36,7 @@ impl<'a> Txn<'a> {
     }
 
     /// A write transaction that takes no lock where the backend offers that (see
-    /// [`Backend::optimistic`]); a locked one elsewhere.
+    /// [`Transactions::optimistic`](super::Transactions::optimistic)); a locked one elsewhere.
     pub fn optimistic_write(store: &'a dyn Backend) -> Result<Txn<'a>> {
         store.begin_optimistic_write()?;
         Ok(Txn { store, open: true })

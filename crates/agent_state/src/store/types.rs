@@ -1,4 +1,4 @@
-//! The values that cross the [`Backend`](super::Backend) trait.
+//! The values that cross the [`Backend`](super::Backend) traits.
 
 use std::time::Duration;
 
@@ -6,9 +6,10 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
-/// An opaque mark of the store's last commit (see [`Backend::commit_mark`](super::Backend::commit_mark)):
-/// equal marks mean no commit in between. Backends fill it with what identifies a commit for
-/// them (SQLite: its WAL-index header, 48 bytes).
+/// An opaque mark of the store's last commit (see
+/// [`Freshness::commit_mark`](super::Freshness::commit_mark)): equal marks mean no commit in
+/// between. Backends fill it with what identifies a commit for them (SQLite: its WAL-index
+/// header, 48 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark(pub [u32; 12]);
 
@@ -29,7 +30,8 @@ pub struct LoggedChange {
     /// The state after the change (compact JSON), when the backend stored it: always for a
     /// replacement; for a merge, at least at every [`CHECKPOINT_EVERY`]th version and at the
     /// first change logged after a break, so that any logged state is rebuilt from a stored
-    /// one by at most that many patches (see [`Backend::replay_to`](super::Backend::replay_to)).
+    /// one by at most that many patches (see
+    /// [`ChangeLog::replay_to`](super::ChangeLog::replay_to)).
     pub next: Option<Vec<u8>>,
 }
 

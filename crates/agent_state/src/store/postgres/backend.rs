@@ -1,5 +1,5 @@
-//! [`Backend`] for [`Postgres`]: how the agent's calls map onto the pool, transactions and
-//! statements of `super`.
+//! The store's traits for [`Postgres`], one `impl` per concern: how the agent's calls map onto
+//! the pool, transactions and statements of `super`.
 
 use super::sql::*;
 use std::sync::Weak;
@@ -7,24 +7,28 @@ use std::sync::Weak;
 use tokio_postgres::types::ToSql;
 
 use super::error::{self, classify, Fault};
-use super::pool::process;
 use super::{
     keep_bounds, no_transaction, opt_text, prune_bounds, retention, row_to_change, text, Kind,
     PendingLog, Postgres,
 };
 use crate::error::{Error, Result};
-use crate::store::{Backend, LogRetention, LoggedChange, Mark, NewChange, Retire};
+use crate::store::{
+    process, ChangeLog, Freshness, LogRetention, LoggedChange, Mark, NewChange, Ownership, Retire,
+    StoredState, Transactions,
+};
 
-impl Backend for Postgres {
+/// After `fork()`, what the handle and the pool inherited is forgotten (the socket is the
+/// parent's) and the next statement connects anew.
+impl Ownership for Postgres {
     /// Nothing to register: connections inherited across `fork()` are let go of at the
-    /// child's first call on each handle ([`Backend::ensure_current`]) and by the pool.
+    /// child's first call on each handle ([`Ownership::ensure_current`]) and by the pool.
     fn register_owner(&self, _owner: Weak<dyn Retire>) {}
 
     /// In a child process after `fork()`: forgets (never closes: the socket is the parent's)
     /// the connection this handle held and the pool's inherited ones; the next statement
     /// connects anew. Returns true then.
     fn ensure_current(&mut self) -> Result<bool> {
-        let now = process();
+        let now = process::generation();
         if self.pid == now {
             return Ok(false);
         }
@@ -35,17 +39,20 @@ impl Backend for Postgres {
     }
 
     fn retire_inherited(&mut self) {
-        if self.pid != process() {
+        if self.pid != process::generation() {
             // Conn's drop forgets a connection of another process.
             drop(self.txn.get_mut().take());
         }
     }
+}
 
+/// No shared memory to watch: the freshness test is the agent's row's version, one round trip.
+impl Freshness for Postgres {
     fn commit_mark(&self) -> Option<Mark> {
         None
     }
 
-    /// Nothing to do: the freshness test is [`Backend::head`], and a read transaction's
+    /// Nothing to do: the freshness test is [`Freshness::head`], and a read transaction's
     /// snapshot is taken at its first statement.
     fn refresh(&self) -> Result<()> {
         Ok(())
@@ -79,7 +86,11 @@ impl Backend for Postgres {
         };
         Ok(Some((version as u64, retention(log)?)))
     }
+}
 
+/// Each transaction on a connection checked out of the pool; a write may be optimistic (no
+/// lock; one statement at the commit).
+impl Transactions for Postgres {
     fn optimistic(&self) -> bool {
         self.txn
             .borrow()
@@ -203,7 +214,9 @@ impl Backend for Postgres {
             self.end(open);
         }
     }
+}
 
+impl StoredState for Postgres {
     fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
         let known = self.txn.borrow().as_ref().and_then(|o| {
             // An optimistic write reads afresh (its reads are not one snapshot).
@@ -270,7 +283,9 @@ impl Backend for Postgres {
             }
         }
     }
+}
 
+impl ChangeLog for Postgres {
     fn log_retention(&self) -> Result<Option<LogRetention>> {
         Ok(self.head()?.and_then(|(_, log)| log))
     }

@@ -1,6 +1,11 @@
 //! The PostgreSQL backend: many agents per database, one row each, reached through this
 //! process's pool of connections to the server (`pool`), with the tables of `schema`.
 //!
+//! One concept per file: `pool` (checkout and checkin), `conn` (one connection: its runtime
+//! and the bound on each round trip), `uri` (passwords hidden, host names resolved), `sql`
+//! (the statements), `schema`, `error` (the server's errors as the library's kinds), and
+//! `backend` (the store's traits, one `impl` per concern).
+//!
 //! A handle holds a connection only during a transaction:
 //! - read: `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`, so that its reads see one commit;
 //! - locked write: `BEGIN`, then the agent's row `FOR UPDATE` (inserted empty first when
@@ -10,11 +15,12 @@
 //!   trip, atomic in autocommit) that writes only if the stored version and log setting are
 //!   still those the change was computed from ([`Error::Stale`] otherwise, nothing written).
 //!
-//! Outside a transaction, [`Backend::head`](crate::store::Backend::head) is one statement on a connection checked out for
-//! it. Losing the server is [`Error::Unavailable`]: the connection is discarded and the next
-//! call connects again. So is a round trip the server does not answer within
-//! `busy_timeout_ms + server_timeout_ms`, timed by the client: a frozen server, a hung host or
-//! a cut network, which no server-side timeout can end (see `pool` for what each bounds).
+//! Outside a transaction, [`Freshness::head`](crate::store::Freshness::head) is one statement
+//! on a connection checked out for it. Losing the server is [`Error::Unavailable`]: the
+//! connection is discarded and the next call connects again. So is a round trip the server
+//! does not answer within `busy_timeout_ms + server_timeout_ms`, timed by the client: a frozen
+//! server, a hung host or a cut network, which no server-side timeout can end (see `conn` for
+//! what each bounds).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -23,16 +29,19 @@ use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+use self::conn::{Conn, Limits, Settings};
 use self::error::{classify, Fault, PgResult};
-use self::pool::{process, Conn, Limits, Pool, Settings};
-use super::{LogRetention, LoggedChange, NewChange, StoreOptions};
+use self::pool::Pool;
+use super::{process, LogRetention, LoggedChange, NewChange, StoreOptions};
 use crate::error::{Error, Result};
 
 mod backend;
+mod conn;
 mod error;
 mod pool;
 mod schema;
 mod sql;
+mod uri;
 
 use self::sql::*;
 
@@ -110,7 +119,7 @@ impl Postgres {
         let agent = options.agent_id.clone().ok_or_else(|| {
             Error::InvalidArgument("agent_id is required for a PostgreSQL store".to_string())
         })?;
-        let shown = pool::redact(uri);
+        let shown = uri::redact(uri);
         let config: tokio_postgres::Config = uri.parse().map_err(|e: tokio_postgres::Error| {
             Error::InvalidArgument(format!(
                 "{shown}: not a PostgreSQL connection URI this library understands: {}",
@@ -134,7 +143,7 @@ impl Postgres {
                 synchronous: options.synchronous,
                 lock_timeout_ms: timeout_ms.max(1),
             },
-            pid: process(),
+            pid: process::generation(),
             txn: RefCell::new(None),
         };
         if !store.pool.schema_checked() {

@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
+use super::conn::Conn;
 use super::error::{classify, Fault};
-use super::pool::Conn;
 use crate::error::Error;
 
 /// The schema this build reads and writes; a newer one is refused, never altered.

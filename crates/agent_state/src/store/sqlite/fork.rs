@@ -1,4 +1,5 @@
-//! What becomes of store connections when the process forks.
+//! What becomes of SQLite connections when the process forks (the fork count itself, which
+//! the PostgreSQL backend needs as well, is [`crate::store::process`]).
 //!
 //! SQLite's rule is that a connection opened before `fork()` must not be used in the child.
 //! Opening a fresh connection in the child is not enough on its own either: SQLite's unix VFS
@@ -22,7 +23,7 @@
 //! fresh connection could take real locks next to it.
 //!
 //! Every store connection registers here with its file's identity and the fork generation it
-//! was opened in (`fork_watch` counts forks); [`recover`] does the closing.
+//! was opened in ([`crate::store::process`] counts forks); [`recover`] does the closing.
 
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,17 +31,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::store::process::generation;
 use crate::store::Retire;
-
-/// The current fork generation: it changes in a child process right after `fork()`.
-pub fn generation() -> u64 {
-    super::fork_watch::generation()
-}
-
-/// Starts counting forks (once per process); every connection is opened after this.
-pub fn watch() {
-    super::fork_watch::watch()
-}
 
 /// The identity of a store file (device and inode): what SQLite shares its lock records by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,15 +11,18 @@ use super::schema::create_private_file;
 use super::shared::Shared;
 use super::Sqlite;
 use crate::error::{Error, Result};
-use crate::store::{Backend, LogRetention, LoggedChange, Mark, NewChange, StoreOptions};
+use crate::store::{
+    ChangeLog, Freshness, LogRetention, LoggedChange, Mark, NewChange, Ownership, StoreOptions,
+    StoredState, Transactions,
+};
 
-/// The [`Backend`] of one handle on a SQLite file.
+/// The [`Backend`](crate::store::Backend) of one handle on a SQLite file.
 pub struct SqliteAgent {
     shared: Arc<Shared>,
     /// The agent's key in the file: its `agent_id`, or `""` for the file's single agent.
     agent: String,
     /// Named agents share the file with others: a commit to the file is not necessarily one
-    /// to this agent, so [`Backend::head`] is worth asking.
+    /// to this agent, so [`Freshness::head`] is worth asking.
     named: bool,
     busy_timeout: Duration,
     /// This call holds the connection's turn (taken at its first statement).
@@ -81,7 +84,9 @@ impl SqliteAgent {
     }
 }
 
-impl Backend for SqliteAgent {
+/// Across `fork()`, the handle's connection is recovered as [`super::fork`] says; the turn on a
+/// shared connection lasts one call.
+impl Ownership for SqliteAgent {
     /// Free when the connection belongs to this process and no other handle reconnected it;
     /// after a `fork()`, the first handle's call reconnects (see [`super::fork`]) and every
     /// handle on the connection then drops its cache once.
@@ -99,7 +104,11 @@ impl Backend for SqliteAgent {
             self.shared.give_turn();
         }
     }
+}
 
+/// The WAL-index header, then the pager's data version; [`Freshness::head`] only for a named
+/// agent, which shares the file with others.
+impl Freshness for SqliteAgent {
     fn commit_mark(&self) -> Option<Mark> {
         // Reads shared memory only: no statement, no turn.
         self.shared.conn().commit_mark()
@@ -119,7 +128,10 @@ impl Backend for SqliteAgent {
         }
         self.with(|c| c.head(&self.agent)).map(Some)
     }
+}
 
+/// SQLite's own transactions (`BEGIN DEFERRED`, `BEGIN IMMEDIATE`), on the connection's turn.
+impl Transactions for SqliteAgent {
     fn begin_read(&self) -> Result<()> {
         self.with(|c| c.begin_read())
     }
@@ -137,7 +149,9 @@ impl Backend for SqliteAgent {
             self.shared.conn().rollback();
         }
     }
+}
 
+impl StoredState for SqliteAgent {
     fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
         self.with(|c| c.read_state(&self.agent))
     }
@@ -145,7 +159,9 @@ impl Backend for SqliteAgent {
     fn write_state(&self, value: &[u8], version: u64) -> Result<()> {
         self.with(|c| c.write_state(&self.agent, value, version))
     }
+}
 
+impl ChangeLog for SqliteAgent {
     fn log_retention(&self) -> Result<Option<LogRetention>> {
         self.with(|c| c.log_retention(&self.agent))
     }

@@ -1,9 +1,10 @@
 //! The SQLite backend: one connection to an agent store file.
 //!
-//! `schema` (the file format), `entries` (the state and the change log),
-//! `wal_index` (the cheap freshness test) and [`fork`] with `fork_watch` (connections
-//! across `fork()`). The last three talk to C directly: they are the only `unsafe` outside
-//! the C boundary, each block with its SAFETY note.
+//! `schema` (the file format), `entries` (the state and the change log), `error` (SQLite's
+//! failures as the library's error kinds),
+//! `wal_index` (the cheap freshness test) and [`fork`] (connections across `fork()`, on the
+//! fork count of [`crate::store::process`]). `wal_index` talks to C directly: with the fork
+//! watcher, it is the only `unsafe` outside the C boundary, each block with its SAFETY note.
 //!
 //! The file format (tables, reserved keys, schema versions and migration) is described in
 //! `schema`; [`APPLICATION_ID`] and [`SCHEMA_VERSION`] identify an agent store.
@@ -13,16 +14,17 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags};
 
+use self::error::storage;
 use self::fork::{FileId, Tracker};
 use self::schema::create_private_file;
 use self::wal_index::WatchedConnection;
+use super::process;
 use super::{Mark, StoreOptions};
 use crate::error::{Error, Result};
 
 mod entries;
+mod error;
 pub mod fork;
-#[allow(unsafe_code)] // pthread_atfork
-mod fork_watch;
 mod handle;
 mod schema;
 mod shared;
@@ -57,8 +59,8 @@ impl Sqlite {
     /// database of another application, or a store of a newer schema is refused with
     /// [`Error::Storage`] before anything is written to it.
     pub fn open(path: &Path, options: &StoreOptions) -> Result<Sqlite> {
-        fork::watch();
-        let generation = fork::generation();
+        process::watch();
+        let generation = process::generation();
         let mut store = Sqlite {
             conn: None,
             path: path.to_path_buf(),
@@ -138,7 +140,7 @@ impl Sqlite {
     /// this process inherited to the same file) without touching shared state, then opens a
     /// fresh one. Returns true when it reconnected: what the caller cached may be stale.
     pub fn ensure_current(&mut self) -> Result<bool> {
-        let now = fork::generation();
+        let now = process::generation();
         if self.generation == now && self.conn.is_some() {
             return Ok(false);
         }
@@ -159,7 +161,7 @@ impl Sqlite {
     /// what the parent still uses: an idle one is closed with checkpoint-on-close off; one in
     /// the middle of a transaction is abandoned and the file marked unusable in this process.
     pub fn retire_inherited(&mut self) {
-        let now = fork::generation();
+        let now = process::generation();
         if self.generation == now {
             return;
         }
@@ -187,7 +189,7 @@ impl Sqlite {
     /// was in a call: the call is not completed in the child) or when none is open.
     fn conn(&self) -> Result<&WatchedConnection> {
         match &self.conn {
-            Some(conn) if self.generation == fork::generation() => Ok(conn),
+            Some(conn) if self.generation == process::generation() => Ok(conn),
             _ => Err(Error::Storage(format!(
                 "{}: the process forked during this call; the call was not completed in the \
                  child process",
@@ -215,7 +217,7 @@ impl Sqlite {
 
     /// True when the connection is open and belongs to this process (one atomic load).
     pub(super) fn is_current(&self) -> bool {
-        self.conn.is_some() && (self.generation == fork::generation() || self.tracker.is_none())
+        self.conn.is_some() && (self.generation == process::generation() || self.tracker.is_none())
     }
 
     /// The WAL-index header: it changes whenever any connection, in any process, commits.
@@ -300,12 +302,5 @@ impl Sqlite {
 impl Drop for Sqlite {
     fn drop(&mut self) {
         self.retire_inherited();
-    }
-}
-
-fn storage(path: &Path, what: &str, e: rusqlite::Error) -> Error {
-    match Error::from(e) {
-        Error::Storage(m) => Error::Storage(format!("{}: {what}: {m}", path.display())),
-        other => other,
     }
 }

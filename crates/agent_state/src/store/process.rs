@@ -1,15 +1,19 @@
-//! Counts the forks this process descends from, so a store can tell cheaply, on every call,
-//! whether its SQLite connection was opened by this process or inherited from a parent.
+//! Which process this is, as far as store connections go: a count of the forks this process
+//! descends from, so that every backend can tell cheaply, on every call, whether a connection
+//! was opened by this process or inherited from a parent.
 //!
-//! A connection inherited across `fork()` must never be used in the child: POSIX advisory locks
-//! belong to the process, so the child holds none of the locks SQLite's bookkeeping says it
-//! holds, and a parent that closes its last connection checkpoints and deletes the WAL the
-//! child is appending to (see [`super::fork`]). Comparing process ids would cost a system call per
-//! call (`getpid` is not cached by glibc); instead a `pthread_atfork` child handler bumps a
-//! counter, and a store compares the counter it saw when it connected with the current one:
-//! one relaxed atomic load.
+//! Neither backend may use a connection inherited across `fork()`: a SQLite connection's POSIX
+//! advisory locks belong to the parent (see `sqlite::fork` for what the child must do with
+//! it), and a PostgreSQL connection's socket is shared with the parent, where any message the
+//! child sends (even the Terminate of an ordinary close) lands in the parent's session. This is
+//! the part both need, so it lives here, beside them, and neither backend depends on the other.
 //!
-//! Registering the handler is a call into C (the module's one `unsafe` block); everything it
+//! Comparing process ids would cost a system call per call (`getpid` is not cached by glibc);
+//! instead a `pthread_atfork` child handler bumps a counter, and a connection compares the
+//! counter it saw when it connected with the current one: one relaxed atomic load.
+//!
+//! Registering the handler is a call into C (the module's one `unsafe` block, the reason this
+//! module alone in `store` outside the SQLite backend's OS glue allows `unsafe`); everything it
 //! exposes is safe.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,8 +29,8 @@ extern "C" fn forked_child() {
     GENERATION.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Registers the fork handler, once per process; call it before opening a connection (any later
-/// fork is then counted).
+/// Registers the fork handler, once per process; every backend calls it before opening a
+/// connection (any later fork is then counted).
 pub fn watch() {
     REGISTER.call_once(|| {
         // SAFETY: `forked_child` is a plain `extern "C"` function that stays valid for the life of

@@ -1,0 +1,170 @@
+//! What the agent needs from a store, as one trait per concern, and [`Backend`], their sum.
+//!
+//! Each trait answers one question the agent has to ask of the place its state lives:
+//! - [`Ownership`]: is this connection still this process's, and is this call done with it?
+//!   (A connection inherited across `fork()` must never be used.)
+//! - [`Freshness`]: did anything change since the read cache was filled, and how cheaply can
+//!   that be told? (Reads served from the cache transfer no state.)
+//! - [`Transactions`]: which reads see one commit, and which writes are atomic?
+//! - [`StoredState`]: the state and its version, inside a transaction.
+//! - [`ChangeLog`]: the log of changes, whose retention is the store's policy.
+//!
+//! A backend implements all five; the agent holds a `Box<dyn Backend>`. Supertrait methods are
+//! callable on a `dyn Backend` as they were when all of them were `Backend`'s own.
+
+use std::sync::Weak;
+
+use super::{LogRetention, LoggedChange, Mark, NewChange};
+use crate::error::Result;
+
+/// One connection to a store, as the agent uses it: every concern below. Methods that read or
+/// write entries run inside a transaction taken with [`Txn`](super::Txn).
+pub trait Backend: Ownership + Freshness + Transactions + StoredState + ChangeLog + Send {}
+
+impl<T: Ownership + Freshness + Transactions + StoredState + ChangeLog + Send + ?Sized> Backend
+    for T
+{
+}
+
+/// An owner of a connection that can be asked to let go of one inherited across `fork()`.
+pub trait Retire: Send + Sync {
+    /// Closes the owner's connection if it was inherited (see
+    /// [`sqlite::fork`](super::sqlite::fork)) and returns true; returns false, doing nothing,
+    /// when the owner is busy (its lock is held).
+    fn try_retire(&self) -> bool;
+}
+
+/// The connection belongs to this process, for the length of one call.
+///
+/// These exist because of `fork()`: a connection opened by a parent process must be neither
+/// used nor closed the ordinary way in the child (a SQLite file's locks belong to the parent,
+/// a server connection's socket is shared with it), so every call first makes sure of the
+/// connection, and a child lets go of what it inherited without touching it. The fork count
+/// they compare is [`process`](super::process). `end_call` exists because handles may share
+/// one connection and take turns on it, a turn lasting one call.
+pub trait Ownership {
+    /// Registers the owner of this handle, which the store may ask (through [`Retire`]) to let
+    /// go of an inherited connection when a child process must reconnect. A no-op where the
+    /// backend tracks its connections itself.
+    fn register_owner(&self, _owner: Weak<dyn Retire>) {}
+
+    /// Starts one call of the agent: makes sure the connection belongs to this process (free
+    /// when it does; after a `fork()`, reconnects). Returns true when what the caller cached may
+    /// be stale (it reconnected). Every call that began ends with [`Ownership::end_call`].
+    fn ensure_current(&mut self) -> Result<bool>;
+
+    /// Ends one call of the agent: what the call held of a connection shared with other handles
+    /// is given back.
+    fn end_call(&mut self) {}
+
+    /// Lets go of a connection inherited from a parent process without touching what the parent
+    /// still uses (does nothing to one this process opened).
+    fn retire_inherited(&mut self) {}
+}
+
+/// Tests that the read cache is still current, from the cheapest to the surest.
+///
+/// These exist so that a read served from the cache costs no transaction and transfers no
+/// state: a commit mark read from shared memory, then a data version, then the stored version
+/// itself. Each may say "unavailable" (`None`), and the next one decides.
+pub trait Freshness {
+    /// A mark that changes whenever any connection, in any process, commits, read without a
+    /// transaction. `None` when unavailable (then [`Freshness::data_version`] decides).
+    fn commit_mark(&self) -> Option<Mark>;
+
+    /// Brings [`Freshness::data_version`] up to date outside a transaction; inside a read
+    /// transaction that has not read yet, takes its snapshot now.
+    fn refresh(&self) -> Result<()>;
+
+    /// A number that differs from an earlier one when another connection committed in between,
+    /// as of this connection's latest transaction (the current one, inside a transaction). Each
+    /// commit of this connection moves it by exactly one. `None` when unavailable.
+    fn data_version(&self) -> Option<u32>;
+
+    /// The agent's stored version (0: nothing stored) and the change log's retention, in one
+    /// atomic read (its own read, outside a transaction; inside one, as the transaction sees
+    /// them). The test that a cached state is still current once the cheaper ones above say
+    /// "something changed" or are unavailable: it transfers no state. `None` when the backend
+    /// has no such test worth making (a SQLite file's single agent: any commit is to it, and
+    /// the state is re-read, which also sees a write made behind the library's back).
+    fn head(&self) -> Result<Option<(u64, Option<LogRetention>)>>;
+}
+
+/// Transactions, taken through [`Txn`](super::Txn), which rolls back unless committed.
+///
+/// These exist so that several reads see one commit, a change and its log entry are written
+/// together or not at all, and, where a lock costs round trips, a write can be made without
+/// one and retried under one when it lost a race.
+pub trait Transactions {
+    /// Starts a read transaction; its snapshot is taken at its first read.
+    fn begin_read(&self) -> Result<()>;
+
+    /// Starts a write transaction, waiting for other writers up to the busy timeout. Refused on
+    /// a read-only store.
+    fn begin_write(&self) -> Result<()>;
+
+    /// True while the open write transaction is *optimistic*: it took no lock, so the caller
+    /// computes the change from its cached state without reading, and
+    /// [`Transactions::commit`] writes only if the stored version is still the one the change
+    /// was computed from; otherwise it fails with [`Error::Stale`](crate::error::Error::Stale),
+    /// nothing written, and the caller retries with [`Transactions::begin_write`] under a lock
+    /// (`optimistic` false). Backends whose write transactions are cheap to lock (SQLite)
+    /// always say false.
+    fn optimistic(&self) -> bool {
+        false
+    }
+
+    /// Starts an optimistic write transaction where the backend offers one (a server, where a
+    /// lock costs round trips); elsewhere the same as [`Transactions::begin_write`].
+    fn begin_optimistic_write(&self) -> Result<()> {
+        self.begin_write()
+    }
+
+    /// Commits the open transaction; on failure it is rolled back.
+    fn commit(&self) -> Result<()>;
+
+    /// Rolls back the open transaction, if any.
+    fn rollback(&self);
+}
+
+/// The agent's state and its version, inside a transaction: what the store is for.
+pub trait StoredState {
+    /// The stored state (encoded) and its version, if any state is stored.
+    fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>>;
+
+    /// Stores the state and its version.
+    fn write_state(&self, value: &[u8], version: u64) -> Result<()>;
+}
+
+/// The change log, inside a transaction.
+///
+/// These exist for history, other handles' changes (`poll`) and states rebuilt at a version;
+/// what the log keeps is its retention, and how it prunes is the store's business, never the
+/// agent's.
+pub trait ChangeLog {
+    /// The change log's retention (`None`: the log is off).
+    fn log_retention(&self) -> Result<Option<LogRetention>>;
+
+    /// Switches the change log on with this retention, or off (`None`, dropping the log).
+    fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()>;
+
+    /// Appends a change to the log. What `retention` no longer keeps disappears from the log
+    /// at once ([`ChangeLog::changes_after`] and [`ChangeLog::change_at`] never return it) and
+    /// is deleted, possibly later and in batches, except what [`ChangeLog::replay_to`] still
+    /// needs. The backend may store a merge's `next` only at checkpoints (see
+    /// [`LoggedChange::next`]); the change's own patch rebuilds it otherwise.
+    fn log_change(&self, change: &NewChange<'_>, retention: LogRetention) -> Result<()>;
+
+    /// The changes with a version above `after` that `retention` keeps, oldest first. A change
+    /// is kept when it is among the last `keep_last` and, with `keep_seconds`, at most that
+    /// old relative to the newest change (which is always kept).
+    fn changes_after(&self, after: u64, retention: LogRetention) -> Result<Vec<LoggedChange>>;
+
+    /// The change that made `version`, if `retention` keeps it.
+    fn change_at(&self, version: u64, retention: LogRetention) -> Result<Option<LoggedChange>>;
+
+    /// What rebuilds the state at `version`: the logged changes from the newest one at or
+    /// below `version` that holds its full state, through `version`, oldest first, whether or
+    /// not retention still shows them. Empty when the log cannot rebuild it.
+    fn replay_to(&self, version: u64) -> Result<Vec<LoggedChange>>;
+}

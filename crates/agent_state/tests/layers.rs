@@ -1,0 +1,488 @@
+//! The core's layering, read from its sources: which module uses which (`crate::`, `super::`
+//! and `self::` paths, in `use` lines or inline), so that a change that makes the layers lean
+//! on each other fails here rather than in a reviewer's reading.
+//!
+//! Checked: no cycle among the modules of one parent (the top-level `value`, `store`, `agent`,
+//! `hooks`, `options`, `error`; the modules of `store`; those of each backend); neither
+//! backend uses the other (what both need lives in a module both use); the backends' client
+//! libraries are named only inside their backend; no file of `store` over 500 lines.
+//!
+//! Unit tests (`#[cfg(test)] mod ... { }`) are left out: they may use any module to build
+//! their inputs. A module using its own parent or child is not an edge between siblings: a parent declares
+//! its children and re-exports their items, and a child implements its parent's types. Paths
+//! through the crate root's re-exports (`crate::Error`) resolve to the root, an ancestor of
+//! every module, and so count for nothing; the core's own code names modules instead.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A module's path below the crate root (`["store", "postgres", "pool"]`; the root is empty).
+type Module = Vec<String>;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every source file of the core, with its module.
+fn modules() -> Vec<(Module, PathBuf)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&src(), &mut files);
+    let mut out: Vec<(Module, PathBuf)> = files
+        .into_iter()
+        .map(|file| {
+            let rel = file.strip_prefix(src()).unwrap().with_extension("");
+            let mut module: Module = rel
+                .components()
+                .map(|c| c.as_os_str().to_str().unwrap().to_string())
+                .collect();
+            if matches!(module.last().map(String::as_str), Some("mod" | "lib")) {
+                module.pop();
+            }
+            (module, file)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `text` without comments, string and character literals (so that a path in a doc comment
+/// or a URI in a string is not read as a use).
+fn code_only(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let mut depth = 0;
+                while i < b.len() {
+                    if b[i..].starts_with(b"/*") {
+                        depth += 1;
+                        i += 2;
+                    } else if b[i..].starts_with(b"*/") {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            b'r' if (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
+                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) =>
+            {
+                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+                if b.get(i + 1 + hashes) != Some(&b'"') {
+                    out.push('r');
+                    i += 1;
+                    continue;
+                }
+                let close: Vec<u8> = std::iter::once(b'"')
+                    .chain(std::iter::repeat_n(b'#', hashes))
+                    .collect();
+                i += 2 + hashes;
+                while i < b.len() && !b[i..].starts_with(&close) {
+                    i += 1;
+                }
+                i += close.len();
+                out.push_str("\"\"");
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                out.push_str("\"\"");
+            }
+            // A character literal ('x', '\n', '\u{..}'), not a lifetime ('a).
+            b'\'' if b.get(i + 2) == Some(&b'\'') || b.get(i + 1) == Some(&b'\\') => {
+                i += 1;
+                while i < b.len() && b[i] != b'\'' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                out.push_str("' '");
+            }
+            _ => {
+                let c = text[i..].chars().next().unwrap();
+                out.push(c);
+                i += c.len_utf8();
+            }
+        }
+    }
+    out
+}
+
+/// `code` (comments and literals already gone) without its `#[cfg(test)] mod name { ... }`
+/// blocks: a unit test may use any module to build its inputs, which is no layering.
+fn without_unit_tests(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = rest[at + "#[cfg(test)]".len()..].trim_start();
+        let is_mod = after.strip_prefix("mod ").is_some_and(|m| {
+            let name_end = m.find(|c: char| !(c.is_alphanumeric() || c == '_'));
+            name_end.is_some_and(|e| m[e..].trim_start().starts_with('{'))
+        });
+        if !is_mod {
+            out.push_str("#[cfg(test)]");
+            rest = &rest[at + "#[cfg(test)]".len()..];
+            continue;
+        }
+        let open = after.find('{').unwrap();
+        let mut depth = 0;
+        let mut end = after.len();
+        for (i, c) in after[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The paths a use tree starting at `code[i..]` names (`a::b::{c, d::e}`), each as segments.
+fn use_tree(code: &[u8], mut i: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix;
+    loop {
+        while i < code.len() && code[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i < code.len() && code[i] == b'{' {
+            i += 1;
+            loop {
+                i = use_tree(code, i, path.clone(), out);
+                while i < code.len() && (code[i].is_ascii_whitespace() || code[i] == b',') {
+                    i += 1;
+                }
+                if i >= code.len() || code[i] == b'}' {
+                    return i + 1;
+                }
+            }
+        }
+        let start = i;
+        while i < code.len() && (code[i].is_ascii_alphanumeric() || code[i] == b'_') {
+            i += 1;
+        }
+        if i == start {
+            out.push(path);
+            return i;
+        }
+        path.push(String::from_utf8_lossy(&code[start..i]).into_owned());
+        if code[i..].starts_with(b"::") {
+            i += 2;
+        } else {
+            out.push(path);
+            return i;
+        }
+    }
+}
+
+/// The modules the code of module `me` names, resolved to the longest known module prefix.
+fn uses(me: &Module, code: &str, known: &BTreeSet<Module>) -> Vec<Module> {
+    let b = code.as_bytes();
+    let mut found = Vec::new();
+    for start in ["crate::", "super::", "self::"] {
+        for (at, _) in code.match_indices(start) {
+            if at > 0
+                && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_' || b[at - 1] == b':')
+            {
+                continue;
+            }
+            let mut paths = Vec::new();
+            use_tree(b, at, Vec::new(), &mut paths);
+            for path in paths {
+                // `self::` is the file's module (a `mod.rs` is its directory's), `super::`
+                // its parent. (Inside an inline `mod tests`,
+                // this resolves one level too high: to an ancestor, never a sibling.)
+                let mut base: Module = Vec::new();
+                let mut rest = path.as_slice();
+                match rest.first().map(String::as_str) {
+                    Some("crate") => rest = &rest[1..],
+                    Some("self") | Some("super") => {
+                        base = me.clone();
+                        while let Some(first) = rest.first() {
+                            match first.as_str() {
+                                "self" => {}
+                                "super" => {
+                                    base.pop();
+                                }
+                                _ => break,
+                            }
+                            rest = &rest[1..];
+                        }
+                    }
+                    _ => continue,
+                }
+                let mut target = base;
+                let mut best = target.clone();
+                for seg in rest {
+                    target.push(seg.clone());
+                    if known.contains(&target) {
+                        best = target.clone();
+                    } else {
+                        break;
+                    }
+                }
+                found.push(best);
+            }
+        }
+    }
+    found
+}
+
+/// Every use between modules, from each file's code.
+fn graph() -> BTreeMap<Module, BTreeSet<Module>> {
+    let files = modules();
+    let known: BTreeSet<Module> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (module, file) in &files {
+        let code = without_unit_tests(&code_only(&std::fs::read_to_string(file).unwrap()));
+        for target in uses(module, &code, &known) {
+            if &target != module {
+                edges.entry(module.clone()).or_default().insert(target);
+            }
+        }
+    }
+    edges
+}
+
+/// An edge `from → to` as one between two children of their nearest common ancestor, or
+/// `None` when one is the other's ancestor.
+fn between_siblings(from: &Module, to: &Module) -> Option<(Module, String, String)> {
+    let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+    if common == from.len() || common == to.len() {
+        return None;
+    }
+    Some((
+        from[..common].to_vec(),
+        from[common].clone(),
+        to[common].clone(),
+    ))
+}
+
+fn name(m: &[String]) -> String {
+    if m.is_empty() {
+        "crate".to_string()
+    } else {
+        m.join("::")
+    }
+}
+
+#[test]
+fn the_modules_of_one_parent_use_each_other_without_a_cycle() {
+    let mut levels: BTreeMap<Module, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (from, tos) in graph() {
+        for to in tos {
+            if let Some((parent, a, b)) = between_siblings(&from, &to) {
+                levels
+                    .entry(parent)
+                    .or_default()
+                    .entry(a)
+                    .or_default()
+                    .insert(b);
+            }
+        }
+    }
+    assert!(
+        levels
+            .get(&Vec::new())
+            .is_some_and(|top| top.contains_key("agent")),
+        "the graph is empty: the sources were not read as expected"
+    );
+    for (parent, edges) in &levels {
+        if let Some(cycle) = cycle(edges) {
+            panic!(
+                "the modules of {} use each other in a circle: {}",
+                name(parent),
+                cycle.join(" -> ")
+            );
+        }
+    }
+}
+
+/// A circle in `edges`, if there is one (depth-first search for an edge back into the path).
+fn cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        done: &mut BTreeSet<String>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|s| s == n) {
+            let mut circle = path[at..].to_vec();
+            circle.push(n.to_string());
+            return Some(circle);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_string());
+        for m in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, edges, done, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|n| visit(n, edges, &mut done, &mut Vec::new()))
+}
+
+/// The checks above would see what they look for: a circle, and the uses a file's code names.
+#[test]
+fn the_checks_see_a_circle_and_every_kind_of_path() {
+    let edges = |pairs: &[(&str, &str)]| {
+        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in pairs {
+            m.entry(a.to_string()).or_default().insert(b.to_string());
+        }
+        m
+    };
+    assert_eq!(cycle(&edges(&[("a", "b"), ("b", "c"), ("a", "c")])), None);
+    assert_eq!(
+        cycle(&edges(&[("a", "b"), ("b", "c"), ("c", "a")])),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    let m = |s: &str| -> Module { s.split("::").map(str::to_string).collect() };
+    let known: BTreeSet<Module> = [
+        "store",
+        "store::sqlite",
+        "store::sqlite::fork",
+        "store::postgres",
+        "store::postgres::pool",
+        "store::postgres::conn",
+        "error",
+    ]
+    .into_iter()
+    .map(m)
+    .collect();
+    let code = code_only(
+        r#"
+        // use crate::error::Error;
+        use super::{conn::Conn, Postgres};
+        use self::inner::*;
+        let uri = "postgres://crate::error";
+        fn f() { crate::store::sqlite::fork::generation() }
+        "#,
+    );
+    let found: BTreeSet<Module> = uses(&m("store::postgres::pool"), &code, &known)
+        .into_iter()
+        .collect();
+    let expected: BTreeSet<Module> = [
+        "store::postgres::conn",
+        "store::postgres",
+        "store::postgres::pool",
+        "store::sqlite::fork",
+    ]
+    .into_iter()
+    .map(m)
+    .collect();
+    assert_eq!(found, expected);
+    let code =
+        without_unit_tests("use a;\n#[cfg(test)]\nmod tests { fn f() { { crate::x } } }\nuse b;");
+    assert_eq!(code, "use a;\n\nuse b;");
+}
+
+#[test]
+fn neither_backend_uses_the_other() {
+    let backends = [
+        vec!["store".to_string(), "sqlite".to_string()],
+        vec!["store".to_string(), "postgres".to_string()],
+    ];
+    let mut wrong = Vec::new();
+    for (from, tos) in graph() {
+        for to in tos {
+            for (i, a) in backends.iter().enumerate() {
+                let b = &backends[1 - i];
+                if from.starts_with(a) && to.starts_with(b) {
+                    wrong.push(format!("{} uses {}", name(&from), name(&to)));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "one backend stands on the other: {wrong:?}"
+    );
+}
+
+#[test]
+fn each_backend_s_client_library_is_named_only_inside_it() {
+    let owners = [
+        ("rusqlite", "store/sqlite"),
+        ("tokio_postgres", "store/postgres"),
+        ("tokio", "store/postgres"),
+    ];
+    let mut wrong = Vec::new();
+    for (module, file) in modules() {
+        let code = code_only(&std::fs::read_to_string(&file).unwrap());
+        let rel = file
+            .strip_prefix(src())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        for (library, home) in owners {
+            let named = code.match_indices(&format!("{library}::")).any(|(at, _)| {
+                at == 0 || {
+                    let c = code.as_bytes()[at - 1];
+                    !(c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+                }
+            });
+            if named && !rel.starts_with(home) {
+                wrong.push(format!("{} ({rel}) names {library}", name(&module)));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a backend's library outside it: {wrong:?}"
+    );
+}
+
+#[test]
+fn no_file_of_the_store_is_over_500_lines() {
+    let long: Vec<String> = modules()
+        .into_iter()
+        .filter(|(m, _)| m.first().is_some_and(|s| s == "store"))
+        .filter_map(|(_, file)| {
+            let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+            (lines > 500).then(|| format!("{} ({lines} lines)", file.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these by concept: {long:?}");
+}
