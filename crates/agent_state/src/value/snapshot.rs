@@ -124,7 +124,7 @@ impl Snapshot {
 
     /// Builds a snapshot of a document the scanner accepted: its encoding as is, and each
     /// member's encoding copied out of it, values left to be parsed on first use.
-    pub(crate) fn from_scanned(scanned: Scanned) -> Snapshot {
+    pub(super) fn from_scanned(scanned: Scanned) -> Snapshot {
         let Scanned { mut out, members } = scanned;
         let members = members
             .iter()
@@ -192,7 +192,7 @@ impl Snapshot {
     ///
     /// Only the members the patch names are merged and re-encoded; the others are shared with
     /// `self`. A patch the scanner encoded is merged on its members' encodings where that is
-    /// safe (see [`Entry::as_is`]); the result is byte for byte the value merge's.
+    /// safe (see `Entry::as_is`); the result is byte for byte the value merge's.
     pub fn merge(&self, patch: &Patch, max_bytes: usize) -> Result<Snapshot> {
         match patch.as_scanned() {
             Some(scanned) => self.merge_entries(
