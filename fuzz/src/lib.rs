@@ -7,7 +7,9 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use agent_state::value::{accept, scan};
+// The value layer's insides (the scanner, the member-wise merge, the slow references) come
+// through its one door for differential checks, `value::testing` (feature `fuzzing`).
+use agent_state::value::testing;
 use agent_state::value::{codec, json, merge};
 use agent_state::{Error, Snapshot};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -294,8 +296,8 @@ pub fn check_merge(data: &[u8]) {
     }
 }
 
-/// The member-wise merge of a scanned patch (`Snapshot::merge_snapshot`, what `set_state`
-/// uses when the scanner accepts the patch) against the value merge (`Snapshot::merge`): the
+/// The member-wise merge of a scanned patch (`Snapshot::merge` of a patch the scanner took,
+/// what `set_state` does when it can) against the value merge (of the same patch as a value): the
 /// same bytes, or the same kind of error. Half of the patches repeat the target's members (in
 /// its order or not, some changed), the case the member-wise merge shortcuts.
 pub fn check_merge_snapshot(data: &[u8]) {
@@ -323,16 +325,17 @@ pub fn check_merge_snapshot(data: &[u8]) {
         }
     }
     let patch_bytes = json::to_vec(&patch);
-    let Ok(accept::PatchInput::Scanned(scanned)) = accept::parse_patch(&patch_bytes, usize::MAX, "patch") else {
+    let Ok((scanned, true)) = testing::patch(&patch_bytes, usize::MAX) else {
         return; // the scanner left it to the value path: nothing to compare
     };
     let Value::Object(patch_map) = &patch else { unreachable!() };
+    let by_value = testing::value_patch(patch_map.clone());
     // The target both as built from a value and as scanned (members parsed on demand).
     let from_value = Snapshot::new(target.clone());
-    let from_scan = accept::parse_state(&json::to_vec(&target), usize::MAX, "state").unwrap();
+    let from_scan = testing::state(&json::to_vec(&target), usize::MAX).unwrap();
     for state in [&from_value, &from_scan] {
-        let expected = state.merge(patch_map, usize::MAX);
-        let got = state.merge_snapshot(&scanned, usize::MAX);
+        let expected = state.merge(&by_value, usize::MAX);
+        let got = state.merge(&scanned, usize::MAX);
         match (&expected, &got) {
             (Ok(e), Ok(g)) => assert_eq!(
                 String::from_utf8_lossy(g.json()),
@@ -354,8 +357,7 @@ pub fn check_merge_snapshot(data: &[u8]) {
 /// Today's accept steps for a whole state, without the scanner: strict JSON, a plain object,
 /// the codec, then the snapshot's encoding.
 fn reference_state(data: &[u8], max: usize) -> Result<Snapshot, Error> {
-    let value = accept::parse_object(data, max, "state")?;
-    accept::encode_state(value, max, "state")
+    testing::reference_state(data, max)
 }
 
 /// Whether any object of `value` has a member whose name starts with `$` (what the scanner
@@ -368,17 +370,17 @@ fn has_dollar_name(value: &Value) -> bool {
     }
 }
 
-/// The scanner and `accept::parse_state` / `accept::decode_stored` against today's steps:
+/// The scanner and the accept pipeline (`testing::state` / `testing::stored`) against today's steps:
 /// - when the scanner vouches for a document, today's steps accept it, with the same bytes;
 /// - it vouches for every document today's steps accept that has no `$` member name;
-/// - `parse_state` (several size limits) and `decode_stored` give what today's steps give: the
+/// - `testing::state` (several size limits) and `testing::stored` give what today's steps give: the
 ///   same bytes, members, names and values, or the same error, message included.
 pub fn check_scan(data: &[u8]) {
-    let scanned = scan::scan(data);
+    let scanned = testing::scan(data);
     let reference = reference_state(data, usize::MAX);
     match (&scanned, &reference) {
         (Some(s), Ok(r)) => assert_eq!(
-            String::from_utf8_lossy(&s.out),
+            String::from_utf8_lossy(s),
             String::from_utf8_lossy(r.json()),
             "the scanner's encoding differs on {:?}",
             String::from_utf8_lossy(data)
@@ -386,7 +388,7 @@ pub fn check_scan(data: &[u8]) {
         (Some(s), Err(e)) => panic!(
             "the scanner accepts {:?} (as {:?}) but today's steps say {e:?}",
             String::from_utf8_lossy(data),
-            String::from_utf8_lossy(&s.out)
+            String::from_utf8_lossy(s)
         ),
         (None, Ok(r)) => assert!(
             has_dollar_name(&r.to_value()),
@@ -397,11 +399,11 @@ pub fn check_scan(data: &[u8]) {
     }
     let encoded = reference.as_ref().map_or(data.len(), |r| r.json().len());
     for max in [usize::MAX, data.len(), encoded, encoded.saturating_sub(1), 8] {
-        let got = accept::parse_state(data, max, "state");
+        let got = testing::state(data, max);
         let expected = reference_state(data, max);
         same_state(&got, &expected, data);
     }
-    let got = accept::decode_stored(data);
+    let got = testing::stored(data);
     let expected = reference_state(data, usize::MAX).map_err(|e| Error::Corrupt(match e {
         Error::InvalidArgument(_) => Error::InvalidArgument("not a JSON object".to_string()).to_string(),
         other => other.to_string(),

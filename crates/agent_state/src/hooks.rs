@@ -16,11 +16,10 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-
-use serde_json::Value;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::error::Error;
+pub use crate::value::patch::Patch;
 use crate::value::snapshot::Snapshot;
 
 /// One committed change as hooks see it.
@@ -34,63 +33,6 @@ pub struct StateChange {
     pub patch: Option<Patch>,
     /// The state's version after the change (1 for the first write of a store).
     pub version: u64,
-}
-
-/// A merge patch as applied. Its compact encoding is made on first use: most changes are
-/// never looked at by a hook, and encoding them anyway would tax every write.
-#[derive(Debug)]
-pub struct Patch {
-    /// The patch as a value: given, or parsed from `snapshot` on first use.
-    value: OnceLock<Value>,
-    /// The patch as the scanner accepted it, when it came that way: its encoding is at hand.
-    snapshot: Option<Arc<Snapshot>>,
-    encoded: OnceLock<Box<[u8]>>,
-}
-
-impl Patch {
-    /// Wraps a (checked) patch.
-    pub fn new(value: Value) -> Patch {
-        Patch {
-            value: OnceLock::from(value),
-            snapshot: None,
-            encoded: OnceLock::new(),
-        }
-    }
-
-    /// Wraps a patch the scanner accepted (a plain, codec-checked object).
-    pub fn from_snapshot(snapshot: Arc<Snapshot>) -> Patch {
-        Patch {
-            value: OnceLock::new(),
-            snapshot: Some(snapshot),
-            encoded: OnceLock::new(),
-        }
-    }
-
-    /// The patch.
-    pub fn value(&self) -> &Value {
-        self.value.get_or_init(|| match &self.snapshot {
-            Some(snapshot) => snapshot.to_value(),
-            None => Value::Null, // unreachable: one of the two is always set
-        })
-    }
-
-    /// Compact JSON followed by a NUL byte.
-    pub fn json_with_nul(&self) -> &[u8] {
-        if let Some(snapshot) = &self.snapshot {
-            return snapshot.json_with_nul();
-        }
-        self.encoded.get_or_init(|| {
-            let mut bytes = crate::value::json::to_vec(self.value());
-            bytes.push(0);
-            bytes.into_boxed_slice()
-        })
-    }
-
-    /// Compact JSON.
-    pub fn json(&self) -> &[u8] {
-        let with_nul = self.json_with_nul();
-        &with_nul[..with_nul.len() - 1]
-    }
 }
 
 /// A hook fired after every committed change. An `Err` is reported to the caller that made the

@@ -161,7 +161,7 @@ pub(super) fn confirmed(store: &dyn Backend, cache: &Option<Cache>) -> Result<bo
 fn reread(store: &dyn Backend, mark: Option<Mark>) -> Result<Cache> {
     let (stored, version) = match store.read_state()? {
         None => (None, 0),
-        Some((bytes, version)) => (Some(Arc::new(accept::decode_stored(&bytes)?)), version),
+        Some((bytes, version)) => (Some(Arc::new(accept::stored(&bytes)?)), version),
     };
     let log = store.log_retention()?;
     Ok(Cache {

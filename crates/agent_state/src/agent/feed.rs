@@ -105,7 +105,7 @@ impl Agent {
             }
             if let (Some(first_prev), true) = (&c.prev, c.version == expected) {
                 // The first change of a store: its prev is the writer's initial state.
-                prev = Some(Arc::new(accept::decode_stored(first_prev)?));
+                prev = Some(Arc::new(accept::stored(first_prev)?));
             }
             let before = prev.take().filter(|_| c.version == expected);
             let next = match replay::next_state(&c, before.as_ref())? {
@@ -116,7 +116,7 @@ impl Agent {
                 (Some(before), Some(next)) if c.writer != self.writer => {
                     let patch = match &c.patch {
                         Some(p) => {
-                            Some(Patch::new(json::parse(p).map_err(|e| {
+                            Some(Patch::from_value(json::parse(p).map_err(|e| {
                                 Error::Corrupt(format!("a logged patch: {e}"))
                             })?))
                         }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use super::{lock, Agent};
 use crate::error::{Error, Result};
 use crate::hooks::{InitialStateHook, StateChangedHook, Validator};
-use crate::value::accept;
+use crate::value::accept::{self, StateInput};
 use crate::value::snapshot::Snapshot;
 
 thread_local! {
@@ -70,10 +70,7 @@ impl Agent {
         };
         let answer = self.locked_hook(|| hook.initial_state());
         let text = answer.map_err(|m| Error::Hook(format!("initial-state hook: {m}")))?;
-        let value = accept::parse_object(&text, self.max_value_bytes, "answer")
-            .map_err(|e| accept::in_context(e, "initial-state hook"))?;
-        accept::encode_state(value, self.max_value_bytes, "initial-state hook's answer")
-            .map(Arc::new)
+        accept::state(StateInput::HookAnswer(&text), self.max_value_bytes).map(Arc::new)
     }
 
     pub(super) fn refuse_reentry(&self) -> Result<()> {

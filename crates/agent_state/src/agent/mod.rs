@@ -3,8 +3,9 @@
 //! The handle's API is split by job: `cache` (the read cache and its freshness test),
 //! `write` (set, replace, restore: the write path), `feed` (other handles' changes to this
 //! handle's hooks, `poll`), `history` (the change log's queries), `hooks` (hook slots and
-//! the re-entry guard). Storage is reached only through [`crate::store::Backend`]; values only
-//! through [`crate::value::accept`].
+//! the re-entry guard). Storage is reached only through [`crate::store::Backend`]; values come
+//! in only through `value::accept` (a patch, a state, a stored state) and change only by
+//! `Snapshot::merge`.
 
 mod cache;
 mod feed;
@@ -24,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::hooks::{Hooks, InitialStateHook, Validator};
 use crate::options::{LogRetention, OpenOptions};
 use crate::store::{self, Backend, Retire, Txn};
-use crate::value::accept;
+use crate::value::accept::{self, StateInput};
 use crate::value::snapshot::Snapshot;
 
 static NEXT_AGENT_ID: AtomicU64 = AtomicU64::new(1);
@@ -98,7 +99,7 @@ impl Agent {
             None => Value::Object(Default::default()),
             Some(v) => v.clone(),
         };
-        let initial = Arc::new(accept::state_from_value(initial, max, "initial_state")?);
+        let initial = Arc::new(accept::state(StateInput::InitialOption(initial), max)?);
         let store = store::open(path, &options.store_options())?;
         let id = NEXT_AGENT_ID.fetch_add(1, Ordering::Relaxed);
         let view = View {

@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::error::{Error, Result};
+use crate::hooks::Patch;
 use crate::store::{Backend, LoggedChange};
 use crate::value::snapshot::Snapshot;
 use crate::value::{accept, json};
@@ -18,7 +17,7 @@ pub(super) fn next_state(
     prev: Option<&Arc<Snapshot>>,
 ) -> Result<Option<Arc<Snapshot>>> {
     if let Some(next) = &change.next {
-        return Ok(Some(Arc::new(accept::decode_stored(next)?)));
+        return Ok(Some(Arc::new(accept::stored(next)?)));
     }
     let (Some(prev), Some(patch)) = (prev, &change.patch) else {
         return Ok(None);
@@ -29,11 +28,14 @@ pub(super) fn next_state(
             change.version
         ))
     };
-    let Value::Object(patch) = json::parse(patch).map_err(corrupt)? else {
+    let patch = json::parse(patch).map_err(corrupt)?;
+    if !patch.is_object() {
         return Err(corrupt(Error::InvalidArgument("not an object".into())));
-    };
+    }
     // The writer's size cap held when it merged; a replay never refuses what was committed.
-    let next = prev.merge(&patch, usize::MAX).map_err(corrupt)?;
+    let next = prev
+        .merge(&Patch::from_value(patch), usize::MAX)
+        .map_err(corrupt)?;
     Ok(Some(Arc::new(next)))
 }
 

@@ -12,15 +12,13 @@ use super::{lock, Agent, Cursor, Inner, Versioned, View};
 use crate::error::{Error, Result};
 use crate::hooks::{Patch, StateChange};
 use crate::store::{Backend, LogRetention, NewChange, Txn};
-use crate::value::accept::{self, PatchInput};
+use crate::value::accept::{self, StateInput};
 use crate::value::snapshot::Snapshot;
 
+/// A change to make, checked on the way in (its result is checked when it is applied).
 #[derive(Clone)]
 pub(super) enum Change {
-    Merge(Value),
-    /// A merge patch the scanner accepted (merged member by member on encodings).
-    MergeScanned(Arc<Snapshot>),
-    /// A replacement, checked and encoded on the way in (by the scanner when it can).
+    Merge(Patch),
     Replace(Arc<Snapshot>),
 }
 
@@ -52,11 +50,8 @@ impl Agent {
     /// otherwise [`Error::Conflict`] and nothing is written. Returns the new state and version.
     pub fn set_state_if(&self, patch: &[u8], expected: Option<u64>) -> Result<Versioned> {
         self.refuse_reentry()?;
-        let change = match accept::parse_patch(patch, self.max_value_bytes, "patch")? {
-            PatchInput::Scanned(patch) => Change::MergeScanned(Arc::new(patch)),
-            PatchInput::Parsed(patch) => Change::Merge(patch),
-        };
-        self.change(change, expected)
+        let patch = accept::patch(patch, self.max_value_bytes)?;
+        self.change(Change::Merge(patch), expected)
     }
 
     /// Replaces the state with `next` (JSON text of an object) and returns it.
@@ -69,7 +64,7 @@ impl Agent {
     pub fn replace_state_if(&self, next: &[u8], expected: Option<u64>) -> Result<Versioned> {
         self.refuse_reentry()?;
         // The encoded size is checked in `apply`, after the expected version, as always.
-        let next = accept::parse_state_any_size(next, self.max_value_bytes, "state")?;
+        let next = accept::state(StateInput::Replacement(next), self.max_value_bytes)?;
         self.change(Change::Replace(Arc::new(next)), expected)
     }
 
@@ -205,17 +200,12 @@ impl Agent {
             }
         }
         let (next, patch) = match change {
-            Change::Merge(Value::Object(patch)) => {
+            Change::Merge(patch) => {
                 let next = prev.merge(&patch, self.max_value_bytes)?;
-                (Arc::new(next), Some(Patch::new(Value::Object(patch))))
-            }
-            Change::Merge(_) => unreachable!("patches are checked to be objects"),
-            Change::MergeScanned(patch) => {
-                let next = prev.merge_snapshot(&patch, self.max_value_bytes)?;
-                (Arc::new(next), Some(Patch::from_snapshot(patch)))
+                (Arc::new(next), Some(patch))
             }
             Change::Replace(next) => {
-                accept::check_encoded_size(&next, self.max_value_bytes, "state")?;
+                next.fits(self.max_value_bytes, "state")?;
                 (next, None)
             }
         };
@@ -271,8 +261,10 @@ impl Agent {
     /// Point-in-time recovery: replaces the state with the state at `version` (see
     /// [`Agent::state_at`]), as a new change.
     pub fn restore(&self, version: u64) -> Result<Versioned> {
+        // A stored state is a checked one, encoded: it is the replacement as it is. Its size
+        // (a smaller max_value_bytes may now refuse it) is checked before anything is written.
         let old = self.state_at(version)?;
-        let next = accept::encode_state(old.to_value(), self.max_value_bytes, "state")?;
-        self.change(Change::Replace(Arc::new(next)), None)
+        old.fits(self.max_value_bytes, "state")?;
+        self.change(Change::Replace(old), None)
     }
 }

@@ -1,15 +1,29 @@
 //! The state value: everything about JSON states that needs no storage.
 //!
 //! [`json`] (strict I-JSON input), [`codec`] (which values may be stored), [`merge`]
-//! (RFC 7396), [`snapshot`] (immutable shared states), [`scan`] (the fast path that checks and
-//! encodes a state's text without building a value), and [`accept`], the one way bytes from
-//! outside (a caller's patch or state, an initial-state hook's answer, an entry read back from
-//! the store) become a checked state or a precise error. It knows nothing of storage or C: the
-//! fuzz targets link only this.
+//! (RFC 7396 on values), [`snapshot`] (immutable shared states, and [`Snapshot::merge`], the
+//! one way a patch is applied), [`patch`] (the one patch type: what is merged, and what hooks
+//! receive), and `accept`, the one way bytes from outside (a caller's patch or state, an
+//! initial-state hook's answer, an entry read back from the store) become a checked patch or
+//! state, or a precise error. It knows nothing of storage or C: the fuzz targets link only this.
+//!
+//! A write goes `accept::patch` → [`Patch`] → [`Snapshot::merge`] → [`Snapshot::json`].
+//! Behind those, the scanner (`scan`: checks and encodes a document's text in one pass, without
+//! building a value) and the member-wise merge on its encodings are this module's business
+//! only; the slow steps they must agree with are kept as the references they are tested
+//! against, and the fuzz targets reach both through one door, `testing` (feature `fuzzing`).
+//!
+//! [`Snapshot::merge`]: snapshot::Snapshot::merge
+//! [`Snapshot::json`]: snapshot::Snapshot::json
+//! [`Patch`]: patch::Patch
 
-pub mod accept;
+pub(crate) mod accept;
 pub mod codec;
 pub mod json;
 pub mod merge;
-pub mod scan;
+pub mod patch;
+mod scan;
 pub mod snapshot;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod testing;

@@ -14,9 +14,15 @@
 //! JSON is exactly the members' encodings joined by commas inside braces.)
 //!
 //! A state that arrives as text (a replacement, an entry read back from the store) is checked
-//! and encoded by the scanner ([`super::scan`]) without building any value: its members keep
+//! and encoded by the scanner (`super::scan`) without building any value: its members keep
 //! only their encodings, and a member's value is parsed from its encoding the first time it is
 //! asked for (a merge that touches the member, [`Snapshot::to_value`], a hook reading it).
+//!
+//! [`Snapshot::merge`] is the one way a [`Patch`] is applied. A patch the scanner encoded is a
+//! snapshot too, and is merged on its members' encodings where that is safe (a member repeated
+//! as it is stays shared; a new one without `null` is taken as it is); any other member, or a
+//! patch given as a value, is merged on values ([`merge_patch`]). One loop does both, so the two
+//! cannot drift apart: the result is byte for byte the same.
 
 use std::sync::{Arc, OnceLock};
 
@@ -25,6 +31,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::value::codec;
 use crate::value::merge::merge_patch;
+use crate::value::patch::Patch;
 use crate::value::scan::Scanned;
 
 /// One top-level member of a state.
@@ -117,7 +124,7 @@ impl Snapshot {
 
     /// Builds a snapshot of a document the scanner accepted: its encoding as is, and each
     /// member's encoding copied out of it, values left to be parsed on first use.
-    pub(crate) fn from_scanned(scanned: Scanned) -> Snapshot {
+    pub(super) fn from_scanned(scanned: Scanned) -> Snapshot {
         let Scanned { mut out, members } = scanned;
         let members = members
             .iter()
@@ -178,73 +185,84 @@ impl Snapshot {
         )
     }
 
-    /// [`Snapshot::merge`] of a patch given as a snapshot (one the scanner accepted: a plain,
-    /// codec-checked object), member by member on their encodings: a member whose encoding is
-    /// the previous one's, with no `null` in it (which would delete something), leaves the
-    /// previous member as it is (a patch that repeats the whole state costs a comparison per
-    /// member, not a merge and an encoding); a new member with no `null` in it is taken as it
-    /// is; any other is merged on values as by [`Snapshot::merge`]. The result is byte for byte
-    /// the same.
-    pub fn merge_snapshot(&self, patch: &Snapshot, max_bytes: usize) -> Result<Snapshot> {
-        let index = NameIndex::new(&self.members, patch.members.len());
+    /// Applies an RFC 7396 merge `patch` and returns the next state, or a codec error when the
+    /// result would hold a malformed tagged value or would itself be shaped like a tagged
+    /// value. `self` is unchanged either way. `max_bytes` bounds the encoded result
+    /// ([`Error::TooLarge`]), checked before it is built.
+    ///
+    /// Only the members the patch names are merged and re-encoded; the others are shared with
+    /// `self`. A patch the scanner encoded is merged on its members' encodings where that is
+    /// safe (see `Entry::as_is`); the result is byte for byte the value merge's.
+    pub fn merge(&self, patch: &Patch, max_bytes: usize) -> Result<Snapshot> {
+        match patch.as_scanned() {
+            Some(scanned) => self.merge_entries(
+                scanned.members.iter().map(Entry::Encoded),
+                scanned.members.len(),
+                max_bytes,
+            ),
+            None => {
+                // Patches are objects (checked on the way in, or logged by their writer).
+                let empty = Map::new();
+                let map = patch.value().as_object().unwrap_or(&empty);
+                self.merge_entries(
+                    map.iter().map(|(name, value)| Entry::Value(name, value)),
+                    map.len(),
+                    max_bytes,
+                )
+            }
+        }
+    }
+
+    /// The one merge: each of the patch's `entries` (`count` of them) deletes, keeps, takes or
+    /// merges one member; existing members keep their place, new ones are appended in patch
+    /// order.
+    fn merge_entries<'p>(
+        &self,
+        entries: impl Iterator<Item = Entry<'p>>,
+        count: usize,
+        max_bytes: usize,
+    ) -> Result<Snapshot> {
+        let index = NameIndex::new(&self.members, count);
         let mut members: Vec<Option<Arc<Member>>> =
             self.members.iter().cloned().map(Some).collect();
         let mut appended = Vec::new();
-        for change in &patch.members {
-            let value = &change.encoded[change.value_at..];
-            let slot = index.find(&self.members, change);
-            let has_null = contains_null(value);
-            match slot {
-                _ if value == b"null" => {
-                    if let Some(i) = slot {
-                        members[i] = None;
+        for entry in entries {
+            let slot = index.find(&self.members, entry.name());
+            if entry.is_null() {
+                if let Some(i) = slot {
+                    members[i] = None;
+                }
+                continue;
+            }
+            if let Some(as_is) = entry.as_is() {
+                match slot {
+                    Some(i) if self.members[i].encoded == as_is.encoded => continue,
+                    None => {
+                        appended.push(Arc::clone(as_is));
+                        continue;
                     }
+                    Some(_) => {}
                 }
-                Some(i) if !has_null && self.members[i].encoded == change.encoded => {}
-                None if !has_null => appended.push(Arc::clone(change)),
-                Some(i) => {
-                    let mut value = self.members[i].value().clone();
-                    merge_patch(&mut value, change.value(), 2)?;
-                    members[i] = Some(Arc::new(Member::new(change.name().to_string(), value)));
-                }
-                None => {
-                    let mut value = Value::Null;
-                    merge_patch(&mut value, change.value(), 2)?;
-                    appended.push(Arc::new(Member::new(change.name().to_string(), value)));
-                }
+            }
+            let mut value = slot.map_or(Value::Null, |i| self.members[i].value().clone());
+            merge_patch(&mut value, entry.value(), 2)?;
+            let member = Arc::new(Member::new(entry.name().to_string(), value));
+            match slot {
+                Some(i) => members[i] = Some(member),
+                None => appended.push(member),
             }
         }
         let members: Vec<Arc<Member>> = members.into_iter().flatten().chain(appended).collect();
         Self::checked(members, max_bytes)
     }
 
-    /// Applies an RFC 7396 merge `patch` (a codec-checked plain object) and returns the next
-    /// state, or a codec error when the result would hold a malformed tagged value or would
-    /// itself be shaped like a tagged value. `self` is unchanged either way. `max_bytes`
-    /// bounds the encoded result ([`Error::TooLarge`]), checked before it is built.
-    pub fn merge(&self, patch: &Map<String, Value>, max_bytes: usize) -> Result<Snapshot> {
-        let mut members: Vec<Option<Arc<Member>>> =
-            self.members.iter().cloned().map(Some).collect();
-        let mut appended = Vec::new();
-        for (name, change) in patch {
-            let slot = self.members.iter().position(|m| m.is_named(name));
-            match (slot, change) {
-                (Some(i), Value::Null) => members[i] = None,
-                (None, Value::Null) => {}
-                (Some(i), _) => {
-                    let mut value = self.members[i].value().clone();
-                    merge_patch(&mut value, change, 2)?;
-                    members[i] = Some(Arc::new(Member::new(name.clone(), value)));
-                }
-                (None, _) => {
-                    let mut value = Value::Null;
-                    merge_patch(&mut value, change, 2)?;
-                    appended.push(Arc::new(Member::new(name.clone(), value)));
-                }
-            }
+    /// [`Error::TooLarge`] when the encoding is over `max_bytes` (`what` names the state in
+    /// the message).
+    pub(crate) fn fits(&self, max_bytes: usize, what: &str) -> Result<()> {
+        match self.json().len() {
+            size if size > max_bytes => Err(too_large(size, max_bytes, what)),
+            _ => Ok(()),
         }
-        let members: Vec<Arc<Member>> = members.into_iter().flatten().chain(appended).collect();
-        Self::checked(members, max_bytes)
     }
 
     /// The merged state of `members`, unless it is shaped like a tagged value or too large.
@@ -259,15 +277,64 @@ impl Snapshot {
         }
         let size = encoded_len(&members);
         if size > max_bytes {
-            return Err(Error::TooLarge(format!(
-                "the encoded state would be {size} bytes, over max_value_bytes ({max_bytes}); nothing was written"
-            )));
+            return Err(too_large(size, max_bytes, "state"));
         }
         Ok(Snapshot {
             encoded: assemble(&members),
             members,
         })
     }
+}
+
+/// One member of a patch, as [`Snapshot::merge_entries`] reads it.
+enum Entry<'p> {
+    /// From a patch given as a value.
+    Value(&'p str, &'p Value),
+    /// From a patch the scanner encoded (its value parsed on demand).
+    Encoded(&'p Arc<Member>),
+}
+
+impl Entry<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Entry::Value(name, _) => name,
+            Entry::Encoded(member) => member.name(),
+        }
+    }
+
+    fn value(&self) -> &Value {
+        match self {
+            Entry::Value(_, value) => value,
+            Entry::Encoded(member) => member.value(),
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        match self {
+            Entry::Value(_, value) => value.is_null(),
+            Entry::Encoded(member) => member.encoded[member.value_at..] == *b"null",
+        }
+    }
+
+    /// The member to take as it is, when merging it needs no work: an encoded member with no
+    /// `null` in it (which would delete something) is, merged into nothing, itself, and merged
+    /// into a member with the same encoding, that member (so a patch that repeats the whole
+    /// state costs a comparison per member, not a merge and an encoding).
+    fn as_is(&self) -> Option<&Arc<Member>> {
+        match self {
+            Entry::Encoded(member) if !contains_null(&member.encoded[member.value_at..]) => {
+                Some(member)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The error of a state whose encoding would be `size` bytes, over `max_bytes`.
+fn too_large(size: usize, max_bytes: usize, what: &str) -> Error {
+    Error::TooLarge(format!(
+        "the encoded {what} would be {size} bytes, over max_value_bytes ({max_bytes}); nothing was written"
+    ))
 }
 
 /// True when `encoded` (compact JSON) may hold a `null` (conservatively: the four letters
@@ -297,10 +364,10 @@ impl<'a> NameIndex<'a> {
         )
     }
 
-    fn find(&self, members: &[Arc<Member>], wanted: &Member) -> Option<usize> {
+    fn find(&self, members: &[Arc<Member>], wanted: &str) -> Option<usize> {
         match self {
-            NameIndex::Scan => members.iter().position(|m| m.is_named(wanted.name())),
-            NameIndex::Map(map) => map.get(wanted.name()).copied(),
+            NameIndex::Scan => members.iter().position(|m| m.is_named(wanted)),
+            NameIndex::Map(map) => map.get(wanted).copied(),
         }
     }
 }
@@ -326,138 +393,4 @@ fn assemble(members: &[Arc<Member>]) -> Box<[u8]> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn obj(v: Value) -> Map<String, Value> {
-        match v {
-            Value::Object(m) => m,
-            _ => panic!("not an object"),
-        }
-    }
-
-    /// The member-wise merge of a scanned patch gives the value merge's bytes, including where
-    /// its shortcuts must not apply (a repeated member holding a null deletes it; arrays are
-    /// taken as given; a new member's nested nulls are dropped).
-    #[test]
-    fn merge_snapshot_equals_the_value_merge() {
-        let prev = Snapshot::new(json!({
-            "same": {"a": 1, "b": [1, {"x": 2, "y": 3}]},
-            "with_null": {"a": 1, "n": null},
-            "arr": [{"p": 1, "q": 2}],
-            "s": "text",
-            "gone": 1
-        }));
-        let patches = [
-            json!({"same": {"a": 1, "b": [1, {"x": 2, "y": 3}]}, "s": "text"}),
-            json!({"with_null": {"a": 1, "n": null}}),
-            json!({"arr": [{"q": 2, "p": 1}]}),
-            json!({"same": {"b": [1, {"x": 2, "y": 3}], "a": 1}}),
-            json!({"new": {"k": null, "m": {"z": null, "w": 1}}, "gone": null, "absent": null}),
-            json!({"s": "other", "same": {"a": 2}}),
-            json!({"same": null, "with_null": null, "arr": null, "s": null, "gone": null,
-                   "$date": "2026-01-01T00:00:00Z"}),
-        ];
-        for patch in patches {
-            let text = crate::value::json::to_vec(&patch);
-            let expected = prev.merge(&obj(patch.clone()), 1 << 20);
-            let scanned = match crate::value::scan::scan(&text) {
-                Some(scanned) => Snapshot::from_scanned(scanned),
-                None => continue, // `$` names go the value way: nothing to compare
-            };
-            let got = prev.merge_snapshot(&scanned, 1 << 20);
-            match (expected, got) {
-                (Ok(e), Ok(g)) => assert_eq!(g.json(), e.json(), "{patch}"),
-                (e, g) => panic!("{patch}: {e:?} / {g:?}"),
-            }
-        }
-        // A patch repeating the whole state keeps every member shared with it.
-        let whole = Snapshot::from_scanned(crate::value::scan::scan(prev.json()).unwrap());
-        let next = prev.merge_snapshot(&whole, 1 << 20).unwrap();
-        assert_eq!(next.json(), {
-            let mut v = prev.to_value();
-            merge_patch(&mut v, &whole.to_value(), 1).unwrap();
-            crate::value::json::to_vec(&v)
-        });
-        assert!(Arc::ptr_eq(&prev.members()[0], &next.members()[0]));
-    }
-
-    #[test]
-    fn encoding_equals_a_full_serialization() {
-        let v = json!({"a": 1, "b\"\n": {"x": [1, 2.50, "\u{1F600}"]}, "": null, "z": {}});
-        let s = Snapshot::new(v.clone());
-        assert_eq!(s.json(), serde_json::to_vec(&v).unwrap().as_slice());
-        assert_eq!(Snapshot::new(json!({})).json(), b"{}");
-    }
-
-    #[test]
-    fn merge_equals_the_reference_merge_and_shares_untouched_members() {
-        let prev = Snapshot::new(
-            json!({"big": {"k": "v"}, "job": {"id": "j1", "step": 2, "note": "r"}, "s": "p"}),
-        );
-        let patch =
-            json!({"job": {"step": 3, "note": null}, "s": null, "new": {"a": null, "b": 1}});
-        let next = prev.merge(&obj(patch.clone()), 1 << 20).unwrap();
-        let mut expected = prev.to_value();
-        merge_patch(&mut expected, &patch, 1).unwrap();
-        assert_eq!(
-            next.json(),
-            serde_json::to_vec(&expected).unwrap().as_slice()
-        );
-        assert_eq!(
-            next.json(),
-            br#"{"big":{"k":"v"},"job":{"id":"j1","step":3},"new":{"b":1}}"#
-        );
-        assert!(Arc::ptr_eq(&prev.members()[0], &next.members()[0]));
-    }
-
-    #[test]
-    fn merge_checks_size_and_tag_shape() {
-        let prev = Snapshot::new(json!({"$set": [1], "x": 1}));
-        assert!(matches!(
-            prev.merge(&obj(json!({"x": null})), 1 << 20),
-            Err(Error::Codec(_))
-        ));
-        assert!(matches!(
-            prev.merge(&obj(json!({"y": "long string"})), 20),
-            Err(Error::TooLarge(_))
-        ));
-    }
-}
-
-#[cfg(test)]
-mod scanned_tests {
-    use super::*;
-    use crate::value::scan::scan;
-    use serde_json::json;
-
-    #[test]
-    fn scanned_members_parse_their_values_on_demand() {
-        let s = Snapshot::from_scanned(
-            scan(br#" { "a" : 1E2 , "b\u0041\n" : { "c" : [ "\u00e9" ] } , "" : null } "#).unwrap(),
-        );
-        assert_eq!(
-            s.json(),
-            r#"{"a":1e+2,"bA\n":{"c":["é"]},"":null}"#.as_bytes()
-        );
-        assert_eq!(s.json_with_nul().last(), Some(&0));
-        let names: Vec<&str> = s.members().iter().map(|m| m.name()).collect();
-        assert_eq!(names, ["a", "bA\n", ""]);
-        assert_eq!(s.members()[1].value(), &json!({"c": ["é"]}));
-        assert_eq!(s.members()[2].value(), &Value::Null);
-        let expected =
-            crate::value::json::parse(r#"{"a":1e+2,"bA\n":{"c":["é"]},"":null}"#.as_bytes())
-                .unwrap();
-        assert_eq!(s.to_value(), expected);
-        // A merge re-encodes only what it touches and keeps the others' bytes.
-        let patch = json!({"bA\n": {"d": 1}});
-        let next = s.merge(patch.as_object().unwrap(), 1 << 20).unwrap();
-        assert_eq!(
-            next.json(),
-            r#"{"a":1e+2,"bA\n":{"c":["é"],"d":1},"":null}"#.as_bytes()
-        );
-        assert!(Arc::ptr_eq(&s.members()[0], &next.members()[0]));
-        assert_eq!(Snapshot::from_scanned(scan(b"{}").unwrap()).json(), b"{}");
-    }
-}
+mod tests;

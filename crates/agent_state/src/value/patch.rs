@@ -1,0 +1,83 @@
+//! A checked merge patch: what `accept::patch` makes of a caller's
+//! bytes, what [`Snapshot::merge`] applies, and what hooks receive (its JSON text, its value).
+//!
+//! How the patch was checked stays inside: when the scanner vouched for it, it keeps the
+//! scanner's encoding, members and all, so the merge can work member by member on encodings
+//! and the text hooks and the change log see is at hand; otherwise it holds the parsed value,
+//! encoded on first use. Either way the merge's result, the text and the value are the same.
+//! A `Patch` is cheap to clone (one reference count), so a write that is made again (see
+//! `Agent::change`) does not copy it.
+
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+
+use super::snapshot::Snapshot;
+
+/// A merge patch as applied. Its compact encoding and its value are made on first use when
+/// they are not at hand: most changes are never looked at by a hook, and making them anyway
+/// would tax every write.
+#[derive(Debug, Clone)]
+pub struct Patch(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    /// The patch as the scanner encoded it, when it came that way.
+    scanned: Option<Snapshot>,
+    /// The patch as a value: given, or parsed from `scanned` on first use.
+    value: OnceLock<Value>,
+    /// The encoding of `value` (when there is no `scanned`), with a NUL, on first use.
+    encoded: OnceLock<Box<[u8]>>,
+}
+
+impl Patch {
+    /// A patch the scanner accepted (a plain, codec-checked object).
+    pub(super) fn scanned(scanned: Snapshot) -> Patch {
+        Patch(Arc::new(Inner {
+            scanned: Some(scanned),
+            value: OnceLock::new(),
+            encoded: OnceLock::new(),
+        }))
+    }
+
+    /// A patch given as a value: one checked by the accept pipeline (a plain, codec-checked
+    /// object), or one the change log holds, as its writer applied it.
+    pub(crate) fn from_value(value: Value) -> Patch {
+        Patch(Arc::new(Inner {
+            scanned: None,
+            value: OnceLock::from(value),
+            encoded: OnceLock::new(),
+        }))
+    }
+
+    /// The scanner's encoding of the patch, when it has one (for the member-wise merge).
+    pub(super) fn as_scanned(&self) -> Option<&Snapshot> {
+        self.0.scanned.as_ref()
+    }
+
+    /// The patch.
+    pub fn value(&self) -> &Value {
+        self.0.value.get_or_init(|| match &self.0.scanned {
+            Some(scanned) => scanned.to_value(),
+            None => Value::Null, // unreachable: one of the two is always set
+        })
+    }
+
+    /// Compact JSON followed by a NUL byte.
+    pub fn json_with_nul(&self) -> &[u8] {
+        if let Some(scanned) = &self.0.scanned {
+            return scanned.json_with_nul();
+        }
+        self.0.encoded.get_or_init(|| {
+            let mut bytes = super::json::to_vec(self.value());
+            bytes.push(0);
+            bytes.into_boxed_slice()
+        })
+    }
+
+    /// Compact JSON.
+    pub fn json(&self) -> &[u8] {
+        let with_nul = self.json_with_nul();
+        &with_nul[..with_nul.len() - 1]
+    }
+}
