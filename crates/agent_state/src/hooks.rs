@@ -38,17 +38,25 @@ pub struct StateChange {
 /// A hook fired after every committed change. An `Err` is reported to the caller that made the
 /// change, after the commit: the change stays.
 pub trait StateChangedHook: Send + Sync {
+    /// Called once per committed change, on the thread that made it, in commit order, with no
+    /// lock of the library held (the hook may call the agent again).
     fn on_state_changed(&self, change: &StateChange) -> Result<(), String>;
 }
 
 /// The validation gate: sees a change inside the write transaction, before it commits; an
 /// `Err` (whose text the caller sees) rejects it and nothing is written.
 pub trait Validator: Send + Sync {
+    /// Called with the change a write would commit (`next`, `prev`, `patch`, the version it
+    /// would get), inside its transaction: `Ok` lets it commit, `Err(reason)` rejects it
+    /// ([`crate::Error::Rejected`] with the reason).
     fn validate(&self, change: &StateChange) -> Result<(), String>;
 }
 
 /// A hook that supplies the initial state, as JSON text, whenever one is needed.
 pub trait InitialStateHook: Send + Sync {
+    /// The state to show while nothing is stored: JSON text of an object, checked like a
+    /// replacement; never stored by a read. `Err(reason)` fails the call with
+    /// [`crate::Error::Hook`].
     fn initial_state(&self) -> Result<Vec<u8>, String>;
 }
 

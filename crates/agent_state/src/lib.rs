@@ -139,6 +139,8 @@
 //! split by job). `unsafe` is allowed only in the SQLite backend's OS glue (its WAL-index
 //! watcher) and in the fork watcher both backends use (`store::process`).
 
+#![deny(missing_docs)]
+
 #[cfg(feature = "store")]
 pub mod agent;
 pub mod error;

@@ -35,6 +35,7 @@ pub struct OpenOptions {
     pub initial_state: Option<Value>,
     /// The largest encoded state (and input document) accepted, in bytes.
     pub max_value_bytes: usize,
+    /// How durable a commit is before the call returns (option `synchronous`).
     pub synchronous: Synchronous,
     /// How long a call waits for what others hold: SQLite's write lock, a PostgreSQL row or
     /// table lock, a connection of the pool. 0: fail at once.
@@ -42,6 +43,7 @@ pub struct OpenOptions {
     /// PostgreSQL: how long the server may take to answer, beyond waiting for locks (see
     /// [`DEFAULT_SERVER_TIMEOUT_MS`]). No effect on SQLite.
     pub server_timeout_ms: u64,
+    /// Refuse every write and never modify the store (option `read_only`).
     pub read_only: bool,
     /// `Some(Some(_))`: switch the store's change log on with this retention; `Some(None)`:
     /// switch it off; `None`: leave the store's setting as it is.

@@ -74,7 +74,9 @@ struct Cursor {
 /// A state together with its version (0: nothing stored, this is the initial state).
 #[derive(Debug, Clone)]
 pub struct Versioned {
+    /// The state (the initial state at version 0).
     pub state: Arc<Snapshot>,
+    /// How many changes the store has committed: 1 after the first write.
     pub version: u64,
 }
 

@@ -41,11 +41,17 @@ pub struct NewChange<'a> {
     /// The caller knows that the log holds the change before this one (it logged it itself
     /// and nothing was committed since): the backend need not look.
     pub prev_logged: bool,
+    /// The version the change committed as.
     pub version: u64,
+    /// When it committed, in milliseconds since the Unix epoch.
     pub at_ms: i64,
+    /// Which handle wrote it (so that `poll` can tell a handle's own changes from others').
     pub writer: u64,
+    /// The merge patch (encoded); `None` for a replacement.
     pub patch: Option<&'a [u8]>,
+    /// The state before (encoded), when the caller has it at hand.
     pub prev: Option<&'a [u8]>,
+    /// The state after (encoded).
     pub next: &'a [u8],
 }
 
@@ -65,6 +71,7 @@ pub enum Synchronous {
 /// How to open a store.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
+    /// How durable a commit is.
     pub synchronous: Synchronous,
     /// Bounds every wait for what others hold: another connection's lock, a connection of a
     /// server's pool. Not the time a server takes to run an uncontended statement.
@@ -72,6 +79,7 @@ pub struct StoreOptions {
     /// On a server: how long it may take to answer (connect, or one round trip beyond its lock
     /// waits) before the connection is given up as unreachable.
     pub server_timeout: Duration,
+    /// Refuse every write; never modify the store.
     pub read_only: bool,
     /// Which agent of the store; `None`: a SQLite file's single agent (refused by servers).
     pub agent_id: Option<String>,
@@ -87,7 +95,9 @@ pub const MAX_RETENTION: u64 = i64::MAX as u64 / 1000;
 /// every handle on the store prunes alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogRetention {
+    /// Keep the last this many changes.
     pub keep_last: Option<u64>,
+    /// Keep the changes of the last this many seconds.
     pub keep_seconds: Option<u64>,
 }
 

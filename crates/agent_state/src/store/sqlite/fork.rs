@@ -43,10 +43,12 @@ pub struct FileId {
 
 impl FileId {
     /// Device and inode.
+    /// The device and inode numbers.
     pub fn parts(&self) -> (u64, u64) {
         (self.dev, self.ino)
     }
 
+    /// The identity of the file at `path`, when it exists.
     pub fn of(path: &std::path::Path) -> Option<FileId> {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(path).ok()?;
@@ -69,6 +71,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// A tracker of a connection to `file` opened in fork generation `generation`.
     pub fn new(file: FileId, generation: u64) -> Arc<Tracker> {
         Arc::new(Tracker {
             file,
@@ -83,10 +86,13 @@ impl Tracker {
         self.generation.store(g, Ordering::Release);
     }
 
+    /// The file the connection is to.
     pub fn file_id(&self) -> FileId {
         self.file
     }
 
+    /// Marks the file as not reopenable in this process (its connection was abandoned in the
+    /// middle of a transaction).
     pub fn poison(&self) {
         self.poisoned.store(true, Ordering::Release);
     }
