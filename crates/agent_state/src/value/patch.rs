@@ -63,7 +63,9 @@ impl Patch {
         })
     }
 
-    /// Compact JSON followed by a NUL byte.
+    /// [`Patch::json`] followed by one NUL byte. Not part of the Rust API: for the C ABI
+    /// crate's terminated views, as [`Snapshot::json_with_nul`](crate::Snapshot::json_with_nul).
+    #[doc(hidden)]
     pub fn json_with_nul(&self) -> &[u8] {
         if let Some(scanned) = &self.0.scanned {
             return scanned.json_with_nul();

@@ -160,12 +160,15 @@ impl Snapshot {
         }
     }
 
-    /// The compact JSON encoding, without the trailing NUL.
+    /// The compact JSON encoding: exactly the bytes the store holds.
     pub fn json(&self) -> &[u8] {
         &self.encoded[..self.encoded.len() - 1]
     }
 
-    /// The compact JSON encoding followed by a NUL byte.
+    /// [`Snapshot::json`] followed by one NUL byte. Not part of the Rust API: it exists so that
+    /// the C ABI crate hands C a terminated view of the state without copying it (the encoding
+    /// is kept with a spare byte for that).
+    #[doc(hidden)]
     pub fn json_with_nul(&self) -> &[u8] {
         &self.encoded
     }
