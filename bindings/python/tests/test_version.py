@@ -82,3 +82,14 @@ def test_the_readme_names_the_workspace_version(version: str) -> None:
     macros = re.findall(r'`AGENT_STATE_VERSION` \(`"([^"]+)"`\)', readme)
     assert sonames and macros
     assert set(sonames) | set(macros) == {version}
+
+
+def test_the_python_package_names_the_workspace_rust_version(version: str) -> None:
+    # (the oldest Rust that builds the workspace is written once too, as rust-version)
+    match = re.search(r'^rust-version\s*=\s*"([^"]+)"', section(CARGO_TOML.read_text("utf-8"), "workspace.package"), re.M)
+    assert match, "no rust-version in [workspace.package]"
+    python = ROOT / "bindings" / "python"
+    named = {(path.name, m) for path in (python / "README.md", python / "setup.py")
+             for m in re.findall(r"Rust (\d+\.\d+)\+", path.read_text("utf-8"))}
+    assert {name for name, _ in named} == {"README.md", "setup.py"}
+    assert {m for _, m in named} == {match.group(1)}
