@@ -2,9 +2,13 @@ package agentstate
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"math/big"
 	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +17,26 @@ import (
 func TestVersion(t *testing.T) {
 	if v := Version(); v == "" || strings.Count(v, ".") != 2 {
 		t.Fatalf("Version() = %q", v)
+	}
+}
+
+// The library's version is the workspace's, [workspace.package] version in ../../Cargo.toml
+// (the one place it is written; this package has no version of its own, its module version is
+// the repository's tag). Skipped outside a checkout (a copy of the module, as in
+// tests/install/run.sh).
+func TestVersionIsTheWorkspaces(t *testing.T) {
+	manifest, err := os.ReadFile(filepath.Join("..", "..", "Cargo.toml"))
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skip("no ../../Cargo.toml: not a checkout of the repository")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?ms)^\[workspace\.package\][^\[]*?^version\s*=\s*"([^"]+)"`).FindSubmatch(manifest)
+	if m == nil {
+		t.Fatal("no [workspace.package] version in ../../Cargo.toml")
+	}
+	if v := Version(); v != string(m[1]) {
+		t.Fatalf("Version() = %q, the workspace's version %q", v, m[1])
 	}
 }
 

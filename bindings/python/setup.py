@@ -87,6 +87,22 @@ def crate_dir() -> Path:
     )
 
 
+def workspace_version() -> str:
+    """The version of everything: `[workspace.package] version` in the workspace's Cargo.toml
+    (the package's version, which `agent_version()` of the library built from it returns too)."""
+    manifest = crate_dir() / "Cargo.toml"
+    section = None
+    for line in manifest.read_text("utf-8").splitlines():
+        header = re.fullmatch(r"\s*\[([^\]]+)\]\s*(#.*)?", line)
+        if header:
+            section = header.group(1).strip()
+            continue
+        match = re.fullmatch(r'\s*version\s*=\s*"([^"]+)"\s*(#.*)?', line)
+        if section == "workspace.package" and match:
+            return match.group(1)
+    sys.exit(f"agent_state: no [workspace.package] version in {manifest}")
+
+
 def find_cargo() -> str:
     cargo = os.environ.get("CARGO") or shutil.which("cargo")
     if not cargo:
@@ -231,6 +247,7 @@ class platform_wheel(bdist_wheel):
 
 
 setup(
+    version=workspace_version(),
     distclass=BinaryDistribution,
     cmdclass={"build_py": build_py_with_library, "sdist": sdist_with_crate, "bdist_wheel": platform_wheel},
 )

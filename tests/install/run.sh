@@ -65,11 +65,16 @@ finish() {
 }
 
 # ---------------------------------------------------------------------------------- tools
-as_root() { if [[ "$(id -u)" == 0 ]]; then "$@"; else sudo "$@"; fi; }
+# Installs system packages as root only (a test script never runs sudo); as another user, stops
+# and says what to install.
 apt_install() {
+    if [[ "$(id -u)" != 0 ]]; then
+        echo "run.sh: missing $*; install them (as root: apt-get install -y $*) and run again" >&2
+        exit 1
+    fi
     say "installing $* (apt-get)"
-    as_root apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 multiarch="$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
 missing=()

@@ -67,8 +67,34 @@ from .errors import (
 from .jscollections import JSMap, JSSet, Tagged
 from .values import BigInt, JSONFloat, JSONInt, RegExp, TypedArray
 
-#: The version of this package.
-__version__ = "0.2.0"
+
+
+def _package_version() -> str:
+    """The installed distribution's version, which setup.py took from the workspace's
+    Cargo.toml (the one place the version is written); run from a source checkout without an
+    installed distribution, that Cargo.toml's ``[workspace.package] version`` itself."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("agent_state")
+    except metadata.PackageNotFoundError:
+        pass
+    import re
+    from pathlib import Path
+
+    for parent in Path(__file__).resolve().parents:
+        manifest = parent / "Cargo.toml"
+        if manifest.is_file():
+            text = manifest.read_text("utf-8")
+            match = re.search(r'^\[workspace\.package\][^\[]*?^version\s*=\s*"([^"]+)"', text, re.M | re.S)
+            if match:
+                return match.group(1)
+    return "0+unknown"
+
+
+#: The version of this package: the workspace's (Cargo.toml), as ``library_version()`` is for
+#: the library built from the same sources.
+__version__ = _package_version()
 
 # The public API, as README.md documents it (tests/test_layout.py checks both). Everything else
 # is internal, also the names of the package's modules that have no underscore.
