@@ -78,9 +78,12 @@ test-header-c:
 	cp $(BUILD)/header_check.c $(BUILD)/header_check.cpp
 	$(CXX) -std=c++11 -Wall -Wextra -Werror -pedantic -Iinclude -c $(BUILD)/header_check.cpp -o $(BUILD)/header_check_cpp.o
 
-$(BUILD)/test_c: tests/c/test_agent_state.c include/agent_state.h $(LIB)
+# The C suite: tests/c/main.c runs the tests of the other files of tests/c, in its order.
+C_SUITE_SRC := $(sort $(wildcard tests/c/*.c))
+
+$(BUILD)/test_c: $(C_SUITE_SRC) $(wildcard tests/c/*.h) include/agent_state.h $(LIB)
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS_TEST) tests/c/test_agent_state.c -o $@ $(LDFLAGS_TEST)
+	$(CC) $(CFLAGS_TEST) $(C_SUITE_SRC) -o $@ $(LDFLAGS_TEST)
 
 # Each against SQLite, then PostgreSQL when AGENT_STATE_TEST_PG_URI names a server
 # (tests/pg/each-backend.sh: skipped without one, a failure under CI=true).

@@ -199,8 +199,9 @@ for order in "static-sqlite-after" "static-sqlite-before" "shared-sqlite-after" 
 done
 
 c_suite_static() {
-    # (the one repository file used here: the C suite, as a thorough user of the archive)
-    cc -std=c99 -O1 -I"$prefix/include" "$root/tests/c/test_agent_state.c" "$lib/libagent_state.a" \
+    # (the one part of the repository used here: the C suite, tests/c/*.c, as a thorough user
+    # of the archive)
+    cc -std=c99 -O1 -I"$prefix/include" "$root"/tests/c/*.c "$lib/libagent_state.a" \
         "$system_a" -lpthread -ldl -lm -o test_c_static &&
         ! ldd ./test_c_static | grep libagent_state &&
         (cd "$outside" && AGENT_TEST_QUICK=1 ./test_c_static) | tail -1 | grep -Eq '^[0-9]+ passed, 0 failed$'
