@@ -26,7 +26,12 @@ CXX="${CXX:-g++}"
 CXXFLAGS=(-std=c++17 -Wall -Wextra -Werror -pedantic -Wshadow -Wconversion -Wsign-conversion
           -Wnon-virtual-dtor -Wold-style-cast -g -I"$ROOT/include" -I"$ROOT/bindings/cpp")
 LDFLAGS=(-L"$LIBDIR" -Wl,-rpath,"$LIBDIR" -lagent_state -lpthread)
-SOURCES=("$ROOT/tests/cpp/test_agent_state.cpp" "$ROOT/tests/cpp/second_tu.cpp")
+# The tests: main.cpp runs the TESTs of the other files (harness.hpp); second_tu.cpp is a second
+# translation unit including the wrapper (the ODR check). The conformance runner is apart.
+SOURCES=()
+for src in "$ROOT"/tests/cpp/*.cpp; do
+    [[ $(basename "$src") == conformance.cpp ]] || SOURCES+=("$src")
+done
 # The conformance runner (tests/conformance/README.md): C++ on top of the C runners' vector
 # reader, which is compiled as C.
 CC="${CC:-cc}"
