@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the C++ wrapper's tests (bindings/cpp/agent_state.hpp); `make test-cpp` runs it
-# after building the library.
+# Builds and runs the C++ wrapper's tests (bindings/cpp/agent_state.hpp and its parts in
+# bindings/cpp/agent_state/); `make test-cpp` runs it after building the library.
 #
 # Three runs of the same tests, all of which must pass:
 #   1. plain (-O1 -g), on SQLite and then on PostgreSQL through tests/pg/each-backend.sh
@@ -98,6 +98,14 @@ build_conformance() {
     "$CXX" "${CXXFLAGS[@]}" -I"$ROOT/tests/conformance" "$@" "$ROOT/tests/cpp/conformance.cpp" \
         "${objs[@]}" -o "$OUT/$name" "${LDFLAGS[@]}"
 }
+
+# Each part of the wrapper (bindings/cpp/agent_state/*.hpp) compiles on its own, as the first
+# include of a translation unit: it includes what it needs.
+echo "== each part of bindings/cpp/agent_state/ compiles on its own"
+for part in "$ROOT"/bindings/cpp/agent_state/*.hpp; do
+    printf '#include "agent_state/%s"\n' "$(basename "$part")" |
+        "$CXX" "${CXXFLAGS[@]}" -fsyntax-only -x c++ -
+done
 
 echo "== building $OUT/test_cpp"
 "$CXX" "${CXXFLAGS[@]}" -O1 "${SOURCES[@]}" -o "$OUT/test_cpp" "${LDFLAGS[@]}"

@@ -95,7 +95,10 @@ export PKG_CONFIG_PATH="$lib/pkgconfig"
 layout() {
     local want got
     # (bin/ holds the agent-state command, checked below)
-    want="$(printf '%s\n' include include/agent_state.h include/agent_state.hpp lib \
+    # (the C++ wrapper's parts: every bindings/cpp/agent_state/*.hpp, in include/agent_state/)
+    # shellcheck disable=SC2046
+    want="$(printf '%s\n' include include/agent_state.h include/agent_state.hpp \
+        include/agent_state $(cd "$root/bindings/cpp" && printf 'include/%s\n' agent_state/*.hpp) lib \
         lib/libagent_state.a lib/libagent_state.so lib/libagent_state.so."$major" \
         lib/libagent_state.so."$version" lib/pkgconfig lib/pkgconfig/agent_state.pc | sort)"
     got="$(cd "$prefix" && find . -mindepth 1 ! -path './bin' ! -path './bin/*' | sed 's|^\./||' | sort)"
