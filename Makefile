@@ -79,9 +79,12 @@ test-header-c:
 	cp $(BUILD)/header_check.c $(BUILD)/header_check.cpp
 	$(CXX) -std=c++11 -Wall -Wextra -Werror -pedantic -Iinclude -c $(BUILD)/header_check.cpp -o $(BUILD)/header_check_cpp.o
 
-$(BUILD)/test_c: tests/c/test_agent_state.c include/agent_state.h $(LIB)
+# The C suite: tests/c/main.c runs the tests of the other files of tests/c, in its order.
+C_SUITE_SRC := $(sort $(wildcard tests/c/*.c))
+
+$(BUILD)/test_c: $(C_SUITE_SRC) $(wildcard tests/c/*.h) include/agent_state.h $(LIB)
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS_TEST) tests/c/test_agent_state.c -o $@ $(LDFLAGS_TEST)
+	$(CC) $(CFLAGS_TEST) $(C_SUITE_SRC) -o $@ $(LDFLAGS_TEST)
 
 # Each against SQLite, then PostgreSQL when AGENT_STATE_TEST_PG_URI names a server
 # (tests/pg/each-backend.sh: skipped without one, a failure under CI=true).
@@ -150,6 +153,9 @@ dist:
 	bash packaging/static-archive.sh $(LIBDIR)/libagent_state.a $(LIB) $(DIST)/lib/libagent_state.a
 	if [ -f $(LIBDIR)/agent-state ]; then cp $(LIBDIR)/agent-state $(DIST)/bin/; fi
 
+# The C++ wrapper: bindings/cpp/agent_state.hpp includes its parts, installed in agent_state/.
+CPP_PARTS := $(sort $(wildcard bindings/cpp/agent_state/*.hpp))
+
 install: dist
 	$(INSTALL) -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
 	$(INSTALL) -m 755 $(DIST)/lib/libagent_state.so.$(VERSION) $(DESTDIR)$(libdir)/
@@ -157,6 +163,8 @@ install: dist
 	ln -sfn $(SONAME) $(DESTDIR)$(libdir)/libagent_state.so
 	$(INSTALL) -m 644 $(DIST)/lib/libagent_state.a $(DESTDIR)$(libdir)/
 	$(INSTALL) -m 644 include/agent_state.h bindings/cpp/agent_state.hpp $(DESTDIR)$(includedir)/
+	$(INSTALL) -d $(DESTDIR)$(includedir)/agent_state
+	$(INSTALL) -m 644 $(CPP_PARTS) $(DESTDIR)$(includedir)/agent_state/
 	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(libdir)|' -e 's|@includedir@|$(includedir)|' \
 	  -e 's|@version@|$(VERSION)|' packaging/agent_state.pc.in > $(DESTDIR)$(pkgconfigdir)/agent_state.pc
 	chmod 644 $(DESTDIR)$(pkgconfigdir)/agent_state.pc
@@ -169,7 +177,9 @@ uninstall:
 	rm -f $(DESTDIR)$(libdir)/libagent_state.so $(DESTDIR)$(libdir)/$(SONAME) \
 	  $(DESTDIR)$(libdir)/libagent_state.so.$(VERSION) $(DESTDIR)$(libdir)/libagent_state.a \
 	  $(DESTDIR)$(includedir)/agent_state.h $(DESTDIR)$(includedir)/agent_state.hpp \
+	  $(addprefix $(DESTDIR)$(includedir)/agent_state/,$(notdir $(CPP_PARTS))) \
 	  $(DESTDIR)$(pkgconfigdir)/agent_state.pc $(DESTDIR)$(bindir)/agent-state
+	rmdir $(DESTDIR)$(includedir)/agent_state 2>/dev/null || true
 
 # Installs into a temporary prefix and uses it from outside the repository: C with pkg-config
 # (shared, static, next to the system's SQLite), Go, Python from the sdist, the command.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the C++ wrapper's tests (bindings/cpp/agent_state.hpp); `make test-cpp` runs it
-# after building the library.
+# Builds and runs the C++ wrapper's tests (bindings/cpp/agent_state.hpp and its parts in
+# bindings/cpp/agent_state/); `make test-cpp` runs it after building the library.
 #
 # Three runs of the same tests, all of which must pass:
 #   1. plain (-O1 -g), on SQLite and then on PostgreSQL through tests/pg/each-backend.sh
@@ -26,7 +26,12 @@ CXX="${CXX:-g++}"
 CXXFLAGS=(-std=c++17 -Wall -Wextra -Werror -pedantic -Wshadow -Wconversion -Wsign-conversion
           -Wnon-virtual-dtor -Wold-style-cast -g -I"$ROOT/include" -I"$ROOT/bindings/cpp")
 LDFLAGS=(-L"$LIBDIR" -Wl,-rpath,"$LIBDIR" -lagent_state -lpthread)
-SOURCES=("$ROOT/tests/cpp/test_agent_state.cpp" "$ROOT/tests/cpp/second_tu.cpp")
+# The tests: main.cpp runs the TESTs of the other files (harness.hpp); second_tu.cpp is a second
+# translation unit including the wrapper (the ODR check). The conformance runner is apart.
+SOURCES=()
+for src in "$ROOT"/tests/cpp/*.cpp; do
+    [[ $(basename "$src") == conformance.cpp ]] || SOURCES+=("$src")
+done
 # The conformance runner (tests/conformance/README.md): C++ on top of the C runners' vector
 # reader, which is compiled as C.
 CC="${CC:-cc}"
@@ -93,6 +98,14 @@ build_conformance() {
     "$CXX" "${CXXFLAGS[@]}" -I"$ROOT/tests/conformance" "$@" "$ROOT/tests/cpp/conformance.cpp" \
         "${objs[@]}" -o "$OUT/$name" "${LDFLAGS[@]}"
 }
+
+# Each part of the wrapper (bindings/cpp/agent_state/*.hpp) compiles on its own, as the first
+# include of a translation unit: it includes what it needs.
+echo "== each part of bindings/cpp/agent_state/ compiles on its own"
+for part in "$ROOT"/bindings/cpp/agent_state/*.hpp; do
+    printf '#include "agent_state/%s"\n' "$(basename "$part")" |
+        "$CXX" "${CXXFLAGS[@]}" -fsyntax-only -x c++ -
+done
 
 echo "== building $OUT/test_cpp"
 "$CXX" "${CXXFLAGS[@]}" -O1 "${SOURCES[@]}" -o "$OUT/test_cpp" "${LDFLAGS[@]}"

@@ -2,6 +2,13 @@
 // inline thread_local variables, no duplicate symbols) and that a hook registered here and an
 // exception thrown here reach the triggering call in the other translation unit (for a
 // validator: nested in the Error(Status::rejected) that call throws).
+//
+// It includes a part of the wrapper first (agent_state/agent.hpp, which includes the parts it
+// needs), then the umbrella header the other translation units include: the definitions the
+// linker sees here come through another path than theirs, and the include guards make the
+// second inclusion add nothing.
+
+#include "agent_state/agent.hpp"
 
 #include "agent_state.hpp"
 

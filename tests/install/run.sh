@@ -100,7 +100,10 @@ export PKG_CONFIG_PATH="$lib/pkgconfig"
 layout() {
     local want got
     # (bin/ holds the agent-state command, checked below)
-    want="$(printf '%s\n' include include/agent_state.h include/agent_state.hpp lib \
+    # (the C++ wrapper's parts: every bindings/cpp/agent_state/*.hpp, in include/agent_state/)
+    # shellcheck disable=SC2046
+    want="$(printf '%s\n' include include/agent_state.h include/agent_state.hpp \
+        include/agent_state $(cd "$root/bindings/cpp" && printf 'include/%s\n' agent_state/*.hpp) lib \
         lib/libagent_state.a lib/libagent_state.so lib/libagent_state.so."$major" \
         lib/libagent_state.so."$version" lib/pkgconfig lib/pkgconfig/agent_state.pc | sort)"
     got="$(cd "$prefix" && find . -mindepth 1 ! -path './bin' ! -path './bin/*' | sed 's|^\./||' | sort)"
@@ -204,8 +207,9 @@ for order in "static-sqlite-after" "static-sqlite-before" "shared-sqlite-after" 
 done
 
 c_suite_static() {
-    # (the one repository file used here: the C suite, as a thorough user of the archive)
-    cc -std=c99 -O1 -I"$prefix/include" "$root/tests/c/test_agent_state.c" "$lib/libagent_state.a" \
+    # (the one part of the repository used here: the C suite, tests/c/*.c, as a thorough user
+    # of the archive)
+    cc -std=c99 -O1 -I"$prefix/include" "$root"/tests/c/*.c "$lib/libagent_state.a" \
         "$system_a" -lpthread -ldl -lm -o test_c_static &&
         ! ldd ./test_c_static | grep libagent_state &&
         (cd "$outside" && AGENT_TEST_QUICK=1 ./test_c_static) | tail -1 | grep -Eq '^[0-9]+ passed, 0 failed$'

@@ -245,28 +245,30 @@ else
 fi
 
 # The project's C test suite (tests/c) under ASan+UBSan; in soak also its full run under valgrind
-# (`make test-valgrind` runs the quick one in `make test`).
-C_SUITE=tests/c/test_agent_state.c
+# (`make test-valgrind` runs the quick one in `make test`). Its sources are every .c file of
+# tests/c; main.c runs the tests of the others.
+C_SUITE=tests/c/main.c
 if [ -f "$C_SUITE" ]; then
-    if "$CC" -std=c99 -Wall -Wextra -Werror -pedantic -g -O1 -Iinclude "${SAN[@]}" "$C_SUITE" \
+    C_SUITE_SRC=(tests/c/*.c)
+    if "$CC" -std=c99 -Wall -Wextra -Werror -pedantic -g -O1 -Iinclude "${SAN[@]}" "${C_SUITE_SRC[@]}" \
         -o "$ASAN_BIN/test_c" "${LDFLAGS[@]}" >"$LOGS/build-test_c.log" 2>&1; then
         if [ "$MODE" = quick ]; then
             run asan-c-suite 600 env AGENT_TEST_QUICK=1 "$ASAN_BIN/test_c"
         else
             run asan-c-suite 3600 "$ASAN_BIN/test_c"
-            if "$CC" -std=c99 -Wall -Wextra -Werror -pedantic -g -O1 -Iinclude "$C_SUITE" \
+            if "$CC" -std=c99 -Wall -Wextra -Werror -pedantic -g -O1 -Iinclude "${C_SUITE_SRC[@]}" \
                 -o "$BIN/test_c" "${LDFLAGS[@]}" >>"$LOGS/build-test_c.log" 2>&1; then
                 supp=(--suppressions="$HERE/valgrind.supp")
                 [ -f tests/c/valgrind.supp ] && supp+=(--suppressions=tests/c/valgrind.supp)
                 run valgrind-c-suite 7200 "${VALGRIND[@]}" "${supp[@]}" "$BIN/test_c"
             else
                 cat "$LOGS/build-test_c.log"
-                fail_now valgrind-c-suite "tests/c/test_agent_state.c does not compile"
+                fail_now valgrind-c-suite "the C suite (tests/c) does not compile"
             fi
         fi
     else
         cat "$LOGS/build-test_c.log"
-        fail_now asan-c-suite "tests/c/test_agent_state.c does not compile with -fsanitize=address,undefined"
+        fail_now asan-c-suite "the C suite (tests/c) does not compile with -fsanitize=address,undefined"
     fi
 elif $IS_CI; then
     fail_now asan-c-suite "$C_SUITE is missing"

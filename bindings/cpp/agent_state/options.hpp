@@ -1,0 +1,177 @@
+// agent_state/options.hpp: the open options: Synchronous, ChangeLog, Options and
+// Options::to_json.
+// A part of the C++ wrapper: include "agent_state.hpp", which includes them all.
+
+#ifndef AGENT_STATE_HPP_OPTIONS
+#define AGENT_STATE_HPP_OPTIONS
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "status.hpp"
+#include "text.hpp"
+
+namespace agent_state {
+
+/// How durable a commit is (the `synchronous` open option).
+enum class Synchronous {
+    /// fsync on every commit: an acknowledged write survives power loss (the default).
+    full,
+    /// fsync at checkpoints only: survives a crash of the process, may lose the last commits on
+    /// power loss; faster.
+    normal,
+};
+
+/// The `change_log` open option: switches the store's change log on with a retention, or off.
+/// The setting is recorded in the store file, so every handle on it logs its changes (or none
+/// does). Build it with ChangeLog::last(n), ChangeLog::seconds(t) or ChangeLog::disabled(), or
+/// set the members: with the log on, at least one of `keep_last` and `keep_seconds` must be set
+/// (the library refuses the option otherwise, with Status::invalid_argument).
+struct ChangeLog {
+    /// Keep the last `keep_last` changes (at least 1).
+    std::optional<std::uint64_t> keep_last;
+    /// Keep the changes of the last `keep_seconds` seconds (at least 1; the newest change is
+    /// always kept).
+    std::optional<std::uint64_t> keep_seconds;
+    /// True: switch the log off and drop what it holds (`"change_log": false`); the retention
+    /// members must then be unset.
+    bool off = false;
+
+    /// The log on, keeping the last `n` changes.
+    static ChangeLog last(std::uint64_t n) {
+        ChangeLog log;
+        log.keep_last = n;
+        return log;
+    }
+
+    /// The log on, keeping the changes of the last `t` seconds.
+    static ChangeLog seconds(std::uint64_t t) {
+        ChangeLog log;
+        log.keep_seconds = t;
+        return log;
+    }
+
+    /// The log off (and dropped).
+    static ChangeLog disabled() {
+        ChangeLog log;
+        log.off = true;
+        return log;
+    }
+};
+
+/// Open options; every member left unset takes the library's default. to_json() builds the
+/// options JSON the C library takes.
+struct Options {
+    /// JSON text of a plain object: the state shown while nothing is stored (default `{}`).
+    /// It must be exactly one JSON value; the library checks the rest (object, codec, size).
+    std::optional<std::string> initial_state;
+    /// The largest encoded state (and input document) accepted, in bytes: 2 to 1000000000
+    /// (default 2097152).
+    std::optional<std::uint64_t> max_value_bytes;
+    /// Commit durability (default Synchronous::full).
+    std::optional<Synchronous> synchronous;
+    /// How long a call waits for what another connection holds, in milliseconds: 0 to
+    /// 2147483647 (default 5000; 0 fails at once with Status::busy): SQLite's write lock; on
+    /// PostgreSQL the agent's row, a table lock or a pooled connection. It never bounds how
+    /// long an uncontended statement takes.
+    std::optional<std::uint64_t> busy_timeout_ms;
+    /// PostgreSQL: how long the server may take to answer, in milliseconds: 1 to 2147483647
+    /// (default 10000). A connection attempt gets this long, a statement `busy_timeout_ms +
+    /// server_timeout_ms`; past it (a frozen or partitioned server) the call fails with
+    /// Status::unavailable. Accepted and unused on SQLite.
+    std::optional<std::uint64_t> server_timeout_ms;
+    /// Open without writing: the store must exist, and every write fails with Status::storage.
+    bool read_only = false;
+    /// The store's change log (see ChangeLog); unset leaves the store's setting as it is (off
+    /// for a new store).
+    std::optional<ChangeLog> change_log;
+    /// Which agent of the store: UTF-8, 1 to 255 bytes, no NUL byte. Required on PostgreSQL.
+    /// On a SQLite file, unset is the file's single agent; with an id, one file holds many
+    /// isolated agents (state, version, change log, hooks), and the Agents with an id in one
+    /// process share one connection per file.
+    std::optional<std::string> agent_id;
+    /// PostgreSQL: the most connections this process keeps to the server, shared by all its
+    /// Agents on it: 1 to 1000 (default 4; the pool has the largest size any open asked for).
+    /// A SQLite file does not use it.
+    std::optional<std::uint64_t> max_connections;
+
+    /// The options as the JSON object `agent_open` takes (`{}` when nothing is set).
+    /// Throws Error(Status::json) when `initial_state` is not exactly one JSON value (so that
+    /// it can never inject other options) or holds a NUL byte, and
+    /// Error(Status::invalid_argument) when `change_log` is off but has a retention, or
+    /// `agent_id` is not valid UTF-8 or holds a NUL byte (the library checks its length).
+    std::string to_json() const;
+};
+
+inline std::string Options::to_json() const {
+    std::string out = "{";
+    auto member = [&out](const char *name) {
+        if (out.size() > 1) out.push_back(',');
+        out += json_quote(name);
+        out.push_back(':');
+    };
+    if (initial_state) {
+        detail::check_one_value(*initial_state, "initial_state");
+        member("initial_state");
+        out += *initial_state;
+    }
+    if (max_value_bytes) {
+        member("max_value_bytes");
+        out += std::to_string(*max_value_bytes);
+    }
+    if (synchronous) {
+        member("synchronous");
+        out += json_quote(*synchronous == Synchronous::normal ? "normal" : "full");
+    }
+    if (busy_timeout_ms) {
+        member("busy_timeout_ms");
+        out += std::to_string(*busy_timeout_ms);
+    }
+    if (server_timeout_ms) {
+        member("server_timeout_ms");
+        out += std::to_string(*server_timeout_ms);
+    }
+    if (read_only) {
+        member("read_only");
+        out += "true";
+    }
+    if (change_log) {
+        member("change_log");
+        if (change_log->off) {
+            if (change_log->keep_last || change_log->keep_seconds) {
+                throw Error(Status::invalid_argument,
+                            "agent_state::Options: change_log is off but has a retention");
+            }
+            out += "false";
+        } else {
+            out.push_back('{');
+            if (change_log->keep_last) {
+                out += "\"keep_last\":" + std::to_string(*change_log->keep_last);
+            }
+            if (change_log->keep_seconds) {
+                if (change_log->keep_last) out.push_back(',');
+                out += "\"keep_seconds\":" + std::to_string(*change_log->keep_seconds);
+            }
+            out.push_back('}');
+        }
+    }
+    if (agent_id) {
+        if (agent_id->find('\0') != std::string::npos || !detail::valid_utf8(*agent_id)) {
+            throw Error(Status::invalid_argument,
+                        "agent_state::Options: agent_id must be UTF-8 without NUL bytes");
+        }
+        member("agent_id");
+        out += json_quote(*agent_id);
+    }
+    if (max_connections) {
+        member("max_connections");
+        out += std::to_string(*max_connections);
+    }
+    out.push_back('}');
+    return out;
+}
+
+}  // namespace agent_state
+
+#endif  // AGENT_STATE_HPP_OPTIONS

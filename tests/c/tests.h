@@ -1,0 +1,105 @@
+/*
+ * The C suite's tests, one function per behaviour, by the file that holds it; main.c lists
+ * them in the order they run.
+ */
+#ifndef AGENT_STATE_TEST_TESTS_H
+#define AGENT_STATE_TEST_TESTS_H
+
+/* abi.c */
+void test_version_and_status_names(void);
+void test_last_error_is_per_thread_and_kept_by_successes(void);
+void test_open_refuses_bad_arguments_and_options(void);
+void test_bad_handles_are_refused_by_every_function(void);
+void test_handles_are_never_reused(void);
+void test_buffers_are_owned_nul_terminated_and_safe_to_free_twice(void);
+void test_buffer_may_be_read_and_freed_on_another_thread(void);
+
+/* state.c */
+void test_default_initial_state_is_the_empty_object(void);
+void test_reading_never_persists_the_initial_state(void);
+void test_first_write_persists_initial_state_merged_with_patch(void);
+void test_replace_as_first_write_ignores_initial_state(void);
+void test_stored_empty_object_is_not_nothing_stored(void);
+void test_set_state_merges_like_the_reference_page(void);
+void test_set_state_follows_rfc7396(void);
+void test_member_order_is_preserved_and_new_members_appended(void);
+void test_numbers_keep_their_exact_value_and_digits(void);
+void test_output_is_compact_json_and_text_round_trips(void);
+void test_set_state_returns_full_state_and_out_may_be_null(void);
+void test_replace_state_keeps_nothing_of_the_previous_state(void);
+
+/* codec.c */
+void test_patch_must_be_a_json_object(void);
+void test_malformed_json_is_refused(void);
+void test_codec_refuses_what_it_cannot_store(void);
+void test_merge_result_must_be_storable(void);
+void test_too_large_state_is_refused_and_nothing_written(void);
+void test_tagged_values_are_accepted_and_round_trip(void);
+void test_tagged_values_are_leaves_for_merge(void);
+void test_json_test_suite_corpus(void);
+
+/* storage.c */
+void test_storage_refuses_files_that_are_not_agent_stores(void);
+void test_storage_errors_for_missing_directory_and_read_only(void);
+void test_state_persists_and_new_store_file_is_private(void);
+void test_uri_looking_paths_open_exactly_the_named_file(void);
+void test_path_is_taken_as_raw_bytes(void);
+void test_memory_store_is_private_to_its_handle(void);
+void test_two_handles_on_one_file_see_each_others_commits(void);
+
+/* init_hook.c */
+void test_initial_state_hook_takes_precedence_and_is_called_each_time(void);
+void test_initial_state_hook_can_answer_with_static_text(void);
+void test_initial_state_hook_user_data_is_freed_exactly_once(void);
+void test_initial_state_hook_failures_are_reported(void);
+void test_own_handle_from_initial_state_hook_is_busy(void);
+void test_write_lock_held_by_another_handle_gives_busy(void);
+
+/* hooks.c */
+void test_state_changed_hook_sees_next_prev_and_patch(void);
+void test_state_changed_hooks_run_in_order_and_can_be_removed(void);
+void test_failed_hook_registration_frees_user_data(void);
+void test_failing_hook_returns_hook_status_and_change_stays(void);
+void test_hook_may_change_its_own_handle_and_nested_change_comes_after(void);
+void test_hook_may_remove_itself(void);
+void test_closing_handle_from_inside_its_own_hook(void);
+void test_remove_or_close_during_delivery_defers_free_until_it_ends(void);
+
+/* versions.c */
+void test_get_state_versioned_reads_state_and_version_together(void);
+void test_set_state_if_writes_only_at_the_expected_version(void);
+void test_replace_state_if_writes_only_at_the_expected_version(void);
+void test_compare_and_set_sees_other_handles_commits(void);
+void test_state_changed_hooks_see_the_version_of_each_change(void);
+
+/* validator.c */
+void test_validator_rejects_with_its_message_and_nothing_is_written(void);
+void test_validator_sees_the_change_about_to_commit(void);
+void test_validator_gates_every_write_of_its_handle_and_no_other(void);
+void test_validator_user_data_is_freed_exactly_once(void);
+void test_own_handle_from_validator_is_busy(void);
+
+/* poll.c */
+void test_change_log_option_is_validated_and_recorded_in_the_store(void);
+void test_change_log_keep_seconds_prunes_old_changes(void);
+void test_poll_needs_the_change_log(void);
+void test_poll_delivers_other_handles_changes_once_in_commit_order(void);
+void test_poll_delivers_changes_of_another_process(void);
+void test_poll_reports_pruned_changes_as_a_gap_once(void);
+
+/* history.c */
+void test_changes_since_returns_the_documented_json_array(void);
+void test_get_state_at_returns_retained_versions(void);
+void test_restore_state_replaces_with_an_earlier_version(void);
+
+/* threads.c */
+void test_threads_share_one_handle_without_lost_updates(void);
+void test_nested_writes_from_hooks_keep_commit_order_across_threads(void);
+void test_close_while_other_threads_write(void);
+
+/* processes.c */
+void test_two_processes_write_one_file(void);
+void test_processes_may_create_one_store_at_once(void);
+void test_processes_compare_and_set_one_counter(void);
+
+#endif
