@@ -78,6 +78,27 @@ pub fn admin(uri: &str) -> postgres::Client {
     postgres::Client::connect(uri, postgres::NoTls).unwrap()
 }
 
+/// Another session holding agent `id`'s row (`SELECT .. FOR UPDATE` in its open transaction)
+/// until [`RowLock::release`], or until dropped (its connection closes, the server rolls back).
+pub struct RowLock(postgres::Client);
+
+impl RowLock {
+    pub fn hold(uri: &str, id: &str) -> RowLock {
+        let mut c = admin(uri);
+        c.batch_execute("BEGIN").unwrap();
+        c.query(
+            "SELECT 1 FROM agent_state WHERE agent = $1 FOR UPDATE",
+            &[&id],
+        )
+        .unwrap();
+        RowLock(c)
+    }
+
+    pub fn release(mut self) {
+        self.0.batch_execute("ROLLBACK").unwrap();
+    }
+}
+
 /// `uri` with another database name.
 pub fn with_database(uri: &str, db: &str) -> String {
     let (scheme, rest) = uri.split_once("://").unwrap();

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use agent_state::{Error, StateChange, Validator};
 use serde_json::json;
 
-use crate::{admin, open, server_or_skip, unique, with_param};
+use crate::{admin, open, server_or_skip, unique, with_param, RowLock};
 
 /// Client connections to the server with this application name.
 fn connections(uri: &str, app: &str) -> i64 {
@@ -115,13 +115,7 @@ fn a_row_locked_longer_than_busy_timeout_is_busy() {
     let id = unique("locked");
     let a = open(&uri, &id, json!({"busy_timeout_ms": 300})).unwrap();
     a.set_state(br#"{"x":1}"#).unwrap();
-    let mut adm = admin(&uri);
-    let mut tx = adm.transaction().unwrap();
-    tx.query(
-        "SELECT 1 FROM agent_state WHERE agent = $1 FOR UPDATE",
-        &[&id],
-    )
-    .unwrap();
+    let held = RowLock::hold(&uri, &id);
     // Busy while the lock is still held (the rollback comes after): the lock_timeout fired,
     // not the client's clock (that would be Unavailable).
     let err = a.set_state(br#"{"x":2}"#).unwrap_err();
@@ -129,7 +123,7 @@ fn a_row_locked_longer_than_busy_timeout_is_busy() {
         matches!(&err, Error::Busy(m) if m.contains("held the agent's row")),
         "{err}"
     );
-    tx.rollback().unwrap();
+    held.release();
     assert_eq!(a.set_state_if(br#"{"x":2}"#, Some(1)).unwrap().version, 2);
 }
 
@@ -143,13 +137,7 @@ fn a_connection_lost_while_committing_says_the_outcome_is_unknown() {
     // connection is ended, however slowly a loaded machine gets there.
     let a = Arc::new(open(&puri, &id, json!({"busy_timeout_ms": 120000})).unwrap());
     a.set_state(br#"{"x":1}"#).unwrap();
-    let mut adm = admin(&uri);
-    let mut tx = adm.transaction().unwrap();
-    tx.query(
-        "SELECT 1 FROM agent_state WHERE agent = $1 FOR UPDATE",
-        &[&id],
-    )
-    .unwrap();
+    let held = RowLock::hold(&uri, &id);
     let writer = {
         let a = a.clone();
         std::thread::spawn(move || a.set_state(br#"{"x":2}"#))
@@ -177,7 +165,7 @@ fn a_connection_lost_while_committing_says_the_outcome_is_unknown() {
         matches!(&err, Error::Unavailable(m) if m.contains("outcome is unknown")),
         "{err}"
     );
-    tx.rollback().unwrap();
+    held.release();
     // The same handle carries on, on a new connection.
     let v = a.get_state_versioned().unwrap();
     assert_eq!(v.version, 1);

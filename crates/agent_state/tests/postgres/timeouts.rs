@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use agent_state::Error;
 use serde_json::{json, Value};
 
-use crate::{admin, open, server_or_skip, unique, with_param};
+use crate::{open, server_or_skip, unique, with_param, RowLock};
 
 /// Processes that keep both cores busy while alive; killed (and reaped) when dropped, also
 /// when the test panics.
@@ -121,13 +121,7 @@ fn busy_timeout_zero_is_busy_at_once_while_another_session_holds_the_row() {
     )
     .unwrap();
     a.set_state(br#"{"x":1}"#).unwrap();
-    let mut adm = admin(&uri);
-    let mut tx = adm.transaction().unwrap();
-    tx.query(
-        "SELECT 1 FROM agent_state WHERE agent = $1 FOR UPDATE",
-        &[&id],
-    )
-    .unwrap();
+    let held = RowLock::hold(&uri, &id);
     let t0 = Instant::now();
     for attempt in 0..3 {
         let err = match attempt {
@@ -146,7 +140,7 @@ fn busy_timeout_zero_is_busy_at_once_while_another_session_holds_the_row() {
     assert_eq!((v.version, v.state.json()), (1, &br#"{"x":1}"#[..]));
     // Three refusals well within one server timeout: none of them waited for the lock.
     assert!(took < Duration::from_secs(15), "{took:?}");
-    tx.rollback().unwrap();
+    held.release();
     // Nothing reached the store or its log, by another handle's eyes too.
     let b = open(&uri, &id, json!({})).unwrap();
     let v = b.get_state_versioned().unwrap();
