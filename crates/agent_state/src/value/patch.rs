@@ -12,7 +12,10 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use super::snapshot::Snapshot;
+use serde_json::Map;
+
+use super::snapshot::{Entry, Snapshot};
+use crate::error::Result;
 
 /// A merge patch as applied. Its compact encoding and its value are made on first use when
 /// they are not at hand: most changes are never looked at by a hook, and making them anyway
@@ -81,5 +84,38 @@ impl Patch {
     pub fn json(&self) -> &[u8] {
         let with_nul = self.json_with_nul();
         &with_nul[..with_nul.len() - 1]
+    }
+}
+
+// The merge is written here, beside the patch it takes, and not in snapshot.rs: the snapshot
+// does not know the patch type (which holds a snapshot), so the two modules use each other in
+// one direction only.
+impl Snapshot {
+    /// Applies an RFC 7396 merge `patch` and returns the next state, or a codec error when the
+    /// result would hold a malformed tagged value or would itself be shaped like a tagged
+    /// value. `self` is unchanged either way. `max_bytes` bounds the encoded result
+    /// ([`Error::TooLarge`](crate::Error::TooLarge)), checked before it is built.
+    ///
+    /// Only the members the patch names are merged and re-encoded; the others are shared with
+    /// `self`. A patch the scanner encoded is merged on its members' encodings where that is
+    /// safe (see `Entry::as_is`); the result is byte for byte the value merge's.
+    pub fn merge(&self, patch: &Patch, max_bytes: usize) -> Result<Snapshot> {
+        match patch.as_scanned() {
+            Some(scanned) => self.merge_entries(
+                scanned.members().iter().map(Entry::Encoded),
+                scanned.members().len(),
+                max_bytes,
+            ),
+            None => {
+                // Patches are objects (checked on the way in, or logged by their writer).
+                let empty = Map::new();
+                let map = patch.value().as_object().unwrap_or(&empty);
+                self.merge_entries(
+                    map.iter().map(|(name, value)| Entry::Value(name, value)),
+                    map.len(),
+                    max_bytes,
+                )
+            }
+        }
     }
 }

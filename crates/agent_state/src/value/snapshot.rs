@@ -18,7 +18,8 @@
 //! only their encodings, and a member's value is parsed from its encoding the first time it is
 //! asked for (a merge that touches the member, [`Snapshot::to_value`], a hook reading it).
 //!
-//! [`Snapshot::merge`] is the one way a [`Patch`] is applied. A patch the scanner encoded is a
+//! `Snapshot::merge` (in `patch.rs`, beside the patch it takes) is the one way a patch is
+//! applied; its loop is here. A patch the scanner encoded is a
 //! snapshot too, and is merged on its members' encodings where that is safe (a member repeated
 //! as it is stays shared; a new one without `null` is taken as it is); any other member, or a
 //! patch given as a value, is merged on values ([`merge_patch`]). One loop does both, so the two
@@ -31,7 +32,6 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::value::codec;
 use crate::value::merge::merge_patch;
-use crate::value::patch::Patch;
 use crate::value::scan::Scanned;
 
 /// One top-level member of a state.
@@ -188,38 +188,10 @@ impl Snapshot {
         )
     }
 
-    /// Applies an RFC 7396 merge `patch` and returns the next state, or a codec error when the
-    /// result would hold a malformed tagged value or would itself be shaped like a tagged
-    /// value. `self` is unchanged either way. `max_bytes` bounds the encoded result
-    /// ([`Error::TooLarge`]), checked before it is built.
-    ///
-    /// Only the members the patch names are merged and re-encoded; the others are shared with
-    /// `self`. A patch the scanner encoded is merged on its members' encodings where that is
-    /// safe (see `Entry::as_is`); the result is byte for byte the value merge's.
-    pub fn merge(&self, patch: &Patch, max_bytes: usize) -> Result<Snapshot> {
-        match patch.as_scanned() {
-            Some(scanned) => self.merge_entries(
-                scanned.members.iter().map(Entry::Encoded),
-                scanned.members.len(),
-                max_bytes,
-            ),
-            None => {
-                // Patches are objects (checked on the way in, or logged by their writer).
-                let empty = Map::new();
-                let map = patch.value().as_object().unwrap_or(&empty);
-                self.merge_entries(
-                    map.iter().map(|(name, value)| Entry::Value(name, value)),
-                    map.len(),
-                    max_bytes,
-                )
-            }
-        }
-    }
-
     /// The one merge: each of the patch's `entries` (`count` of them) deletes, keeps, takes or
     /// merges one member; existing members keep their place, new ones are appended in patch
     /// order.
-    fn merge_entries<'p>(
+    pub(super) fn merge_entries<'p>(
         &self,
         entries: impl Iterator<Item = Entry<'p>>,
         count: usize,
@@ -290,7 +262,7 @@ impl Snapshot {
 }
 
 /// One member of a patch, as [`Snapshot::merge_entries`] reads it.
-enum Entry<'p> {
+pub(super) enum Entry<'p> {
     /// From a patch given as a value.
     Value(&'p str, &'p Value),
     /// From a patch the scanner encoded (its value parsed on demand).

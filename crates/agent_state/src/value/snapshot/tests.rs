@@ -1,6 +1,7 @@
 //! Snapshots: their encoding, and the merge against the value merge.
 
 use super::*;
+use crate::value::patch::Patch;
 use serde_json::json;
 
 /// The value merge: the patch given as a value.
