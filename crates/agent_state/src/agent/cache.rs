@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::store::{Backend, LogRetention, Mark, Txn};
+use crate::store::{Backend, Head, LogRetention, Mark, Txn};
 use crate::value::accept;
 use crate::value::snapshot::Snapshot;
 
@@ -22,6 +22,8 @@ pub(super) struct Cache {
     version: u64,
     /// The change log's retention; `None` when the log is off.
     log: Option<LogRetention>,
+    /// The stored state's stamp ([`Head::stamp`]).
+    stamp: u64,
     /// This handle committed `version` with the log on (so the log holds it), and that was
     /// the store's last commit when the cache was last confirmed by the mark or data version.
     own_logged: bool,
@@ -52,6 +54,15 @@ pub(super) enum Context {
 }
 
 impl Cache {
+    /// What [`Freshness::head`](crate::store::Freshness::head) reads while the cache is current.
+    fn head(&self) -> Head {
+        Head {
+            version: self.version,
+            log: self.log,
+            stamp: self.stamp,
+        }
+    }
+
     fn current(&self) -> Current {
         Current {
             stored: self.stored.clone(),
@@ -64,10 +75,17 @@ impl Cache {
     /// Records this handle's own commit of `stored` at `version`. The commit mark changed too;
     /// it is recorded again on the next check (recording it now could hide a commit that
     /// another process makes right after ours).
-    pub fn committed(&mut self, stored: Arc<Snapshot>, version: u64, log: Option<LogRetention>) {
+    pub fn committed(
+        &mut self,
+        stored: Arc<Snapshot>,
+        version: u64,
+        log: Option<LogRetention>,
+        stamp: u64,
+    ) {
         self.stored = Some(stored);
         self.version = version;
         self.log = log;
+        self.stamp = stamp;
         self.own_logged = log.is_some();
         self.data_version = self.data_version.map(|v| v.wrapping_add(1));
         self.mark = None;
@@ -126,7 +144,7 @@ pub(super) fn current(
         // and log setting say, without transferring the state (other agents of the store, or
         // another handle's write of nothing new, leave them unchanged). Read after the data
         // version, so a commit in between shows up next time.
-        if store.head()? == Some((cache.version, cache.log)) {
+        if store.head()? == Some(cache.head()) {
             cache.mark = mark;
             cache.data_version = version;
             // Another handle committed meanwhile (to another agent, or the log setting off
@@ -154,7 +172,7 @@ pub(super) fn confirmed(store: &dyn Backend, cache: &Option<Cache>) -> Result<bo
     let Some(cache) = cache else {
         return Ok(false);
     };
-    Ok(store.head()? == Some((cache.version, cache.log)))
+    Ok(store.head()? == Some(cache.head()))
 }
 
 /// Reads the state, its version and the log's retention (inside a transaction).
@@ -170,6 +188,7 @@ fn reread(store: &dyn Backend, mark: Option<Mark>) -> Result<Cache> {
         stored,
         version,
         log,
+        stamp: store.stamp(),
         own_logged: false,
     })
 }

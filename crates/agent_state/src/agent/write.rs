@@ -129,7 +129,7 @@ impl Agent {
                 None => Vec::new(),
             };
             if let Some(cache) = view.cache.as_mut() {
-                cache.committed(Arc::clone(&next), version, log);
+                cache.committed(Arc::clone(&next), version, log, store.stamp());
             }
             view.cursor = Cursor {
                 version,

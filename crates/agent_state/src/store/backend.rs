@@ -87,7 +87,26 @@ pub trait Freshness {
     /// "something changed" or are unavailable: it transfers no state. `None` when the backend
     /// has no such test worth making (a SQLite file's single agent: any commit is to it, and
     /// the state is re-read, which also sees a write made behind the library's back).
-    fn head(&self) -> Result<Option<(u64, Option<LogRetention>)>>;
+    fn head(&self) -> Result<Option<Head>>;
+
+    /// The stamp of the state as this handle last read or wrote it (see [`Head::stamp`]); 0
+    /// where the backend has none.
+    fn stamp(&self) -> u64 {
+        0
+    }
+}
+
+/// What [`Freshness::head`] reads: enough to tell that a cached state is still the stored one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// The agent's stored version (0: nothing stored).
+    pub version: u64,
+    /// The change log's retention; `None` when the log is off.
+    pub log: Option<LogRetention>,
+    /// A number written with each state (0 where the backend has none: SQLite). On a server
+    /// whose replication is asynchronous, a failover can lose the last versions, and the same
+    /// version numbers are then written again with other states: the stamp tells them apart.
+    pub stamp: u64,
 }
 
 /// Transactions, taken through [`Txn`](super::Txn), which rolls back unless committed.

@@ -29,7 +29,9 @@ use std::path::Path;
 
 use crate::error::Result;
 
-pub use backend::{Backend, ChangeLog, Freshness, Ownership, Retire, StoredState, Transactions};
+pub use backend::{
+    Backend, ChangeLog, Freshness, Head, Ownership, Retire, StoredState, Transactions,
+};
 pub use txn::Txn;
 pub use types::{
     LogRetention, LoggedChange, Mark, NewChange, StoreOptions, Synchronous, CHECKPOINT_EVERY,

@@ -171,7 +171,7 @@ fn a_newer_schema_is_refused_and_left_alone() {
     let mut adm = admin(&uri);
     adm.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
     let db_uri = crate::with_database(&uri, &db);
-    // First open creates the tables (schema 1).
+    // First open creates the tables.
     open(&db_uri, "a", json!({}))
         .unwrap()
         .set_state(br#"{"x":1}"#)
@@ -197,6 +197,50 @@ fn a_newer_schema_is_refused_and_left_alone() {
         .get(0);
     assert_eq!(version, 99);
     drop(inside);
+    adm.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+        .unwrap();
+}
+
+#[test]
+fn a_schema_1_database_is_upgraded_keeping_every_state_and_read_only_is_told_why() {
+    let uri = server_or_skip!();
+    let db = unique("schema1").replace('-', "_");
+    let mut adm = admin(&uri);
+    adm.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+    let db_uri = crate::with_database(&uri, &db);
+    let mut inside = admin(&db_uri);
+    // The tables as version 0.2 created them: no stamp column.
+    inside
+        .batch_execute(
+            "CREATE TABLE agent_state_schema (singleton int PRIMARY KEY CHECK (singleton = 1),
+                 version int NOT NULL);
+             CREATE TABLE agent_state (agent text PRIMARY KEY, value text,
+                 version bigint NOT NULL DEFAULT 0, change_log text);
+             CREATE TABLE agent_changes (agent text NOT NULL, version bigint NOT NULL,
+                 at_ms bigint NOT NULL, writer bigint NOT NULL, patch text, next text NOT NULL,
+                 prev text, PRIMARY KEY (agent, version));
+             INSERT INTO agent_state_schema VALUES (1, 1);
+             INSERT INTO agent_state (agent, value, version) VALUES ('a', '{\"x\":1}', 3);",
+        )
+        .unwrap();
+    let err = open(&db_uri, "a", json!({"read_only": true})).unwrap_err();
+    assert!(
+        matches!(&err, Error::Storage(m) if m.contains("schema version 1") && m.contains("read_only")),
+        "{err}"
+    );
+    let a = open(&with_param(&db_uri, "application_name=up"), "a", json!({})).unwrap();
+    let v = a.get_state_versioned().unwrap();
+    assert_eq!((v.state.json(), v.version), (&br#"{"x":1}"#[..], 3));
+    assert_eq!(
+        a.set_state(br#"{"y":2}"#).unwrap().json(),
+        br#"{"x":1,"y":2}"#
+    );
+    let version: i32 = inside
+        .query_one("SELECT version FROM agent_state_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2);
+    drop((a, inside));
     adm.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
         .unwrap();
 }

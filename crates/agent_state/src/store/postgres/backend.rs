@@ -13,8 +13,8 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::store::{
-    process, ChangeLog, Freshness, LogRetention, LoggedChange, Mark, NewChange, Ownership, Retire,
-    StoredState, Transactions,
+    process, ChangeLog, Freshness, Head, LogRetention, LoggedChange, Mark, NewChange, Ownership,
+    Retire, StoredState, Transactions,
 };
 
 /// After `fork()`, what the handle and the pool inherited is forgotten (the socket is the
@@ -64,9 +64,9 @@ impl Freshness for Postgres {
 
     /// `SELECT version, change_log`: one round trip outside a transaction; inside a write
     /// transaction, what it read when it began.
-    fn head(&self) -> Result<Option<(u64, Option<LogRetention>)>> {
+    fn head(&self) -> Result<Option<Head>> {
         let known = self.txn.borrow().as_ref().and_then(|o| o.head.clone());
-        let (version, log) = match known {
+        let (version, log, stamp) = match known {
             Some(head) => head,
             None => {
                 let agent = &self.agent;
@@ -74,8 +74,9 @@ impl Freshness for Postgres {
                     let s = conn.statement(HEAD)?;
                     Ok(conn
                         .query_opt(&s, &[agent])?
-                        .map_or((0, None), |r| (r.get(0), r.get(1))))
+                        .map_or((0, None, 0), |r| (r.get(0), r.get(1), r.get(2))))
                 })?;
+                self.stamps.read(head.0, head.2);
                 if let Some(open) = self.txn.borrow_mut().as_mut() {
                     if open.kind == Kind::Read {
                         open.head = Some(head.clone());
@@ -84,7 +85,15 @@ impl Freshness for Postgres {
                 head
             }
         };
-        Ok(Some((version as u64, retention(log)?)))
+        Ok(Some(Head {
+            version: version as u64,
+            log: retention(log)?,
+            stamp: stamp as u64,
+        }))
+    }
+
+    fn stamp(&self) -> u64 {
+        self.stamps.last()
     }
 }
 
@@ -126,6 +135,9 @@ impl Transactions for Postgres {
                 row = open.conn.query_opt(&lock, &[agent])?;
             }
             open.keep_row(row.as_ref());
+            if let Some((version, _, stamp)) = &open.head {
+                self.stamps.read(*version, *stamp);
+            }
             Ok(())
         })
     }
@@ -151,6 +163,7 @@ impl Transactions for Postgres {
             return match result {
                 Ok(true) => {
                     self.pool.checkin(open.conn);
+                    self.stamps.wrote(version as i64);
                     Ok(())
                 }
                 Ok(false) => {
@@ -162,9 +175,10 @@ impl Transactions for Postgres {
                     Err(Error::Stale)
                 }
                 Err(e) => match classify(&e, "cannot commit") {
-                    // Nothing reached the server (it closed the connection before): nothing
-                    // was written, and the agent tries again under a lock, on a new connection.
-                    Fault::Lost(_) if error::unsent(&e) => {
+                    // Nothing reached the server (it closed the connection before), or the
+                    // server is read-only now: nothing was written, and the agent tries again
+                    // under a lock, on a new connection.
+                    Fault::Lost(_) if error::unsent(&e) || error::read_only(&e) => {
                         self.pool.discard(open.conn, true);
                         Err(Error::Stale)
                     }
@@ -234,6 +248,9 @@ impl StoredState for Postgres {
                         let s = open.conn.statement(ROW)?;
                         let row = open.conn.query_opt(&s, &[agent])?;
                         open.keep_row(row.as_ref());
+                        if let Some((version, _, stamp)) = &open.head {
+                            self.stamps.read(*version, *stamp);
+                        }
                         Ok((
                             row.as_ref().and_then(|r| r.get(0)),
                             row.map_or(0, |r| r.get(1)),
@@ -243,10 +260,10 @@ impl StoredState for Postgres {
                     self.autocommit("cannot read the state", |conn| {
                         let s = conn.statement(ROW)?;
                         let row = conn.query_opt(&s, &[agent])?;
-                        Ok((
-                            row.as_ref().and_then(|r| r.get(0)),
-                            row.map_or(0, |r| r.get(1)),
-                        ))
+                        let (version, stamp) =
+                            row.as_ref().map_or((0, 0), |r| (r.get(1), r.get(3)));
+                        self.stamps.read(version, stamp);
+                        Ok((row.as_ref().and_then(|r| r.get(0)), version))
                     })?
                 }
             }
@@ -271,15 +288,19 @@ impl StoredState for Postgres {
             Some(Kind::Locked) => {
                 let agent = &self.agent;
                 let v = version as i64;
+                let stamp = self.stamps.own();
                 self.in_txn("cannot write the state", |open| {
                     let s = open.conn.statement(WRITE_STATE)?;
-                    open.conn.execute(&s, &[agent, &value, &v])?;
+                    open.conn.execute(&s, &[agent, &value, &v, &stamp])?;
                     open.value = Some(Some(value.to_string()));
                     if let Some(head) = open.head.as_mut() {
                         head.0 = v;
+                        head.2 = stamp;
                     }
                     Ok(())
-                })
+                })?;
+                self.stamps.wrote(v);
+                Ok(())
             }
         }
     }
@@ -287,7 +308,7 @@ impl StoredState for Postgres {
 
 impl ChangeLog for Postgres {
     fn log_retention(&self) -> Result<Option<LogRetention>> {
-        Ok(self.head()?.and_then(|(_, log)| log))
+        Ok(self.head()?.and_then(|head| head.log))
     }
 
     fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()> {

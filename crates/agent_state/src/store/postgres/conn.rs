@@ -36,8 +36,6 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls, Row, Socket, Statement, ToStatement};
 
 use super::error::{self, PgError, PgResult};
-use super::uri::resolved;
-use crate::error::{Error, Result};
 use crate::store::{process, Synchronous};
 
 /// How long dropping a healthy connection waits for its Terminate message to be written
@@ -188,58 +186,56 @@ macro_rules! round_trip {
 }
 
 impl Conn {
-    /// A new connection to the server of `config` (`shown` in messages: its URI without the
-    /// password), within `limits.connect` in all; its round trips are then bounded by
-    /// `limits.round_trip`.
-    pub fn connect(config: &Config, shown: &str, limits: Limits) -> Result<Conn> {
+    /// A new connection to the one server of `config` (see `super::hosts` for the choice
+    /// among a URI's hosts), within `limits.connect`; its round trips are then bounded by
+    /// `limits.round_trip`. The error says why, for the caller's message.
+    pub fn connect(config: &Config, limits: Limits) -> std::result::Result<Conn, String> {
         let whole = limits.connect;
-        let deadline = Instant::now() + whole;
-        let unavailable = |e: String| {
-            Error::Unavailable(format!(
-                "cannot connect to the PostgreSQL server {shown}: {e}"
-            ))
-        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
-            .map_err(|e| unavailable(format!("cannot set up the connection's I/O: {e}")))?;
+            .map_err(|e| format!("cannot set up the connection's I/O: {e}"))?;
         let mut config = config.clone();
         config.connect_timeout(whole);
-        let mut last = None;
-        for candidate in resolved(&config).map_err(unavailable)? {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match runtime
-                .block_on(async { tokio::time::timeout(left, candidate.connect(NoTls)).await })
-            {
-                Ok(Ok((client, io))) => {
-                    return Ok(Conn {
-                        client: Some(client),
-                        io: Some(io),
-                        runtime: Some(runtime),
-                        ended: false,
-                        limit: limits.round_trip,
-                        timed_out: false,
-                        pid: process::generation(),
-                        settings: None,
-                        statements: HashMap::new(),
-                        reused: false,
-                        idle_since: Instant::now(),
-                    });
-                }
-                Ok(Err(e)) => last = Some(error::describe(&e)),
-                Err(_) => {
-                    last = Some(format!(
-                        "the server did not answer within server_timeout_ms ({} ms)",
-                        whole.as_millis()
-                    ));
-                    break;
-                }
+        match runtime.block_on(async { tokio::time::timeout(whole, config.connect(NoTls)).await }) {
+            Ok(Ok((client, io))) => Ok(Conn {
+                client: Some(client),
+                io: Some(io),
+                runtime: Some(runtime),
+                ended: false,
+                limit: limits.round_trip,
+                timed_out: false,
+                pid: process::generation(),
+                settings: None,
+                statements: HashMap::new(),
+                reused: false,
+                idle_since: Instant::now(),
+            }),
+            Ok(Err(e)) => Err(error::describe(&e)),
+            Err(_) => Err(format!(
+                "the server did not answer within server_timeout_ms ({} ms)",
+                whole.as_millis()
+            )),
+        }
+    }
+
+    /// Whether the server is in recovery (a standby) and read-only (`transaction_read_only`,
+    /// which a standby always is), for `target_session_attrs`: one simple query (no prepared
+    /// statement: safe behind a pooler).
+    pub fn session_kind(&mut self) -> std::result::Result<(bool, bool), String> {
+        let rows = round_trip!(self, |client| client.simple_query(
+            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only')"
+        ))
+        .map_err(|e| e.describe())?;
+        for message in rows {
+            if let tokio_postgres::SimpleQueryMessage::Row(row) = message {
+                let recovery = row.get(0) == Some("t");
+                let read_only = row.get(1) == Some("on");
+                return Ok((recovery, read_only));
             }
         }
-        Err(unavailable(
-            last.unwrap_or_else(|| "no address to connect to".into()),
-        ))
+        Err("no answer to the session's check".to_string())
     }
 
     pub fn belongs_here(&self) -> bool {

@@ -56,7 +56,7 @@ impl PgError {
     }
 
     /// What happened, for a message.
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             PgError::Client(e) => describe(e),
             PgError::TimedOut(limit) => timed_out_text(*limit),
@@ -123,6 +123,16 @@ pub(super) fn classify(e: &PgError, what: &str) -> Fault {
             "{what}: another connection held the agent's row for longer than busy_timeout_ms \
              ({text})"
         ))),
+        // read_only_sql_transaction: the server is a standby, or was demoted by a failover
+        // (or is read-only by default). Every connection to it is as useless for writing: the
+        // pool drops them, and the next connection goes to a server that takes writes, if
+        // target_session_attrs asks for one. Nothing was written.
+        "25006" => Fault::Lost(Error::Unavailable(format!(
+            "{what}: the server does not accept writes now (a standby, or demoted by a \
+             failover); the connection was dropped, and the next call connects again \
+             (target_session_attrs=read-write finds the writable host of a multi-host URI): \
+             {text}"
+        ))),
         // admin_shutdown, crash_shutdown, cannot_connect_now, connection exceptions
         c if c.starts_with("57P") || c.starts_with("08") => Fault::Lost(Error::Unavailable(
             format!("{what}: the PostgreSQL server ended the connection: {text}"),
@@ -140,6 +150,12 @@ pub(super) fn unsent(e: &PgError) -> bool {
     std::error::Error::source(e)
         .and_then(|c| c.downcast_ref::<std::io::Error>())
         .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// True when the server refused to write because it is read-only (SQLSTATE 25006): nothing
+/// was written.
+pub(super) fn read_only(e: &PgError) -> bool {
+    matches!(e.code().map(|c| c.code()), Some("25006"))
 }
 
 /// True for a serialization failure or a deadlock: the transaction was aborted, nothing

@@ -32,15 +32,18 @@ use tokio_postgres::Row;
 use self::conn::{Conn, Limits, Settings};
 use self::error::{classify, Fault, PgResult};
 use self::pool::Pool;
+use self::stamp::Stamps;
 use super::{process, LogRetention, LoggedChange, NewChange, StoreOptions};
 use crate::error::{Error, Result};
 
 mod backend;
 mod conn;
 mod error;
+mod hosts;
 mod pool;
 mod schema;
 mod sql;
+mod stamp;
 mod uri;
 
 use self::sql::*;
@@ -59,6 +62,8 @@ pub struct Postgres {
     pid: u64,
     /// The open transaction, if any (calls on a handle are serialized by the agent).
     txn: RefCell<Option<Open>>,
+    /// The stamp this handle writes, and that of the state it last saw.
+    stamps: Stamps,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -72,8 +77,9 @@ enum Kind {
 struct Open {
     conn: Conn,
     kind: Kind,
-    /// The agent's version and log setting as this transaction saw them (`None`: not read).
-    head: Option<(i64, Option<String>)>,
+    /// The agent's version, log setting and stamp as this transaction saw them (`None`: not
+    /// read).
+    head: Option<(i64, Option<String>, i64)>,
     /// The stored state as this transaction saw it (outer `None`: not read).
     value: Option<Option<String>>,
     /// A statement failed: the server rolled the transaction back.
@@ -101,11 +107,11 @@ impl Open {
         match row {
             Some(row) => {
                 self.value = Some(row.get(0));
-                self.head = Some((row.get(1), row.get(2)));
+                self.head = Some((row.get(1), row.get(2), row.get(3)));
             }
             None => {
                 self.value = Some(None);
-                self.head = Some((0, None));
+                self.head = Some((0, None, 0));
             }
         }
     }
@@ -120,13 +126,8 @@ impl Postgres {
             Error::InvalidArgument("agent_id is required for a PostgreSQL store".to_string())
         })?;
         let shown = uri::redact(uri);
-        let config: tokio_postgres::Config = uri.parse().map_err(|e: tokio_postgres::Error| {
-            Error::InvalidArgument(format!(
-                "{shown}: not a PostgreSQL connection URI this library understands: {}",
-                error::describe(&e)
-            ))
-        })?;
-        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        let target = hosts::Target::parse(uri, &shown)?;
+        if target.config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
             return Err(Error::InvalidArgument(format!(
                 "{shown}: sslmode=require, but this build of agent_state has no TLS support \
                  (use sslmode=disable, or a Unix socket or a TLS tunnel)"
@@ -134,7 +135,7 @@ impl Postgres {
         }
         let timeout_ms = u64::try_from(options.busy_timeout.as_millis()).unwrap_or(u64::MAX);
         let store = Postgres {
-            pool: Pool::get(uri, config, options.max_connections),
+            pool: Pool::get(uri, target, options.max_connections),
             agent,
             read_only: options.read_only,
             busy_timeout: options.busy_timeout,
@@ -145,6 +146,7 @@ impl Postgres {
             },
             pid: process::generation(),
             txn: RefCell::new(None),
+            stamps: Stamps::new(),
         };
         if !store.pool.schema_checked() {
             let mut conn = store.acquire()?;
@@ -326,20 +328,23 @@ impl Postgres {
     ) -> PgResult<bool> {
         let agent = &self.agent;
         let version = version as i64;
+        let stamp = self.stamps.own();
         match log {
             None if version == 1 => {
                 let s = conn.statement(FIRST_WRITE)?;
-                Ok(!conn.query(&s, &[agent, &value])?.is_empty())
+                Ok(!conn.query(&s, &[agent, &value, &stamp])?.is_empty())
             }
             None => {
                 let s = conn.statement(NEXT_WRITE)?;
-                Ok(!conn.query(&s, &[agent, &value, &version])?.is_empty())
+                Ok(!conn
+                    .query(&s, &[agent, &value, &version, &stamp])?
+                    .is_empty())
             }
             Some(log) => {
                 // The logged state is the state written: not sent twice.
                 let next = (log.next != value).then_some(log.next.as_str());
                 let s = conn.statement(LOGGED_WRITE)?;
-                let params: [&(dyn ToSql + Sync); 11] = [
+                let params: [&(dyn ToSql + Sync); 12] = [
                     agent,
                     &value,
                     &version,
@@ -351,6 +356,7 @@ impl Postgres {
                     &log.prev,
                     &log.below,
                     &log.since,
+                    &stamp,
                 ];
                 let row = conn.query_one(&s, &params)?;
                 Ok(row.get::<_, i64>(0) > 0)

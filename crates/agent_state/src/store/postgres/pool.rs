@@ -12,9 +12,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use tokio_postgres::Config;
-
 use super::conn::{Conn, Limits};
+use super::hosts::Target;
 use super::uri::redact;
 use crate::error::{Error, Result};
 use crate::store::process;
@@ -32,13 +31,16 @@ struct State {
     pub schema_checked: bool,
     /// Threads waiting in `checkout` for a connection (a checkin wakes one only then).
     waiting: usize,
+    /// The host (its index among the URI's candidates) that took the last new connection:
+    /// the next one starts there (see `super::hosts`).
+    host: usize,
 }
 
 /// This process's connections to one server URI.
 pub(super) struct Pool {
     /// The URI without its password, for messages.
     pub shown: String,
-    config: Config,
+    target: Target,
     state: Mutex<State>,
     freed: Condvar,
 }
@@ -53,7 +55,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Pool {
     /// The pool for `uri`, shared by every handle of this process that opened it; its
     /// capacity grows to `max_connections` when that is more than it had.
-    pub fn get(uri: &str, config: Config, max_connections: usize) -> Arc<Pool> {
+    pub fn get(uri: &str, target: Target, max_connections: usize) -> Arc<Pool> {
         process::watch();
         let mut pools = lock(&POOLS);
         pools.retain(|_, p| p.strong_count() > 0);
@@ -65,7 +67,7 @@ impl Pool {
         }
         let pool = Arc::new(Pool {
             shown: redact(uri),
-            config,
+            target,
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
@@ -73,6 +75,7 @@ impl Pool {
                 pid: process::generation(),
                 schema_checked: false,
                 waiting: 0,
+                host: 0,
             }),
             freed: Condvar::new(),
         });
@@ -121,14 +124,23 @@ impl Pool {
             }
             if state.open < state.capacity {
                 state.open += 1;
+                let first = state.host;
                 drop(state);
-                return Conn::connect(&self.config, &self.shown, limits).inspect_err(|_| {
-                    let mut state = lock(&self.state);
-                    if state.pid == process::generation() {
-                        state.open -= 1;
+                return match self.target.connect(&self.shown, limits, first) {
+                    Ok((conn, host)) => {
+                        lock(&self.state).host = host;
+                        Ok(conn)
                     }
-                    self.freed.notify_one();
-                });
+                    Err(e) => {
+                        let mut state = lock(&self.state);
+                        if state.pid == process::generation() {
+                            state.open -= 1;
+                        }
+                        drop(state);
+                        self.freed.notify_one();
+                        Err(e)
+                    }
+                };
             }
             let now = Instant::now();
             if now >= deadline {

@@ -3,7 +3,9 @@
 //! - `agent_state_schema`: one row `(1, version)`.
 //! - `agent_state`: one row per agent: its state as `text`, exactly the library's bytes (never
 //!   `jsonb`, which reorders members and rewrites numbers), its version (0 and a NULL value:
-//!   nothing stored) and the change log's retention as JSON text (NULL: the log is off).
+//!   nothing stored), the change log's retention as JSON text (NULL: the log is off), and the
+//!   stamp of the state (a random number written with it: after a failover that lost the last
+//!   versions, the same version numbers come again with other states; see `super::stamp`).
 //! - `agent_changes`: the change log, per agent and version.
 //!
 //! Only portable SQL (text, bigint, primary keys, `ON CONFLICT`): no `jsonb`, no advisory lock.
@@ -15,7 +17,14 @@ use super::error::{classify, Fault};
 use crate::error::Error;
 
 /// The schema this build reads and writes; a newer one is refused, never altered.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
+
+/// Schema 1 to 2: the `stamp` column (existing rows get 0, which no write of this build
+/// stamps, so every cache of a state read before the upgrade is read again once).
+const UPGRADE_1: &str = "
+ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS stamp bigint NOT NULL DEFAULT 0;
+UPDATE agent_state_schema SET version = 2 WHERE singleton = 1 AND version = 1;
+";
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS agent_state_schema (
@@ -26,7 +35,8 @@ CREATE TABLE IF NOT EXISTS agent_state (
     agent text PRIMARY KEY,
     value text,
     version bigint NOT NULL DEFAULT 0,
-    change_log text
+    change_log text,
+    stamp bigint NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS agent_changes (
     agent text NOT NULL,
@@ -38,7 +48,7 @@ CREATE TABLE IF NOT EXISTS agent_changes (
     prev text,
     PRIMARY KEY (agent, version)
 );
-INSERT INTO agent_state_schema (singleton, version) VALUES (1, 1) ON CONFLICT (singleton) DO NOTHING;
+INSERT INTO agent_state_schema (singleton, version) VALUES (1, 2) ON CONFLICT (singleton) DO NOTHING;
 ";
 
 /// SQLSTATEs of a lost race between processes creating the tables at once: try again. (42710,
@@ -73,6 +83,19 @@ pub(super) fn check(
                         "{shown}: the database holds an unknown agent_state schema version \
                          {version}"
                     ))))
+                } else if version == 1 && read_only {
+                    Err(Fault::Answered(Error::Storage(format!(
+                        "{shown}: the database holds agent_state schema version 1, and the \
+                         store was opened read_only (open it once without read_only to upgrade \
+                         it to version {SCHEMA_VERSION}; older builds then refuse it)"
+                    ))))
+                } else if version == 1 {
+                    match conn.batch_execute(UPGRADE_1) {
+                        Ok(()) => continue,
+                        Err(e) => {
+                            return Err(classify(&e, "cannot upgrade the agent_state tables"))
+                        }
+                    }
                 } else {
                     Ok(())
                 };

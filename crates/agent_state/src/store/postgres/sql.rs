@@ -2,14 +2,15 @@
 //! keys, `INSERT .. ON CONFLICT`, `UPDATE .. RETURNING`, `SELECT .. FOR UPDATE`, data-modifying
 //! `WITH`; no jsonb, no advisory locks, no LISTEN).
 
-pub(super) const HEAD: &str = "SELECT version, change_log FROM agent_state WHERE agent = $1";
-pub(super) const ROW: &str = "SELECT value, version, change_log FROM agent_state WHERE agent = $1";
+pub(super) const HEAD: &str = "SELECT version, change_log, stamp FROM agent_state WHERE agent = $1";
+pub(super) const ROW: &str =
+    "SELECT value, version, change_log, stamp FROM agent_state WHERE agent = $1";
 pub(super) const ROW_FOR_UPDATE: &str =
-    "SELECT value, version, change_log FROM agent_state WHERE agent = $1 FOR UPDATE";
+    "SELECT value, version, change_log, stamp FROM agent_state WHERE agent = $1 FOR UPDATE";
 pub(super) const ENSURE_ROW: &str =
     "INSERT INTO agent_state (agent) VALUES ($1) ON CONFLICT (agent) DO NOTHING";
 pub(super) const WRITE_STATE: &str =
-    "UPDATE agent_state SET value = $2, version = $3::bigint WHERE agent = $1";
+    "UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint WHERE agent = $1";
 pub(super) const SET_LOG: &str = "UPDATE agent_state SET change_log = $2 WHERE agent = $1";
 pub(super) const CLEAR_LOG: &str = "DELETE FROM agent_changes WHERE agent = $1";
 /// Appends a change ($2: its version) and prunes: versions up to $8 (keep_last), and those
@@ -54,21 +55,21 @@ pub(super) const REPLAY_TO: &str =
 /// The optimistic commit of an agent's first state (version 1) with the log off: inserts the
 /// row, or fills the empty row (version 0) another handle left, if the log is still off.
 pub(super) const FIRST_WRITE: &str = "
-INSERT INTO agent_state AS s (agent, value, version) VALUES ($1, $2, 1)
-ON CONFLICT (agent) DO UPDATE SET value = excluded.value, version = 1
+INSERT INTO agent_state AS s (agent, value, version, stamp) VALUES ($1, $2, 1, $3::bigint)
+ON CONFLICT (agent) DO UPDATE SET value = excluded.value, version = 1, stamp = excluded.stamp
     WHERE s.version = 0 AND s.change_log IS NULL
 RETURNING version";
-/// The optimistic commit of version $3 with the log off.
+/// The optimistic commit of version $3 ($4: its stamp) with the log off.
 pub(super) const NEXT_WRITE: &str = "
-UPDATE agent_state SET value = $2, version = $3::bigint
+UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint
 WHERE agent = $1 AND version = $3::bigint - 1 AND change_log IS NULL
 RETURNING version";
 /// The optimistic commit of version $3 with the log on ($4: the retention it was computed
 /// with), its log entry ($5 at_ms, $6 writer, $7 patch, $8 next or NULL for $2, $9 prev) and
-/// the pruning ($10, $11 as in [`LOG_CHANGE`]), all or nothing.
+/// the pruning ($10, $11 as in [`LOG_CHANGE`]), and its stamp ($12), all or nothing.
 pub(super) const LOGGED_WRITE: &str = "
 WITH s AS (
-    UPDATE agent_state SET value = $2, version = $3::bigint
+    UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $12::bigint
     WHERE agent = $1 AND version = $3::bigint - 1 AND change_log = $4::text
     RETURNING version
 ), l AS (

@@ -12,8 +12,8 @@ use super::shared::Shared;
 use super::Sqlite;
 use crate::error::{Error, Result};
 use crate::store::{
-    ChangeLog, Freshness, LogRetention, LoggedChange, Mark, NewChange, Ownership, StoreOptions,
-    StoredState, Transactions,
+    ChangeLog, Freshness, Head, LogRetention, LoggedChange, Mark, NewChange, Ownership,
+    StoreOptions, StoredState, Transactions,
 };
 
 /// The [`Backend`](crate::store::Backend) of one handle on a SQLite file.
@@ -122,11 +122,16 @@ impl Freshness for SqliteAgent {
         self.with(|c| Ok(c.data_version())).ok().flatten()
     }
 
-    fn head(&self) -> Result<Option<(u64, Option<LogRetention>)>> {
+    fn head(&self) -> Result<Option<Head>> {
         if !self.named {
             return Ok(None);
         }
-        self.with(|c| c.head(&self.agent)).map(Some)
+        let (version, log) = self.with(|c| c.head(&self.agent))?;
+        Ok(Some(Head {
+            version,
+            log,
+            stamp: 0,
+        }))
     }
 }
 
