@@ -27,7 +27,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
-.PHONY: all build header demo test test-suites test-rust lint test-header-c test-c test-valgrind \
+.PHONY: all build header demo test test-suites test-rust test-pooler lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-reliability soak bench bench-smoke clean \
         dist install uninstall test-install
 
@@ -55,7 +55,7 @@ test:
 	bash tests/pg/with-server.sh $(MAKE) --no-print-directory test-suites
 	@echo "make test: every suite passed"
 
-test-suites: lint test-rust test-header-c test-c test-valgrind test-cpp test-python test-go \
+test-suites: lint test-rust test-pooler test-header-c test-c test-valgrind test-cpp test-python test-go \
       test-reliability bench-smoke test-install
 
 lint:
@@ -70,6 +70,12 @@ test-rust:
 	$(CARGO) test --workspace
 	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test hooks --test versions \
 	  --test change_log --test agents --test conformance
+
+# The suites test-rust runs on PostgreSQL, and the backend's tests of its semantics, through
+# PgBouncer in front of that server, in transaction then in session mode
+# (tests/pg/pooler-suites.sh, tests/pg/bouncer.sh: pgbouncer is installed when missing).
+test-pooler:
+	CARGO=$(CARGO) bash tests/pg/pooler-suites.sh
 
 # The header compiles cleanly as C99 and C++11 with every warning an error.
 test-header-c:

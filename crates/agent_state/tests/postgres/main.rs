@@ -4,6 +4,10 @@
 //!
 //! Tests share one database: each uses its own agent ids (process id and a counter).
 //!
+//! Through a connection pooler (tests/pg/pooler-suites.sh), `AGENT_STATE_TEST_PG_URI` names the
+//! pooler, `AGENT_STATE_TEST_PG_POOLER` its pool mode and `AGENT_STATE_TEST_PG_SERVER_URI` the
+//! server behind it, which [`admin`] connections reach directly.
+//!
 //! These are the tests of the PostgreSQL backend itself; the suites of the library's behaviour
 //! (tests/agent.rs, hooks.rs, versions.rs, change_log.rs, agents.rs) run here too with `AGENT_STATE_TEST_BACKEND=postgres`
 //! (see tests/common).
@@ -18,6 +22,7 @@ use serde_json::{json, Value};
 mod common;
 
 mod basics;
+mod bouncer;
 mod concurrency;
 mod crash;
 mod freeze;
@@ -73,9 +78,23 @@ pub fn open(uri: &str, id: &str, extra: Value) -> agent_state::Result<Agent> {
     Agent::open(Path::new(uri), &options)
 }
 
-/// A separate connection, to look at the database behind the library's back.
+/// A separate connection, to look at the database behind the library's back: to the server
+/// itself, also when the tests run through a pooler (`AGENT_STATE_TEST_PG_SERVER_URI`; `uri`'s
+/// database).
 pub fn admin(uri: &str) -> postgres::Client {
-    postgres::Client::connect(uri, postgres::NoTls).unwrap()
+    let target = match std::env::var("AGENT_STATE_TEST_PG_SERVER_URI") {
+        Ok(server) if !server.is_empty() => with_database(&server, database_of(uri)),
+        _ => uri.to_string(),
+    };
+    postgres::Client::connect(&target, postgres::NoTls).unwrap()
+}
+
+/// The database `uri` names (its path).
+fn database_of(uri: &str) -> &str {
+    let rest = uri.split_once("://").map_or(uri, |(_, r)| r);
+    let path = &rest[rest.find('/').unwrap_or(rest.len())..];
+    let path = path.split('?').next().unwrap_or("");
+    path.trim_start_matches('/')
 }
 
 /// Another session holding agent `id`'s row (`SELECT .. FOR UPDATE` in its open transaction)

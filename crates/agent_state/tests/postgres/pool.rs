@@ -173,14 +173,25 @@ fn a_connection_lost_while_committing_says_the_outcome_is_unknown() {
 }
 
 /// Statements the server logged for the backend `pid` (log_statement=all; the default
-/// log_line_prefix names the backend's pid).
-fn logged(dir: &str, pid: i32) -> usize {
+/// log_line_prefix names the backend's pid), and how many of them were named (prepared)
+/// statements.
+fn logged_statements(dir: &str, pid: i32) -> (usize, usize) {
     let log = std::fs::read_to_string(format!("{dir}/log")).unwrap_or_default();
     let tag = format!("[{pid}] LOG:  ");
-    log.lines()
+    let lines: Vec<&str> = log
+        .lines()
         .filter(|l| l.contains(&tag))
         .filter(|l| l.contains("statement: ") || l.contains("execute "))
-        .count()
+        .collect();
+    let named = lines
+        .iter()
+        .filter(|l| l.contains("execute ") && !l.contains("execute <unnamed>"))
+        .count();
+    (lines.len(), named)
+}
+
+fn logged(dir: &str, pid: i32) -> usize {
+    logged_statements(dir, pid).0
 }
 
 #[test]
@@ -230,6 +241,17 @@ fn round_trips_of_a_write_and_of_a_read_of_a_current_cache() {
         eprintln!("skipped: the server log has no statements of this test (not readable?)");
         return;
     }
-    assert_eq!(writes, 10, "one statement per set_state (log on)");
+    // A write is one transaction in one round trip: `BEGIN` with the handle's settings, the
+    // statement and `COMMIT`, sent together (pipelined), three statements in the log.
+    assert_eq!(
+        writes, 30,
+        "one pipelined transaction per set_state (log on)"
+    );
     assert_eq!(reads, 10, "one statement per get_state of a current cache");
+    // Nothing prepared: every statement is unnamed (pooler-safe).
+    assert_eq!(
+        logged_statements(&dir, pid).1,
+        0,
+        "named statements were used"
+    );
 }

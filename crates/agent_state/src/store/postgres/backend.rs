@@ -4,8 +4,7 @@
 use super::sql::*;
 use std::sync::Weak;
 
-use tokio_postgres::types::ToSql;
-
+use super::conn::{int8_param as int8, text_param as txt, Param};
 use super::error::{self, classify, Fault};
 use super::{
     keep_bounds, no_transaction, opt_text, prune_bounds, retention, row_to_change, text, Kind,
@@ -71,9 +70,8 @@ impl Freshness for Postgres {
             None => {
                 let agent = &self.agent;
                 let head = self.read("cannot read the state's version", |conn| {
-                    let s = conn.statement(HEAD)?;
                     Ok(conn
-                        .query_opt(&s, &[agent])?
+                        .query_opt(HEAD, &[txt(agent)])?
                         .map_or((0, None, 0), |r| (r.get(0), r.get(1), r.get(2))))
                 })?;
                 self.stamps.read(head.0, head.2);
@@ -107,7 +105,8 @@ impl Transactions for Postgres {
             .is_some_and(|o| o.kind == Kind::Optimistic)
     }
 
-    /// Checks out a connection and sends nothing: the commit is one statement.
+    /// Checks out a connection and sends nothing: the commit is one round trip (a transaction
+    /// of one statement, pipelined).
     fn begin_optimistic_write(&self) -> Result<()> {
         self.refuse_writes()?;
         self.begin(Kind::Optimistic, |_| Ok(()))
@@ -120,19 +119,17 @@ impl Transactions for Postgres {
         })
     }
 
-    /// `BEGIN`, then the agent's row `FOR UPDATE` (inserted empty first when missing), kept for
-    /// the transaction's reads.
+    /// `BEGIN` with the handle's settings (one batch), then the agent's row `FOR UPDATE`
+    /// (inserted empty first when missing), kept for the transaction's reads.
     fn begin_write(&self) -> Result<()> {
         self.refuse_writes()?;
         let agent = &self.agent;
         self.begin(Kind::Locked, |open| {
-            open.conn.batch_execute("BEGIN")?;
-            let lock = open.conn.statement(ROW_FOR_UPDATE)?;
-            let mut row = open.conn.query_opt(&lock, &[agent])?;
+            open.conn.begin(self.settings)?;
+            let mut row = open.conn.query_opt(ROW_FOR_UPDATE, &[txt(agent)])?;
             if row.is_none() {
-                let insert = open.conn.statement(ENSURE_ROW)?;
-                open.conn.execute(&insert, &[agent])?;
-                row = open.conn.query_opt(&lock, &[agent])?;
+                open.conn.execute(ENSURE_ROW, &[txt(agent)])?;
+                row = open.conn.query_opt(ROW_FOR_UPDATE, &[txt(agent)])?;
             }
             open.keep_row(row.as_ref());
             if let Some((version, _, stamp)) = &open.head {
@@ -245,8 +242,7 @@ impl StoredState for Postgres {
                 let in_txn = self.txn.borrow().is_some();
                 if in_txn {
                     self.in_txn("cannot read the state", |open| {
-                        let s = open.conn.statement(ROW)?;
-                        let row = open.conn.query_opt(&s, &[agent])?;
+                        let row = open.conn.query_opt(ROW, &[txt(agent)])?;
                         open.keep_row(row.as_ref());
                         if let Some((version, _, stamp)) = &open.head {
                             self.stamps.read(*version, *stamp);
@@ -258,8 +254,7 @@ impl StoredState for Postgres {
                     })?
                 } else {
                     self.autocommit("cannot read the state", |conn| {
-                        let s = conn.statement(ROW)?;
-                        let row = conn.query_opt(&s, &[agent])?;
+                        let row = conn.query_opt(ROW, &[txt(agent)])?;
                         let (version, stamp) =
                             row.as_ref().map_or((0, 0), |r| (r.get(1), r.get(3)));
                         self.stamps.read(version, stamp);
@@ -290,8 +285,10 @@ impl StoredState for Postgres {
                 let v = version as i64;
                 let stamp = self.stamps.own();
                 self.in_txn("cannot write the state", |open| {
-                    let s = open.conn.statement(WRITE_STATE)?;
-                    open.conn.execute(&s, &[agent, &value, &v, &stamp])?;
+                    open.conn.execute(
+                        WRITE_STATE,
+                        &[txt(agent), txt(&value), int8(&v), int8(&stamp)],
+                    )?;
                     open.value = Some(Some(value.to_string()));
                     if let Some(head) = open.head.as_mut() {
                         head.0 = v;
@@ -323,11 +320,9 @@ impl ChangeLog for Postgres {
         let setting = opt_text(json.as_deref())?;
         let agent = &self.agent;
         self.in_txn("cannot write the change log setting", |open| {
-            let s = open.conn.statement(SET_LOG)?;
-            open.conn.execute(&s, &[agent, &setting])?;
+            open.conn.execute(SET_LOG, &[txt(agent), txt(&setting)])?;
             if setting.is_none() {
-                let s = open.conn.statement(CLEAR_LOG)?;
-                open.conn.execute(&s, &[agent])?;
+                open.conn.execute(CLEAR_LOG, &[txt(agent)])?;
             }
             if let Some(head) = open.head.as_mut() {
                 head.1 = setting.map(str::to_string);
@@ -354,19 +349,18 @@ impl ChangeLog for Postgres {
                 let (version, writer) = (change.version as i64, change.writer as i64);
                 let agent = &self.agent;
                 self.in_txn("cannot write the change log", |open| {
-                    let s = open.conn.statement(LOG_CHANGE)?;
-                    let params: [&(dyn ToSql + Sync); 9] = [
-                        agent,
-                        &version,
-                        &change.at_ms,
-                        &writer,
-                        &patch,
-                        &next,
-                        &prev,
-                        &below,
-                        &since,
+                    let params: [Param<'_>; 9] = [
+                        txt(agent),
+                        int8(&version),
+                        int8(&change.at_ms),
+                        int8(&writer),
+                        txt(&patch),
+                        txt(&next),
+                        txt(&prev),
+                        int8(&below),
+                        int8(&since),
                     ];
-                    open.conn.execute(&s, &params)?;
+                    open.conn.execute(LOG_CHANGE, &params)?;
                     Ok(())
                 })
             }
@@ -382,8 +376,8 @@ impl ChangeLog for Postgres {
         let after = i64::try_from(after).unwrap_or(i64::MAX);
         let (keep_last, keep_ms) = keep_bounds(retention);
         let rows = self.read("cannot read the change log", |conn| {
-            let s = conn.statement(CHANGES_AFTER)?;
-            conn.query(&s, &[agent, &after, &keep_last, &keep_ms])
+            let params = [txt(agent), int8(&after), int8(&keep_last), int8(&keep_ms)];
+            conn.query(CHANGES_AFTER, &params)
         })?;
         Ok(rows.iter().map(row_to_change).collect())
     }
@@ -395,8 +389,8 @@ impl ChangeLog for Postgres {
         };
         let (keep_last, keep_ms) = keep_bounds(retention);
         let row = self.read("cannot read the change log", |conn| {
-            let s = conn.statement(CHANGE_AT)?;
-            conn.query_opt(&s, &[agent, &version, &keep_last, &keep_ms])
+            let params = [txt(agent), int8(&version), int8(&keep_last), int8(&keep_ms)];
+            conn.query_opt(CHANGE_AT, &params)
         })?;
         Ok(row.as_ref().map(row_to_change))
     }
@@ -407,8 +401,7 @@ impl ChangeLog for Postgres {
             return Ok(Vec::new());
         };
         let rows = self.read("cannot read the change log", |conn| {
-            let s = conn.statement(REPLAY_TO)?;
-            conn.query(&s, &[agent, &version])
+            conn.query(REPLAY_TO, &[txt(agent), int8(&version)])
         })?;
         Ok(rows.iter().map(row_to_change).collect())
     }

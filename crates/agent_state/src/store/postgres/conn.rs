@@ -6,12 +6,21 @@
 //! for its answer (`Runtime::block_on`, on the calling thread: no thread is started), as the
 //! synchronous `postgres` client does.
 //!
+//! Nothing outlives the transaction that made it, so that a connection pooler in transaction
+//! mode (PgBouncer), which hands each transaction whatever server session is free, is as good
+//! as the server itself: every statement is unnamed (`query_typed`: parse, bind and execute in
+//! one round trip, the parameters' types given; nothing prepared to find again), and the
+//! settings a handle needs ([`Settings`]) are `SET LOCAL` in each transaction that writes or may
+//! wait for a lock, in the batch that begins it ([`Settings::begin`]): never `SET` for the
+//! session, which would vanish under us or stay behind for the pooler's next client.
+//!
 //! Two bounds, each for its own reason:
-//! - `busy_timeout_ms` bounds waiting for what others hold: the session's `lock_timeout` (a
-//!   row or table lock held by another connection: SQLSTATE 55P03, [`Error::Busy`], the
-//!   connection still usable) and a checkout from the pool (`super::pool`). It does not bound
-//!   how long the server takes to run a statement nobody contends: with `busy_timeout_ms` 0 a
-//!   256 KiB write on a loaded machine must still succeed. (No `statement_timeout` is set.)
+//! - `busy_timeout_ms` bounds waiting for what others hold: the transaction's `lock_timeout`
+//!   (`busy_timeout_ms`, at least 1 ms; a row or table lock held by another connection:
+//!   SQLSTATE 55P03, [`Error::Busy`], the connection still usable) and a checkout from the pool
+//!   (`super::pool`). It does not bound how long the server takes to run a statement nobody
+//!   contends: with `busy_timeout_ms` 0 a 256 KiB write on a loaded machine must still succeed.
+//!   (No `statement_timeout` is set.)
 //! - `server_timeout_ms` bounds a server that does not answer at all (frozen, its host hung,
 //!   the network partitioned: no server-side timeout can fire there). The client gives a
 //!   round trip `busy_timeout_ms + server_timeout_ms` on its own clock (the lock wait it may
@@ -24,7 +33,6 @@
 //! the parent, and even closing a client the ordinary way sends a Terminate message on it. An
 //! inherited connection is forgotten (`mem::forget`) when dropped, never closed.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
 use std::task::Poll;
@@ -32,8 +40,8 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
 use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Row, Socket, Statement, ToStatement};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Config, NoTls, Row, Socket};
 
 use super::error::{self, PgError, PgResult};
 use crate::store::{process, Synchronous};
@@ -62,7 +70,8 @@ impl Limits {
     }
 }
 
-/// The session settings one handle needs on the connection it uses.
+/// The settings one handle needs in each transaction that writes or may wait for a lock
+/// (`SET LOCAL`: they end with it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Settings {
     pub synchronous: Synchronous,
@@ -71,7 +80,42 @@ pub(super) struct Settings {
     pub lock_timeout_ms: u64,
 }
 
-/// One connection, with what was applied to its session and its prepared statements.
+impl Settings {
+    /// The settings as `SET LOCAL` statements, for a batch inside a transaction (explicit, or
+    /// the implicit one of a simple query of several statements).
+    pub fn set_local(&self) -> String {
+        let sync = match self.synchronous {
+            Synchronous::Full => "on",
+            Synchronous::Normal => "off",
+        };
+        format!(
+            "SET LOCAL lock_timeout = {}; SET LOCAL synchronous_commit = {sync}",
+            self.lock_timeout_ms.max(1)
+        )
+    }
+
+    /// The batch that begins a transaction with these settings: one simple query, one round
+    /// trip, as `BEGIN` alone.
+    pub fn begin(&self) -> String {
+        format!("BEGIN; {}", self.set_local())
+    }
+}
+
+/// A statement's parameter and its type (statements are unnamed: the server is told each
+/// parameter's type rather than asked for it).
+pub(super) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
+/// A `text` parameter.
+pub(super) fn text_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
+    (v, Type::TEXT)
+}
+
+/// A `bigint` parameter.
+pub(super) fn int8_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
+    (v, Type::INT8)
+}
+
+/// One connection to the server.
 pub(super) struct Conn {
     /// `None` only while being dropped (the same for `io` and `runtime`).
     client: Option<Client>,
@@ -88,9 +132,6 @@ pub(super) struct Conn {
     timed_out: bool,
     /// The process that opened it ([`process::generation`]).
     pid: u64,
-    /// The session settings last applied (`None`: the server's defaults).
-    settings: Option<Settings>,
-    statements: HashMap<&'static str, Statement>,
     /// True once it has served a checkout (an idle connection may have died meanwhile).
     pub reused: bool,
     /// When it was last returned to the pool ([`Conn::set_idle`]).
@@ -157,6 +198,46 @@ fn bounded<T>(
     })
 }
 
+/// Waits for three futures at once, polled in their order (the first poll of a client's
+/// request sends it: so are the requests sent); their outputs, once all are done.
+async fn join3<A: Future, B: Future, C: Future>(
+    a: A,
+    b: B,
+    c: C,
+) -> (A::Output, B::Output, C::Output) {
+    let (mut a, mut b, mut c) = (pin!(a), pin!(b), pin!(c));
+    let (mut ra, mut rb, mut rc) = (None, None, None);
+    std::future::poll_fn(|cx| {
+        if ra.is_none() {
+            ra = poll_once(a.as_mut(), cx);
+        }
+        if rb.is_none() {
+            rb = poll_once(b.as_mut(), cx);
+        }
+        if rc.is_none() {
+            rc = poll_once(c.as_mut(), cx);
+        }
+        match (ra.take(), rb.take(), rc.take()) {
+            (Some(a), Some(b), Some(c)) => Poll::Ready((a, b, c)),
+            (a, b, c) => {
+                (ra, rb, rc) = (a, b, c);
+                Poll::Pending
+            }
+        }
+    })
+    .await
+}
+
+fn poll_once<F: Future>(
+    f: std::pin::Pin<&mut F>,
+    cx: &mut std::task::Context<'_>,
+) -> Option<F::Output> {
+    match f.poll(cx) {
+        Poll::Ready(v) => Some(v),
+        Poll::Pending => None,
+    }
+}
+
 /// A round trip on `$conn`'s client: `$call` is the client's future, given the client as
 /// `$client`; waited for at most the connection's limit.
 macro_rules! round_trip {
@@ -207,8 +288,6 @@ impl Conn {
                 limit: limits.round_trip,
                 timed_out: false,
                 pid: process::generation(),
-                settings: None,
-                statements: HashMap::new(),
                 reused: false,
                 idle_since: Instant::now(),
             }),
@@ -282,36 +361,20 @@ impl Conn {
         self.reusable()
     }
 
-    pub fn query<T: ?Sized + ToStatement>(
-        &mut self,
-        statement: &T,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> PgResult<Vec<Row>> {
-        round_trip!(self, |client| client.query(statement, params))
+    /// The rows of `sql`, an unnamed statement (`query_typed`: parse, bind and execute in one
+    /// round trip).
+    pub fn query(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<Vec<Row>> {
+        round_trip!(self, |client| client.query_typed(sql, params))
     }
 
-    pub fn query_opt<T: ?Sized + ToStatement>(
-        &mut self,
-        statement: &T,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> PgResult<Option<Row>> {
-        round_trip!(self, |client| client.query_opt(statement, params))
+    /// The row of `sql` (an unnamed statement), if any; more than one is an error.
+    pub fn query_opt(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<Option<Row>> {
+        round_trip!(self, |client| client.query_typed_opt(sql, params))
     }
 
-    pub fn query_one<T: ?Sized + ToStatement>(
-        &mut self,
-        statement: &T,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> PgResult<Row> {
-        round_trip!(self, |client| client.query_one(statement, params))
-    }
-
-    pub fn execute<T: ?Sized + ToStatement>(
-        &mut self,
-        statement: &T,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> PgResult<u64> {
-        round_trip!(self, |client| client.execute(statement, params))
+    /// Runs `sql` (an unnamed statement), its rows, if any, unread.
+    pub fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<()> {
+        self.query(sql, params).map(drop)
     }
 
     /// Statements in one simple query (no parameters).
@@ -319,40 +382,42 @@ impl Conn {
         round_trip!(self, |client| client.batch_execute(sql))
     }
 
-    /// The prepared statement for `sql` on this connection (prepared on first use).
-    pub fn statement(&mut self, sql: &'static str) -> PgResult<Statement> {
-        if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
-        }
-        let s = round_trip!(self, |client| client.prepare(sql))?;
-        self.statements.insert(sql, s.clone());
-        Ok(s)
+    /// Begins a transaction with `settings` (one round trip: [`Settings::begin`]).
+    pub fn begin(&mut self, settings: Settings) -> PgResult<()> {
+        self.batch_execute(&settings.begin())
     }
 
-    /// Applies `wanted` to the session, in one batch, unless it already is; from now on the
-    /// connection's round trips are bounded by `limit`.
-    pub fn apply(&mut self, wanted: Settings, limit: Duration) -> PgResult<()> {
+    /// A transaction of one statement in one round trip: `BEGIN` with `settings`, `sql` (an
+    /// unnamed statement) and `COMMIT`, pipelined (the client sends its requests in the order
+    /// they are first polled, and the server answers them in order). Returns the statement's
+    /// rows, or the first failure of the three: a failed `BEGIN` batch fails the statement too
+    /// (in a transaction already aborted); after a failed statement, the server answers the
+    /// `COMMIT` of the aborted transaction with a rollback, nothing written. A lost connection
+    /// is the connection's error, as for any round trip, whichever of the three it cut.
+    pub fn commit_one(
+        &mut self,
+        settings: Settings,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> PgResult<Vec<Row>> {
+        let begin = settings.begin();
+        round_trip!(self, |client| async {
+            let (begun, rows, committed) = join3(
+                client.batch_execute(&begin),
+                client.query_typed(sql, params),
+                client.batch_execute("COMMIT"),
+            )
+            .await;
+            begun?;
+            let rows = rows?;
+            committed?;
+            Ok(rows)
+        })
+    }
+
+    /// From now on the connection's round trips are bounded by `limit` (the handle's).
+    pub fn set_limit(&mut self, limit: Duration) {
         self.limit = limit;
-        if self.settings == Some(wanted) {
-            return Ok(());
-        }
-        let mut batch = String::new();
-        let before = self.settings;
-        if before.map(|s| s.synchronous) != Some(wanted.synchronous) {
-            batch.push_str(match wanted.synchronous {
-                Synchronous::Full => "SET synchronous_commit = on;",
-                Synchronous::Normal => "SET synchronous_commit = off;",
-            });
-        }
-        if before.map(|s| s.lock_timeout_ms) != Some(wanted.lock_timeout_ms) {
-            let ms = wanted.lock_timeout_ms.max(1);
-            batch.push_str(&format!("SET lock_timeout = {ms};"));
-        }
-        // Unknown until the batch is through (a failure may have applied part of it).
-        self.settings = None;
-        self.batch_execute(&batch)?;
-        self.settings = Some(wanted);
-        Ok(())
     }
 
     /// True when the connection can go back to the pool as it is.
@@ -369,9 +434,7 @@ impl Drop for Conn {
         if !self.belongs_here() {
             // Inherited: the socket is the parent's, and so are the runtime's own descriptors
             // (its epoll and wake-up ones). Leak it all rather than send Terminate on it or
-            // wake the parent's runtime; the prepared statements too (dropping one queues a
-            // message to close it).
-            std::mem::forget(std::mem::take(&mut self.statements));
+            // wake the parent's runtime.
             std::mem::forget(client);
             std::mem::forget(io);
             std::mem::forget(runtime);

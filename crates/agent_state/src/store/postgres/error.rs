@@ -15,14 +15,6 @@ pub(super) enum Fault {
     Lost(Error),
 }
 
-impl Fault {
-    pub fn error(self) -> Error {
-        match self {
-            Fault::Answered(e) | Fault::Lost(e) => e,
-        }
-    }
-}
-
 /// A round trip's failure.
 #[derive(Debug)]
 pub(super) enum PgError {

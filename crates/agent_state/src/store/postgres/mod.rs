@@ -8,12 +8,17 @@
 //!
 //! A handle holds a connection only during a transaction:
 //! - read: `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`, so that its reads see one commit;
-//! - locked write: `BEGIN`, then the agent's row `FOR UPDATE` (inserted empty first when
-//!   missing), which serializes the agent's writers; the row read is kept for the
+//! - locked write: `BEGIN` with the handle's settings (`SET LOCAL lock_timeout` and
+//!   `synchronous_commit`, in the same batch), then the agent's row `FOR UPDATE` (inserted empty
+//!   first when missing), which serializes the agent's writers; the row read is kept for the
 //!   transaction's reads;
-//! - optimistic write: no statement until the commit, which is one statement (one round
-//!   trip, atomic in autocommit) that writes only if the stored version and log setting are
-//!   still those the change was computed from ([`Error::Stale`] otherwise, nothing written).
+//! - optimistic write: no statement until the commit, which is one transaction in one round
+//!   trip (`BEGIN` with the settings, one statement, `COMMIT`, pipelined) whose statement writes
+//!   only if the stored version and log setting are still those the change was computed from
+//!   ([`Error::Stale`] otherwise, nothing written).
+//!
+//! Every statement is unnamed and no setting outlives its transaction (see `conn`): the same
+//! through a connection pooler in transaction or session mode (PgBouncer) as directly.
 //!
 //! Outside a transaction, [`Freshness::head`](crate::store::Freshness::head) is one statement
 //! on a connection checked out for it. Losing the server is [`Error::Unavailable`]: the
@@ -26,10 +31,9 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use self::conn::{Conn, Limits, Settings};
+use self::conn::{int8_param as int8, text_param as txt, Conn, Limits, Param, Settings};
 use self::error::{classify, Fault, PgResult};
 use self::pool::Pool;
 use self::stamp::Stamps;
@@ -150,7 +154,12 @@ impl Postgres {
         };
         if !store.pool.schema_checked() {
             let mut conn = store.acquire()?;
-            match schema::check(&mut conn, store.read_only, &store.pool.shown) {
+            match schema::check(
+                &mut conn,
+                store.settings,
+                store.read_only,
+                &store.pool.shown,
+            ) {
                 Ok(()) => {
                     store.pool.checkin(conn);
                     store.pool.set_schema_checked();
@@ -168,7 +177,8 @@ impl Postgres {
         Ok(store)
     }
 
-    /// A connection of the pool, alive and with this handle's session settings.
+    /// A connection of the pool, alive, its round trips bounded as this handle's. (Nothing is
+    /// set for the session: each transaction sets what it needs, see `conn`.)
     fn acquire(&self) -> Result<Conn> {
         loop {
             let mut conn = self.pool.checkout(self.busy_timeout, self.limits)?;
@@ -176,14 +186,8 @@ impl Postgres {
                 self.pool.discard(conn, false);
                 continue;
             }
-            return match conn.apply(self.settings, self.limits.round_trip) {
-                Ok(()) => Ok(conn),
-                Err(e) => {
-                    let fault = classify(&e, "cannot configure the session");
-                    self.pool.discard(conn, matches!(fault, Fault::Lost(_)));
-                    Err(fault.error())
-                }
-            };
+            conn.set_limit(self.limits.round_trip);
+            return Ok(conn);
         }
     }
 
@@ -317,8 +321,9 @@ impl Postgres {
         Ok(())
     }
 
-    /// The optimistic commit: one statement. `Ok(false)`: the stored version or log setting
-    /// moved, nothing written.
+    /// The optimistic commit: one transaction of one statement, in one round trip
+    /// ([`Conn::commit_one`]). `Ok(false)`: the stored version or log setting moved, nothing
+    /// written.
     fn commit_optimistic(
         &self,
         conn: &mut Conn,
@@ -329,37 +334,35 @@ impl Postgres {
         let agent = &self.agent;
         let version = version as i64;
         let stamp = self.stamps.own();
+        let settings = self.settings;
         match log {
             None if version == 1 => {
-                let s = conn.statement(FIRST_WRITE)?;
-                Ok(!conn.query(&s, &[agent, &value, &stamp])?.is_empty())
+                let params = [txt(agent), txt(&value), int8(&stamp)];
+                Ok(!conn.commit_one(settings, FIRST_WRITE, &params)?.is_empty())
             }
             None => {
-                let s = conn.statement(NEXT_WRITE)?;
-                Ok(!conn
-                    .query(&s, &[agent, &value, &version, &stamp])?
-                    .is_empty())
+                let params = [txt(agent), txt(&value), int8(&version), int8(&stamp)];
+                Ok(!conn.commit_one(settings, NEXT_WRITE, &params)?.is_empty())
             }
             Some(log) => {
                 // The logged state is the state written: not sent twice.
                 let next = (log.next != value).then_some(log.next.as_str());
-                let s = conn.statement(LOGGED_WRITE)?;
-                let params: [&(dyn ToSql + Sync); 12] = [
-                    agent,
-                    &value,
-                    &version,
-                    &log.retention,
-                    &log.at_ms,
-                    &log.writer,
-                    &log.patch,
-                    &next,
-                    &log.prev,
-                    &log.below,
-                    &log.since,
-                    &stamp,
+                let params: [Param<'_>; 12] = [
+                    txt(agent),
+                    txt(&value),
+                    int8(&version),
+                    txt(&log.retention),
+                    int8(&log.at_ms),
+                    int8(&log.writer),
+                    txt(&log.patch),
+                    txt(&next),
+                    txt(&log.prev),
+                    int8(&log.below),
+                    int8(&log.since),
+                    int8(&stamp),
                 ];
-                let row = conn.query_one(&s, &params)?;
-                Ok(row.get::<_, i64>(0) > 0)
+                let rows = conn.commit_one(settings, LOGGED_WRITE, &params)?;
+                Ok(rows.first().is_some_and(|row| row.get::<_, i64>(0) > 0))
             }
         }
     }

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::conn::Conn;
+use super::conn::{Conn, Settings};
 use super::error::{classify, Fault};
 use crate::error::Error;
 
@@ -56,11 +56,12 @@ INSERT INTO agent_state_schema (singleton, version) VALUES (1, 2) ON CONFLICT (s
 /// twice; seen in a clean-clone CI run of the test of 8 processes opening a new database.)
 const RACES: [&str; 5] = ["23505", "42P07", "42710", "40001", "40P01"];
 
-/// Makes sure the database has this build's tables (creating them, unless `read_only`), and
-/// refuses one whose schema is newer. Returns the failure as a [`Fault`], so the caller knows
+/// Makes sure the database has this build's tables (creating them, unless `read_only`, with
+/// the handle's `settings` for that transaction), and refuses one whose schema is newer. Returns the failure as a [`Fault`], so the caller knows
 /// whether the connection is still good.
 pub(super) fn check(
     conn: &mut Conn,
+    settings: Settings,
     read_only: bool,
     shown: &str,
 ) -> std::result::Result<(), Fault> {
@@ -110,8 +111,9 @@ pub(super) fn check(
                  read_only (open it once without read_only to create them)"
             ))));
         }
-        // One simple query: the statements run in one implicit transaction.
-        match conn.batch_execute(CREATE) {
+        // One simple query: the statements run in one implicit transaction, which the settings
+        // are local to.
+        match conn.batch_execute(&format!("{};{CREATE}", settings.set_local())) {
             Ok(()) => {}
             Err(e) => {
                 let code = e.code().map(|c| c.code().to_string());
