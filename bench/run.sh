@@ -4,7 +4,8 @@
 # one run. Prints the tables and keeps the raw figures in target/bench/*.json.
 #
 # The PostgreSQL bench runs against the server at AGENT_STATE_TEST_PG_URI, or else a throwaway
-# one (tests/pg/with-server.sh); with no server to be had outside CI, it says it was skipped.
+# one (tests/pg/with-server.sh), and through a throwaway PgBouncer in front of it
+# (tests/pg/with-bouncer.sh); with no server to be had outside CI, it says it was skipped.
 #
 # Full mode takes a few minutes. Smoke mode runs a few hundred operations per case, so the
 # harness cannot rot; its figures mean nothing and its PASS/MISS marks are not checked.
@@ -30,7 +31,10 @@ cargo bench -p agent_state_ffi --bench abi -- $smoke_flag --out "$out/abi.json" 
 echo
 echo "== C ABI, PostgreSQL ($mode): cargo bench -p agent_state_ffi --bench postgres"
 rm -f "$out/postgres.json"
-bash "$root/tests/pg/with-server.sh" cargo bench -p agent_state_ffi --bench postgres -- $smoke_flag --out "$out/postgres.json" \
+# With a PgBouncer in transaction mode in front of that server (tests/pg/with-bouncer.sh): the
+# rows through a pooler.
+bash "$root/tests/pg/with-server.sh" bash "$root/tests/pg/with-bouncer.sh" transaction \
+    cargo bench -p agent_state_ffi --bench postgres -- $smoke_flag --out "$out/postgres.json" \
     | tee "$out/postgres.md"
 
 echo

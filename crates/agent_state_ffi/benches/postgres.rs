@@ -10,6 +10,11 @@
 //!   `UPDATE bench_floor SET state = $2, version = version + 1 WHERE agent_id = $1 AND version = $3`
 //!   of the very bytes our merge produces, on a connection with the same `synchronous_commit`.
 //! - get_state of an unchanged state against a prepared `SELECT state ... WHERE agent_id = $1`.
+//! - Through a connection pooler: set_state (1 KiB, synchronous full) and get_state again, through
+//!   PgBouncer in transaction mode (`AGENT_STATE_TEST_PG_POOLER_URI`; bench/run.sh starts one in
+//!   front of its server), as extra rows beside the direct ones. The floor there is the same SQL
+//!   as unnamed statements (`query_typed`): prepared statements do not survive transaction
+//!   pooling.
 //! - Throughput: 8 processes (this program again, `--child`) with 8 agents each, set_state
 //!   round robin for a fixed time, against the same processes running the floor UPDATE on 8
 //!   rows each; total commits per second, alternating, median of the rounds.
@@ -23,6 +28,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use postgres::types::Type;
 use postgres::{Client, NoTls, Statement};
 use support::{make_patches, make_state, median, print_table, race, states_after, Abi, Args, Row};
 
@@ -58,8 +64,9 @@ fn ours(uri: &str, agent: &str, sync: &str) -> Abi {
 /// version check, on a connection of its own.
 struct Floor {
     client: Client,
-    update: Statement,
-    select: Statement,
+    /// The prepared statements; `None` through a pooler in transaction mode, where the same
+    /// SQL runs as unnamed statements.
+    prepared: Option<(Statement, Statement)>,
 }
 
 impl Floor {
@@ -72,35 +79,63 @@ impl Floor {
         let select = client.prepare(FLOOR_SELECT).unwrap();
         Floor {
             client,
-            update,
-            select,
+            prepared: Some((update, select)),
+        }
+    }
+    /// Through a pooler in transaction mode: no prepared statement, no session setting (the
+    /// server's `synchronous_commit`, on).
+    fn through_pooler(uri: &str) -> Floor {
+        Floor {
+            client: Client::connect(uri, NoTls).unwrap(),
+            prepared: None,
         }
     }
     /// Sets row `agent` to `state` at version 0 (inserted when missing); returns its version.
     fn reset(&mut self, agent: &str, state: &str) -> i64 {
+        // Unnamed (query_typed): also through a pooler in transaction mode.
         self.client
-            .execute(
+            .query_typed(
                 "INSERT INTO bench_floor VALUES ($1, $2, 0)
                  ON CONFLICT (agent_id) DO UPDATE SET state = excluded.state, version = 0",
-                &[&agent, &state],
+                &[(&agent, Type::TEXT), (&state, Type::TEXT)],
             )
             .unwrap();
         0
     }
     /// The conditional UPDATE from `version`; returns the next version.
     fn update(&mut self, agent: &str, state: &str, version: i64) -> i64 {
-        let n = self
-            .client
-            .execute(&self.update, &[&agent, &state, &version])
-            .unwrap();
+        let n = match &self.prepared {
+            Some((update, _)) => self
+                .client
+                .execute(update, &[&agent, &state, &version])
+                .unwrap(),
+            None => {
+                // query_typed gives rows, not the command tag's count: RETURNING.
+                self.client
+                    .query_typed(
+                        &format!("{FLOOR_UPDATE} RETURNING version"),
+                        &[
+                            (&agent, Type::TEXT),
+                            (&state, Type::TEXT),
+                            (&version, Type::INT8),
+                        ],
+                    )
+                    .unwrap()
+                    .len() as u64
+            }
+        };
         assert_eq!(n, 1, "the floor's row {agent} was not at version {version}");
         version + 1
     }
     fn select(&mut self, agent: &str) -> String {
-        self.client
-            .query_one(&self.select, &[&agent])
-            .unwrap()
-            .get(0)
+        match &self.prepared {
+            Some((_, select)) => self.client.query_one(select, &[&agent]).unwrap().get(0),
+            None => self
+                .client
+                .query_typed_one(FLOOR_SELECT, &[(&agent, Type::TEXT)])
+                .unwrap()
+                .get(0),
+        }
     }
 }
 
@@ -171,6 +206,62 @@ fn bench_reads(cfg: &Args, uri: &str, size: usize, rows: &mut Vec<Row>) {
         alternative: "prepared SELECT".into(),
         alt_ns: t[1],
         target: Some(3.0),
+        ..Row::default()
+    });
+}
+
+/// set_state (1 KiB, synchronous full) and get_state (256 KiB, unchanged) through the pooler
+/// at `pooler` (transaction mode), against the same SQL as unnamed statements through it.
+fn bench_pooler(cfg: &Args, pooler: &str, rows: &mut Vec<Row>) {
+    let size = 1024;
+    let state = make_state(size);
+    let patches = make_patches(64);
+    let merged = texts(states_after(&state, &patches));
+    let agent = format!("{}-pooler-set-{size}", prefix());
+    let ours_w = ours(pooler, &agent, "full");
+    ours_w.replace(&state);
+    let mut floor = Floor::through_pooler(pooler);
+    let mut version = floor.reset(&agent, std::str::from_utf8(&state).unwrap());
+    let ops = if cfg.smoke { 10 } else { 50 };
+    let mut set_ours = |i: usize| ours_w.set(&patches[i % patches.len()]);
+    let mut set_floor =
+        |i: usize| version = floor.update(&agent, &merged[i % merged.len()], version);
+    let t = race(&mut [&mut set_ours, &mut set_floor], cfg.rounds(), ops);
+    rows.push(Row {
+        op: "set_state, through PgBouncer (transaction mode)".into(),
+        size,
+        dir: String::new(),
+        sync: "full".into(),
+        ours_ns: t[0],
+        alternative: "unnamed conditional UPDATE (floor), through PgBouncer".into(),
+        alt_ns: t[1],
+        target: None,
+        ..Row::default()
+    });
+
+    let size = 256 * 1024;
+    let state = make_state(size);
+    let agent = format!("{}-pooler-get-{size}", prefix());
+    let ours_r = ours(pooler, &agent, "full");
+    ours_r.replace(&state);
+    floor.reset(&agent, std::str::from_utf8(&state).unwrap());
+    let ops = if cfg.smoke { 10 } else { 100 };
+    let mut sink = 0usize;
+    let mut get_ours = |_: usize| sink = sink.wrapping_add(ours_r.get());
+    let mut select = |_: usize| {
+        std::hint::black_box(floor.select(&agent));
+    };
+    let t = race(&mut [&mut get_ours, &mut select], cfg.rounds(), ops);
+    std::hint::black_box(sink);
+    rows.push(Row {
+        op: "get_state, unchanged, through PgBouncer (transaction mode)".into(),
+        size,
+        dir: String::new(),
+        sync: "full".into(),
+        ours_ns: t[0],
+        alternative: "unnamed SELECT, through PgBouncer".into(),
+        alt_ns: t[1],
+        target: None,
         ..Row::default()
     });
 }
@@ -329,6 +420,16 @@ fn main() {
     }
     eprintln!("bench: PostgreSQL get_state 256 KiB ...");
     bench_reads(&cfg, &uri, 256 * 1024, &mut rows);
+    match std::env::var("AGENT_STATE_TEST_PG_POOLER_URI") {
+        Ok(pooler) if !pooler.is_empty() => {
+            eprintln!("bench: PostgreSQL through PgBouncer (transaction mode) ...");
+            bench_pooler(&cfg, &pooler, &mut rows);
+        }
+        _ => eprintln!(
+            "bench: no pooler rows (AGENT_STATE_TEST_PG_POOLER_URI is not set; bench/run.sh \
+             starts one)"
+        ),
+    }
     eprintln!("bench: PostgreSQL throughput, {PROCESSES} processes ...");
     let figures = bench_throughput(&cfg, &uri, &mut rows);
     clean_up(&uri);
