@@ -202,7 +202,8 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
 /**
  * The store failed: an I/O error, a full disk, a read-only store or file, a corrupt or foreign
  * file, a newer schema; on PostgreSQL, an error of the server other than an unreachable one
- * (`AGENT_ERR_UNAVAILABLE`) or a lock wait (`AGENT_ERR_BUSY`).
+ * (`AGENT_ERR_UNAVAILABLE`), refused credentials (`AGENT_ERR_AUTH`) or a lock wait
+ * (`AGENT_ERR_BUSY`).
  */
 #define AGENT_ERR_STORAGE 6
 
@@ -244,6 +245,16 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
  * tell). The handle stays usable: the next call reconnects.
  */
 #define AGENT_ERR_UNAVAILABLE 12
+
+/**
+ * The connection to the database server (PostgreSQL) could not be secured or authenticated:
+ * the TLS handshake failed (the server's certificate is not trusted, has expired or names
+ * another host; the server offers no TLS while `sslmode` requires it, or wants a client
+ * certificate), or the server refused the credentials (a wrong password, no `pg_hba.conf`
+ * entry). Unlike `AGENT_ERR_UNAVAILABLE`, trying again with the same URI will not help. The
+ * message says which; it never contains the password.
+ */
+#define AGENT_ERR_AUTH 13
 
 /**
  * A bug in the library was caught at the ABI boundary; the handle may still be used.
@@ -342,7 +353,9 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * `agent_id` missing for PostgreSQL), `AGENT_ERR_JSON` (malformed options), `AGENT_ERR_CODEC`
  * / `AGENT_ERR_TOO_LARGE` (the initial state), `AGENT_ERR_STORAGE` (cannot open or create,
  * foreign or newer file or schema), `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE` (the server
- * cannot be reached, or does not answer within `server_timeout_ms`).
+ * cannot be reached, or does not answer within `server_timeout_ms`), `AGENT_ERR_AUTH` (the
+ * connection could not be secured, the TLS handshake or the server's certificate failed, or
+ * the server refused the credentials).
  * Thread-safety: any thread. Several handles, in one process or many, may open the same file.
  */
 AgentStatus agent_open(const char *path, const char *options_json, AgentHandle *out);

@@ -53,7 +53,9 @@ use agent_state::OpenOptions;
 /// `agent_id` missing for PostgreSQL), `AGENT_ERR_JSON` (malformed options), `AGENT_ERR_CODEC`
 /// / `AGENT_ERR_TOO_LARGE` (the initial state), `AGENT_ERR_STORAGE` (cannot open or create,
 /// foreign or newer file or schema), `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE` (the server
-/// cannot be reached, or does not answer within `server_timeout_ms`).
+/// cannot be reached, or does not answer within `server_timeout_ms`), `AGENT_ERR_AUTH` (the
+/// connection could not be secured, the TLS handshake or the server's certificate failed, or
+/// the server refused the credentials).
 /// Thread-safety: any thread. Several handles, in one process or many, may open the same file.
 #[no_mangle]
 pub unsafe extern "C" fn agent_open(
