@@ -31,11 +31,11 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
-use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Row, Socket, Statement, ToStatement};
+use tokio_postgres::{Client, Config, Row, Socket, Statement, ToStatement};
 
 use super::error::{self, PgError, PgResult};
+use super::tls::{self, Tls};
 use super::uri::resolved;
 use crate::error::{Error, Result};
 use crate::store::{process, Synchronous};
@@ -102,7 +102,8 @@ pub(super) struct Conn {
 /// How long a connection sits idle before a checkout checks that the server still has it.
 const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
-type Io = tokio_postgres::Connection<Socket, NoTlsStream>;
+/// Plain or TLS (`super::tls`), as the URI's `sslmode` and the server decided.
+type Io = tokio_postgres::Connection<Socket, tls::Stream>;
 
 /// Polls `io` until it has nothing more to do now. An error or its end is terminal: `ended`
 /// is set, and the error returned (the request in flight then fails as well).
@@ -189,9 +190,10 @@ macro_rules! round_trip {
 
 impl Conn {
     /// A new connection to the server of `config` (`shown` in messages: its URI without the
-    /// password), within `limits.connect` in all; its round trips are then bounded by
-    /// `limits.round_trip`.
-    pub fn connect(config: &Config, shown: &str, limits: Limits) -> Result<Conn> {
+    /// password), secured as `tls` says, within `limits.connect` in all; its round trips are
+    /// then bounded by `limits.round_trip`. A connection that could not be secured or whose
+    /// credentials the server refused is [`Error::Auth`]; otherwise [`Error::Unavailable`].
+    pub fn connect(config: &Config, tls: &Tls, shown: &str, limits: Limits) -> Result<Conn> {
         let whole = limits.connect;
         let deadline = Instant::now() + whole;
         let unavailable = |e: String| {
@@ -207,10 +209,11 @@ impl Conn {
         let mut config = config.clone();
         config.connect_timeout(whole);
         let mut last = None;
+        let mut refused = false;
         for candidate in resolved(&config).map_err(unavailable)? {
             let left = deadline.saturating_duration_since(Instant::now());
             match runtime
-                .block_on(async { tokio::time::timeout(left, candidate.connect(NoTls)).await })
+                .block_on(async { tokio::time::timeout(left, tls.connect(&candidate)).await })
             {
                 Ok(Ok((client, io))) => {
                     return Ok(Conn {
@@ -227,8 +230,12 @@ impl Conn {
                         idle_since: Instant::now(),
                     });
                 }
-                Ok(Err(e)) => last = Some(error::describe(&e)),
+                Ok(Err(e)) => {
+                    refused = error::refused(&e);
+                    last = Some(error::describe_connect(&e));
+                }
                 Err(_) => {
+                    refused = false;
                     last = Some(format!(
                         "the server did not answer within server_timeout_ms ({} ms)",
                         whole.as_millis()
@@ -237,9 +244,14 @@ impl Conn {
                 }
             }
         }
-        Err(unavailable(
-            last.unwrap_or_else(|| "no address to connect to".into()),
-        ))
+        let last = last.unwrap_or_else(|| "no address to connect to".into());
+        Err(if refused {
+            Error::Auth(format!(
+                "cannot connect to the PostgreSQL server {shown}: {last}"
+            ))
+        } else {
+            unavailable(last)
+        })
     }
 
     pub fn belongs_here(&self) -> bool {

@@ -2,9 +2,10 @@
 //! process's pool of connections to the server (`pool`), with the tables of `schema`.
 //!
 //! One concept per file: `pool` (checkout and checkin), `conn` (one connection: its runtime
-//! and the bound on each round trip), `uri` (passwords hidden, host names resolved), `sql`
-//! (the statements), `schema`, `error` (the server's errors as the library's kinds), and
-//! `backend` (the store's traits, one `impl` per concern).
+//! and the bound on each round trip), `uri` (passwords hidden, host names resolved), `tls`
+//! (sslmode and the certificates, on rustls), `sql` (the statements), `schema`, `error` (the
+//! server's errors as the library's kinds), and `backend` (the store's traits, one `impl` per
+//! concern).
 //!
 //! A handle holds a connection only during a transaction:
 //! - read: `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`, so that its reads see one commit;
@@ -41,6 +42,7 @@ mod error;
 mod pool;
 mod schema;
 mod sql;
+mod tls;
 mod uri;
 
 use self::sql::*;
@@ -120,21 +122,20 @@ impl Postgres {
             Error::InvalidArgument("agent_id is required for a PostgreSQL store".to_string())
         })?;
         let shown = uri::redact(uri);
-        let config: tokio_postgres::Config = uri.parse().map_err(|e: tokio_postgres::Error| {
+        // The TLS settings the client does not know come out first (`tls`).
+        let (rest, tls) =
+            tls::split(uri).map_err(|e| Error::InvalidArgument(format!("{shown}: {e}")))?;
+        let config: tokio_postgres::Config = rest.parse().map_err(|e: tokio_postgres::Error| {
             Error::InvalidArgument(format!(
                 "{shown}: not a PostgreSQL connection URI this library understands: {}",
                 error::describe(&e)
             ))
         })?;
-        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-            return Err(Error::InvalidArgument(format!(
-                "{shown}: sslmode=require, but this build of agent_state has no TLS support \
-                 (use sslmode=disable, or a Unix socket or a TLS tunnel)"
-            )));
-        }
+        let tls =
+            tls::Tls::new(&tls).map_err(|e| Error::InvalidArgument(format!("{shown}: {e}")))?;
         let timeout_ms = u64::try_from(options.busy_timeout.as_millis()).unwrap_or(u64::MAX);
         let store = Postgres {
-            pool: Pool::get(uri, config, options.max_connections),
+            pool: Pool::get(uri, config, tls, options.max_connections),
             agent,
             read_only: options.read_only,
             busy_timeout: options.busy_timeout,

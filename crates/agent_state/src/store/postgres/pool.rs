@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Config;
 
 use super::conn::{Conn, Limits};
+use super::tls::Tls;
 use super::uri::redact;
 use crate::error::{Error, Result};
 use crate::store::process;
@@ -39,6 +40,8 @@ pub(super) struct Pool {
     /// The URI without its password, for messages.
     pub shown: String,
     config: Config,
+    /// How its connections are secured (the URI's TLS settings).
+    tls: Tls,
     state: Mutex<State>,
     freed: Condvar,
 }
@@ -53,7 +56,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Pool {
     /// The pool for `uri`, shared by every handle of this process that opened it; its
     /// capacity grows to `max_connections` when that is more than it had.
-    pub fn get(uri: &str, config: Config, max_connections: usize) -> Arc<Pool> {
+    pub fn get(uri: &str, config: Config, tls: Tls, max_connections: usize) -> Arc<Pool> {
         process::watch();
         let mut pools = lock(&POOLS);
         pools.retain(|_, p| p.strong_count() > 0);
@@ -66,6 +69,7 @@ impl Pool {
         let pool = Arc::new(Pool {
             shown: redact(uri),
             config,
+            tls,
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
@@ -122,7 +126,8 @@ impl Pool {
             if state.open < state.capacity {
                 state.open += 1;
                 drop(state);
-                return Conn::connect(&self.config, &self.shown, limits).inspect_err(|_| {
+                let tls = &self.tls;
+                return Conn::connect(&self.config, tls, &self.shown, limits).inspect_err(|_| {
                     let mut state = lock(&self.state);
                     if state.pid == process::generation() {
                         state.open -= 1;
