@@ -317,8 +317,8 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * Arguments: `path` is a NUL-terminated file name (bytes, as the OS takes them; `":memory:"`
  * opens a private in-memory store), or a PostgreSQL connection URI in libpq's syntax starting
  * with `postgres://` or `postgresql://` (`postgresql://user:password@host:port/dbname`, or
- * `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; `sslmode=disable` or
- * `prefer`: this build has no TLS). `options_json` is NULL for the defaults or a
+ * `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; TLS with libpq's
+ * `sslmode`, `sslrootcert`, `sslcert`, `sslkey`: README's "Over TLS"). `options_json` is NULL for the defaults or a
  * NUL-terminated JSON object with any of: `"initial_state"` (object, default `{}`),
  * `"max_value_bytes"` (default 2097152), `"synchronous"` (`"full"`, the default: an
  * acknowledged write survives power loss, on PostgreSQL `synchronous_commit=on`; or
@@ -358,7 +358,9 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * the server refused the credentials).
  * Thread-safety: any thread. Several handles, in one process or many, may open the same file.
  */
-AgentStatus agent_open(const char *path, const char *options_json, AgentHandle *out);
+AgentStatus agent_open(const char *path,
+                       const char *options_json,
+                       AgentHandle *out);
 
 /**
  * Closes handle `h`: the store connection is closed, hooks are unregistered (their

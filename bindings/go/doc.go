@@ -89,7 +89,7 @@
 // # PostgreSQL and many agents per store
 //
 // Open takes a PostgreSQL connection URI in place of a file name ("postgres://" or
-// "postgresql://", libpq syntax; no TLS in this build), with Options.AgentID naming the agent:
+// "postgresql://", libpq syntax, TLS with sslmode and sslrootcert), with Options.AgentID naming the agent:
 //
 //	a, err := agentstate.Open("postgresql:///app?host=/var/run/postgresql&port=5432&user=app",
 //		agentstate.Options{AgentID: "support-bot-7", MaxConnections: 8})
