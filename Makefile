@@ -27,7 +27,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
-.PHONY: all build header demo test test-suites test-rust test-pooler lint test-header-c test-c test-valgrind \
+.PHONY: all build header demo test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-reliability soak bench bench-smoke clean \
         dist install uninstall test-install
 
@@ -50,12 +50,14 @@ demo: build
 	$(BUILD)/demo demo.db
 
 # Every suite, with a throwaway PostgreSQL server (tests/pg/with-server.sh) whose URI the suites
-# find in AGENT_STATE_TEST_PG_URI: each runs against SQLite and PostgreSQL.
+# find in AGENT_STATE_TEST_PG_URI: each runs against SQLite and PostgreSQL. Around them, the TLS
+# servers of tests/pg/tls.sh (on 127.0.0.1 at free ports, certificates made for the run), which
+# test-rust's `cargo test --workspace` and test-tls use.
 test:
-	bash tests/pg/with-server.sh $(MAKE) --no-print-directory test-suites
+	bash tests/pg/with-server.sh bash tests/pg/tls.sh $(MAKE) --no-print-directory test-suites
 	@echo "make test: every suite passed"
 
-test-suites: lint test-rust test-pooler test-header-c test-c test-valgrind test-cpp test-python test-go \
+test-suites: lint test-rust test-pooler test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
       test-reliability bench-smoke test-install
 
 lint:
@@ -76,6 +78,12 @@ test-rust:
 # (tests/pg/pooler-suites.sh, tests/pg/bouncer.sh: pgbouncer is installed when missing).
 test-pooler:
 	CARGO=$(CARGO) bash tests/pg/pooler-suites.sh
+
+# The PostgreSQL backend over TLS (crates/agent_state/tests/tls.rs) and a TLS URI through the C
+# ABI, the CLI and the Python binding (tests/pg/tls-bindings.sh), against the servers of
+# tests/pg/tls.sh: its own, started and stopped here when `make test` has not started them.
+test-tls: build
+	bash tests/pg/tls.sh bash -c '$(CARGO) test -p agent_state --test tls && bash tests/pg/tls-bindings.sh'
 
 # The header compiles cleanly as C99 and C++11 with every warning an error.
 test-header-c:

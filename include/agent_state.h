@@ -202,7 +202,8 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
 /**
  * The store failed: an I/O error, a full disk, a read-only store or file, a corrupt or foreign
  * file, a newer schema; on PostgreSQL, an error of the server other than an unreachable one
- * (`AGENT_ERR_UNAVAILABLE`) or a lock wait (`AGENT_ERR_BUSY`).
+ * (`AGENT_ERR_UNAVAILABLE`), refused credentials (`AGENT_ERR_AUTH`) or a lock wait
+ * (`AGENT_ERR_BUSY`).
  */
 #define AGENT_ERR_STORAGE 6
 
@@ -244,6 +245,16 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
  * tell). The handle stays usable: the next call reconnects.
  */
 #define AGENT_ERR_UNAVAILABLE 12
+
+/**
+ * The connection to the database server (PostgreSQL) could not be secured or authenticated:
+ * the TLS handshake failed (the server's certificate is not trusted, has expired or names
+ * another host; the server offers no TLS while `sslmode` requires it, or wants a client
+ * certificate), or the server refused the credentials (a wrong password, no `pg_hba.conf`
+ * entry). Unlike `AGENT_ERR_UNAVAILABLE`, trying again with the same URI will not help. The
+ * message says which; it never contains the password.
+ */
+#define AGENT_ERR_AUTH 13
 
 /**
  * A bug in the library was caught at the ABI boundary; the handle may still be used.
@@ -306,8 +317,8 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * Arguments: `path` is a NUL-terminated file name (bytes, as the OS takes them; `":memory:"`
  * opens a private in-memory store), or a PostgreSQL connection URI in libpq's syntax starting
  * with `postgres://` or `postgresql://` (`postgresql://user:password@host:port/dbname`, or
- * `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; `sslmode=disable` or
- * `prefer`: this build has no TLS). `options_json` is NULL for the defaults or a
+ * `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; TLS with libpq's
+ * `sslmode`, `sslrootcert`, `sslcert`, `sslkey`: README's "Over TLS"). `options_json` is NULL for the defaults or a
  * NUL-terminated JSON object with any of: `"initial_state"` (object, default `{}`),
  * `"max_value_bytes"` (default 2097152), `"synchronous"` (`"full"`, the default: an
  * acknowledged write survives power loss, on PostgreSQL `synchronous_commit=on`; or
@@ -342,10 +353,14 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * `agent_id` missing for PostgreSQL), `AGENT_ERR_JSON` (malformed options), `AGENT_ERR_CODEC`
  * / `AGENT_ERR_TOO_LARGE` (the initial state), `AGENT_ERR_STORAGE` (cannot open or create,
  * foreign or newer file or schema), `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE` (the server
- * cannot be reached, or does not answer within `server_timeout_ms`).
+ * cannot be reached, or does not answer within `server_timeout_ms`), `AGENT_ERR_AUTH` (the
+ * connection could not be secured, the TLS handshake or the server's certificate failed, or
+ * the server refused the credentials).
  * Thread-safety: any thread. Several handles, in one process or many, may open the same file.
  */
-AgentStatus agent_open(const char *path, const char *options_json, AgentHandle *out);
+AgentStatus agent_open(const char *path,
+                       const char *options_json,
+                       AgentHandle *out);
 
 /**
  * Closes handle `h`: the store connection is closed, hooks are unregistered (their

@@ -37,8 +37,8 @@ func Version() string { return C.GoString(C.agent_version()) }
 //
 // A path starting with "postgres://" or "postgresql://" is a PostgreSQL connection URI in
 // libpq's syntax ("postgresql://user:password@host:5432/dbname", or
-// "postgresql:///dbname?host=/var/run/postgresql&port=5432&user=app" for a Unix socket; this
-// build has no TLS): it is passed to the library as is (never through path/filepath, whose
+// "postgresql:///dbname?host=/var/run/postgresql&port=5432&user=app" for a Unix socket; TLS
+// with libpq's sslmode, sslrootcert, sslcert, sslkey): it is passed to the library as is (never through path/filepath, whose
 // Clean would collapse the "//"), opts.AgentID is required, and the tables are created on
 // first open. Synchronous SyncFull and SyncNormal are synchronous_commit on and off, and
 // BusyTimeout bounds waiting for row locks and pooled connections, ServerTimeout a server that

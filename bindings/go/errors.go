@@ -27,6 +27,7 @@ const (
 	StatusRejected        Status = 10 // AGENT_ERR_REJECTED
 	StatusGap             Status = 11 // AGENT_ERR_GAP
 	StatusUnavailable     Status = 12 // AGENT_ERR_UNAVAILABLE
+	StatusAuth            Status = 13 // AGENT_ERR_AUTH
 	StatusPanic           Status = 99 // AGENT_ERR_PANIC
 )
 
@@ -81,6 +82,13 @@ var (
 	// the commit's outcome is unknown (read the version to tell). The Agent stays usable: its
 	// next call reconnects, so retrying later is the remedy. A SQLite file never returns it.
 	ErrUnavailable error = StatusUnavailable
+	// ErrAuth: the connection to the database server (PostgreSQL) could not be secured or
+	// authenticated: the TLS handshake failed (the server's certificate is not trusted, has
+	// expired or names another host; the server offers no TLS while sslmode requires it, or
+	// wants a client certificate), or the server refused the credentials (a wrong password, no
+	// pg_hba.conf entry). The message says which, never the password. Unlike ErrUnavailable,
+	// retrying with the same URI will not help.
+	ErrAuth error = StatusAuth
 	// ErrPanic: a bug in the library was caught at its C boundary; the Agent may still be used.
 	ErrPanic error = StatusPanic
 )
@@ -99,6 +107,7 @@ var statusNames = map[Status]string{
 	StatusRejected:        "AGENT_ERR_REJECTED",
 	StatusGap:             "AGENT_ERR_GAP",
 	StatusUnavailable:     "AGENT_ERR_UNAVAILABLE",
+	StatusAuth:            "AGENT_ERR_AUTH",
 	StatusPanic:           "AGENT_ERR_PANIC",
 }
 

@@ -29,6 +29,7 @@ void test_version_and_status_names(void)
         { AGENT_ERR_REJECTED, 10, "AGENT_ERR_REJECTED" },
         { AGENT_ERR_GAP, 11, "AGENT_ERR_GAP" },
         { AGENT_ERR_UNAVAILABLE, 12, "AGENT_ERR_UNAVAILABLE" },
+        { AGENT_ERR_AUTH, 13, "AGENT_ERR_AUTH" },
         { AGENT_ERR_PANIC, 99, "AGENT_ERR_PANIC" },
     };
     size_t i;

@@ -33,7 +33,8 @@ enum class Status : std::int32_t {
     /// The input, or the state a change would produce, exceeds `max_value_bytes`.
     too_large = AGENT_ERR_TOO_LARGE,
     /// The store failed: I/O, read-only store, corrupt or foreign file, newer schema; a
-    /// PostgreSQL error other than an unreachable server (Status::unavailable).
+    /// PostgreSQL error other than an unreachable server (Status::unavailable) or refused
+    /// credentials (Status::auth).
     storage = AGENT_ERR_STORAGE,
     /// Another connection held what the call needs (the write lock; on PostgreSQL the agent's
     /// row or every pooled connection) longer than `busy_timeout_ms`, or the call came from
@@ -56,6 +57,11 @@ enum class Status : std::int32_t {
     /// is unknown (read the version to tell); the Agent stays usable and reconnects on its next
     /// call. A SQLite file never reports it.
     unavailable = AGENT_ERR_UNAVAILABLE,
+    /// The connection to the database server (PostgreSQL) could not be secured or
+    /// authenticated: the TLS handshake or the server's certificate failed, the server offers
+    /// no TLS while `sslmode` requires it, or the server refused the credentials (a wrong
+    /// password). Retrying with the same URI will not help.
+    auth = AGENT_ERR_AUTH,
     /// A bug in the library was caught at the C boundary; the Agent may still be used.
     panic = AGENT_ERR_PANIC,
 };

@@ -15,6 +15,7 @@ import agent_state
 from agent_state import (
     Agent,
     AgentError,
+    AuthError,
     BusyError,
     ClosedError,
     CodecError,
@@ -44,6 +45,7 @@ ALL = {
     10: RejectedError,
     11: GapError,
     12: UnavailableError,
+    13: AuthError,
     99: PanicError,
 }
 

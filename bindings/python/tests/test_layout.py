@@ -53,6 +53,7 @@ PUBLIC = {
     "RejectedError",
     "GapError",
     "UnavailableError",
+    "AuthError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -67,6 +68,7 @@ PUBLIC = {
     "AGENT_ERR_REJECTED",
     "AGENT_ERR_GAP",
     "AGENT_ERR_UNAVAILABLE",
+    "AGENT_ERR_AUTH",
     "AGENT_ERR_PANIC",
 }
 

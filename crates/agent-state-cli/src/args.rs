@@ -25,7 +25,7 @@ pub struct Cli {
 
 const STORE_RULE: &str = "STORE is a SQLite file path, or a PostgreSQL connection URI \
 (postgres:// or postgresql://, libpq syntax, e.g. \
-'postgresql:///app?host=/var/run/postgresql&user=app'; no TLS in this build), which needs \
+'postgresql:///app?host=/var/run/postgresql&user=app'; TLS with libpq's sslmode etc.), which needs \
 --agent.";
 
 fn after_help() -> String {

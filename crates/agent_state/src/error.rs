@@ -50,11 +50,13 @@ pub enum ErrorKind {
     Gap = 11,
     /// [`Error::Unavailable`].
     Unavailable = 12,
+    /// [`Error::Auth`].
+    Auth = 13,
 }
 
 impl ErrorKind {
     /// Every kind, in number order.
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::InvalidArgument,
         ErrorKind::Closed,
         ErrorKind::Json,
@@ -67,9 +69,10 @@ impl ErrorKind {
         ErrorKind::Rejected,
         ErrorKind::Gap,
         ErrorKind::Unavailable,
+        ErrorKind::Auth,
     ];
 
-    /// The kind's number (1 to 12).
+    /// The kind's number (1 to 13).
     pub const fn code(self) -> i32 {
         self as i32
     }
@@ -89,6 +92,7 @@ impl ErrorKind {
             ErrorKind::Rejected => "REJECTED",
             ErrorKind::Gap => "GAP",
             ErrorKind::Unavailable => "UNAVAILABLE",
+            ErrorKind::Auth => "AUTH",
         }
     }
 }
@@ -109,6 +113,7 @@ impl Error {
             Error::Rejected(_) => ErrorKind::Rejected,
             Error::Gap(_) => ErrorKind::Gap,
             Error::Unavailable(_) => ErrorKind::Unavailable,
+            Error::Auth(_) => ErrorKind::Auth,
         }
     }
 }
@@ -166,6 +171,13 @@ pub enum Error {
     /// unknown (the state's version then tells). The next call reconnects.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The connection to the database server could not be secured or authenticated: the TLS
+    /// handshake failed (a certificate not trusted, expired or for another host; the server
+    /// offers no TLS where `sslmode` requires it, or wants a client certificate), or the server
+    /// refused the credentials (a wrong password, no `pg_hba.conf` entry). Unlike
+    /// [`Error::Unavailable`], retrying the same settings will not help.
+    #[error("cannot secure or authenticate the connection: {0}")]
+    Auth(String),
     /// Internal to the write path, never returned by the agent: an optimistic write found the
     /// stored version moved since the state it was computed from; nothing was written, and the
     /// write is retried under a lock (see [`crate::store::Transactions::optimistic`]).

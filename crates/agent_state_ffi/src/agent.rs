@@ -17,8 +17,8 @@ use agent_state::OpenOptions;
 /// Arguments: `path` is a NUL-terminated file name (bytes, as the OS takes them; `":memory:"`
 /// opens a private in-memory store), or a PostgreSQL connection URI in libpq's syntax starting
 /// with `postgres://` or `postgresql://` (`postgresql://user:password@host:port/dbname`, or
-/// `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; `sslmode=disable` or
-/// `prefer`: this build has no TLS). `options_json` is NULL for the defaults or a
+/// `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; TLS with libpq's
+/// `sslmode`, `sslrootcert`, `sslcert`, `sslkey`: README's "Over TLS"). `options_json` is NULL for the defaults or a
 /// NUL-terminated JSON object with any of: `"initial_state"` (object, default `{}`),
 /// `"max_value_bytes"` (default 2097152), `"synchronous"` (`"full"`, the default: an
 /// acknowledged write survives power loss, on PostgreSQL `synchronous_commit=on`; or
@@ -53,7 +53,9 @@ use agent_state::OpenOptions;
 /// `agent_id` missing for PostgreSQL), `AGENT_ERR_JSON` (malformed options), `AGENT_ERR_CODEC`
 /// / `AGENT_ERR_TOO_LARGE` (the initial state), `AGENT_ERR_STORAGE` (cannot open or create,
 /// foreign or newer file or schema), `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE` (the server
-/// cannot be reached, or does not answer within `server_timeout_ms`).
+/// cannot be reached, or does not answer within `server_timeout_ms`), `AGENT_ERR_AUTH` (the
+/// connection could not be secured, the TLS handshake or the server's certificate failed, or
+/// the server refused the credentials).
 /// Thread-safety: any thread. Several handles, in one process or many, may open the same file.
 #[no_mangle]
 pub unsafe extern "C" fn agent_open(

@@ -60,7 +60,8 @@ pub const AGENT_ERR_CODEC: AgentStatus = 4;
 pub const AGENT_ERR_TOO_LARGE: AgentStatus = 5;
 /// The store failed: an I/O error, a full disk, a read-only store or file, a corrupt or foreign
 /// file, a newer schema; on PostgreSQL, an error of the server other than an unreachable one
-/// (`AGENT_ERR_UNAVAILABLE`) or a lock wait (`AGENT_ERR_BUSY`).
+/// (`AGENT_ERR_UNAVAILABLE`), refused credentials (`AGENT_ERR_AUTH`) or a lock wait
+/// (`AGENT_ERR_BUSY`).
 pub const AGENT_ERR_STORAGE: AgentStatus = 6;
 /// Another connection held what the call needs (SQLite's write lock; on PostgreSQL the agent's
 /// row, a table lock or every connection of the pool) for longer than `busy_timeout_ms`, or
@@ -83,6 +84,13 @@ pub const AGENT_ERR_GAP: AgentStatus = 11;
 /// commit was in flight: then the message says the outcome is unknown (read the version to
 /// tell). The handle stays usable: the next call reconnects.
 pub const AGENT_ERR_UNAVAILABLE: AgentStatus = 12;
+/// The connection to the database server (PostgreSQL) could not be secured or authenticated:
+/// the TLS handshake failed (the server's certificate is not trusted, has expired or names
+/// another host; the server offers no TLS while `sslmode` requires it, or wants a client
+/// certificate), or the server refused the credentials (a wrong password, no `pg_hba.conf`
+/// entry). Unlike `AGENT_ERR_UNAVAILABLE`, trying again with the same URI will not help. The
+/// message says which; it never contains the password.
+pub const AGENT_ERR_AUTH: AgentStatus = 13;
 /// A bug in the library was caught at the ABI boundary; the handle may still be used.
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
@@ -106,6 +114,7 @@ status_table! {
     AGENT_ERR_REJECTED => Rejected,
     AGENT_ERR_GAP => Gap,
     AGENT_ERR_UNAVAILABLE => Unavailable,
+    AGENT_ERR_AUTH => Auth,
     AGENT_ERR_PANIC,
 }
 

@@ -34,6 +34,7 @@ from .agent import Agent, library_version
 from .codec import encode_value
 from .decoding import decode
 from .errors import (
+    AGENT_ERR_AUTH,
     AGENT_ERR_BAD_HANDLE,
     AGENT_ERR_BUSY,
     AGENT_ERR_CODEC,
@@ -49,6 +50,7 @@ from .errors import (
     AGENT_ERR_UNAVAILABLE,
     AGENT_OK,
     AgentError,
+    AuthError,
     BadHandleError,
     BusyError,
     ClosedError,
@@ -136,6 +138,7 @@ __all__ = [
     "RejectedError",
     "GapError",
     "UnavailableError",
+    "AuthError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -150,5 +153,6 @@ __all__ = [
     "AGENT_ERR_REJECTED",
     "AGENT_ERR_GAP",
     "AGENT_ERR_UNAVAILABLE",
+    "AGENT_ERR_AUTH",
     "AGENT_ERR_PANIC",
 ]

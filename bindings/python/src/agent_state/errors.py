@@ -33,6 +33,7 @@ __all__ = [
     "RejectedError",
     "GapError",
     "UnavailableError",
+    "AuthError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -47,6 +48,7 @@ __all__ = [
     "AGENT_ERR_REJECTED",
     "AGENT_ERR_GAP",
     "AGENT_ERR_UNAVAILABLE",
+    "AGENT_ERR_AUTH",
     "AGENT_ERR_PANIC",
 ]
 
@@ -81,6 +83,10 @@ AGENT_ERR_GAP = 11
 #: connection was lost. The call had no effect unless the message says a commit's outcome is
 #: unknown; the agent stays usable and reconnects on its next call.
 AGENT_ERR_UNAVAILABLE = 12
+#: The connection to the database server (PostgreSQL) could not be secured or authenticated:
+#: the TLS handshake or the server's certificate failed, the server offers no TLS while
+#: ``sslmode`` requires it, or the server refused the credentials. Retrying will not help.
+AGENT_ERR_AUTH = 13
 #: A bug in the library was caught at the ABI boundary.
 AGENT_ERR_PANIC = 99
 
@@ -98,6 +104,7 @@ _STATUS_NAMES: Dict[int, str] = {
     AGENT_ERR_REJECTED: "AGENT_ERR_REJECTED",
     AGENT_ERR_GAP: "AGENT_ERR_GAP",
     AGENT_ERR_UNAVAILABLE: "AGENT_ERR_UNAVAILABLE",
+    AGENT_ERR_AUTH: "AGENT_ERR_AUTH",
     AGENT_ERR_PANIC: "AGENT_ERR_PANIC",
 }
 
@@ -285,6 +292,18 @@ class UnavailableError(AgentError):
     default_status = AGENT_ERR_UNAVAILABLE
 
 
+class AuthError(AgentError):
+    """``AGENT_ERR_AUTH``: the connection to the database server (PostgreSQL) could not be
+    secured or authenticated: the TLS handshake failed (the server's certificate is not trusted,
+    has expired or names another host; the server offers no TLS while ``sslmode`` requires it,
+    or wants a client certificate), or the server refused the credentials (a wrong password, no
+    ``pg_hba.conf`` entry). The message says which, never the password. Unlike
+    :class:`UnavailableError`, retrying with the same URI will not help.
+    """
+
+    default_status = AGENT_ERR_AUTH
+
+
 class PanicError(AgentError):
     """``AGENT_ERR_PANIC``: the library caught an internal bug at its boundary (please report
     it). The agent may still be used."""
@@ -305,6 +324,7 @@ _CLASSES: Dict[int, Type[AgentError]] = {
     AGENT_ERR_REJECTED: RejectedError,
     AGENT_ERR_GAP: GapError,
     AGENT_ERR_UNAVAILABLE: UnavailableError,
+    AGENT_ERR_AUTH: AuthError,
     AGENT_ERR_PANIC: PanicError,
 }
 

@@ -80,6 +80,7 @@ pub fn exit_code(status: &str) -> i32 {
         "AGENT_ERR_CONFLICT" => 9,
         "AGENT_ERR_GAP" => 11,
         "AGENT_ERR_UNAVAILABLE" => 12,
+        "AGENT_ERR_AUTH" => 13,
         other => panic!("no exit code in the tests for {other}"),
     };
     64 + number

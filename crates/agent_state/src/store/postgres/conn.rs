@@ -39,11 +39,11 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
-use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Config, NoTls, Row, Socket};
+use tokio_postgres::{Client, Config, Row, Socket};
 
 use super::error::{self, PgError, PgResult};
+use super::tls::{self, Tls};
 use crate::store::{process, Synchronous};
 
 /// How long dropping a healthy connection waits for its Terminate message to be written
@@ -138,10 +138,21 @@ pub(super) struct Conn {
     idle_since: Instant,
 }
 
+/// Why a connection attempt failed.
+pub(super) struct ConnectError {
+    /// The server answered but would not let us in: the TLS handshake failed (certificate,
+    /// name, the server offers no TLS while sslmode requires it) or it refused the
+    /// credentials. [`crate::Error::Auth`], rather than unreachable.
+    pub refused: bool,
+    /// What happened, for the message (never the password).
+    pub why: String,
+}
+
 /// How long a connection sits idle before a checkout checks that the server still has it.
 const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
-type Io = tokio_postgres::Connection<Socket, NoTlsStream>;
+/// Plain or TLS (`super::tls`), as the URI's `sslmode` and the server decided.
+type Io = tokio_postgres::Connection<Socket, tls::Stream>;
 
 /// Polls `io` until it has nothing more to do now. An error or its end is terminal: `ended`
 /// is set, and the error returned (the request in flight then fails as well).
@@ -268,18 +279,26 @@ macro_rules! round_trip {
 
 impl Conn {
     /// A new connection to the one server of `config` (see `super::hosts` for the choice
-    /// among a URI's hosts), within `limits.connect`; its round trips are then bounded by
-    /// `limits.round_trip`. The error says why, for the caller's message.
-    pub fn connect(config: &Config, limits: Limits) -> std::result::Result<Conn, String> {
+    /// among a URI's hosts), secured as `tls` says, within `limits.connect`; its round trips
+    /// are then bounded by `limits.round_trip`. The error says why, and whether the server
+    /// refused to let us in (see [`ConnectError`]).
+    pub fn connect(
+        config: &Config,
+        tls: &Tls,
+        limits: Limits,
+    ) -> std::result::Result<Conn, ConnectError> {
         let whole = limits.connect;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
-            .map_err(|e| format!("cannot set up the connection's I/O: {e}"))?;
+            .map_err(|e| ConnectError {
+                refused: false,
+                why: format!("cannot set up the connection's I/O: {e}"),
+            })?;
         let mut config = config.clone();
         config.connect_timeout(whole);
-        match runtime.block_on(async { tokio::time::timeout(whole, config.connect(NoTls)).await }) {
+        match runtime.block_on(async { tokio::time::timeout(whole, tls.connect(&config)).await }) {
             Ok(Ok((client, io))) => Ok(Conn {
                 client: Some(client),
                 io: Some(io),
@@ -291,11 +310,17 @@ impl Conn {
                 reused: false,
                 idle_since: Instant::now(),
             }),
-            Ok(Err(e)) => Err(error::describe(&e)),
-            Err(_) => Err(format!(
-                "the server did not answer within server_timeout_ms ({} ms)",
-                whole.as_millis()
-            )),
+            Ok(Err(e)) => Err(ConnectError {
+                refused: error::refused(&e),
+                why: error::describe_connect(&e),
+            }),
+            Err(_) => Err(ConnectError {
+                refused: false,
+                why: format!(
+                    "the server did not answer within server_timeout_ms ({} ms)",
+                    whole.as_millis()
+                ),
+            }),
         }
     }
 

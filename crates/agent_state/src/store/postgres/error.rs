@@ -77,6 +77,26 @@ pub(super) fn describe(e: &tokio_postgres::Error) -> String {
     }
 }
 
+/// True when a connection attempt failed because the connection could not be secured (TLS:
+/// see `super::tls`) or the server refused the credentials: SQLSTATE 28P01 (a wrong password)
+/// or 28000 (no `pg_hba.conf` entry, a client certificate required). [`Error::Auth`]: unlike
+/// an unreachable server, trying again will not help.
+pub(super) fn refused(e: &tokio_postgres::Error) -> bool {
+    super::tls::secured_failed(e) || matches!(e.code().map(|c| c.code()), Some("28P01" | "28000"))
+}
+
+/// The text of a failed connection attempt, with what to do for a server that offers no TLS.
+pub(super) fn describe_connect(e: &tokio_postgres::Error) -> String {
+    let text = describe(e);
+    if text.ends_with("server does not support TLS") {
+        return format!(
+            "{text}: the server does not offer TLS, and sslmode (require, verify-ca, \
+             verify-full) requires it"
+        );
+    }
+    text
+}
+
 /// Classifies a failure of `what` (a phrase such as "cannot read the state").
 pub(super) fn classify(e: &PgError, what: &str) -> Fault {
     let e = match e {

@@ -12,6 +12,7 @@ use tokio_postgres::Config;
 
 use super::conn::{Conn, Limits};
 use super::error::describe;
+use super::tls::{self, Tls};
 use super::uri::{host_lists_split, resolved, take_param};
 use crate::error::{Error, Result};
 
@@ -70,12 +71,13 @@ impl SessionAttrs {
     }
 }
 
-/// A parsed connection URI: the client's configuration, and the hosts' requirement the
-/// library applies itself.
+/// A parsed connection URI: the client's configuration, and what the library applies
+/// itself: the hosts' requirement and how connections are secured.
 #[derive(Clone)]
 pub(super) struct Target {
     pub config: Config,
     pub attrs: SessionAttrs,
+    pub tls: Tls,
 }
 
 impl Target {
@@ -86,7 +88,11 @@ impl Target {
                 "{shown}: not a PostgreSQL connection URI this library understands: {why}"
             ))
         };
-        let (rest, attrs) = take_param(uri, "target_session_attrs");
+        // The TLS settings the client does not know come out first (`super::tls`).
+        let (rest, tls) =
+            tls::split(uri).map_err(|e| Error::InvalidArgument(format!("{shown}: {e}")))?;
+        let tls = Tls::new(&tls).map_err(|e| Error::InvalidArgument(format!("{shown}: {e}")))?;
+        let (rest, attrs) = take_param(&rest, "target_session_attrs");
         let attrs = match attrs {
             None => SessionAttrs::Any,
             Some(v) => SessionAttrs::parse(&v).ok_or_else(|| {
@@ -99,17 +105,19 @@ impl Target {
         let config: Config = host_lists_split(&rest)
             .parse()
             .map_err(|e: tokio_postgres::Error| invalid(describe(&e)))?;
-        Ok(Target { config, attrs })
+        Ok(Target { config, attrs, tls })
     }
 
     /// A new connection to a server that meets the requirement, trying the hosts in the URI's
     /// order from `first` on (then from the start), each within `limits.connect`. Returns it
     /// with the index of its host (for the next call's `first`). `Error::Unavailable` when none
-    /// does, saying what each host answered.
+    /// does, saying what each host answered; `Error::Auth` when a host answered but would not
+    /// let us in (TLS or credentials: a setting to fix, not an outage to wait out).
     pub fn connect(&self, shown: &str, limits: Limits, first: usize) -> Result<(Conn, usize)> {
         let candidates = resolved(&self.config);
         let n = candidates.len();
         let mut why = Vec::new();
+        let mut refused = false;
         // prefer-standby: a standby first; when none takes the connection, any server.
         let passes = match self.attrs {
             SessionAttrs::PreferStandby => vec![SessionAttrs::Standby, SessionAttrs::Any],
@@ -128,11 +136,12 @@ impl Target {
                         continue;
                     }
                 };
-                let mut conn = match Conn::connect(config, limits) {
+                let mut conn = match Conn::connect(config, &self.tls, limits) {
                     Ok(conn) => conn,
                     Err(e) => {
                         if pass == 0 {
-                            why.push(format!("{}: {e}", candidate.label));
+                            refused |= e.refused;
+                            why.push(format!("{}: {}", candidate.label, e.why));
                         }
                         continue;
                     }
@@ -160,10 +169,15 @@ impl Target {
         if n == 0 {
             why.push("no host to connect to".to_string());
         }
-        Err(Error::Unavailable(format!(
+        let message = format!(
             "cannot connect to {} of {shown}: {}",
             self.attrs.wanted(),
             why.join("; ")
-        )))
+        );
+        Err(if refused {
+            Error::Auth(message)
+        } else {
+            Error::Unavailable(message)
+        })
     }
 }

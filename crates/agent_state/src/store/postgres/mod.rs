@@ -2,9 +2,10 @@
 //! process's pool of connections to the server (`pool`), with the tables of `schema`.
 //!
 //! One concept per file: `pool` (checkout and checkin), `conn` (one connection: its runtime
-//! and the bound on each round trip), `uri` (passwords hidden, host names resolved), `sql`
-//! (the statements), `schema`, `error` (the server's errors as the library's kinds), and
-//! `backend` (the store's traits, one `impl` per concern).
+//! and the bound on each round trip), `uri` (passwords hidden, host names resolved), `tls`
+//! (sslmode and the certificates, on rustls), `sql` (the statements), `schema`, `error` (the
+//! server's errors as the library's kinds), and `backend` (the store's traits, one `impl` per
+//! concern).
 //!
 //! A handle holds a connection only during a transaction:
 //! - read: `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`, so that its reads see one commit;
@@ -48,6 +49,7 @@ mod pool;
 mod schema;
 mod sql;
 mod stamp;
+mod tls;
 mod uri;
 
 use self::sql::*;
@@ -131,12 +133,6 @@ impl Postgres {
         })?;
         let shown = uri::redact(uri);
         let target = hosts::Target::parse(uri, &shown)?;
-        if target.config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-            return Err(Error::InvalidArgument(format!(
-                "{shown}: sslmode=require, but this build of agent_state has no TLS support \
-                 (use sslmode=disable, or a Unix socket or a TLS tunnel)"
-            )));
-        }
         let timeout_ms = u64::try_from(options.busy_timeout.as_millis()).unwrap_or(u64::MAX);
         let store = Postgres {
             pool: Pool::get(uri, target, options.max_connections),
