@@ -478,3 +478,66 @@ fn asynchronous_replication_loses_what_the_standby_lacked_and_no_cache_hides_it(
          stopped before they were sent); no handle served them afterwards"
     );
 }
+
+#[test]
+fn target_session_attrs_choose_the_host_as_libpq_does() {
+    let Some(pair) = Pair::start("attrs", false) else {
+        return;
+    };
+    let hosts = |attrs: &str| {
+        format!(
+            "postgresql:///postgres?host={},{}&port=5432&user=postgres&target_session_attrs={attrs}",
+            pair.primary, pair.standby
+        )
+    };
+    // The standby listed first, so `any` and `prefer-standby` would take it.
+    let reversed = |attrs: &str| {
+        format!(
+            "postgresql:///postgres?host={},{}&port=5432&user=postgres&target_session_attrs={attrs}",
+            pair.standby, pair.primary
+        )
+    };
+    open(&hosts("read-write"), "attrs")
+        .set_state(br#"{"on":"primary"}"#)
+        .unwrap();
+    must(&["caught-up", &pair.primary]);
+    // The server a handle reached, asked behind its back would be circular: its writes say.
+    for (uri, writable) in [
+        (hosts("read-write"), true),
+        (reversed("read-write"), true),
+        (reversed("primary"), true),
+        (hosts("any"), true),
+        (reversed("any"), false),
+        (hosts("read-only"), false),
+        (hosts("standby"), false),
+        (hosts("prefer-standby"), false),
+    ] {
+        let a = open(&uri, "attrs");
+        let state: Value = serde_json::from_slice(a.get_state().unwrap().json()).unwrap();
+        assert_eq!(state["on"], json!("primary"), "{uri}");
+        match a.set_state(br#"{"more":1}"#) {
+            Ok(_) => assert!(writable, "{uri}: wrote to the standby?"),
+            Err(Error::Unavailable(m)) => {
+                assert!(!writable, "{uri}: {m}");
+                assert!(m.contains("does not accept writes"), "{m}");
+            }
+            Err(e) => panic!("{uri}: {e}"),
+        }
+    }
+    // No standby up: prefer-standby falls back to the primary; standby finds none.
+    must(&["kill", &pair.standby]);
+    open(&hosts("prefer-standby"), "attrs")
+        .set_state(br#"{"fallback":true}"#)
+        .unwrap();
+    let options =
+        OpenOptions::from_json(br#"{"agent_id":"attrs","server_timeout_ms":3000}"#).unwrap();
+    let err = Agent::open(Path::new(&hosts("standby")), &options)
+        .and_then(|a| a.get_state().map(drop))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Unavailable(m) if m.contains("a standby")),
+        "{err}"
+    );
+    let err = Agent::open(Path::new(&hosts("sometimes")), &options).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+}

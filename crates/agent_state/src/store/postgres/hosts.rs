@@ -92,7 +92,8 @@ impl Target {
         let (rest, tls) =
             tls::split(uri).map_err(|e| Error::InvalidArgument(format!("{shown}: {e}")))?;
         let tls = Tls::new(&tls).map_err(|e| Error::InvalidArgument(format!("{shown}: {e}")))?;
-        let (rest, attrs) = take_param(&rest, "target_session_attrs");
+        let (rest, attrs) = take_param(&rest, "target_session_attrs")
+            .map_err(|e| Error::InvalidArgument(format!("{shown}: {e}")))?;
         let attrs = match attrs {
             None => SessionAttrs::Any,
             Some(v) => SessionAttrs::parse(&v).ok_or_else(|| {

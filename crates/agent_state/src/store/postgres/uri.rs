@@ -9,43 +9,61 @@ use std::net::{IpAddr, ToSocketAddrs};
 use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 
-/// Takes parameter `key` out of `uri`, in either form libpq accepts (`postgresql://...?k=v&..`
-/// or `k=v k='v w' ..`), for the parameters the client refuses or reads otherwise than libpq.
-/// Returns the URI without it and its value (percent-decoded, or unquoted), the last one when
-/// given twice (as libpq).
-pub(super) fn take_param(uri: &str, key: &str) -> (String, Option<String>) {
-    if uri.starts_with("postgres://") || uri.starts_with("postgresql://") {
-        let Some((head, query)) = uri.split_once('?') else {
-            return (uri.to_string(), None);
-        };
-        let mut value = None;
-        let kept: Vec<&str> = query
-            .split('&')
-            .filter(|part| match part.split_once('=') {
-                Some((k, v)) if k == key => {
-                    value = Some(percent_decoded(v));
-                    false
-                }
-                _ => !part.is_empty(),
-            })
-            .collect();
-        let rest = if kept.is_empty() {
-            head.to_string()
-        } else {
-            format!("{head}?{}", kept.join("&"))
-        };
-        return (rest, value);
-    }
+/// Takes parameter `key` out of `uri` (see [`take_params`]): the URI without it, and its value
+/// (the last one when given twice, as libpq).
+pub(super) fn take_param(
+    uri: &str,
+    key: &str,
+) -> std::result::Result<(String, Option<String>), String> {
     let mut value = None;
-    let mut kept = Vec::new();
-    for (k, v, text) in key_values(uri) {
-        if k == key {
+    let rest = take_params(uri, &mut |k: &str, v: String| {
+        Ok(k == key && {
             value = Some(v);
-        } else {
-            kept.push(text);
+            true
+        })
+    })?;
+    Ok((rest, value))
+}
+
+/// `uri` without the parameters `take` takes (it is given each key and its decoded value and
+/// says whether it took it), in either form libpq accepts: `postgresql://...?k=v&...` (values
+/// percent-decoded) or `key=value key='value' ...`: for the parameters the client refuses or
+/// reads otherwise than libpq.
+pub(super) fn take_params(
+    uri: &str,
+    take: &mut dyn FnMut(&str, String) -> std::result::Result<bool, String>,
+) -> std::result::Result<String, String> {
+    let rest = if uri.starts_with("postgres://") || uri.starts_with("postgresql://") {
+        match uri.split_once('?') {
+            None => uri.to_string(),
+            Some((head, query)) => {
+                let mut kept = Vec::new();
+                for part in query.split('&') {
+                    let (k, v) = part.split_once('=').unwrap_or((part, ""));
+                    if !take(&percent_decode(k)?, percent_decode(v)?)? {
+                        kept.push(part);
+                    }
+                }
+                if kept.is_empty() {
+                    head.to_string()
+                } else {
+                    format!("{head}?{}", kept.join("&"))
+                }
+            }
         }
-    }
-    (kept.join(" "), value)
+    } else {
+        let mut rest = String::new();
+        let mut last = 0;
+        for (key, value, span) in key_values(uri)? {
+            if take(&key, value)? {
+                rest.push_str(&uri[last..span.0]);
+                last = span.1;
+            }
+        }
+        rest.push_str(&uri[last..]);
+        rest
+    };
+    Ok(rest)
 }
 
 /// `uri` with a `host=a,b` query parameter written as `host=a&host=b`: libpq reads a list
@@ -71,70 +89,90 @@ pub(super) fn host_lists_split(uri: &str) -> String {
     format!("{head}?{}", parts.join("&"))
 }
 
-/// The `key=value` pairs of a libpq keyword/value string, each with its text as written (to
-/// put back unchanged). Values may be quoted (`'a b'`, with `\'` and `\\` inside).
-fn key_values(s: &str) -> Vec<(String, String, String)> {
-    let mut out = Vec::new();
-    let mut chars = s.char_indices().peekable();
-    loop {
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        let Some(&(start, _)) = chars.peek() else {
-            break;
-        };
-        let mut key = String::new();
-        while let Some((_, c)) = chars.next_if(|(_, c)| *c != '=' && !c.is_whitespace()) {
-            key.push(c);
-        }
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        if chars.next_if(|(_, c)| *c == '=').is_none() {
-            // Not a pair: kept as it is, for the client to refuse.
-            let end = chars.peek().map_or(s.len(), |(i, _)| *i);
-            out.push((key, String::new(), s[start..end].to_string()));
-            continue;
-        }
-        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
-        let mut value = String::new();
-        if chars.next_if(|(_, c)| *c == '\'').is_some() {
-            while let Some((_, c)) = chars.next() {
-                match c {
-                    '\'' => break,
-                    '\\' => value.extend(chars.next().map(|(_, c)| c)),
-                    c => value.push(c),
-                }
-            }
-        } else {
-            while let Some((_, c)) = chars.next_if(|(_, c)| !c.is_whitespace()) {
-                if c == '\\' {
-                    value.extend(chars.next().map(|(_, c)| c));
-                } else {
-                    value.push(c);
-                }
-            }
-        }
-        let end = chars.peek().map_or(s.len(), |(i, _)| *i);
-        out.push((key, value, s[start..end].to_string()));
-    }
-    out
-}
-
-/// `%XX` sequences decoded (as the client decodes URI parameters); invalid ones kept.
-fn percent_decoded(s: &str) -> String {
+/// `%XX` escapes decoded (as the client decodes a URI's parameters).
+fn percent_decode(s: &str) -> Result<String, String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("{s}: a % not followed by two hexadecimal digits"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{s}: not UTF-8 once decoded"))
+}
+
+/// A key, its value, and the byte range of `key=value` in the string.
+type KeyValue = (String, String, (usize, usize));
+
+/// The `key=value` pairs of a libpq connection string, each with its span in `s` (from its key
+/// to the end of its value): values unquoted or in single quotes, `\` escaping the next
+/// character, spaces allowed around `=`.
+fn key_values(s: &str) -> Result<Vec<KeyValue>, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let skip_spaces = |mut i: usize| {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    loop {
+        i = skip_spaces(i);
+        if i >= b.len() {
+            return Ok(out);
+        }
+        let start = i;
+        while i < b.len() && b[i] != b'=' && !b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let key = s[start..i].to_string();
+        i = skip_spaces(i);
+        if i >= b.len() || b[i] != b'=' {
+            return Err(format!("{key}: a key without \"=value\""));
+        }
+        i = skip_spaces(i + 1);
+        let mut value = Vec::new();
+        if i < b.len() && b[i] == b'\'' {
+            i += 1;
+            loop {
+                match b.get(i) {
+                    None => return Err(format!("{key}: an unterminated quoted value")),
+                    Some(b'\'') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(b'\\') if i + 1 < b.len() => {
+                        value.push(b[i + 1]);
+                        i += 2;
+                    }
+                    Some(&c) => {
+                        value.push(c);
+                        i += 1;
+                    }
+                }
+            }
+        } else {
+            while i < b.len() && !b[i].is_ascii_whitespace() {
+                if b[i] == b'\\' && i + 1 < b.len() {
+                    i += 1;
+                }
+                value.push(b[i]);
+                i += 1;
             }
         }
-        out.push(bytes[i]);
-        i += 1;
+        let value = String::from_utf8(value).map_err(|_| format!("{key}: a value not UTF-8"))?;
+        out.push((key, value, (start, i)));
     }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// One server to try: a host of the URI at one of its addresses.
@@ -291,7 +329,42 @@ pub(super) fn redact(uri: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::{host_lists_split, redact, take_param};
+
+    #[test]
+    fn a_parameter_comes_out_of_either_form_and_host_lists_are_split() {
+        assert_eq!(
+            take_param(
+                "postgresql:///db?host=/a&target_session_attrs=read-write&user=u",
+                "target_session_attrs"
+            )
+            .unwrap(),
+            (
+                "postgresql:///db?host=/a&user=u".to_string(),
+                Some("read-write".to_string())
+            )
+        );
+        assert_eq!(
+            take_param(
+                "host=h target_session_attrs='prefer-standby' user=u",
+                "target_session_attrs"
+            )
+            .unwrap(),
+            (
+                "host=h  user=u".to_string(),
+                Some("prefer-standby".to_string())
+            )
+        );
+        assert_eq!(
+            take_param("postgres://h/db", "target_session_attrs").unwrap(),
+            ("postgres://h/db".to_string(), None)
+        );
+        assert!(take_param("postgres://h/db?x=%zz", "x").is_err());
+        assert_eq!(
+            host_lists_split("postgresql:///db?host=/run/a,/run/b&port=5432"),
+            "postgresql:///db?host=/run/a&host=/run/b&port=5432"
+        );
+    }
 
     #[test]
     fn passwords_are_not_shown() {

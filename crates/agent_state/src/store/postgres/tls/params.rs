@@ -1,6 +1,8 @@
 //! The TLS settings of a URI that the client does not know, taken out before it parses the
 //! URI ([`split`]).
 
+use super::super::uri::take_params;
+
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in super::super) enum Mode {
@@ -69,123 +71,8 @@ pub(in super::super) fn split(uri: &str) -> Result<(String, Options), String> {
         }
         Ok(true)
     };
-    let rest = if uri.starts_with("postgres://") || uri.starts_with("postgresql://") {
-        match uri.split_once('?') {
-            None => uri.to_string(),
-            Some((head, query)) => {
-                let mut kept = Vec::new();
-                for part in query.split('&') {
-                    let (k, v) = part.split_once('=').unwrap_or((part, ""));
-                    if !take(&percent_decode(k)?, percent_decode(v)?)? {
-                        kept.push(part);
-                    }
-                }
-                if kept.is_empty() {
-                    head.to_string()
-                } else {
-                    format!("{head}?{}", kept.join("&"))
-                }
-            }
-        }
-    } else {
-        let mut rest = String::new();
-        let mut last = 0;
-        for (key, value, span) in key_values(uri)? {
-            if take(&key, value)? {
-                rest.push_str(&uri[last..span.0]);
-                last = span.1;
-            }
-        }
-        rest.push_str(&uri[last..]);
-        rest
-    };
+    let rest = take_params(uri, &mut take)?;
     Ok((rest, options))
-}
-
-/// `%XX` escapes decoded (as the client decodes a URI's parameters).
-fn percent_decode(s: &str) -> Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("{s}: a % not followed by two hexadecimal digits"))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("{s}: not UTF-8 once decoded"))
-}
-
-/// A key, its value, and the byte range of `key=value` in the string.
-type KeyValue = (String, String, (usize, usize));
-
-/// The `key=value` pairs of a libpq connection string, each with its span in `s` (from its key
-/// to the end of its value): values unquoted or in single quotes, `\` escaping the next
-/// character, spaces allowed around `=`.
-fn key_values(s: &str) -> Result<Vec<KeyValue>, String> {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    let skip_spaces = |mut i: usize| {
-        while i < b.len() && b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        i
-    };
-    loop {
-        i = skip_spaces(i);
-        if i >= b.len() {
-            return Ok(out);
-        }
-        let start = i;
-        while i < b.len() && b[i] != b'=' && !b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        let key = s[start..i].to_string();
-        i = skip_spaces(i);
-        if i >= b.len() || b[i] != b'=' {
-            return Err(format!("{key}: a key without \"=value\""));
-        }
-        i = skip_spaces(i + 1);
-        let mut value = Vec::new();
-        if i < b.len() && b[i] == b'\'' {
-            i += 1;
-            loop {
-                match b.get(i) {
-                    None => return Err(format!("{key}: an unterminated quoted value")),
-                    Some(b'\'') => {
-                        i += 1;
-                        break;
-                    }
-                    Some(b'\\') if i + 1 < b.len() => {
-                        value.push(b[i + 1]);
-                        i += 2;
-                    }
-                    Some(&c) => {
-                        value.push(c);
-                        i += 1;
-                    }
-                }
-            }
-        } else {
-            while i < b.len() && !b[i].is_ascii_whitespace() {
-                if b[i] == b'\\' && i + 1 < b.len() {
-                    i += 1;
-                }
-                value.push(b[i]);
-                i += 1;
-            }
-        }
-        let value = String::from_utf8(value).map_err(|_| format!("{key}: a value not UTF-8"))?;
-        out.push((key, value, (start, i)));
-    }
 }
 
 #[cfg(test)]
