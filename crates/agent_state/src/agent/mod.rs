@@ -168,11 +168,21 @@ impl Agent {
         if unchanged {
             return Ok(());
         }
-        let txn = Txn::write(&**store)?;
-        txn.set_log_retention(retention)?;
-        txn.commit()?;
+        let written = Txn::write(&**store).and_then(|txn| {
+            txn.set_log_retention(retention)?;
+            txn.commit()
+        });
         view.cache = None;
-        Ok(())
+        written.map_err(|e| match e {
+            // The server aborted the transaction to resolve a conflict (write::locked_write):
+            // nothing was written; the caller may try again.
+            Error::Stale => Error::Busy(
+                "the server aborted the change log's setting to resolve a conflict with \
+                 another transaction; nothing was written, try again"
+                    .to_string(),
+            ),
+            e => e,
+        })
     }
 
     /// The stored state, or the initial state when nothing is stored. Never writes.

@@ -40,6 +40,9 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// How many times a locked write aborted by the server to resolve a conflict is made again.
+const SERIALIZATION_RETRIES: usize = 10;
+
 impl Agent {
     /// Merges `patch` (JSON text of an object) by RFC 7396 and returns the full merged state.
     pub fn set_state(&self, patch: &[u8]) -> Result<Arc<Snapshot>> {
@@ -105,10 +108,7 @@ impl Agent {
                     }
                     Err(_) => {
                         view.cache = None;
-                        let txn = Txn::write(&**store)?;
-                        let applied = self.apply(&*txn, view, again, expected)?;
-                        txn.commit()?;
-                        applied
+                        self.locked_write(&**store, view, again, expected)?
                     }
                 }
             } else {
@@ -155,6 +155,36 @@ impl Agent {
         };
         self.deliver_all(events)?;
         Ok(result)
+    }
+
+    /// The change made under the row's lock from the latest state. A server that serializes
+    /// transactions optimistically (CockroachDB; PostgreSQL above READ COMMITTED) may abort it
+    /// to resolve a conflict with another (`Error::Stale` from the backend: nothing written);
+    /// it is made again, at most [`SERIALIZATION_RETRIES`] times, then fails with
+    /// [`Error::Busy`].
+    fn locked_write(
+        &self,
+        store: &dyn Backend,
+        view: &mut View,
+        change: Change,
+        expected: Option<u64>,
+    ) -> Result<Applied> {
+        for _ in 0..SERIALIZATION_RETRIES {
+            let attempt = Txn::write(store).and_then(|txn| {
+                let applied = self.apply(&*txn, view, change.clone(), expected)?;
+                txn.commit()?;
+                Ok(applied)
+            });
+            match attempt {
+                Err(Error::Stale) => view.cache = None,
+                other => return other,
+            }
+        }
+        Err(Error::Busy(format!(
+            "the server aborted the write {SERIALIZATION_RETRIES} times in a row to resolve \
+             conflicts with other transactions (SQLSTATE 40001 or 40P01); nothing was written, \
+             try again"
+        )))
     }
 
     /// Inside the write transaction: read the latest state, compute the next one, check it

@@ -88,3 +88,74 @@ fn compare_and_set_loops_count_exactly() {
         conflicts.load(Ordering::Relaxed)
     );
 }
+
+/// A database whose transactions are SERIALIZABLE by default (as CockroachDB's are): writers
+/// of one agent abort each other with serialization failures (SQLSTATE 40001), which the
+/// library retries a bounded number of times. Nothing lost, nothing written twice.
+#[test]
+fn serialization_failures_are_retried_and_lose_nothing() {
+    const THREADS: usize = 4;
+    const EACH: usize = 50;
+    let uri = server_or_skip!();
+    let db = unique("serial").replace('-', "_");
+    let mut adm = crate::admin(&uri);
+    adm.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+    adm.batch_execute(&format!(
+        "ALTER DATABASE {db} SET default_transaction_isolation = 'serializable'"
+    ))
+    .unwrap();
+    let db_uri = crate::with_database(&uri, &db);
+    let id = unique("serial");
+    let busy = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (uri, id, busy) = (db_uri.clone(), id.clone(), busy.clone());
+            std::thread::spawn(move || {
+                let a = open(&uri, &id, json!({"busy_timeout_ms": 5000})).unwrap();
+                let mut written = Vec::new();
+                for i in 0..EACH {
+                    match a.set_state(format!(r#"{{"t{t}_{i}":{i}}}"#).as_bytes()) {
+                        Ok(_) => written.push(format!("t{t}_{i}")),
+                        Err(Error::Busy(m)) => {
+                            assert!(m.contains("40001"), "{m}");
+                            busy.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                written
+            })
+        })
+        .collect();
+    let written: Vec<String> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let v = open(&db_uri, &id, json!({}))
+        .unwrap()
+        .get_state_versioned()
+        .unwrap();
+    let state: Value = serde_json::from_slice(v.state.json()).unwrap();
+    for key in &written {
+        assert!(state.get(key).is_some(), "{key} acknowledged, then lost");
+    }
+    // Every write that failed wrote nothing; one version per write.
+    assert_eq!(state.as_object().unwrap().len(), written.len());
+    assert_eq!(v.version, written.len() as u64);
+    let busy = busy.load(Ordering::Relaxed);
+    // Without the retries (one attempt each), 87 of 200 gave up in a run here; with them, 4.
+    assert!(
+        busy * 5 < (THREADS * EACH) as u64,
+        "{} written, {busy} gave up",
+        written.len()
+    );
+    eprintln!(
+        "serializable database: {} of {} writes committed, {busy} gave up after the retries",
+        written.len(),
+        THREADS * EACH
+    );
+    drop(adm);
+    crate::admin(&uri)
+        .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+        .unwrap();
+}

@@ -214,6 +214,11 @@ impl Transactions for Postgres {
                 Fault::Answered(err) => {
                     // A failed COMMIT ends the transaction: the connection is idle again.
                     self.pool.checkin(open.conn);
+                    // A serialization failure at the commit: nothing written; the agent runs
+                    // a locked write again (see `Postgres::in_txn`).
+                    if open.kind == Kind::Locked && error::conflict(&e) {
+                        return Err(Error::Stale);
+                    }
                     Err(err)
                 }
             },

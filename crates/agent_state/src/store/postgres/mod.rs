@@ -238,6 +238,14 @@ impl Postgres {
                     }
                     Err(err)
                 }
+                // A serialization failure or deadlock in a locked write (SERIALIZABLE servers
+                // such as CockroachDB, or a database whose default isolation is above READ
+                // COMMITTED): nothing was written, and the agent runs the write again, a bounded
+                // number of times.
+                Fault::Answered(_) if open.kind == Kind::Locked && error::conflict(&e) => {
+                    open.failed = true;
+                    Err(Error::Stale)
+                }
                 Fault::Answered(err) => {
                     open.failed = true;
                     Err(err)
@@ -284,6 +292,10 @@ impl Postgres {
                     Fault::Answered(err) => {
                         open.failed = true;
                         self.end(open);
+                        // As in `in_txn`: the agent runs a locked write again.
+                        if kind == Kind::Locked && error::conflict(&e) {
+                            return Err(Error::Stale);
+                        }
                         return Err(err);
                     }
                 },
