@@ -266,6 +266,48 @@ fn bench_pooler(cfg: &Args, pooler: &str, rows: &mut Vec<Row>) {
     });
 }
 
+/// What being pooler-safe costs the server, in one run: the freshness test each get_state of
+/// an unchanged state makes (the agent's version, log setting and stamp by its key), as the
+/// library sends it (an unnamed statement: parsed and planned each time) against the same
+/// SELECT prepared once (what a session-bound connection could do).
+fn bench_unnamed_cost(cfg: &Args, uri: &str, rows: &mut Vec<Row>) {
+    const HEAD: &str = "SELECT version, state FROM bench_floor WHERE agent_id = $1";
+    let agent = format!("{}-head", prefix());
+    let mut floor = Floor::connect(uri, "on");
+    floor.reset(&agent, "{}");
+    let mut unnamed = Client::connect(uri, NoTls).unwrap();
+    let mut prepared = Client::connect(uri, NoTls).unwrap();
+    let statement = prepared.prepare(HEAD).unwrap();
+    let ops = if cfg.smoke { 10 } else { 500 };
+    let mut run_unnamed = |_: usize| {
+        std::hint::black_box(
+            unnamed
+                .query_typed(HEAD, &[(&agent, Type::TEXT)])
+                .unwrap()
+                .len(),
+        );
+    };
+    let mut run_prepared = |_: usize| {
+        std::hint::black_box(prepared.query(&statement, &[&agent]).unwrap().len());
+    };
+    let t = race(
+        &mut [&mut run_unnamed, &mut run_prepared],
+        cfg.rounds(),
+        ops,
+    );
+    rows.push(Row {
+        op: "freshness query, unnamed (pooler-safe, as the library sends it)".into(),
+        size: 0,
+        dir: String::new(),
+        sync: String::new(),
+        ours_ns: t[0],
+        alternative: "the same SELECT, prepared once".into(),
+        alt_ns: t[1],
+        target: None,
+        ..Row::default()
+    });
+}
+
 /// A throughput child: opens its 8 agents (ours) or rows (floor), says `ready`, waits for a
 /// line on stdin, writes round robin for `secs`, then prints `commits seconds`.
 fn child(uri: &str, kind: &str, sync: &str, id: &str, secs: f64) {
@@ -420,6 +462,8 @@ fn main() {
     }
     eprintln!("bench: PostgreSQL get_state 256 KiB ...");
     bench_reads(&cfg, &uri, 256 * 1024, &mut rows);
+    eprintln!("bench: PostgreSQL unnamed against prepared statements ...");
+    bench_unnamed_cost(&cfg, &uri, &mut rows);
     match std::env::var("AGENT_STATE_TEST_PG_POOLER_URI") {
         Ok(pooler) if !pooler.is_empty() => {
             eprintln!("bench: PostgreSQL through PgBouncer (transaction mode) ...");
