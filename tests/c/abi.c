@@ -49,7 +49,7 @@ void test_version_and_status_names(void)
                agent_status_name(k[i].code), k[i].name);
     }
     CHECK(strcmp(agent_status_name(-1), "AGENT_ERR_UNKNOWN") == 0);
-    CHECK(strcmp(agent_status_name(13), "AGENT_ERR_UNKNOWN") == 0);
+    CHECK(strcmp(agent_status_name(14), "AGENT_ERR_UNKNOWN") == 0);
     CHECK(strcmp(agent_status_name(100), "AGENT_ERR_UNKNOWN") == 0);
 }
 
