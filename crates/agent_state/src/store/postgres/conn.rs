@@ -24,7 +24,7 @@
 //! - `server_timeout_ms` bounds a server that does not answer at all (frozen, its host hung,
 //!   the network partitioned: no server-side timeout can fire there). The client gives a
 //!   round trip `busy_timeout_ms + server_timeout_ms` on its own clock (the lock wait it may
-//!   include, then the answer), and a connection attempt `server_timeout_ms`; past that the
+//!   include, then the answer), and a connection attempt `server_timeout_ms` per host; past that the
 //!   call fails with [`Error::Unavailable`] and the connection, in a state no one can tell, is
 //!   discarded. (The synchronous `postgres` client has no per-call timeout.)
 //!
