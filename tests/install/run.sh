@@ -5,7 +5,7 @@
 #   make install PREFIX=<temporary prefix>, then, in a directory outside the repository, with
 #   nothing of the repository but what was installed (and, for Go, a copy of bindings/go standing
 #   for the downloaded module; for Python, the sdist):
-#   - layout: versioned .so with its SONAME and symlinks, no debug info, under 4 MB; headers
+#   - layout: versioned .so with its SONAME and symlinks, no debug info, under 8 MB; headers
 #     with the version macros; agent_state.pc; `make uninstall` removes every file; DESTDIR;
 #   - C and C++ programs built with `pkg-config --cflags --libs agent_state`;
 #   - the static archive: only agent_* symbols global; one program linked with it and the
@@ -129,9 +129,11 @@ no_debug_info() {
     done
     size="$(stat -c %s "$lib/libagent_state.so.$version")"
     echo "libagent_state.so.$version: $size bytes; libagent_state.a: $(stat -c %s "$lib/libagent_state.a") bytes"
-    [[ $size -lt $((4 * 1024 * 1024)) ]]
+    # 8 MB: about 3 MB of library and SQLite, and since TLS (issue 21) about 2.5 MB of rustls,
+    # ring and webpki (5.6 MB measured); with debug information it would be over 20 MB.
+    [[ $size -lt $((8 * 1024 * 1024)) ]]
 }
-check "no debug info, the .so under 4 MB" no_debug_info
+check "no debug info, the .so under 8 MB" no_debug_info
 
 version_macros() {
     local h="$prefix/include/agent_state.h" maj min pat
