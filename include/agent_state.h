@@ -16,6 +16,8 @@
  *      agent_set_initial_state_hook, agent_set_validator.
  *   6. The change log: agent_poll, agent_changes_since, agent_get_state_at,
  *      agent_restore_state.
+ *   7. Cancelling a call: AgentCancel, agent_cancel_new, agent_cancel_bind,
+ *      agent_cancel_fire, agent_cancel_free (AGENT_ERR_CANCELLED).
  *
  * Conventions of the whole API:
  * - Every fallible function returns an AgentStatus: AGENT_OK (0) or an AGENT_ERR_* code, and
@@ -96,6 +98,11 @@ typedef struct AgentBuffer {
    */
   void *owner;
 } AgentBuffer;
+
+/**
+ * A cancel token, as C sees it: an opaque id, like `AgentHandle` (0 is never a token).
+ */
+typedef uint64_t AgentCancel;
 
 /**
  * One committed change, as an `on_state_changed` hook sees it: borrowed views of compact JSON
@@ -255,6 +262,15 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
  * message says which; it never contains the password.
  */
 #define AGENT_ERR_AUTH 13
+
+/**
+ * The call's cancel token (`agent_cancel_bind`) fired, or its deadline passed, while the call
+ * waited: for another connection's lock (SQLite's write lock, a PostgreSQL row lock), for a
+ * connection of the pool or its turn on the handle, or for the server's answer. Nothing was
+ * written; the handle stays usable. (A commit already under way is never cancelled: it
+ * finishes, or on PostgreSQL reports its outcome unknown as `AGENT_ERR_UNAVAILABLE` does.)
+ */
+#define AGENT_ERR_CANCELLED 14
 
 /**
  * A bug in the library was caught at the ABI boundary; the handle may still be used.
@@ -594,6 +610,54 @@ AgentStatus agent_restore_state(AgentHandle h,
                                 uint64_t version,
                                 struct AgentBuffer *out,
                                 uint64_t *out_version);
+
+/**
+ * Makes a cancel token into `*out`. `timeout_ms` >= 0 gives it a deadline: the token fires by
+ * itself that many milliseconds from now (0: already due); a negative `timeout_ms` gives it
+ * none (it fires only by `agent_cancel_fire`).
+ *
+ * Ownership: the token is the caller's until `agent_cancel_free`. Errors:
+ * `AGENT_ERR_INVALID_ARGUMENT` (`out` is NULL). Thread-safety: any thread.
+ *
+ * # Safety
+ * `out` must be NULL or point to writable memory for one `AgentCancel`.
+ */
+AgentStatus agent_cancel_new(int64_t timeout_ms, AgentCancel *out);
+
+/**
+ * Binds `token` to the calling thread: from now on, until another `agent_cancel_bind` on this
+ * thread, each `agent_*` call this thread makes returns `AGENT_ERR_CANCELLED` as soon as the
+ * token has fired (at once when it already has), within a few milliseconds while it waits
+ * for a lock, a pooled connection, its turn on the handle or the server (see
+ * `AGENT_ERR_CANCELLED`). Nothing is written by a cancelled call. `token` 0 unbinds.
+ *
+ * To cancel one call: make a token, bind it, make the call, bind 0; fire the token from any
+ * other thread (or let its deadline pass) to end the call's wait. Other threads' calls, on the
+ * same handle or others, are not affected. A bound token stays alive while bound, even if
+ * freed meanwhile.
+ *
+ * Errors: `AGENT_ERR_BAD_HANDLE` (`token` is not 0 and was never made or is freed; the thread
+ * keeps the token it had). Thread-safety: binds for the calling thread only. Not from inside
+ * a hook (the hook's thread is the writer's: the binding would outlast the hook).
+ */
+AgentStatus agent_cancel_bind(AgentCancel token);
+
+/**
+ * Fires `token`: every call waiting under it returns `AGENT_ERR_CANCELLED` within a few
+ * milliseconds, and later calls under it at once. Firing twice is harmless.
+ *
+ * Errors: `AGENT_ERR_BAD_HANDLE` (never made, or freed). Thread-safety: any thread, while
+ * other threads' calls run under the token (that is its use).
+ */
+AgentStatus agent_cancel_fire(AgentCancel token);
+
+/**
+ * Frees `token`: the id is never valid again. A thread that has it bound keeps honouring it
+ * until it binds another (or 0).
+ *
+ * Errors: `AGENT_ERR_BAD_HANDLE` (never made, or already freed). Thread-safety: any thread.
+ */
+AgentStatus agent_cancel_free(AgentCancel token);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -43,6 +43,7 @@
 //   agent_state/options.hpp  Synchronous, ChangeLog, Options
 //   agent_state/hooks.hpp    the hook types, Change, their C trampolines, Subscription
 //   agent_state/agent.hpp    Agent, Versioned
+//   agent_state/cancel.hpp   Cancel, Cancel::Scope (cancelling one call)
 
 #ifndef AGENT_STATE_HPP
 #define AGENT_STATE_HPP
@@ -53,5 +54,6 @@
 #include "agent_state/options.hpp"
 #include "agent_state/hooks.hpp"
 #include "agent_state/agent.hpp"
+#include "agent_state/cancel.hpp"
 
 #endif  // AGENT_STATE_HPP

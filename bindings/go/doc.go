@@ -106,7 +106,7 @@
 //
 // Every failure is an *Error carrying the library's status and message. Each status has a
 // sentinel (ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage,
-// ErrBusy, ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrPanic) for errors.Is; statuses a newer
+// ErrBusy, ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrCancelled, ErrPanic) for errors.Is; statuses a newer
 // library may add match Status(n). The message is read in the same native call as the failing function (the library
 // keeps it per OS thread, and a goroutine may change threads between two cgo calls), so it is
 // always the failing call's own, however many goroutines fail at once.

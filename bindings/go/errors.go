@@ -28,6 +28,7 @@ const (
 	StatusGap             Status = 11 // AGENT_ERR_GAP
 	StatusUnavailable     Status = 12 // AGENT_ERR_UNAVAILABLE
 	StatusAuth            Status = 13 // AGENT_ERR_AUTH
+	StatusCancelled       Status = 14 // AGENT_ERR_CANCELLED
 	StatusPanic           Status = 99 // AGENT_ERR_PANIC
 )
 
@@ -89,6 +90,9 @@ var (
 	// pg_hba.conf entry). The message says which, never the password. Unlike ErrUnavailable,
 	// retrying with the same URI will not help.
 	ErrAuth error = StatusAuth
+	// ErrCancelled: the call's cancel token fired, or its deadline passed, while the call waited
+	// (for a lock, a connection or the server); nothing was written.
+	ErrCancelled error = StatusCancelled
 	// ErrPanic: a bug in the library was caught at its C boundary; the Agent may still be used.
 	ErrPanic error = StatusPanic
 )
@@ -108,6 +112,7 @@ var statusNames = map[Status]string{
 	StatusGap:             "AGENT_ERR_GAP",
 	StatusUnavailable:     "AGENT_ERR_UNAVAILABLE",
 	StatusAuth:            "AGENT_ERR_AUTH",
+	StatusCancelled:       "AGENT_ERR_CANCELLED",
 	StatusPanic:           "AGENT_ERR_PANIC",
 }
 

@@ -63,7 +63,7 @@ func wantStatus(t *testing.T, err error, want error, substrs ...string) *Error {
 
 var allSentinels = []error{
 	ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage, ErrBusy,
-	ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrPanic,
+	ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrCancelled, ErrPanic,
 }
 
 // jsonEqual compares two JSON texts as values (numbers by their text).

@@ -29,6 +29,10 @@ static const struct {
     const char *sqlite_only;
 } k_tests[] = {
     TEST(test_version_and_status_names),
+    TEST(test_cancel_tokens_refuse_bad_arguments_and_handles),
+    TEST(test_a_fired_token_fails_calls_at_once_and_unbinding_ends_it),
+    TEST(test_a_write_waiting_for_a_lock_is_cancelled_from_another_thread),
+    TEST(test_a_write_waiting_for_a_lock_ends_at_its_tokens_deadline),
     SQLITE_ONLY(test_uri_looking_paths_open_exactly_the_named_file,
                 "file names that look like SQLite URIs"),
     TEST(test_last_error_is_per_thread_and_kept_by_successes),

@@ -97,6 +97,12 @@ void test_threads_share_one_handle_without_lost_updates(void);
 void test_nested_writes_from_hooks_keep_commit_order_across_threads(void);
 void test_close_while_other_threads_write(void);
 
+/* cancel.c */
+void test_cancel_tokens_refuse_bad_arguments_and_handles(void);
+void test_a_fired_token_fails_calls_at_once_and_unbinding_ends_it(void);
+void test_a_write_waiting_for_a_lock_is_cancelled_from_another_thread(void);
+void test_a_write_waiting_for_a_lock_ends_at_its_tokens_deadline(void);
+
 /* processes.c */
 void test_two_processes_write_one_file(void);
 void test_processes_may_create_one_store_at_once(void);

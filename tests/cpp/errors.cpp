@@ -202,3 +202,34 @@ TEST(raw_c_hook_failure_is_status_8_after_commit) {
     agent.remove_hook(id);
     CHECK_EQ(agent.set_state(R"({"b":2})"), R"({"a":1,"b":2})");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cancelling a call.
+
+TEST(a_call_under_a_fired_cancel_token_throws_cancelled_and_writes_nothing) {
+    Agent agent = open_store(path_in_dir("cancel.db"));
+    agent.set_state(R"({"a":1})");
+    Cancel token;
+    token.cancel();
+    {
+        Cancel::Scope scope(token);
+        CHECK_ERROR(agent.set_state(R"({"a":2})"), Status::cancelled);
+        CHECK_ERROR(agent.get_state(), Status::cancelled);
+    }
+    // Outside the scope the thread's calls are not cancelled.
+    CHECK_EQ(agent.get_state(), R"({"a":1})");
+    // A deadline already due, and a token that never fires.
+    Cancel due(std::chrono::milliseconds(0));
+    {
+        Cancel::Scope scope(due);
+        CHECK_ERROR(agent.replace_state(R"({"b":1})"), Status::cancelled);
+    }
+    Cancel later(std::chrono::milliseconds(3600000));
+    {
+        Cancel::Scope scope(later);
+        CHECK_EQ(agent.set_state(R"({"c":3})"), R"({"a":1,"c":3})");
+    }
+    Cancel moved = std::move(later);
+    moved.cancel();
+    CHECK(later.raw() == 0);
+}

@@ -42,6 +42,7 @@
 
 namespace fs = std::filesystem;
 using agent_state::Agent;
+using agent_state::Cancel;
 using agent_state::Error;
 using agent_state::Options;
 using agent_state::Status;

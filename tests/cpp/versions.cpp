@@ -36,6 +36,7 @@ TEST(status_unavailable_is_12) {
     CHECK_EQ(std::string(agent_state::status_name(Status::unavailable)), "AGENT_ERR_UNAVAILABLE");
     CHECK_EQ(std::string(Error(Status::unavailable, "x").name()), "AGENT_ERR_UNAVAILABLE");
     CHECK_EQ(std::string(agent_state::status_name(Status::auth)), "AGENT_ERR_AUTH");
+    CHECK_EQ(std::string(agent_state::status_name(Status::cancelled)), "AGENT_ERR_CANCELLED");
 }
 
 TEST(options_agent_id_and_max_connections_to_json) {

@@ -62,6 +62,10 @@ enum class Status : std::int32_t {
     /// no TLS while `sslmode` requires it, or the server refused the credentials (a wrong
     /// password). Retrying with the same URI will not help.
     auth = AGENT_ERR_AUTH,
+    /// The call's cancel token (agent_state::Cancel, bound with Cancel::Scope) fired, or its
+    /// deadline passed, while the call waited for a lock, a connection or the server. Nothing
+    /// was written; the Agent stays usable.
+    cancelled = AGENT_ERR_CANCELLED,
     /// A bug in the library was caught at the C boundary; the Agent may still be used.
     panic = AGENT_ERR_PANIC,
 };

@@ -16,6 +16,7 @@ from agent_state import (
     Agent,
     AgentError,
     AuthError,
+    CallCancelledError,
     BusyError,
     ClosedError,
     CodecError,
@@ -46,6 +47,7 @@ ALL = {
     11: GapError,
     12: UnavailableError,
     13: AuthError,
+    14: CallCancelledError,
     99: PanicError,
 }
 

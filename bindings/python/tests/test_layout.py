@@ -54,6 +54,7 @@ PUBLIC = {
     "GapError",
     "UnavailableError",
     "AuthError",
+    "CallCancelledError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -69,6 +70,7 @@ PUBLIC = {
     "AGENT_ERR_GAP",
     "AGENT_ERR_UNAVAILABLE",
     "AGENT_ERR_AUTH",
+    "AGENT_ERR_CANCELLED",
     "AGENT_ERR_PANIC",
 }
 

@@ -9,6 +9,7 @@ order with matching types, and the status codes are the header's.
 C types and their ctypes (a ``const`` makes no difference):
 
     int32_t, AgentStatus      c_int32        uint64_t, AgentHandle   c_uint64
+    int64_t                   c_int64        AgentCancel             c_uint64
     size_t                    c_size_t       void (return)           None
     void *                    c_void_p       const char *            c_char_p
     const uint8_t *           c_char_p, c_void_p or POINTER(c_uint8) (the same pointer ABI:
@@ -124,7 +125,8 @@ def ctypes_for(header: Header, t: CType, where: str) -> FrozenSet[Any]:
         inner, inner_stars = header.typedefs[name]
         return ctypes_for(header, (inner, inner_stars + stars), where)
     if stars == 0:
-        scalars = {"int32_t": ctypes.c_int32, "uint64_t": ctypes.c_uint64, "size_t": ctypes.c_size_t,
+        scalars = {"int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
+                   "size_t": ctypes.c_size_t,
                    "void": None, "uint8_t": ctypes.c_uint8}
         if name in scalars:
             return frozenset([scalars[name]])
@@ -191,7 +193,11 @@ def test_the_header_parses(header: Header) -> None:
     assert len(header.functions) >= 20 and "agent_open" in header.functions
     assert set(header.structs) == {"AgentBuffer", "AgentStateChange"}
     assert set(header.fn_types) == {"AgentStateChangedFn", "AgentFreeFn", "AgentInitialStateFn", "AgentValidateFn"}
-    assert header.typedefs == {"AgentStatus": (("int32_t",), 0), "AgentHandle": (("uint64_t",), 0)}
+    assert header.typedefs == {
+        "AgentStatus": (("int32_t",), 0),
+        "AgentHandle": (("uint64_t",), 0),
+        "AgentCancel": (("uint64_t",), 0),
+    }
     assert header.functions["agent_set_state"] == (
         (("AgentStatus",), 0),
         [(("AgentHandle",), 0), (("uint8_t",), 1), (("size_t",), 0), (("AgentBuffer",), 1)],

@@ -52,11 +52,13 @@ pub enum ErrorKind {
     Unavailable = 12,
     /// [`Error::Auth`].
     Auth = 13,
+    /// [`Error::Cancelled`].
+    Cancelled = 14,
 }
 
 impl ErrorKind {
     /// Every kind, in number order.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::InvalidArgument,
         ErrorKind::Closed,
         ErrorKind::Json,
@@ -70,9 +72,10 @@ impl ErrorKind {
         ErrorKind::Gap,
         ErrorKind::Unavailable,
         ErrorKind::Auth,
+        ErrorKind::Cancelled,
     ];
 
-    /// The kind's number (1 to 13).
+    /// The kind's number (1 to 14).
     pub const fn code(self) -> i32 {
         self as i32
     }
@@ -93,6 +96,7 @@ impl ErrorKind {
             ErrorKind::Gap => "GAP",
             ErrorKind::Unavailable => "UNAVAILABLE",
             ErrorKind::Auth => "AUTH",
+            ErrorKind::Cancelled => "CANCELLED",
         }
     }
 }
@@ -114,6 +118,7 @@ impl Error {
             Error::Gap(_) => ErrorKind::Gap,
             Error::Unavailable(_) => ErrorKind::Unavailable,
             Error::Auth(_) => ErrorKind::Auth,
+            Error::Cancelled(_) => ErrorKind::Cancelled,
         }
     }
 }
@@ -178,6 +183,10 @@ pub enum Error {
     /// [`Error::Unavailable`], retrying the same settings will not help.
     #[error("cannot secure or authenticate the connection: {0}")]
     Auth(String),
+    /// The call's cancel token fired, or its deadline passed, while the call waited (for a
+    /// lock, a connection or the server; see [`crate::Cancel`]): nothing was written.
+    #[error("cancelled: {0}")]
+    Cancelled(String),
     /// Internal to the write path, never returned by the agent: an optimistic write found the
     /// stored version moved since the state it was computed from; nothing was written, and the
     /// write is retried under a lock (see [`crate::store::Transactions::optimistic`]).

@@ -143,6 +143,7 @@
 
 #[cfg(feature = "store")]
 pub mod agent;
+pub mod cancel;
 pub mod error;
 pub mod hooks;
 #[cfg(feature = "store")]
@@ -153,6 +154,7 @@ pub mod value;
 
 #[cfg(feature = "store")]
 pub use agent::{Agent, Versioned};
+pub use cancel::Cancel;
 pub use error::{Error, ErrorKind, Result};
 pub use hooks::{InitialStateHook, Patch, StateChange, StateChangedHook, Validator};
 #[cfg(feature = "store")]

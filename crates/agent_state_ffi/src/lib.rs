@@ -20,6 +20,7 @@
 // history.rs (the change log). Then the machinery every export uses.
 mod agent;
 mod buffer;
+mod cancel;
 mod handle;
 mod history;
 mod hooks;

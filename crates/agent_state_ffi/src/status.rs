@@ -91,6 +91,12 @@ pub const AGENT_ERR_UNAVAILABLE: AgentStatus = 12;
 /// entry). Unlike `AGENT_ERR_UNAVAILABLE`, trying again with the same URI will not help. The
 /// message says which; it never contains the password.
 pub const AGENT_ERR_AUTH: AgentStatus = 13;
+/// The call's cancel token (`agent_cancel_bind`) fired, or its deadline passed, while the call
+/// waited: for another connection's lock (SQLite's write lock, a PostgreSQL row lock), for a
+/// connection of the pool or its turn on the handle, or for the server's answer. Nothing was
+/// written; the handle stays usable. (A commit already under way is never cancelled: it
+/// finishes, or on PostgreSQL reports its outcome unknown as `AGENT_ERR_UNAVAILABLE` does.)
+pub const AGENT_ERR_CANCELLED: AgentStatus = 14;
 /// A bug in the library was caught at the ABI boundary; the handle may still be used.
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
@@ -115,6 +121,7 @@ status_table! {
     AGENT_ERR_GAP => Gap,
     AGENT_ERR_UNAVAILABLE => Unavailable,
     AGENT_ERR_AUTH => Auth,
+    AGENT_ERR_CANCELLED => Cancelled,
     AGENT_ERR_PANIC,
 }
 

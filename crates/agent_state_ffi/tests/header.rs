@@ -67,6 +67,11 @@ const TOPICS: &[&str] = &[
     "agent_changes_since",
     "agent_get_state_at",
     "agent_restore_state",
+    // 7. Cancelling a call.
+    "agent_cancel_new",
+    "agent_cancel_bind",
+    "agent_cancel_fire",
+    "agent_cancel_free",
 ];
 
 /// `header` with its function declarations (each with its doc comment: blocks separated by a

@@ -35,6 +35,7 @@ from .codec import encode_value
 from .decoding import decode
 from .errors import (
     AGENT_ERR_AUTH,
+    AGENT_ERR_CANCELLED,
     AGENT_ERR_BAD_HANDLE,
     AGENT_ERR_BUSY,
     AGENT_ERR_CODEC,
@@ -51,6 +52,7 @@ from .errors import (
     AGENT_OK,
     AgentError,
     AuthError,
+    CallCancelledError,
     BadHandleError,
     BusyError,
     ClosedError,
@@ -139,6 +141,7 @@ __all__ = [
     "GapError",
     "UnavailableError",
     "AuthError",
+    "CallCancelledError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -154,5 +157,6 @@ __all__ = [
     "AGENT_ERR_GAP",
     "AGENT_ERR_UNAVAILABLE",
     "AGENT_ERR_AUTH",
+    "AGENT_ERR_CANCELLED",
     "AGENT_ERR_PANIC",
 ]

@@ -243,6 +243,11 @@ def _declare(lib: ctypes.CDLL) -> None:
     status_fn("agent_get_state_at", _c_handle, ctypes.c_uint64, buf_p)
     status_fn("agent_restore_state", _c_handle, ctypes.c_uint64, buf_p, u64_p)
     status_fn("agent_set_validator", _c_handle, VALIDATE_FN, ctypes.c_void_p, FREE_FN)
+    # Cancel tokens (AgentCancel is a uint64_t id, like AgentHandle).
+    status_fn("agent_cancel_new", ctypes.c_int64, u64_p)
+    status_fn("agent_cancel_bind", ctypes.c_uint64)
+    status_fn("agent_cancel_fire", ctypes.c_uint64)
+    status_fn("agent_cancel_free", ctypes.c_uint64)
 
     lib.agent_buffer_free.argtypes = [buf_p]
     lib.agent_buffer_free.restype = None

@@ -34,6 +34,7 @@ __all__ = [
     "GapError",
     "UnavailableError",
     "AuthError",
+    "CallCancelledError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -49,6 +50,7 @@ __all__ = [
     "AGENT_ERR_GAP",
     "AGENT_ERR_UNAVAILABLE",
     "AGENT_ERR_AUTH",
+    "AGENT_ERR_CANCELLED",
     "AGENT_ERR_PANIC",
 ]
 
@@ -87,6 +89,8 @@ AGENT_ERR_UNAVAILABLE = 12
 #: the TLS handshake or the server's certificate failed, the server offers no TLS while
 #: ``sslmode`` requires it, or the server refused the credentials. Retrying will not help.
 AGENT_ERR_AUTH = 13
+#: The call's cancel token fired, or its deadline passed, while it waited; nothing written.
+AGENT_ERR_CANCELLED = 14
 #: A bug in the library was caught at the ABI boundary.
 AGENT_ERR_PANIC = 99
 
@@ -105,6 +109,7 @@ _STATUS_NAMES: Dict[int, str] = {
     AGENT_ERR_GAP: "AGENT_ERR_GAP",
     AGENT_ERR_UNAVAILABLE: "AGENT_ERR_UNAVAILABLE",
     AGENT_ERR_AUTH: "AGENT_ERR_AUTH",
+    AGENT_ERR_CANCELLED: "AGENT_ERR_CANCELLED",
     AGENT_ERR_PANIC: "AGENT_ERR_PANIC",
 }
 
@@ -304,6 +309,16 @@ class AuthError(AgentError):
     default_status = AGENT_ERR_AUTH
 
 
+class CallCancelledError(AgentError):
+    """``AGENT_ERR_CANCELLED``: the call's cancel token fired, or its deadline passed, while the
+    call waited (for another connection's lock, a connection of the pool or the server); nothing
+    was written and the agent stays usable. (Not :class:`asyncio.CancelledError`: this is the
+    library's status.)
+    """
+
+    default_status = AGENT_ERR_CANCELLED
+
+
 class PanicError(AgentError):
     """``AGENT_ERR_PANIC``: the library caught an internal bug at its boundary (please report
     it). The agent may still be used."""
@@ -325,6 +340,7 @@ _CLASSES: Dict[int, Type[AgentError]] = {
     AGENT_ERR_GAP: GapError,
     AGENT_ERR_UNAVAILABLE: UnavailableError,
     AGENT_ERR_AUTH: AuthError,
+    AGENT_ERR_CANCELLED: CallCancelledError,
     AGENT_ERR_PANIC: PanicError,
 }
 

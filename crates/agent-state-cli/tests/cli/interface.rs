@@ -63,6 +63,7 @@ fn exit_code_table_matches_the_c_header() {
     assert!(help.stdout().contains("2    usage error"));
     assert!(help.stdout().contains("76   AGENT_ERR_UNAVAILABLE (12)"));
     assert!(help.stdout().contains("77   AGENT_ERR_AUTH (13)"));
+    assert!(help.stdout().contains("78   AGENT_ERR_CANCELLED (14)"));
 }
 
 /// `--agent ID` is the library's `agent_id`: agents of one file are isolated. Needs the

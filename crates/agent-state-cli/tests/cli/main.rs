@@ -81,6 +81,7 @@ pub fn exit_code(status: &str) -> i32 {
         "AGENT_ERR_GAP" => 11,
         "AGENT_ERR_UNAVAILABLE" => 12,
         "AGENT_ERR_AUTH" => 13,
+        "AGENT_ERR_CANCELLED" => 14,
         other => panic!("no exit code in the tests for {other}"),
     };
     64 + number

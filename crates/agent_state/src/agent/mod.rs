@@ -229,13 +229,39 @@ impl Agent {
     /// (after a `fork()`, the child's first call reconnects, with an empty read cache).
     fn lock_inner(&self) -> Result<Call<'_>> {
         self.refuse_reentry()?;
-        let mut call = Call(lock(&self.inner));
+        crate::cancel::check("before it began")?;
+        let mut call = Call(self.lock_cancellable()?);
         if let Some(inner) = call.as_mut() {
             if inner.store.ensure_current()? {
                 inner.view.cache = None;
             }
         }
         Ok(call)
+    }
+}
+
+impl Agent {
+    /// The handle's lock. Calls on one handle take turns; with a cancel token bound to this
+    /// thread the turn is waited for in short sleeps, so that a fired token ends the wait
+    /// (another thread's call on the handle may run for as long as its own waits last).
+    fn lock_cancellable(&self) -> Result<MutexGuard<'_, Option<Inner>>> {
+        let Some(token) = crate::cancel::current() else {
+            return Ok(lock(&self.inner));
+        };
+        loop {
+            match self.inner.try_lock() {
+                Ok(guard) => return Ok(guard),
+                Err(std::sync::TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if token.is_cancelled() {
+                        return Err(crate::cancel::cancelled(
+                            "while waiting for another call on the same handle",
+                        ));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        }
     }
 }
 

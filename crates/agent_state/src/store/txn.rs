@@ -38,6 +38,13 @@ impl<'a> Txn<'a> {
     /// A write transaction that takes no lock where the backend offers that (see
     /// [`Transactions::optimistic`](super::Transactions::optimistic)); a locked one elsewhere.
     pub fn optimistic_write(store: &'a dyn Backend) -> Result<Txn<'a>> {
+        // Under a cancel token, the lock is taken first: the optimistic commit sends the write
+        // and its commit in one round trip, so a wait for the row inside it could not be
+        // cancelled without leaving the outcome unknown; under the lock, every wait comes
+        // before the commit is sent.
+        if crate::cancel::current().is_some() {
+            return Txn::write(store);
+        }
         store.begin_optimistic_write()?;
         Ok(Txn { store, open: true })
     }

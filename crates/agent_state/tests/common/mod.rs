@@ -244,3 +244,16 @@ fn patch_text(c: &agent_state::StateChange) -> Option<String> {
         .as_ref()
         .map(|p| String::from_utf8(p.json().to_vec()).unwrap())
 }
+
+/// Fires `token` from another thread after `delay`; the thread returns when it fired.
+pub fn fire_after(
+    token: &agent_state::Cancel,
+    delay: std::time::Duration,
+) -> std::thread::JoinHandle<std::time::Instant> {
+    let token = token.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        token.cancel();
+        std::time::Instant::now()
+    })
+}

@@ -17,12 +17,12 @@ use crate::{open, server_or_skip, unique};
 
 /// The server's processes stopped (SIGSTOP) while it lives; resumed (SIGCONT) when dropped,
 /// also when the test panics, so the server is never left frozen.
-struct Frozen {
+pub(crate) struct Frozen {
     postmaster: String,
 }
 
 impl Frozen {
-    fn freeze(server: &Server) -> Frozen {
+    pub(crate) fn freeze(server: &Server) -> Frozen {
         let pid_file = format!("{}/data/postmaster.pid", server.dir);
         let text = std::fs::read_to_string(&pid_file).unwrap();
         let postmaster = text.lines().next().unwrap().trim().to_string();

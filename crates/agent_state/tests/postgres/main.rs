@@ -23,6 +23,7 @@ mod common;
 
 mod basics;
 mod bouncer;
+mod cancel;
 mod concurrency;
 mod crash;
 mod freeze;

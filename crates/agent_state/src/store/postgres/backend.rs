@@ -190,7 +190,7 @@ impl Transactions for Postgres {
                 },
             };
         }
-        match open.conn.batch_execute("COMMIT") {
+        match open.conn.commit() {
             Ok(()) => {
                 self.pool.checkin(open.conn);
                 Ok(())

@@ -40,10 +40,10 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Config, Row, Socket};
+use tokio_postgres::{Client, Config, Row};
 
-use super::error::{self, PgError, PgResult};
-use super::tls::{self, Tls};
+use super::error::{self, PgResult};
+use super::tls::Tls;
 use crate::store::{process, Synchronous};
 
 /// How long dropping a healthy connection waits for its Terminate message to be written
@@ -128,8 +128,12 @@ pub(super) struct Conn {
     ended: bool,
     /// The bound on each round trip, of the handle using it ([`Limits::round_trip`]).
     limit: Duration,
-    /// A round trip went unanswered: the connection's state is unknown (never reused).
+    /// A round trip went unanswered or was cancelled: the connection's state is unknown (never
+    /// reused).
     timed_out: bool,
+    /// A commit is in flight: the calling thread's cancel token is not honoured (a commit
+    /// under way finishes, or its outcome is unknown; see [`crate::Cancel`]).
+    committing: bool,
     /// The process that opened it ([`process::generation`]).
     pid: u64,
     /// True once it has served a checkout (an idle connection may have died meanwhile).
@@ -144,6 +148,8 @@ pub(super) struct ConnectError {
     /// name, the server offers no TLS while sslmode requires it) or it refused the
     /// credentials. [`crate::Error::Auth`], rather than unreachable.
     pub refused: bool,
+    /// The calling thread's cancel token fired while connecting.
+    pub cancelled: bool,
     /// What happened, for the message (never the password).
     pub why: String,
 }
@@ -152,102 +158,8 @@ pub(super) struct ConnectError {
 const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Plain or TLS (`super::tls`), as the URI's `sslmode` and the server decided.
-type Io = tokio_postgres::Connection<Socket, tls::Stream>;
-
-/// Polls `io` until it has nothing more to do now. An error or its end is terminal: `ended`
-/// is set, and the error returned (the request in flight then fails as well).
-fn drive(
-    io: &mut Io,
-    ended: &mut bool,
-    cx: &mut std::task::Context<'_>,
-) -> std::result::Result<(), tokio_postgres::Error> {
-    while !*ended {
-        match io.poll_message(cx) {
-            // Notices (CREATE TABLE IF NOT EXISTS's "already exists, skipping") and
-            // notifications (this library listens to none): ignored.
-            Poll::Ready(Some(Ok(_))) => {}
-            Poll::Ready(Some(Err(e))) => {
-                *ended = true;
-                return Err(e);
-            }
-            Poll::Ready(None) => *ended = true,
-            Poll::Pending => break,
-        }
-    }
-    Ok(())
-}
-
-/// Waits for `future` (a request of the client of `io`) on `runtime`, driving `io`, at most
-/// `limit`; `timed_out` is set when it did not finish. An error of the connection itself (a
-/// closed socket, say) is the request's error, as with the synchronous client.
-fn bounded<T>(
-    runtime: &Runtime,
-    io: &mut Io,
-    ended: &mut bool,
-    limit: Duration,
-    timed_out: &mut bool,
-    future: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
-) -> PgResult<T> {
-    runtime.block_on(async {
-        // Made here: a timer needs the runtime's context.
-        let mut sleep = pin!(tokio::time::sleep(limit));
-        let mut future = pin!(future);
-        std::future::poll_fn(|cx| {
-            if let Err(e) = drive(io, ended, cx) {
-                return Poll::Ready(Err(PgError::Client(e)));
-            }
-            if let Poll::Ready(result) = future.as_mut().poll(cx) {
-                return Poll::Ready(result.map_err(PgError::Client));
-            }
-            if sleep.as_mut().poll(cx).is_ready() {
-                *timed_out = true;
-                return Poll::Ready(Err(PgError::TimedOut(limit)));
-            }
-            Poll::Pending
-        })
-        .await
-    })
-}
-
-/// Waits for three futures at once, polled in their order (the first poll of a client's
-/// request sends it: so are the requests sent); their outputs, once all are done.
-async fn join3<A: Future, B: Future, C: Future>(
-    a: A,
-    b: B,
-    c: C,
-) -> (A::Output, B::Output, C::Output) {
-    let (mut a, mut b, mut c) = (pin!(a), pin!(b), pin!(c));
-    let (mut ra, mut rb, mut rc) = (None, None, None);
-    std::future::poll_fn(|cx| {
-        if ra.is_none() {
-            ra = poll_once(a.as_mut(), cx);
-        }
-        if rb.is_none() {
-            rb = poll_once(b.as_mut(), cx);
-        }
-        if rc.is_none() {
-            rc = poll_once(c.as_mut(), cx);
-        }
-        match (ra.take(), rb.take(), rc.take()) {
-            (Some(a), Some(b), Some(c)) => Poll::Ready((a, b, c)),
-            (a, b, c) => {
-                (ra, rb, rc) = (a, b, c);
-                Poll::Pending
-            }
-        }
-    })
-    .await
-}
-
-fn poll_once<F: Future>(
-    f: std::pin::Pin<&mut F>,
-    cx: &mut std::task::Context<'_>,
-) -> Option<F::Output> {
-    match f.poll(cx) {
-        Poll::Ready(v) => Some(v),
-        Poll::Pending => None,
-    }
-}
+use super::wait::{bounded, drive, join3, unless_cancelled, Io};
+use crate::cancel;
 
 /// A round trip on `$conn`'s client: `$call` is the client's future, given the client as
 /// `$client`; waited for at most the connection's limit.
@@ -266,12 +178,19 @@ macro_rules! round_trip {
             .io
             .as_mut()
             .expect("a connection has its I/O until dropped");
+        // A commit under way is never cancelled (it finishes, or its outcome is unknown).
+        let cancel = if conn.committing {
+            None
+        } else {
+            cancel::current()
+        };
         bounded(
             runtime,
             io,
             &mut conn.ended,
             conn.limit,
             &mut conn.timed_out,
+            cancel.as_ref(),
             $call,
         )
     }};
@@ -294,11 +213,23 @@ impl Conn {
             .build()
             .map_err(|e| ConnectError {
                 refused: false,
+                cancelled: false,
                 why: format!("cannot set up the connection's I/O: {e}"),
             })?;
         let mut config = config.clone();
         config.connect_timeout(whole);
-        match runtime.block_on(async { tokio::time::timeout(whole, tls.connect(&config)).await }) {
+        // The timer is made inside: it needs the runtime's context.
+        let attempt = runtime.block_on(async {
+            unless_cancelled(tokio::time::timeout(whole, tls.connect(&config))).await
+        });
+        let Some(attempt) = attempt else {
+            return Err(ConnectError {
+                refused: false,
+                cancelled: true,
+                why: "the call was cancelled while connecting".to_string(),
+            });
+        };
+        match attempt {
             Ok(Ok((client, io))) => Ok(Conn {
                 client: Some(client),
                 io: Some(io),
@@ -306,16 +237,19 @@ impl Conn {
                 ended: false,
                 limit: limits.round_trip,
                 timed_out: false,
+                committing: false,
                 pid: process::generation(),
                 reused: false,
                 idle_since: Instant::now(),
             }),
             Ok(Err(e)) => Err(ConnectError {
                 refused: error::refused(&e),
+                cancelled: false,
                 why: error::describe_connect(&e),
             }),
             Err(_) => Err(ConnectError {
                 refused: false,
+                cancelled: false,
                 why: format!(
                     "the server did not answer within server_timeout_ms ({} ms)",
                     whole.as_millis()
@@ -426,7 +360,8 @@ impl Conn {
         params: &[Param<'_>],
     ) -> PgResult<Vec<Row>> {
         let begin = settings.begin();
-        round_trip!(self, |client| async {
+        self.committing = true;
+        let result = round_trip!(self, |client| async {
             let (begun, rows, committed) = join3(
                 client.batch_execute(&begin),
                 client.query_typed(sql, params),
@@ -437,7 +372,17 @@ impl Conn {
             let rows = rows?;
             committed?;
             Ok(rows)
-        })
+        });
+        self.committing = false;
+        result
+    }
+
+    /// `COMMIT` of the open transaction, never cancelled (see [`Conn::commit_one`]).
+    pub fn commit(&mut self) -> PgResult<()> {
+        self.committing = true;
+        let result = self.batch_execute("COMMIT");
+        self.committing = false;
+        result
     }
 
     /// From now on the connection's round trips are bounded by `limit` (the handle's).

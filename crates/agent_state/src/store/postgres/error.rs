@@ -23,6 +23,9 @@ pub(super) enum PgError {
     /// No answer within the client's bound (the handle's `busy_timeout_ms +
     /// server_timeout_ms`): the connection's state is unknown.
     TimedOut(Duration),
+    /// The calling thread's cancel token fired (or its deadline passed) while waiting: the
+    /// connection's state is unknown (given up); no commit was in flight.
+    Cancelled,
 }
 
 pub(super) type PgResult<T> = std::result::Result<T, PgError>;
@@ -38,8 +41,13 @@ impl PgError {
     pub fn code(&self) -> Option<&SqlState> {
         match self {
             PgError::Client(e) => e.code(),
-            PgError::TimedOut(_) => None,
+            PgError::TimedOut(_) | PgError::Cancelled => None,
         }
+    }
+
+    /// True when the wait was given up (no answer in time, or cancelled): not worth a retry.
+    pub fn given_up(&self) -> bool {
+        matches!(self, PgError::TimedOut(_) | PgError::Cancelled)
     }
 
     /// True when the server did not answer in time.
@@ -52,6 +60,7 @@ impl PgError {
         match self {
             PgError::Client(e) => describe(e),
             PgError::TimedOut(limit) => timed_out_text(*limit),
+            PgError::Cancelled => "the call was cancelled".to_string(),
         }
     }
 }
@@ -101,6 +110,11 @@ pub(super) fn describe_connect(e: &tokio_postgres::Error) -> String {
 pub(super) fn classify(e: &PgError, what: &str) -> Fault {
     let e = match e {
         PgError::Client(e) => e,
+        PgError::Cancelled => {
+            return Fault::Lost(crate::cancel::cancelled(&format!(
+                "while waiting for the PostgreSQL server ({what})"
+            )))
+        }
         PgError::TimedOut(_) => {
             return Fault::Lost(Error::Unavailable(format!(
                 "{what}: {}, as when it is frozen or the network is cut; the connection was \
@@ -184,6 +198,8 @@ pub(super) fn unknown_outcome(e: &PgError) -> Error {
             "cannot commit: {}: the outcome is unknown; read the state's version to tell",
             timed_out_text(*limit)
         )),
-        PgError::Client(_) => Error::Unavailable(super::sql::UNKNOWN_OUTCOME.to_string()),
+        PgError::Client(_) | PgError::Cancelled => {
+            Error::Unavailable(super::sql::UNKNOWN_OUTCOME.to_string())
+        }
     }
 }

@@ -139,6 +139,9 @@ impl Target {
                 };
                 let mut conn = match Conn::connect(config, &self.tls, limits) {
                     Ok(conn) => conn,
+                    Err(e) if e.cancelled => {
+                        return Err(crate::cancel::cancelled("while connecting to the server"))
+                    }
                     Err(e) => {
                         if pass == 0 {
                             refused |= e.refused;
@@ -163,7 +166,10 @@ impl Target {
                             (false, false) => "a primary accepting writes",
                         }
                     )),
-                    Err(e) => why.push(format!("{}: {e}", candidate.label)),
+                    Err(e) => {
+                        crate::cancel::check("while connecting to the server")?;
+                        why.push(format!("{}: {e}", candidate.label))
+                    }
                 }
             }
         }

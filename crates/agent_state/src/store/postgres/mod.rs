@@ -51,6 +51,7 @@ mod sql;
 mod stamp;
 mod tls;
 mod uri;
+mod wait;
 
 use self::sql::*;
 
@@ -204,7 +205,7 @@ impl Postgres {
                         self.pool.discard(conn, true);
                         // Not after a timeout: the server is there but does not answer, and
                         // a second try would double the wait.
-                        if reused && !retried && !e.timed_out() {
+                        if reused && !retried && !e.given_up() {
                             retried = true;
                             continue;
                         }
@@ -283,7 +284,7 @@ impl Postgres {
                 Err(e) => match classify(&e, "cannot begin a transaction") {
                     Fault::Lost(err) => {
                         self.pool.discard(open.conn, true);
-                        if reused && !retried && !e.timed_out() {
+                        if reused && !retried && !e.given_up() {
                             retried = true;
                             continue;
                         }

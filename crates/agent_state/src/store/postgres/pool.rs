@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::conn::{Conn, Limits};
 use super::hosts::Target;
 use super::uri::redact;
+use crate::cancel;
 use crate::error::{Error, Result};
 use crate::store::process;
 
@@ -142,6 +143,7 @@ impl Pool {
                     }
                 };
             }
+            cancel::check("while waiting for a connection of the pool")?;
             let now = Instant::now();
             if now >= deadline {
                 return Err(Error::Busy(format!(
@@ -152,9 +154,10 @@ impl Pool {
                 )));
             }
             state.waiting += 1;
+            // In slices, so that a fired cancel token is seen within cancel::POLL.
             state = self
                 .freed
-                .wait_timeout(state, deadline - now)
+                .wait_timeout(state, (deadline - now).min(cancel::POLL))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
             state.waiting -= 1;

@@ -80,7 +80,7 @@ impl SqliteAgent {
     /// Runs `f` on the connection, holding the turn.
     fn with<T>(&self, f: impl FnOnce(&Sqlite) -> Result<T>) -> Result<T> {
         self.turn()?;
-        f(&self.shared.conn())
+        super::busy::during(self.busy_timeout, || f(&self.shared.conn()))
     }
 }
 

@@ -22,6 +22,7 @@ use super::process;
 use super::{Mark, StoreOptions};
 use crate::error::{Error, Result};
 
+mod busy;
 mod entries;
 mod error;
 pub mod fork;
@@ -111,11 +112,13 @@ impl Sqlite {
         };
         let conn = Connection::open_with_flags(sqlite_path, flags)
             .map_err(|e| storage(path, "cannot open", e))?;
-        conn.busy_timeout(options.busy_timeout)
+        conn.busy_handler(Some(busy::handler))
             .map_err(|e| storage(path, "cannot configure", e))?;
         self.conn = Some(WatchedConnection::new(conn));
         let options = self.options.clone();
-        if let Err(e) = self.check_and_init(&options, in_memory) {
+        if let Err(e) = busy::during(options.busy_timeout, || {
+            self.check_and_init(&options, in_memory)
+        }) {
             self.conn = None;
             return Err(e);
         }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::fork::FileId;
 use super::Sqlite;
+use crate::cancel;
 use crate::error::{Error, Result};
 use crate::store::{Retire, StoreOptions, Synchronous};
 
@@ -182,6 +183,7 @@ impl Turn {
         }
         let deadline = Instant::now() + timeout;
         while holder.is_some() {
+            cancel::check("while waiting for its turn on a shared store connection")?;
             let now = Instant::now();
             if now >= deadline {
                 return Err(Error::Busy(format!(
@@ -192,7 +194,7 @@ impl Turn {
             }
             holder = self
                 .free
-                .wait_timeout(holder, deadline - now)
+                .wait_timeout(holder, (deadline - now).min(cancel::POLL))
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .0;
         }
