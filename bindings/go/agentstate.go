@@ -7,6 +7,7 @@ package agentstate
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -121,26 +122,34 @@ func (a *Agent) finalize() { _ = a.close() }
 // (reading never stores it). Objects are map[string]any, numbers json.Number (their exact
 // text), tagged values time.Time, *big.Int, []byte, Map, Set, TypedArray or RegExp.
 func (a *Agent) GetState() (map[string]any, error) {
-	data, err := a.getState("GetState")
+	return a.getStateValue(context.Background(), "GetState")
+}
+
+func (a *Agent) getStateValue(ctx context.Context, op string) (map[string]any, error) {
+	data, err := a.getState(ctx, op)
 	if err != nil {
 		return nil, err
 	}
-	return decodeState("GetState", data)
+	return decodeState(op, data)
 }
 
 // GetStateInto decodes the state into v (a non-nil pointer) with Unmarshal: like
 // json.Unmarshal, plus the tagged types (time.Time, *big.Int, []byte, Map, Set, ...).
 func (a *Agent) GetStateInto(v any) error {
+	return a.getStateInto(context.Background(), "GetStateInto", v)
+}
+
+func (a *Agent) getStateInto(ctx context.Context, op string, v any) error {
 	if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return newError("GetStateInto", StatusInvalidArgument, fmt.Sprintf("the target must be a non-nil pointer, not %T", v), nil)
+		return newError(op, StatusInvalidArgument, fmt.Sprintf("the target must be a non-nil pointer, not %T", v), nil)
 	}
-	data, err := a.getState("GetStateInto")
+	data, err := a.getState(ctx, op)
 	if err != nil {
 		return err
 	}
 	if err := Unmarshal(data, v); err != nil {
 		e := err.(*Error)
-		e.Op = "GetStateInto"
+		e.Op = op
 		return e
 	}
 	return nil
@@ -149,19 +158,24 @@ func (a *Agent) GetStateInto(v any) error {
 // GetStateJSON returns the state as the library stores it: compact JSON, members in order,
 // numbers exactly as written.
 func (a *Agent) GetStateJSON() (json.RawMessage, error) {
-	return a.getState("GetStateJSON")
+	return a.getState(context.Background(), "GetStateJSON")
 }
 
-func (a *Agent) getState(op string) ([]byte, error) {
+func (a *Agent) getState(ctx context.Context, op string) ([]byte, error) {
+	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return nil, err
+	}
 	var buf C.AgentBuffer
 	var cerr *C.char
-	ctx := newCallContext()
-	rc := C.agentstate_get_state(a.handle(), &buf, ctx, &cerr)
+	call := newCallContext()
+	rc := C.agentstate_get_state(a.handle(), &buf, call, cc.token, &cerr)
+	cc.end()
 	runtime.KeepAlive(a)
 	if rc != 0 {
-		return nil, libError(op, rc, cerr, ctx)
+		return nil, cancelCause(ctx, libError(op, rc, cerr, call))
 	}
-	dropHookErrors(ctx)
+	dropHookErrors(call)
 	return takeBuffer(&buf), nil
 }
 
@@ -175,35 +189,35 @@ func (a *Agent) getState(op string) ([]byte, error) {
 // and wraps the hook's error. On any other error nothing was written; a value that cannot be
 // encoded is an ErrCodec error before any call into the library.
 func (a *Agent) SetState(patch any) (map[string]any, error) {
-	return a.writeValue("SetState", patch, false)
+	return a.writeValue(context.Background(), "SetState", patch, false)
 }
 
 // SetStateJSON is SetState with the patch given as JSON text, passed to the library untouched;
 // it returns the merged state as compact JSON.
 func (a *Agent) SetStateJSON(patch []byte) (json.RawMessage, error) {
-	return a.write("SetStateJSON", patch, false)
+	return a.write(context.Background(), "SetStateJSON", patch, false)
 }
 
 // ReplaceState replaces the state with next (which must encode to a JSON object): nothing of
 // the previous state survives. It returns the new state; hooks see a nil patch. Errors as for
 // SetState.
 func (a *Agent) ReplaceState(next any) (map[string]any, error) {
-	return a.writeValue("ReplaceState", next, true)
+	return a.writeValue(context.Background(), "ReplaceState", next, true)
 }
 
 // ReplaceStateJSON is ReplaceState with the state given as JSON text, passed untouched.
 func (a *Agent) ReplaceStateJSON(next []byte) (json.RawMessage, error) {
-	return a.write("ReplaceStateJSON", next, true)
+	return a.write(context.Background(), "ReplaceStateJSON", next, true)
 }
 
-func (a *Agent) writeValue(op string, v any, replace bool) (map[string]any, error) {
+func (a *Agent) writeValue(ctx context.Context, op string, v any, replace bool) (map[string]any, error) {
 	data, err := Marshal(v)
 	if err != nil {
 		e := err.(*Error)
 		e.Op = op
 		return nil, e
 	}
-	out, err := a.write(op, data, replace)
+	out, err := a.write(ctx, op, data, replace)
 	if err != nil {
 		return nil, err
 	}
@@ -223,23 +237,28 @@ func inputPtr(data []byte) *C.uint8_t {
 	return (*C.uint8_t)(emptyInput)
 }
 
-func (a *Agent) write(op string, data []byte, replace bool) ([]byte, error) {
+func (a *Agent) write(ctx context.Context, op string, data []byte, replace bool) ([]byte, error) {
+	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return nil, err
+	}
 	p := inputPtr(data)
 	var buf C.AgentBuffer
 	var cerr *C.char
-	ctx := newCallContext()
+	call := newCallContext()
 	var rc C.int32_t
 	if replace {
-		rc = C.agentstate_replace_state(a.handle(), p, C.size_t(len(data)), &buf, ctx, &cerr)
+		rc = C.agentstate_replace_state(a.handle(), p, C.size_t(len(data)), &buf, call, cc.token, &cerr)
 	} else {
-		rc = C.agentstate_set_state(a.handle(), p, C.size_t(len(data)), &buf, ctx, &cerr)
+		rc = C.agentstate_set_state(a.handle(), p, C.size_t(len(data)), &buf, call, cc.token, &cerr)
 	}
+	cc.end()
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(data)
 	if rc != 0 {
-		return nil, libError(op, rc, cerr, ctx)
+		return nil, cancelCause(ctx, libError(op, rc, cerr, call))
 	}
-	dropHookErrors(ctx)
+	dropHookErrors(call)
 	return takeBuffer(&buf), nil
 }
 

@@ -91,7 +91,9 @@ var (
 	// retrying with the same URI will not help.
 	ErrAuth error = StatusAuth
 	// ErrCancelled: the call's cancel token fired, or its deadline passed, while the call waited
-	// (for a lock, a connection or the server); nothing was written.
+	// (for a lock, a connection or the server); nothing was written. The Context methods
+	// (SetStateContext, ...) return it when their context is done; the error then also wraps
+	// ctx.Err() (context.Canceled or context.DeadlineExceeded) for errors.Is.
 	ErrCancelled error = StatusCancelled
 	// ErrPanic: a bug in the library was caught at its C boundary; the Agent may still be used.
 	ErrPanic error = StatusPanic

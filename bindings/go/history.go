@@ -9,6 +9,7 @@ package agentstate
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -21,11 +22,15 @@ import (
 // the initial state). Pass the version to SetStateIf or ReplaceStateIf to write only if nobody
 // wrote in between.
 func (a *Agent) GetStateVersioned() (map[string]any, uint64, error) {
-	data, version, err := a.getStateVersioned("GetStateVersioned")
+	return a.getStateVersionedValue(context.Background(), "GetStateVersioned")
+}
+
+func (a *Agent) getStateVersionedValue(ctx context.Context, op string) (map[string]any, uint64, error) {
+	data, version, err := a.getStateVersioned(ctx, op)
 	if err != nil {
 		return nil, 0, err
 	}
-	st, err := decodeState("GetStateVersioned", data)
+	st, err := decodeState(op, data)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -34,17 +39,20 @@ func (a *Agent) GetStateVersioned() (map[string]any, uint64, error) {
 
 // GetStateVersionedJSON is GetStateVersioned with the state as compact JSON, as stored.
 func (a *Agent) GetStateVersionedJSON() (json.RawMessage, uint64, error) {
-	return a.getStateVersioned("GetStateVersionedJSON")
+	return a.getStateVersioned(context.Background(), "GetStateVersionedJSON")
 }
 
 // GetStateVersionedInto decodes the state into v (a non-nil pointer) as GetStateInto does, and
 // returns its version.
 func (a *Agent) GetStateVersionedInto(v any) (uint64, error) {
-	const op = "GetStateVersionedInto"
+	return a.getStateVersionedInto(context.Background(), "GetStateVersionedInto", v)
+}
+
+func (a *Agent) getStateVersionedInto(ctx context.Context, op string, v any) (uint64, error) {
 	if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return 0, newError(op, StatusInvalidArgument, fmt.Sprintf("the target must be a non-nil pointer, not %T", v), nil)
 	}
-	data, version, err := a.getStateVersioned(op)
+	data, version, err := a.getStateVersioned(ctx, op)
 	if err != nil {
 		return 0, err
 	}
@@ -56,17 +64,22 @@ func (a *Agent) GetStateVersionedInto(v any) (uint64, error) {
 	return version, nil
 }
 
-func (a *Agent) getStateVersioned(op string) ([]byte, uint64, error) {
+func (a *Agent) getStateVersioned(ctx context.Context, op string) ([]byte, uint64, error) {
+	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return nil, 0, err
+	}
 	var buf C.AgentBuffer
 	var version C.uint64_t
 	var cerr *C.char
-	ctx := newCallContext()
-	rc := C.agentstate_get_state_versioned(a.handle(), &buf, &version, ctx, &cerr)
+	call := newCallContext()
+	rc := C.agentstate_get_state_versioned(a.handle(), &buf, &version, call, cc.token, &cerr)
+	cc.end()
 	runtime.KeepAlive(a)
 	if rc != 0 {
-		return nil, 0, libError(op, rc, cerr, ctx)
+		return nil, 0, cancelCause(ctx, libError(op, rc, cerr, call))
 	}
-	dropHookErrors(ctx)
+	dropHookErrors(call)
 	return takeBuffer(&buf), uint64(version), nil
 }
 
@@ -87,35 +100,35 @@ func (a *Agent) getStateVersioned(op string) ([]byte, uint64, error) {
 // Other errors, hooks and the validator as for SetState; when a hook fails (ErrHook) the change
 // is committed but the state and version are not returned (nil, 0): read them again.
 func (a *Agent) SetStateIf(expected uint64, patch any) (map[string]any, uint64, error) {
-	return a.writeValueIf("SetStateIf", expected, patch, false)
+	return a.writeValueIf(context.Background(), "SetStateIf", expected, patch, false)
 }
 
 // SetStateIfJSON is SetStateIf with the patch given as JSON text, passed to the library
 // untouched; it returns the merged state as compact JSON.
 func (a *Agent) SetStateIfJSON(expected uint64, patch []byte) (json.RawMessage, uint64, error) {
-	return a.writeIf("SetStateIfJSON", expected, patch, false)
+	return a.writeIf(context.Background(), "SetStateIfJSON", expected, patch, false)
 }
 
 // ReplaceStateIf is a compare-and-set ReplaceState: it replaces the state with next only if
 // the store's version is still expected, and returns the new state and version; otherwise an
 // error matching ErrConflict, with nothing written. Other errors as for SetStateIf.
 func (a *Agent) ReplaceStateIf(expected uint64, next any) (map[string]any, uint64, error) {
-	return a.writeValueIf("ReplaceStateIf", expected, next, true)
+	return a.writeValueIf(context.Background(), "ReplaceStateIf", expected, next, true)
 }
 
 // ReplaceStateIfJSON is ReplaceStateIf with the state given as JSON text, passed untouched.
 func (a *Agent) ReplaceStateIfJSON(expected uint64, next []byte) (json.RawMessage, uint64, error) {
-	return a.writeIf("ReplaceStateIfJSON", expected, next, true)
+	return a.writeIf(context.Background(), "ReplaceStateIfJSON", expected, next, true)
 }
 
-func (a *Agent) writeValueIf(op string, expected uint64, v any, replace bool) (map[string]any, uint64, error) {
+func (a *Agent) writeValueIf(ctx context.Context, op string, expected uint64, v any, replace bool) (map[string]any, uint64, error) {
 	data, err := Marshal(v)
 	if err != nil {
 		e := err.(*Error)
 		e.Op = op
 		return nil, 0, e
 	}
-	out, version, err := a.writeIf(op, expected, data, replace)
+	out, version, err := a.writeIf(ctx, op, expected, data, replace)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -126,24 +139,29 @@ func (a *Agent) writeValueIf(op string, expected uint64, v any, replace bool) (m
 	return st, version, nil
 }
 
-func (a *Agent) writeIf(op string, expected uint64, data []byte, replace bool) ([]byte, uint64, error) {
+func (a *Agent) writeIf(ctx context.Context, op string, expected uint64, data []byte, replace bool) ([]byte, uint64, error) {
+	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return nil, 0, err
+	}
 	p := inputPtr(data)
 	var buf C.AgentBuffer
 	var version C.uint64_t
 	var cerr *C.char
-	ctx := newCallContext()
+	call := newCallContext()
 	var rc C.int32_t
 	if replace {
-		rc = C.agentstate_replace_state_if(a.handle(), C.uint64_t(expected), p, C.size_t(len(data)), &buf, &version, ctx, &cerr)
+		rc = C.agentstate_replace_state_if(a.handle(), C.uint64_t(expected), p, C.size_t(len(data)), &buf, &version, call, cc.token, &cerr)
 	} else {
-		rc = C.agentstate_set_state_if(a.handle(), C.uint64_t(expected), p, C.size_t(len(data)), &buf, &version, ctx, &cerr)
+		rc = C.agentstate_set_state_if(a.handle(), C.uint64_t(expected), p, C.size_t(len(data)), &buf, &version, call, cc.token, &cerr)
 	}
+	cc.end()
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(data)
 	if rc != 0 {
-		return nil, 0, libError(op, rc, cerr, ctx)
+		return nil, 0, cancelCause(ctx, libError(op, rc, cerr, call))
 	}
-	dropHookErrors(ctx)
+	dropHookErrors(call)
 	return takeBuffer(&buf), uint64(version), nil
 }
 
@@ -164,15 +182,24 @@ func (a *Agent) writeIf(op string, expected uint64, data []byte, replace bool) (
 // Poll may be called from inside a hook (what it delivers is delivered after the running hook
 // returns), not from the validator or the initial-state function (ErrBusy).
 func (a *Agent) Poll() (n int, err error) {
+	return a.poll(context.Background(), "Poll")
+}
+
+func (a *Agent) poll(ctx context.Context, op string) (int, error) {
+	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return 0, err
+	}
 	var delivered C.size_t
 	var cerr *C.char
-	ctx := newCallContext()
-	rc := C.agentstate_poll(a.handle(), &delivered, ctx, &cerr)
+	call := newCallContext()
+	rc := C.agentstate_poll(a.handle(), &delivered, call, cc.token, &cerr)
+	cc.end()
 	runtime.KeepAlive(a)
 	if rc != 0 {
-		return int(delivered), libError("Poll", rc, cerr, ctx)
+		return int(delivered), cancelCause(ctx, libError(op, rc, cerr, call))
 	}
-	dropHookErrors(ctx)
+	dropHookErrors(call)
 	return int(delivered), nil
 }
 
@@ -195,7 +222,11 @@ type LoggedChange struct {
 // Errors: ErrGap (the log no longer holds all of them: send the whole state instead),
 // ErrInvalidArgument (the log is off, or version is in the future), ErrBadHandle, ErrStorage.
 func (a *Agent) ChangesSince(version uint64) ([]LoggedChange, error) {
-	data, err := a.changesSince("ChangesSince", version)
+	return a.changesSinceValue(context.Background(), "ChangesSince", version)
+}
+
+func (a *Agent) changesSinceValue(ctx context.Context, op string, version uint64) ([]LoggedChange, error) {
+	data, err := a.changesSince(ctx, op, version)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +237,7 @@ func (a *Agent) ChangesSince(version uint64) ([]LoggedChange, error) {
 		Next    json.RawMessage `json:"next"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, newError("ChangesSince", StatusCodec, "cannot decode the changes: "+err.Error(), err)
+		return nil, newError(op, StatusCodec, "cannot decode the changes: "+err.Error(), err)
 	}
 	out := make([]LoggedChange, len(raw))
 	for i, r := range raw {
@@ -222,19 +253,24 @@ func (a *Agent) ChangesSince(version uint64) ([]LoggedChange, error) {
 // [{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...], at in milliseconds since the
 // Unix epoch, patch null for a replacement.
 func (a *Agent) ChangesSinceJSON(version uint64) (json.RawMessage, error) {
-	return a.changesSince("ChangesSinceJSON", version)
+	return a.changesSince(context.Background(), "ChangesSinceJSON", version)
 }
 
-func (a *Agent) changesSince(op string, version uint64) ([]byte, error) {
+func (a *Agent) changesSince(ctx context.Context, op string, version uint64) ([]byte, error) {
+	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return nil, err
+	}
 	var buf C.AgentBuffer
 	var cerr *C.char
-	ctx := newCallContext()
-	rc := C.agentstate_changes_since(a.handle(), C.uint64_t(version), &buf, ctx, &cerr)
+	call := newCallContext()
+	rc := C.agentstate_changes_since(a.handle(), C.uint64_t(version), &buf, call, cc.token, &cerr)
+	cc.end()
 	runtime.KeepAlive(a)
 	if rc != 0 {
-		return nil, libError(op, rc, cerr, ctx)
+		return nil, cancelCause(ctx, libError(op, rc, cerr, call))
 	}
-	dropHookErrors(ctx)
+	dropHookErrors(call)
 	return takeBuffer(&buf), nil
 }
 
@@ -245,28 +281,37 @@ func (a *Agent) changesSince(op string, version uint64) ([]byte, error) {
 // version), ErrBadHandle, ErrStorage; for version 0 with an initial-state function, what it
 // earns (see GetState).
 func (a *Agent) StateAt(version uint64) (map[string]any, error) {
-	data, err := a.stateAt("StateAt", version)
+	return a.stateAtValue(context.Background(), "StateAt", version)
+}
+
+func (a *Agent) stateAtValue(ctx context.Context, op string, version uint64) (map[string]any, error) {
+	data, err := a.stateAt(ctx, op, version)
 	if err != nil {
 		return nil, err
 	}
-	return decodeState("StateAt", data)
+	return decodeState(op, data)
 }
 
 // StateAtJSON is StateAt with the state as compact JSON, as stored.
 func (a *Agent) StateAtJSON(version uint64) (json.RawMessage, error) {
-	return a.stateAt("StateAtJSON", version)
+	return a.stateAt(context.Background(), "StateAtJSON", version)
 }
 
-func (a *Agent) stateAt(op string, version uint64) ([]byte, error) {
+func (a *Agent) stateAt(ctx context.Context, op string, version uint64) ([]byte, error) {
+	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return nil, err
+	}
 	var buf C.AgentBuffer
 	var cerr *C.char
-	ctx := newCallContext()
-	rc := C.agentstate_get_state_at(a.handle(), C.uint64_t(version), &buf, ctx, &cerr)
+	call := newCallContext()
+	rc := C.agentstate_get_state_at(a.handle(), C.uint64_t(version), &buf, call, cc.token, &cerr)
+	cc.end()
 	runtime.KeepAlive(a)
 	if rc != 0 {
-		return nil, libError(op, rc, cerr, ctx)
+		return nil, cancelCause(ctx, libError(op, rc, cerr, call))
 	}
-	dropHookErrors(ctx)
+	dropHookErrors(call)
 	return takeBuffer(&buf), nil
 }
 
@@ -276,11 +321,15 @@ func (a *Agent) stateAt(op string, version uint64) ([]byte, error) {
 //
 // Errors: those of StateAt and ReplaceState (ErrRejected, ErrHook, ...).
 func (a *Agent) Restore(version uint64) (map[string]any, uint64, error) {
-	data, v, err := a.restore("Restore", version)
+	return a.restoreValue(context.Background(), "Restore", version)
+}
+
+func (a *Agent) restoreValue(ctx context.Context, op string, version uint64) (map[string]any, uint64, error) {
+	data, v, err := a.restore(ctx, op, version)
 	if err != nil {
 		return nil, 0, err
 	}
-	st, err := decodeState("Restore", data)
+	st, err := decodeState(op, data)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -289,19 +338,24 @@ func (a *Agent) Restore(version uint64) (map[string]any, uint64, error) {
 
 // RestoreJSON is Restore with the restored state as compact JSON.
 func (a *Agent) RestoreJSON(version uint64) (json.RawMessage, uint64, error) {
-	return a.restore("RestoreJSON", version)
+	return a.restore(context.Background(), "RestoreJSON", version)
 }
 
-func (a *Agent) restore(op string, version uint64) ([]byte, uint64, error) {
+func (a *Agent) restore(ctx context.Context, op string, version uint64) ([]byte, uint64, error) {
+	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return nil, 0, err
+	}
 	var buf C.AgentBuffer
 	var newVersion C.uint64_t
 	var cerr *C.char
-	ctx := newCallContext()
-	rc := C.agentstate_restore_state(a.handle(), C.uint64_t(version), &buf, &newVersion, ctx, &cerr)
+	call := newCallContext()
+	rc := C.agentstate_restore_state(a.handle(), C.uint64_t(version), &buf, &newVersion, call, cc.token, &cerr)
+	cc.end()
 	runtime.KeepAlive(a)
 	if rc != 0 {
-		return nil, 0, libError(op, rc, cerr, ctx)
+		return nil, 0, cancelCause(ctx, libError(op, rc, cerr, call))
 	}
-	dropHookErrors(ctx)
+	dropHookErrors(call)
 	return takeBuffer(&buf), uint64(newVersion), nil
 }

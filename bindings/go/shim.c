@@ -10,6 +10,34 @@
 // call, so a call made from inside a hook gets its own context and the outer one comes back.
 static __thread uintptr_t current_ctx;
 
+// The cancel token bound to this OS thread by this file (0: none). A call made from inside a
+// hook of a cancellable call binds its own token, if it has one, and the outer one comes back.
+static __thread AgentCancel current_token;
+
+// Binds token (0: keep the thread's binding) for one library call; *saved receives what
+// restore_token puts back.
+static int32_t bind_token(AgentCancel token, AgentCancel *saved) {
+    *saved = current_token;
+    if (token == 0 || token == current_token) {
+        return AGENT_OK;
+    }
+    int32_t rc = agent_cancel_bind(token);
+    if (rc == AGENT_OK) {
+        current_token = token;
+    }
+    return rc;
+}
+
+static void restore_token(AgentCancel token, AgentCancel saved) {
+    if (token == 0 || token == saved) {
+        return;
+    }
+    // saved is the token of a call still running on this thread: not freed yet, so valid.
+    if (agent_cancel_bind(saved) == AGENT_OK) {
+        current_token = saved;
+    }
+}
+
 static int32_t fail(int32_t rc, char **err) {
     if (rc != AGENT_OK && err != NULL) {
         // Same native call as the failing function: the message is still this call's.
@@ -31,94 +59,157 @@ int32_t agentstate_close(AgentHandle h, char **err) {
     return fail(rc, err);
 }
 
-int32_t agentstate_get_state(AgentHandle h, AgentBuffer *out, uintptr_t ctx, char **err) {
+int32_t agentstate_get_state(AgentHandle h, AgentBuffer *out, uintptr_t ctx, AgentCancel token,
+                             char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_get_state(h, out);
+    rc = fail(agent_get_state(h, out), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
 int32_t agentstate_set_state(AgentHandle h, const uint8_t *patch, size_t len, AgentBuffer *out,
-                             uintptr_t ctx, char **err) {
+                             uintptr_t ctx, AgentCancel token, char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_set_state(h, patch, len, out);
+    rc = fail(agent_set_state(h, patch, len, out), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
 int32_t agentstate_replace_state(AgentHandle h, const uint8_t *next, size_t len, AgentBuffer *out,
-                                 uintptr_t ctx, char **err) {
+                                 uintptr_t ctx, AgentCancel token, char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_replace_state(h, next, len, out);
+    rc = fail(agent_replace_state(h, next, len, out), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
 int32_t agentstate_get_state_versioned(AgentHandle h, AgentBuffer *out, uint64_t *out_version,
-                                       uintptr_t ctx, char **err) {
+                                       uintptr_t ctx, AgentCancel token, char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_get_state_versioned(h, out, out_version);
+    rc = fail(agent_get_state_versioned(h, out, out_version), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
 int32_t agentstate_set_state_if(AgentHandle h, uint64_t expected, const uint8_t *patch,
                                 size_t len, AgentBuffer *out, uint64_t *out_version,
-                                uintptr_t ctx, char **err) {
+                                uintptr_t ctx, AgentCancel token, char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_set_state_if(h, expected, patch, len, out, out_version);
+    rc = fail(agent_set_state_if(h, expected, patch, len, out, out_version), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
 int32_t agentstate_replace_state_if(AgentHandle h, uint64_t expected, const uint8_t *next,
                                     size_t len, AgentBuffer *out, uint64_t *out_version,
-                                    uintptr_t ctx, char **err) {
+                                    uintptr_t ctx, AgentCancel token, char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_replace_state_if(h, expected, next, len, out, out_version);
+    rc = fail(agent_replace_state_if(h, expected, next, len, out, out_version), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
-int32_t agentstate_poll(AgentHandle h, size_t *out_delivered, uintptr_t ctx, char **err) {
+int32_t agentstate_poll(AgentHandle h, size_t *out_delivered, uintptr_t ctx, AgentCancel token,
+                        char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_poll(h, out_delivered);
+    rc = fail(agent_poll(h, out_delivered), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
 int32_t agentstate_changes_since(AgentHandle h, uint64_t after, AgentBuffer *out, uintptr_t ctx,
-                                 char **err) {
+                                 AgentCancel token, char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_changes_since(h, after, out);
+    rc = fail(agent_changes_since(h, after, out), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
 int32_t agentstate_get_state_at(AgentHandle h, uint64_t version, AgentBuffer *out, uintptr_t ctx,
-                                char **err) {
+                                AgentCancel token, char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_get_state_at(h, version, out);
+    rc = fail(agent_get_state_at(h, version, out), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
 int32_t agentstate_restore_state(AgentHandle h, uint64_t version, AgentBuffer *out,
-                                 uint64_t *out_version, uintptr_t ctx, char **err) {
+                                 uint64_t *out_version, uintptr_t ctx, AgentCancel token,
+                                 char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
     uintptr_t saved = current_ctx;
     current_ctx = ctx;
-    int32_t rc = agent_restore_state(h, version, out, out_version);
+    rc = fail(agent_restore_state(h, version, out, out_version), err);
     current_ctx = saved;
-    return fail(rc, err);
+    restore_token(token, saved_token);
+    return rc;
 }
 
 // The library's hook signatures, forwarding to the //export'ed Go functions with the context of

@@ -9,6 +9,11 @@
  * `ctx` identifies the Go call in progress: it is stored in a C thread-local for the duration
  * of the library call, so that hooks (which the library runs on the calling thread) can tell
  * the Go side which call triggered them and hand their Go error back to it.
+ *
+ * `token` is the call's cancel token (agent_cancel_new), bound to the calling OS thread for
+ * the library call only and the thread's previous binding restored after it, all inside this
+ * one C call (a goroutine may change threads between two cgo calls); 0 leaves the thread's
+ * binding as it is (none, or that of the call whose hook is running).
  */
 #ifndef AGENTSTATE_GO_SHIM_H
 #define AGENTSTATE_GO_SHIM_H
@@ -19,27 +24,30 @@
 
 int32_t agentstate_open(const char *path, const char *options_json, AgentHandle *out, char **err);
 int32_t agentstate_close(AgentHandle h, char **err);
-int32_t agentstate_get_state(AgentHandle h, AgentBuffer *out, uintptr_t ctx, char **err);
+int32_t agentstate_get_state(AgentHandle h, AgentBuffer *out, uintptr_t ctx, AgentCancel token,
+                             char **err);
 int32_t agentstate_set_state(AgentHandle h, const uint8_t *patch, size_t len, AgentBuffer *out,
-                             uintptr_t ctx, char **err);
+                             uintptr_t ctx, AgentCancel token, char **err);
 int32_t agentstate_replace_state(AgentHandle h, const uint8_t *next, size_t len, AgentBuffer *out,
-                                 uintptr_t ctx, char **err);
+                                 uintptr_t ctx, AgentCancel token, char **err);
 /* The versioned, compare-and-set and change-log calls (agent_state.h 0.2). */
 int32_t agentstate_get_state_versioned(AgentHandle h, AgentBuffer *out, uint64_t *out_version,
-                                       uintptr_t ctx, char **err);
+                                       uintptr_t ctx, AgentCancel token, char **err);
 int32_t agentstate_set_state_if(AgentHandle h, uint64_t expected, const uint8_t *patch,
                                 size_t len, AgentBuffer *out, uint64_t *out_version,
-                                uintptr_t ctx, char **err);
+                                uintptr_t ctx, AgentCancel token, char **err);
 int32_t agentstate_replace_state_if(AgentHandle h, uint64_t expected, const uint8_t *next,
                                     size_t len, AgentBuffer *out, uint64_t *out_version,
-                                    uintptr_t ctx, char **err);
-int32_t agentstate_poll(AgentHandle h, size_t *out_delivered, uintptr_t ctx, char **err);
+                                    uintptr_t ctx, AgentCancel token, char **err);
+int32_t agentstate_poll(AgentHandle h, size_t *out_delivered, uintptr_t ctx, AgentCancel token,
+                        char **err);
 int32_t agentstate_changes_since(AgentHandle h, uint64_t after, AgentBuffer *out, uintptr_t ctx,
-                                 char **err);
+                                 AgentCancel token, char **err);
 int32_t agentstate_get_state_at(AgentHandle h, uint64_t version, AgentBuffer *out, uintptr_t ctx,
-                                char **err);
+                                AgentCancel token, char **err);
 int32_t agentstate_restore_state(AgentHandle h, uint64_t version, AgentBuffer *out,
-                                 uint64_t *out_version, uintptr_t ctx, char **err);
+                                 uint64_t *out_version, uintptr_t ctx, AgentCancel token,
+                                 char **err);
 /* Registers the Go state-changed trampoline with `hook` (a runtime/cgo.Handle) as user_data. */
 int32_t agentstate_on_state_changed(AgentHandle h, uintptr_t hook, uint64_t *out_id, char **err);
 int32_t agentstate_remove_hook(AgentHandle h, uint64_t id, char **err);
