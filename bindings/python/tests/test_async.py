@@ -244,3 +244,35 @@ def test_the_loop_is_not_blocked_while_writes_wait_for_a_lock(
     finally:
         holder.release()
         other.close()
+
+
+@pytest.mark.any_backend
+def test_cancelling_running_and_queued_calls_writes_nothing(
+    open_async: Callable[..., AsyncAgent], store_of: Where, tmp_path: Path
+) -> None:
+    # More writes than the pool has workers: some wait for the lock on a worker (their token
+    # is fired), the rest wait in the pool's queue (they never run).
+    a = open_async(busy_timeout_ms=30_000)
+    other = _sync_twin(store_of, tmp_path)
+    holder = Holder(other)
+    try:
+
+        async def main() -> None:
+            writes = [asyncio.ensure_future(a.set_state({f"w{i}": i})) for i in range(POOL_SIZE + 4)]
+            await asyncio.sleep(0.3)
+            for w in writes:
+                w.cancel()
+            results = await asyncio.wait_for(asyncio.gather(*writes, return_exceptions=True), timeout=10)
+            assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+
+        asyncio.run(main())
+        holder.release()
+
+        async def after() -> None:
+            assert await a.get_state_versioned() == ({"holder": True}, 1)
+            assert await a.set_state({"after": 1}) == {"holder": True, "after": 1}
+
+        asyncio.run(after())
+    finally:
+        holder.release()
+        other.close()
