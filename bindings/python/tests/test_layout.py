@@ -17,6 +17,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 #: The public API: what README.md documents, and nothing else.
 PUBLIC = {
     "Agent",
+    "AsyncAgent",
     "Hook",
     "Change",
     "Versioned",

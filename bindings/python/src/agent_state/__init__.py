@@ -31,6 +31,7 @@ from ._records import (
 )
 from ._hook import Hook
 from .agent import Agent, library_version
+from .async_agent import AsyncAgent
 from .codec import encode_value
 from .decoding import decode
 from .errors import (
@@ -104,6 +105,7 @@ __version__ = _package_version()
 # is internal, also the names of the package's modules that have no underscore.
 __all__ = [
     "Agent",
+    "AsyncAgent",
     "Hook",
     "Change",
     "Versioned",

@@ -1,0 +1,323 @@
+"""The :class:`AsyncAgent`: an :class:`~agent_state.Agent` for asyncio.
+
+Each call runs the sync :class:`~agent_state.Agent`'s method on a worker thread of one bounded,
+module-level thread pool (awaited through ``asyncio.wrap_future``), under a cancel token of the library bound
+to that thread (``agent_cancel_new`` / ``agent_cancel_bind``); ctypes releases the GIL while the
+library works, so the event loop stays responsive while a call waits for a lock. When the
+awaiting coroutine is cancelled, the token is fired, the worker's call is waited for (it ends
+within milliseconds), and :class:`asyncio.CancelledError` propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ctypes
+import inspect
+import os
+import threading
+from typing import Any, Callable, List, Mapping, Optional, TypeVar, Union
+
+from . import _native
+from ._hook import Hook
+from ._records import (
+    ChangeCallback,
+    ChangeLogOption,
+    InitialStateCallback,
+    LoggedChange,
+    PathLike,
+    State,
+    StateChangedCallback,
+    Synchronous,
+    ValidatorCallback,
+    Versioned,
+)
+from .agent import Agent
+
+__all__ = ["AsyncAgent"]
+
+_T = TypeVar("_T")
+
+#: The most worker threads the calls of all AsyncAgents of the process use at once.
+POOL_SIZE = min(32, (os.cpu_count() or 1) + 4)
+
+_pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_pool_pid = 0
+_pool_lock = threading.Lock()
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    """The module's one thread pool, made on first use (and again in a forked child, whose
+    copy of the parent's pool has no threads)."""
+    global _pool, _pool_pid
+    pool = _pool
+    if pool is not None and _pool_pid == os.getpid():
+        return pool
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=POOL_SIZE, thread_name_prefix="agent_state-async"
+            )
+            _pool_pid = os.getpid()
+        return _pool
+
+
+class _Cancel:
+    """The cancel token of one call: made and bound by the worker, fired by the loop."""
+
+    __slots__ = ("lock", "token", "fired")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.token = 0  # while the worker has it
+        self.fired = False
+
+    def fire(self) -> None:
+        with self.lock:
+            self.fired = True
+            if self.token:
+                _native.library().agent_cancel_fire(self.token)
+
+
+def _run_cancellable(cancel: _Cancel, fn: Callable[..., _T], *args: Any) -> _T:
+    """On the worker thread: ``fn(*args)`` under a fresh token bound to this thread."""
+    lib = _native.library()
+    out = ctypes.c_uint64(0)
+    lib.agent_cancel_new(-1, ctypes.byref(out))
+    token = out.value
+    try:
+        with cancel.lock:
+            cancel.token = token
+            if cancel.fired:  # cancelled before the worker started
+                lib.agent_cancel_fire(token)
+        lib.agent_cancel_bind(token)
+        try:
+            return fn(*args)
+        finally:
+            lib.agent_cancel_bind(0)
+    finally:
+        # Under the lock: the loop never fires a freed token.
+        with cancel.lock:
+            cancel.token = 0
+            lib.agent_cancel_free(token)
+
+
+def _is_async_callable(callback: Any) -> bool:
+    return inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
+        getattr(callback, "__call__", None)
+    )
+
+
+class AsyncAgent:
+    """An :class:`~agent_state.Agent` whose store calls are coroutines, for asyncio.
+
+    >>> async def main():
+    ...     async with AsyncAgent("conv.db", initial_state={"status": "idle"}) as agent:
+    ...         return await agent.set_state({"status": "processing"})
+
+    Constructed with the arguments of :class:`~agent_state.Agent` (the store is opened at once,
+    synchronously). Each store call runs the sync agent's method on a worker thread of one
+    module-level thread pool shared by every ``AsyncAgent`` of the process (at most
+    ``min(32, os.cpu_count() + 4)`` threads; more concurrent calls queue), so the event loop is
+    never blocked while a call waits for a lock, a pooled connection or the server.
+
+    Cancelling the awaiting task (``task.cancel()``, an ``asyncio.wait_for`` or
+    ``asyncio.timeout`` running out) fires the call's cancel token: a call still waiting (for
+    another connection's lock, a connection of the pool, its turn on the handle, the server)
+    ends within milliseconds having written nothing, the agent stays usable, and the await
+    raises :class:`asyncio.CancelledError` (``wait_for``: :class:`TimeoutError`). A call whose
+    commit was already under way is not cancelled: it finishes (the await still raises
+    ``CancelledError``), so a cancelled write *may* have happened; read the state or its
+    version (:meth:`get_state_versioned`) to know. The await returns only once the worker's
+    call has ended, so nothing of a cancelled call runs after it.
+
+    Hooks (:meth:`on_state_changed`, :meth:`on_change`) must be plain functions: they run on
+    the worker thread that made the change, after the commit, as for the sync API; a
+    coroutine function raises :class:`TypeError`. The validator and the initial-state hook are
+    plain functions too (they run inside the transaction, on the worker thread). Inside them,
+    use the sync agent (:attr:`sync`), not this object's coroutines.
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        *,
+        initial_state: Union[Mapping[str, Any], InitialStateCallback, None] = None,
+        max_value_bytes: Optional[int] = None,
+        synchronous: Optional[Synchronous] = None,
+        busy_timeout_ms: Optional[int] = None,
+        read_only: Optional[bool] = None,
+        change_log: Optional[ChangeLogOption] = None,
+        agent_id: Optional[str] = None,
+        max_connections: Optional[int] = None,
+        server_timeout_ms: Optional[int] = None,
+    ) -> None:
+        self._agent = Agent(
+            path,
+            initial_state=initial_state,
+            max_value_bytes=max_value_bytes,
+            synchronous=synchronous,
+            busy_timeout_ms=busy_timeout_ms,
+            read_only=read_only,
+            change_log=change_log,
+            agent_id=agent_id,
+            max_connections=max_connections,
+            server_timeout_ms=server_timeout_ms,
+        )
+
+    # -- running calls -------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        loop = asyncio.get_running_loop()
+        cancel = _Cancel()
+        work = _executor().submit(_run_cancellable, cancel, fn, *args)
+        job = asyncio.wrap_future(work, loop=loop)
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            if work.cancel():  # not started yet: now it never will
+                raise
+            cancel.fire()
+            # Wait for the worker's call to end (within ms of the fire, or once its commit
+            # is done), whatever more cancellations come meanwhile.
+            while not job.done():
+                try:
+                    await asyncio.shield(job)
+                except BaseException:
+                    pass
+            if not job.cancelled():
+                job.exception()  # retrieved: no "never retrieved" warning
+            raise
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    @property
+    def sync(self) -> Agent:
+        """The sync :class:`~agent_state.Agent` this object wraps (for hooks and validators,
+        and for code that is not async)."""
+        return self._agent
+
+    @property
+    def path(self) -> str:
+        """The path the store was opened with."""
+        return self._agent.path
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` (or ``sync.close()``) was called."""
+        return self._agent.closed
+
+    async def aclose(self) -> None:
+        """Closes the store (on a worker thread: it waits for calls running on the handle).
+        Idempotent."""
+        if self._agent.closed:
+            return
+        await self._run(self._agent.close)
+
+    async def __aenter__(self) -> "AsyncAgent":
+        self._agent._h()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return "<agent_state.AsyncAgent " + repr(self._agent)[len("<agent_state.Agent "):]
+
+    # -- state ---------------------------------------------------------------------------------
+
+    async def get_state(self) -> State:
+        """:meth:`Agent.get_state <agent_state.Agent.get_state>`, awaited."""
+        return await self._run(self._agent.get_state)
+
+    async def get_state_json(self) -> str:
+        """:meth:`Agent.get_state_json <agent_state.Agent.get_state_json>`, awaited."""
+        return await self._run(self._agent.get_state_json)
+
+    async def set_state(self, patch: Mapping[str, Any]) -> State:
+        """:meth:`Agent.set_state <agent_state.Agent.set_state>`, awaited (hooks run on the
+        worker thread before it returns)."""
+        return await self._run(self._agent.set_state, patch)
+
+    async def replace_state(self, state: Mapping[str, Any]) -> State:
+        """:meth:`Agent.replace_state <agent_state.Agent.replace_state>`, awaited."""
+        return await self._run(self._agent.replace_state, state)
+
+    async def set_state_json(self, patch: Union[str, bytes]) -> str:
+        """:meth:`Agent.set_state_json <agent_state.Agent.set_state_json>`, awaited."""
+        return await self._run(self._agent.set_state_json, patch)
+
+    async def replace_state_json(self, state: Union[str, bytes]) -> str:
+        """:meth:`Agent.replace_state_json <agent_state.Agent.replace_state_json>`, awaited."""
+        return await self._run(self._agent.replace_state_json, state)
+
+    async def get_state_versioned(self) -> Versioned:
+        """:meth:`Agent.get_state_versioned <agent_state.Agent.get_state_versioned>`, awaited."""
+        return await self._run(self._agent.get_state_versioned)
+
+    async def set_state_if(self, expected_version: int, patch: Mapping[str, Any]) -> Versioned:
+        """:meth:`Agent.set_state_if <agent_state.Agent.set_state_if>`, awaited."""
+        return await self._run(self._agent.set_state_if, expected_version, patch)
+
+    async def replace_state_if(self, expected_version: int, state: Mapping[str, Any]) -> Versioned:
+        """:meth:`Agent.replace_state_if <agent_state.Agent.replace_state_if>`, awaited."""
+        return await self._run(self._agent.replace_state_if, expected_version, state)
+
+    # -- the change log ------------------------------------------------------------------------
+
+    async def poll(self) -> int:
+        """:meth:`Agent.poll <agent_state.Agent.poll>`, awaited (hooks run on the worker
+        thread)."""
+        return await self._run(self._agent.poll)
+
+    async def changes_since(self, version: int) -> List[LoggedChange]:
+        """:meth:`Agent.changes_since <agent_state.Agent.changes_since>`, awaited."""
+        return await self._run(self._agent.changes_since, version)
+
+    async def changes_since_json(self, version: int) -> str:
+        """:meth:`Agent.changes_since_json <agent_state.Agent.changes_since_json>`, awaited."""
+        return await self._run(self._agent.changes_since_json, version)
+
+    async def state_at(self, version: int) -> State:
+        """:meth:`Agent.state_at <agent_state.Agent.state_at>`, awaited."""
+        return await self._run(self._agent.state_at, version)
+
+    async def restore(self, version: int) -> Versioned:
+        """:meth:`Agent.restore <agent_state.Agent.restore>`, awaited."""
+        return await self._run(self._agent.restore, version)
+
+    # -- hooks (registered synchronously; they run on the worker threads) ----------------------
+
+    def on_state_changed(self, callback: StateChangedCallback) -> Hook:
+        """:meth:`Agent.on_state_changed <agent_state.Agent.on_state_changed>`: ``callback``
+        must be a plain function (it runs on the worker thread that made the change); a
+        coroutine function raises :class:`TypeError`."""
+        _plain(callback, "on_state_changed hook")
+        return self._agent.on_state_changed(callback)
+
+    def on_change(self, callback: ChangeCallback) -> Hook:
+        """:meth:`Agent.on_change <agent_state.Agent.on_change>`: a plain function, as for
+        :meth:`on_state_changed`."""
+        _plain(callback, "on_change hook")
+        return self._agent.on_change(callback)
+
+    def remove_hook(self, hook: Hook) -> bool:
+        """Unregisters ``hook`` (same as ``hook.remove()``)."""
+        return self._agent.remove_hook(hook)
+
+    def set_initial_state_hook(self, callback: Optional[InitialStateCallback]) -> None:
+        """:meth:`Agent.set_initial_state_hook <agent_state.Agent.set_initial_state_hook>`: a
+        plain function."""
+        _plain(callback, "initial-state hook")
+        self._agent.set_initial_state_hook(callback)
+
+    def set_validator(self, validator: Optional[ValidatorCallback]) -> Optional[ValidatorCallback]:
+        """:meth:`Agent.set_validator <agent_state.Agent.set_validator>`: a plain function (it
+        runs inside the write transaction, on the worker thread)."""
+        _plain(validator, "validator")
+        return self._agent.set_validator(validator)
+
+
+def _plain(callback: Any, what: str) -> None:
+    if callback is not None and _is_async_callable(callback):
+        raise TypeError(f"an AsyncAgent's {what} must be a plain function, not a coroutine function")
