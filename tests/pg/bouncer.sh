@@ -14,6 +14,8 @@
 # pgbouncer refuses to run as root, as PostgreSQL does: when root, it runs as `postgres`. On a
 # machine without it, `start` installs Debian's `pgbouncer` package first (root only).
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 find_bouncer() {
     local b
@@ -39,19 +41,6 @@ install_bouncer() {
     apt-get update -qq >&2
     apt-get install -y -qq pgbouncer >&2
     find_bouncer >/dev/null
-}
-
-as_owner() {
-    if [[ $(id -u) -eq 0 ]]; then
-        runuser -u postgres -- "$@"
-    else
-        "$@"
-    fi
-}
-
-# A TCP port on 127.0.0.1 that nothing listens on now (the kernel's choice).
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 start_bouncer() {

@@ -16,19 +16,10 @@
 # on a directory it owns. On a machine without PostgreSQL, `start` installs Debian's
 # `postgresql` package first (the project's scripts install what the tests need).
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PORT=${AGENT_STATE_PG_PORT:-5432}
-
-find_bin() {
-    local dir
-    for dir in /usr/lib/postgresql/*/bin; do
-        if [[ -x $dir/pg_ctl ]]; then
-            echo "$dir"
-            return 0
-        fi
-    done
-    return 1
-}
 
 install_postgres() {
     if find_bin >/dev/null; then
@@ -49,15 +40,6 @@ install_postgres() {
         done
     fi
     find_bin >/dev/null
-}
-
-# Runs a server command as the postgres user when root.
-as_owner() {
-    if [[ $(id -u) -eq 0 ]]; then
-        runuser -u postgres -- "$@"
-    else
-        "$@"
-    fi
 }
 
 uri_of() {

@@ -21,34 +21,13 @@
 # command runs without (the tests then say they were skipped). When AGENT_STATE_TEST_TLS_PORT
 # is already set, the command runs against those servers. Setup takes about 5 s.
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Already set up (an outer tls.sh): run the command against those servers.
 if [[ -n ${AGENT_STATE_TEST_TLS_PORT:-} ]]; then
     exec "$@"
 fi
-
-find_bin() {
-    local dir
-    for dir in /usr/lib/postgresql/*/bin; do
-        if [[ -x $dir/pg_ctl ]]; then
-            echo "$dir"
-            return 0
-        fi
-    done
-    return 1
-}
-
-as_owner() {
-    if [[ $(id -u) -eq 0 ]]; then
-        runuser -u postgres -- "$@"
-    else
-        "$@"
-    fi
-}
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 dir=$(mktemp -d /tmp/agent-state-tls.XXXXXX)
 servers=()
