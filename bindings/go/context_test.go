@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,12 +64,12 @@ func holdLock(t *testing.T, path string) (release func() error) {
 	return release
 }
 
-// waitGoroutines waits (up to 2 s) for the number of goroutines to come back to want: a
-// goroutine that has done its work (a context's timer, a test's canceller) may take a moment
-// to exit.
+// waitGoroutines waits (polling, up to 10 s: generous for a loaded machine, and it returns as
+// soon as the count is back) for the number of goroutines to come back to want: a goroutine
+// that has done its work (a context's timer, a test's canceller) may take a moment to exit.
 func waitGoroutines(t *testing.T, want int) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		n := runtime.NumGoroutine()
 		if n <= want {
@@ -157,6 +160,124 @@ func TestContextDeadlineCancelsAWriteWaitingForALock(t *testing.T) {
 
 func TestContextCancelCancelsAWriteWaitingForALock(t *testing.T) {
 	cancelWhileLocked(t, false)
+}
+
+// osThreads is the process's number of OS threads ("Threads:" in /proc/self/status).
+func osThreads(t *testing.T) int {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status:", err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "Threads:") {
+			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "Threads:")))
+			if err != nil {
+				t.Fatalf("/proc/self/status: %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads: line in /proc/self/status")
+	return 0
+}
+
+// Many Context calls waiting at once (200 writes from 200 goroutines on 4 Agents, waiting for
+// the lock holdLock holds or for their turn on their handle), half ended by a deadline, half
+// by cancel() from another goroutine: each returns its ErrCancelled error, nothing is
+// written, and afterwards no goroutine is left (the count comes back to what it was) and the
+// OS threads do not grow from round to round.
+//
+// The threads' bound: a goroutine blocked in a C call holds its OS thread, so a round may
+// need up to one thread per call in flight, and the runtime keeps the idle threads for reuse
+// (it never ends them). A second round of the same calls finds them idle: it may add threads
+// only where its peak of calls in C at once passes the first round's (scheduling decides how
+// many of the 200 are in C together), never one per call. So every round after the first
+// must stay within the first round's count plus threadSlack; a call that left its thread
+// behind (or a thread per token) would add about 200 per round.
+func TestContextManyCancelledCallsLeaveNoGoroutineOrThreadBehind(t *testing.T) {
+	const (
+		calls       = 200
+		rounds      = 3
+		threadSlack = 32
+	)
+	threadsAtStart := osThreads(t)
+	path := tempDB(t)
+	agents := make([]*Agent, 4)
+	for i := range agents {
+		agents[i] = openAgent(t, path, Options{BusyTimeout: 30 * time.Second})
+	}
+	if _, err := agents[0].SetState(map[string]any{"n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	release := holdLock(t, path)
+	before := runtime.NumGoroutine()
+
+	round := func() (made int) {
+		byDeadline, cancelDeadline := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancelDeadline()
+		byCancel, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		errs := make([]error, calls)
+		var wg sync.WaitGroup
+		for i := 0; i < calls; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				ctx := byDeadline
+				if i%2 == 1 {
+					ctx = byCancel
+				}
+				_, errs[i] = agents[i%len(agents)].SetStateContext(ctx, map[string]any{"n": 100 + i})
+			}(i)
+		}
+		// The other half, by cancel() from this goroutine, once the deadline has passed.
+		<-byDeadline.Done()
+		cancel()
+		wg.Wait()
+		for i, err := range errs {
+			cause := context.DeadlineExceeded
+			if i%2 == 1 {
+				cause = context.Canceled
+			}
+			wantCancelled(t, err, "SetStateContext", cause)
+			if !strings.Contains(err.Error(), "was not made") {
+				made++ // it was in the library, waiting, when its context ended
+			}
+		}
+		return made
+	}
+
+	var threads []int
+	for r := 1; r <= rounds; r++ {
+		start := time.Now()
+		made := round()
+		took := time.Since(start)
+		if made == 0 {
+			t.Fatalf("round %d: none of the %d calls reached the library", r, calls)
+		}
+		waitGoroutines(t, before)
+		n := osThreads(t)
+		threads = append(threads, n)
+		t.Logf("round %d: %d cancelled calls (%d waiting in the library) in %v; goroutines back to %d; OS threads %d (%d at the start)",
+			r, calls, made, took, before, n, threadsAtStart)
+		if r > 1 && n > threads[0]+threadSlack {
+			t.Fatalf("OS threads after each round: %v: round %d added %d beyond the first round's %d (slack %d)",
+				threads, r, n-threads[0], threads[0], threadSlack)
+		}
+	}
+
+	if err := release(); err != nil {
+		t.Fatalf("the holder's write: %v", err)
+	}
+	got, v, err := agents[1].GetStateVersionedJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != 2 {
+		t.Fatalf("version %d, want 2 (the first write and the holder's)", v)
+	}
+	jsonEqual(t, got, []byte(`{"n":1,"holder":1}`))
 }
 
 // Every Context method, for the tests below: calls it under ctx and returns its error.

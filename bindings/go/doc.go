@@ -7,9 +7,13 @@
 //	a, err := agentstate.Open("conv.db", agentstate.Options{InitialState: map[string]any{"status": "idle"}})
 //	if err != nil { ... }
 //	defer a.Close()
-//	st, err := a.SetState(map[string]any{"status": "processing"}) // the full merged state
-//	err = a.GetStateInto(&myStruct)                               // decode into a typed struct
+//	// ctx's deadline or cancel() ends a call waiting for a lock or the server (nothing written)
+//	st, err := a.SetStateContext(ctx, map[string]any{"status": "processing"}) // the full merged state
+//	err = a.GetStateIntoContext(ctx, &myStruct)                               // decode into a typed struct
 //	id, err := a.OnStateChanged(func(next, prev, patch json.RawMessage) error { ... })
+//
+// Each method without Context (SetState, GetStateInto, ...) is its Context form under
+// context.Background().
 //
 // # Linking
 //
