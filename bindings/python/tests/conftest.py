@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
-from agent_state import Agent
+from agent_state import Agent, AsyncAgent
 
 import backends
 
@@ -69,6 +69,24 @@ def open_agent(db_path: Path, store_of: Callable[[Any], Tuple[Any, Dict[str, Any
     yield _open
     for agent in opened:
         agent.close()
+
+
+@pytest.fixture
+def open_async(tmp_path: Path, store_of: Callable[[Any], Tuple[Any, Dict[str, Any]]]) -> Iterator[Callable[..., AsyncAgent]]:
+    """Opens AsyncAgents on the store ``name`` names (in tmp_path, or on the server) and closes
+    them afterwards."""
+    opened: List[AsyncAgent] = []
+
+    def _open(name: str = "agent.db", **options: Any) -> AsyncAgent:
+        target, extra = store_of(tmp_path / name)
+        options.setdefault("synchronous", "normal")
+        agent = AsyncAgent(target, **{**extra, **options})
+        opened.append(agent)
+        return agent
+
+    yield _open
+    for agent in opened:
+        agent.sync.close()
 
 
 @pytest.fixture

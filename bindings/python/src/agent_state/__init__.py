@@ -31,7 +31,8 @@ from ._records import (
 )
 from ._hook import Hook
 from .agent import Agent, library_version
-from .async_agent import AsyncAgent
+from ._async_hooks import AsyncHook
+from .async_agent import AsyncAgent, ChangeFeed
 from .codec import encode_value
 from .decoding import decode
 from .errors import (
@@ -106,6 +107,8 @@ __version__ = _package_version()
 __all__ = [
     "Agent",
     "AsyncAgent",
+    "AsyncHook",
+    "ChangeFeed",
     "Hook",
     "Change",
     "Versioned",

@@ -6,6 +6,9 @@ to that thread (``agent_cancel_new`` / ``agent_cancel_bind``); ctypes releases t
 library works, so the event loop stays responsive while a call waits for a lock. When the
 awaiting coroutine is cancelled, the token is fired, the worker's call is waited for (it ends
 within milliseconds), and :class:`asyncio.CancelledError` propagates.
+
+Coroutine hooks are delivered on the loop by ``_async_hooks``; :meth:`AsyncAgent.changes`
+polls the change feed from the loop, on the same pool.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ import threading
 from typing import Any, Callable, List, Mapping, Optional, TypeVar, Union
 
 from . import _native
+from ._async_hooks import AsyncHook, Call, Delivery
 from ._hook import Hook
 from ._records import (
+    Change,
     ChangeCallback,
     ChangeLogOption,
     InitialStateCallback,
@@ -33,8 +38,9 @@ from ._records import (
     Versioned,
 )
 from .agent import Agent
+from .errors import AgentError, InvalidArgumentError
 
-__all__ = ["AsyncAgent"]
+__all__ = ["AsyncAgent", "ChangeFeed"]
 
 _T = TypeVar("_T")
 
@@ -79,8 +85,9 @@ class _Cancel:
                 _native.library().agent_cancel_fire(self.token)
 
 
-def _run_cancellable(cancel: _Cancel, fn: Callable[..., _T], *args: Any) -> _T:
-    """On the worker thread: ``fn(*args)`` under a fresh token bound to this thread."""
+def _run_cancellable(cancel: _Cancel, call: Call, fn: Callable[..., _T], *args: Any) -> _T:
+    """On the worker thread: ``fn(*args)`` under a fresh token bound to this thread, as
+    ``call`` (what coroutine hooks its changes queue, ``_async_hooks``)."""
     lib = _native.library()
     out = ctypes.c_uint64(0)
     lib.agent_cancel_new(-1, ctypes.byref(out))
@@ -92,7 +99,8 @@ def _run_cancellable(cancel: _Cancel, fn: Callable[..., _T], *args: Any) -> _T:
                 lib.agent_cancel_fire(token)
         lib.agent_cancel_bind(token)
         try:
-            return fn(*args)
+            with call:
+                return fn(*args)
         finally:
             lib.agent_cancel_bind(0)
     finally:
@@ -131,11 +139,15 @@ class AsyncAgent:
     version (:meth:`get_state_versioned`) to know. The await returns only once the worker's
     call has ended, so nothing of a cancelled call runs after it.
 
-    Hooks (:meth:`on_state_changed`, :meth:`on_change`) must be plain functions: they run on
-    the worker thread that made the change, after the commit, as for the sync API; a
-    coroutine function raises :class:`TypeError`. The validator and the initial-state hook are
-    plain functions too (they run inside the transaction, on the worker thread). Inside them,
-    use the sync agent (:attr:`sync`), not this object's coroutines.
+    Hooks (:meth:`on_state_changed`, :meth:`on_change`) may be plain functions or coroutine
+    functions (``async def``). A plain hook runs on the worker thread that made the change,
+    right after the commit, as in the sync API. A coroutine hook is awaited on the event loop
+    (never on a worker thread), in commit order, after the change's plain hooks and before the
+    writer's ``await`` returns; its exception reaches the writer as
+    :class:`~agent_state.HookError` (after the commit: the change stays). The validator and
+    the initial-state hook are plain functions only (they run inside the transaction, on the
+    worker thread); inside any plain callback use the sync agent (:attr:`sync`), not this
+    object's coroutines.
     """
 
     def __init__(
@@ -164,13 +176,31 @@ class AsyncAgent:
             max_connections=max_connections,
             server_timeout_ms=server_timeout_ms,
         )
+        self._delivery = Delivery()
 
     # -- running calls -------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         loop = asyncio.get_running_loop()
+        self._delivery.loop = loop
+        call = Call(loop)
+        try:
+            result = await self._offload(loop, call, fn, *args)
+        except AgentError as exc:
+            if not call.entries:
+                raise
+            await self._delivery.settle(call, exc)  # raises
+            raise  # pragma: no cover - settle always raises here
+        except BaseException:
+            self._delivery.orphan(call)
+            raise
+        if call.entries:
+            await self._delivery.settle(call, None)
+        return result
+
+    async def _offload(self, loop: asyncio.AbstractEventLoop, call: Call, fn: Callable[..., _T], *args: Any) -> _T:
         cancel = _Cancel()
-        work = _executor().submit(_run_cancellable, cancel, fn, *args)
+        work = _executor().submit(_run_cancellable, cancel, call, fn, *args)
         job = asyncio.wrap_future(work, loop=loop)
         try:
             return await asyncio.shield(job)
@@ -212,6 +242,7 @@ class AsyncAgent:
         Idempotent."""
         if self._agent.closed:
             return
+        self._delivery.clear()
         await self._run(self._agent.close)
 
     async def __aenter__(self) -> "AsyncAgent":
@@ -286,23 +317,64 @@ class AsyncAgent:
         """:meth:`Agent.restore <agent_state.Agent.restore>`, awaited."""
         return await self._run(self._agent.restore, version)
 
-    # -- hooks (registered synchronously; they run on the worker threads) ----------------------
+    def changes(self, *, interval: float = 0.1) -> "ChangeFeed":
+        """The change feed as an async iterator: yields every change delivered to this agent's
+        hooks from this call on, in commit order, as :class:`~agent_state.Change` records: its
+        own writes (through this object or :attr:`sync`), and the changes of other agents and
+        processes (the ``change_log`` option must be on), which it fetches by awaiting
+        :meth:`poll` whenever it has nothing to yield, then every ``interval`` seconds while
+        nothing comes. No thread waits for it meanwhile: each poll is one short call on the
+        pool. Call it from a coroutine (it registers a hook at once, on the running loop).
 
-    def on_state_changed(self, callback: StateChangedCallback) -> Hook:
-        """:meth:`Agent.on_state_changed <agent_state.Agent.on_state_changed>`: ``callback``
-        must be a plain function (it runs on the worker thread that made the change); a
-        coroutine function raises :class:`TypeError`."""
-        _plain(callback, "on_state_changed hook")
+        >>> async with agent.changes() as feed:   # doctest: +SKIP
+        ...     async for change in feed:
+        ...         await broadcast(change.next)
+
+        It ends only when the consumer stops it: ``break`` leaves it registered until
+        :meth:`ChangeFeed.aclose` (which ``async with`` calls) or its garbage collection. An
+        exception of :meth:`poll` (:class:`~agent_state.GapError` when the log's retention
+        pruned changes not yet delivered, :class:`~agent_state.HookError` when another hook
+        raised, :class:`~agent_state.ClosedError`) is raised from the iteration once the
+        changes delivered before it were yielded.
+        """
+        return ChangeFeed(self, interval)
+
+    # -- hooks (registered synchronously) ------------------------------------------------------
+
+    def on_state_changed(self, callback: StateChangedCallback) -> Union[Hook, AsyncHook]:
+        """:meth:`Agent.on_state_changed <agent_state.Agent.on_state_changed>`:
+        ``callback(next, prev, patch)``, a plain function (run on the worker thread that made
+        the change) or a coroutine function (awaited on the event loop in commit order before
+        the writer's ``await`` returns; see the class). Returns the registration's handle."""
+        if _is_async_callable(callback):
+            return self._add_coroutine_hook(callback, with_version=False)
         return self._agent.on_state_changed(callback)
 
-    def on_change(self, callback: ChangeCallback) -> Hook:
-        """:meth:`Agent.on_change <agent_state.Agent.on_change>`: a plain function, as for
-        :meth:`on_state_changed`."""
-        _plain(callback, "on_change hook")
+    def on_change(self, callback: ChangeCallback) -> Union[Hook, AsyncHook]:
+        """:meth:`Agent.on_change <agent_state.Agent.on_change>`: ``callback(change)``, a
+        plain or a coroutine function, as for :meth:`on_state_changed`."""
+        if _is_async_callable(callback):
+            return self._add_coroutine_hook(callback, with_version=True)
         return self._agent.on_change(callback)
 
-    def remove_hook(self, hook: Hook) -> bool:
+    def _add_coroutine_hook(self, callback: Callable[..., Any], *, with_version: bool) -> AsyncHook:
+        self._agent._h()  # ClosedError once closed
+        delivery = self._delivery
+        if not delivery.bridged:
+            self._agent.on_change(delivery.bridge)
+            delivery.bridged = True
+        try:
+            delivery.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # bound by the first coroutine call
+        return delivery.add(callback, with_version)
+
+    def remove_hook(self, hook: Union[Hook, AsyncHook]) -> bool:
         """Unregisters ``hook`` (same as ``hook.remove()``)."""
+        if isinstance(hook, AsyncHook):
+            if hook._delivery is not self._delivery:
+                raise InvalidArgumentError("the hook belongs to another agent")
+            return hook.remove()
         return self._agent.remove_hook(hook)
 
     def set_initial_state_hook(self, callback: Optional[InitialStateCallback]) -> None:
@@ -316,6 +388,71 @@ class AsyncAgent:
         runs inside the write transaction, on the worker thread)."""
         _plain(validator, "validator")
         return self._agent.set_validator(validator)
+
+
+class ChangeFeed:
+    """What :meth:`AsyncAgent.changes` returns: an async iterator of
+    :class:`~agent_state.Change` records, and an async context manager that closes it."""
+
+    def __init__(self, agent: AsyncAgent, interval: float) -> None:
+        if not interval > 0:
+            raise ValueError("interval must be a positive number of seconds")
+        loop = asyncio.get_running_loop()
+        arrived: "asyncio.Queue[Change]" = asyncio.Queue()
+
+        def receive(change: Change) -> None:
+            # From any thread, the loop's own included, through the loop's FIFO: commit order.
+            try:
+                loop.call_soon_threadsafe(arrived.put_nowait, change)
+            except RuntimeError:  # the loop closed: the feed is gone with it
+                pass
+
+        self._agent = agent
+        self._interval = interval
+        self._arrived = arrived
+        self._failure: Optional[BaseException] = None
+        self._hook: Optional[Hook] = agent.sync.on_change(receive)
+
+    def __aiter__(self) -> "ChangeFeed":
+        return self
+
+    async def __anext__(self) -> Change:
+        arrived = self._arrived
+        while True:
+            if self._hook is None:
+                raise StopAsyncIteration
+            if arrived.empty() and self._failure is None:
+                try:
+                    await self._agent.poll()
+                except AgentError as exc:
+                    self._failure = exc
+            if not arrived.empty():
+                return arrived.get_nowait()
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                await self.aclose()
+                raise failure
+            try:
+                return await asyncio.wait_for(arrived.get(), self._interval)
+            except asyncio.TimeoutError:
+                continue
+
+    async def aclose(self) -> None:
+        """Unregisters the feed's hook: iteration ends. Idempotent."""
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            hook.remove()
+
+    async def __aenter__(self) -> "ChangeFeed":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        hook = getattr(self, "_hook", None)
+        if hook is not None:
+            hook.remove()
 
 
 def _plain(callback: Any, what: str) -> None:
