@@ -18,6 +18,8 @@
  *      agent_restore_state.
  *   7. Cancelling a call: AgentCancel, agent_cancel_new, agent_cancel_bind,
  *      agent_cancel_fire, agent_cancel_free (AGENT_ERR_CANCELLED).
+ *   8. A store's agents: agent_store_list, agent_store_delete (with erasure),
+ *      agent_store_expire.
  *
  * Conventions of the whole API:
  * - Every fallible function returns an AgentStatus: AGENT_OK (0) or an AGENT_ERR_* code, and
@@ -658,6 +660,89 @@ AgentStatus agent_cancel_fire(AgentCancel token);
  * Errors: `AGENT_ERR_BAD_HANDLE` (never made, or already freed). Thread-safety: any thread.
  */
 AgentStatus agent_cancel_free(AgentCancel token);
+
+/**
+ * Lists the agents with a state stored in the store at `path` (a SQLite file or a
+ * PostgreSQL URI, as for `agent_open`), ordered by id (byte order of the UTF-8), as one JSON
+ * array in `*out`: `[{"id":"...","version":N,"bytes":N,"written_at":MS},...]` (`bytes`: the
+ * stored state's size; `written_at`: its last write, milliseconds since the Unix epoch, by the
+ * writer's clock). At most `limit` (1 to 10000) entries, those with an id after `after` (NULL:
+ * from the first) that start with `prefix` (NULL: any). For the next page pass the last id as
+ * `after`; a page costs what it holds, whatever the store holds. A SQLite file's single agent
+ * (opened without `agent_id`) is listed with the id `""`. Agents opened but never written, and
+ * deleted ones, are not listed.
+ *
+ * `options_json`: NULL, or the options of `agent_open` (`busy_timeout_ms`,
+ * `server_timeout_ms`, `max_connections`, `read_only` and the connection's are used; the
+ * agent's own, such as `agent_id`, are not). The store must exist: listing never creates one.
+ * Ownership: the strings are only read during the call; release `*out` with
+ * `agent_buffer_free`.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL or empty `path`, NULL `out`, `limit` out of range,
+ * `prefix` or `after` longer than 255 bytes or not UTF-8, bad option), `AGENT_ERR_JSON`,
+ * `AGENT_ERR_STORAGE` (no store there, a store of an older schema opened `read_only`),
+ * `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE`, `AGENT_ERR_AUTH`, `AGENT_ERR_CANCELLED` (see
+ * `agent_cancel_bind`).
+ * Thread-safety: any thread, also while handles to the store are in use.
+ */
+AgentStatus agent_store_list(const char *path,
+                             const char *options_json,
+                             const char *prefix,
+                             const char *after,
+                             uint32_t limit,
+                             struct AgentBuffer *out);
+
+/**
+ * Deletes the agent `agent_id` of the store at `path`: its state, its versions and its change
+ * log, in one transaction (its change-log setting stays). `*out_deleted_version` (may be NULL)
+ * receives the version it had, or 0 when nothing was stored (nothing done: not an error).
+ * `if_version`: -1 for any version, else delete only if the state is still at that version
+ * (0: nothing stored), `AGENT_ERR_CONFLICT` otherwise, nothing deleted.
+ *
+ * Handles open to the agent, in this process or another, find it gone at their next call:
+ * a read returns their initial state at version 0; with the change log on, their hooks get
+ * the deletion as one change (by `agent_poll`, or ahead of their next write) from the last
+ * state they saw to their initial state, `patch` NULL, `version` 0. The agent's next first
+ * write takes a version above every version ever deleted from the store, so a
+ * compare-and-set against a version read before the deletion never succeeds after it.
+ *
+ * Erasure: on SQLite, once the call returns `AGENT_OK`, no byte of the deleted state or of its
+ * history is left in the database file or its WAL (freed pages are zeroed, `secure_delete`,
+ * and the WAL is emptied into the file). If another connection's read outlasts
+ * `busy_timeout_ms` meanwhile, the call returns `AGENT_ERR_BUSY` after the deletion committed:
+ * call it again to finish the erasure. On PostgreSQL the rows are deleted; what VACUUM, WAL
+ * archives and backups keep is the server's (README, "A store's agents").
+ * `agent_id` `""` is a SQLite file's single agent. `options_json` as for `agent_store_list`.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL or empty `path`, NULL `agent_id`, an id longer
+ * than 255 bytes or not UTF-8, `if_version` below -1, bad option), `AGENT_ERR_JSON`,
+ * `AGENT_ERR_CONFLICT`, `AGENT_ERR_STORAGE` (no store there, opened `read_only`),
+ * `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE`, `AGENT_ERR_AUTH`, `AGENT_ERR_CANCELLED`.
+ * Thread-safety: any thread.
+ */
+AgentStatus agent_store_delete(const char *path,
+                               const char *options_json,
+                               const char *agent_id,
+                               int64_t if_version,
+                               uint64_t *out_deleted_version);
+
+/**
+ * Deletes, as `agent_store_delete` does, at most `limit` (1 to 10000) agents of the store at
+ * `path` whose state was last written more than `idle_ms` milliseconds ago, the longest idle
+ * first, in one transaction, and lists them in `*out` (the JSON array of `agent_store_list`);
+ * with `dry_run` non-zero, deletes nothing and lists those it would delete. An agent written
+ * during the call is not deleted. A call costs what it deletes, whatever the store holds: run
+ * it until it lists fewer than `limit` (a cron job, a timer).
+ * `options_json` as for `agent_store_list`. Ownership: release `*out` with
+ * `agent_buffer_free`.
+ * Errors: as `agent_store_delete` (but `AGENT_ERR_CONFLICT`), and `AGENT_ERR_INVALID_ARGUMENT`
+ * for NULL `out` or `limit` out of range.
+ * Thread-safety: any thread.
+ */
+AgentStatus agent_store_expire(const char *path,
+                               const char *options_json,
+                               uint64_t idle_ms,
+                               uint32_t limit,
+                               int dry_run,
+                               struct AgentBuffer *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -136,13 +136,15 @@
 //! [`value`] (JSON states: strict input, the storage codec, RFC 7396 merge, immutable shared
 //! snapshots), [`store`] (what the agent needs from storage, and the SQLite and PostgreSQL
 //! backends), [`hooks`] (hook delivery in commit order), [`options`] and [`agent`] (the API,
-//! split by job). `unsafe` is allowed only in the SQLite backend's OS glue (its WAL-index
+//! split by job), [`agents`] (a store's agents as a whole: list, delete, expire). `unsafe` is allowed only in the SQLite backend's OS glue (its WAL-index
 //! watcher) and in the fork watcher both backends use (`store::process`).
 
 #![deny(missing_docs)]
 
 #[cfg(feature = "store")]
 pub mod agent;
+#[cfg(feature = "store")]
+pub mod agents;
 pub mod cancel;
 pub mod error;
 pub mod hooks;
@@ -154,6 +156,8 @@ pub mod value;
 
 #[cfg(feature = "store")]
 pub use agent::{Agent, Versioned};
+#[cfg(feature = "store")]
+pub use agents::{delete_agent, expire_agents, list_agents, AgentInfo, AgentQuery};
 pub use cancel::Cancel;
 pub use error::{Error, ErrorKind, Result};
 pub use hooks::{InitialStateHook, Patch, StateChange, StateChangedHook, Validator};

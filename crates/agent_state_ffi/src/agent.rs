@@ -1,16 +1,12 @@
 //! Opening and closing an agent: `agent_open`, `agent_close`.
 
-use std::ffi::{c_char, CStr, OsStr};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::ffi::c_char;
 
-use super::args::{with_agent, NumberOut};
+use super::args::{open_args, with_agent, NumberOut};
 use super::boundary;
 use super::handle::{self, AgentHandle};
 use super::status::AgentStatus;
 use agent_state::Agent;
-use agent_state::Error;
-use agent_state::OpenOptions;
 
 /// Opens (creating when absent) an agent's store at `path` and stores a new handle in `*out`.
 ///
@@ -67,25 +63,9 @@ pub unsafe extern "C" fn agent_open(
         // SAFETY: NULL or writable, per the caller.
         let out = unsafe { NumberOut::new(out) };
         out.required("out")?;
-        if path.is_null() {
-            return Err(Error::InvalidArgument("path is NULL".into()));
-        }
-        // SAFETY: not NULL; the caller guarantees a NUL-terminated string.
-        let path = unsafe { CStr::from_ptr(path) }.to_bytes();
-        if path.is_empty() {
-            return Err(Error::InvalidArgument("path is empty".into()));
-        }
-        let options = if options_json.is_null() {
-            OpenOptions::default()
-        } else {
-            // SAFETY: not NULL; the caller guarantees a NUL-terminated string.
-            let text = unsafe { CStr::from_ptr(options_json) }.to_bytes();
-            OpenOptions::from_json(text).map_err(|e| match e {
-                Error::Json(m) => Error::Json(format!("options: {m}")),
-                other => other,
-            })?
-        };
-        let agent = Agent::open(Path::new(OsStr::from_bytes(path)), &options)?;
+        // SAFETY: NULL or NUL-terminated strings, per the caller.
+        let (path, options) = unsafe { open_args(path, options_json) }?;
+        let agent = Agent::open(&path, &options)?;
         out.set(handle::insert(agent));
         Ok(())
     })

@@ -1,12 +1,15 @@
 //! Argument helpers, so that an export reads like its contract: input slices, output
 //! parameters (emptied on entry, filled on success), and the agent behind a handle.
 
+use std::ffi::{c_char, CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::buffer::{self, AgentBuffer, Owner};
 use super::handle::{self, AgentHandle};
-use agent_state::Agent;
 use agent_state::Snapshot;
+use agent_state::{Agent, OpenOptions};
 use agent_state::{Error, Result};
 
 /// Borrows `len` bytes at `ptr`, refusing NULL (`what` names the argument in the message).
@@ -95,4 +98,50 @@ impl<T: Copy + Default> NumberOut<T> {
             unsafe { self.0.write(value) };
         }
     }
+}
+
+/// The store path and open options of `agent_open` and the store functions: `path` a
+/// non-empty NUL-terminated string, `options_json` NULL (the defaults) or a NUL-terminated
+/// JSON object.
+///
+/// # Safety
+/// Each pointer must be NULL or point to a NUL-terminated string readable during the call.
+pub(crate) unsafe fn open_args(
+    path: *const c_char,
+    options_json: *const c_char,
+) -> Result<(PathBuf, OpenOptions)> {
+    if path.is_null() {
+        return Err(Error::InvalidArgument("path is NULL".into()));
+    }
+    // SAFETY: not NULL; the caller guarantees a NUL-terminated string.
+    let path = unsafe { CStr::from_ptr(path) }.to_bytes();
+    if path.is_empty() {
+        return Err(Error::InvalidArgument("path is empty".into()));
+    }
+    let options = if options_json.is_null() {
+        OpenOptions::default()
+    } else {
+        // SAFETY: not NULL; the caller guarantees a NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(options_json) }.to_bytes();
+        OpenOptions::from_json(text).map_err(|e| match e {
+            Error::Json(m) => Error::Json(format!("options: {m}")),
+            other => other,
+        })?
+    };
+    Ok((PathBuf::from(OsStr::from_bytes(path)), options))
+}
+
+/// A NUL-terminated UTF-8 string argument, or `None` for NULL (`what` names it in errors).
+///
+/// # Safety
+/// `text` must be NULL or point to a NUL-terminated string readable during the call.
+pub(crate) unsafe fn optional_text(text: *const c_char, what: &str) -> Result<Option<String>> {
+    if text.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: not NULL; the caller guarantees a NUL-terminated string.
+    let bytes = unsafe { CStr::from_ptr(text) }.to_bytes();
+    std::str::from_utf8(bytes)
+        .map(|s| Some(s.to_string()))
+        .map_err(|_| Error::InvalidArgument(format!("{what} is not UTF-8")))
 }

@@ -72,6 +72,10 @@ const TOPICS: &[&str] = &[
     "agent_cancel_bind",
     "agent_cancel_fire",
     "agent_cancel_free",
+    // 8. A store's agents.
+    "agent_store_list",
+    "agent_store_delete",
+    "agent_store_expire",
 ];
 
 /// `header` with its function declarations (each with its doc comment: blocks separated by a

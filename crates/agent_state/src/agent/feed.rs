@@ -90,6 +90,15 @@ impl Agent {
                 state: Arc::clone(&cursor.state),
             },
         };
+        if current.log.is_some() && current.version == 0 && cursor.version > 0 {
+            // Deleted since this handle's last delivery (and not written since).
+            foreign.events.push(self.deletion(&cursor.state));
+            foreign.cursor = Cursor {
+                version: 0,
+                state: Arc::clone(&self.initial_state),
+            };
+            return Ok(foreign);
+        }
         if current.version <= cursor.version {
             return Ok(foreign);
         }
@@ -103,9 +112,16 @@ impl Agent {
             if c.version > current.version {
                 break;
             }
-            if let (Some(first_prev), true) = (&c.prev, c.version == expected) {
-                // The first change of a store: its prev is the writer's initial state.
+            if let Some(first_prev) = &c.prev {
+                // The first change of an incarnation: its prev is the writer's initial state.
+                // After one this handle saw, the agent was deleted in between.
+                if expected > 1 {
+                    if let Some(last) = prev.as_ref().filter(|_| c.version >= expected) {
+                        foreign.events.push(self.deletion(last));
+                    }
+                }
                 prev = Some(Arc::new(accept::stored(first_prev)?));
+                expected = c.version;
             }
             let before = prev.take().filter(|_| c.version == expected);
             let next = match replay::next_state(&c, before.as_ref())? {
@@ -151,6 +167,17 @@ impl Agent {
                 .unwrap_or_else(|| Arc::clone(&self.initial_state)),
         };
         Ok(foreign)
+    }
+
+    /// The event of a deletion, as this handle's hooks see it: from `last`, the last state it
+    /// delivered, to its initial state, as a replacement, at version 0 (nothing stored).
+    fn deletion(&self, last: &Arc<crate::value::snapshot::Snapshot>) -> StateChange {
+        StateChange {
+            next: Arc::clone(&self.initial_state),
+            prev: Arc::clone(last),
+            patch: None,
+            version: 0,
+        }
     }
 
     /// Runs this handle's hooks on `events`, in order.

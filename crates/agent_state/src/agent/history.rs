@@ -22,6 +22,13 @@ impl Agent {
             ));
         }
         if after > current.version {
+            if after < txn.first_version()? {
+                return Err(Error::Gap(format!(
+                    "version {after} was the agent's before it was deleted; the history of a \
+                     deleted agent is gone (the state is at version {})",
+                    current.version
+                )));
+            }
             return Err(Error::InvalidArgument(format!(
                 "version {after} is in the future (the state is at version {})",
                 current.version
@@ -31,7 +38,13 @@ impl Agent {
             unreachable!("checked above")
         };
         let changes = txn.changes_after(after, retention)?;
-        if after < current.version && changes.first().map(|c| c.version) != Some(after + 1) {
+        // From 0, the history starts at the agent's first change: after a deletion, the first
+        // of its new incarnation (the one that logged its prev).
+        let from_start = after == 0 && changes.first().is_some_and(|c| c.prev.is_some());
+        if after < current.version
+            && !from_start
+            && changes.first().map(|c| c.version) != Some(after + 1)
+        {
             return Err(Error::Gap(format!(
                 "the change log no longer holds the changes after version {after} (oldest retained: {})",
                 changes.first().map(|c| c.version.to_string()).unwrap_or_else(|| "none".into())

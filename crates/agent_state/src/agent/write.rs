@@ -2,7 +2,6 @@
 //! the latest committed state, then delivery to this handle's hooks in commit order.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -31,13 +30,6 @@ struct Applied {
     log: Option<LogRetention>,
     /// With the log on: changes of other handles to deliver first.
     foreign: Option<Foreign>,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// How many times a locked write aborted by the server to resolve a conflict is made again.
@@ -239,7 +231,18 @@ impl Agent {
                 (next, None)
             }
         };
-        let version = version + 1;
+        // A first write (nothing stored: never written, or deleted) takes the version after
+        // every deleted one, so that a version read before a deletion never matches again.
+        let first = version == 0;
+        if first && store.optimistic() {
+            // Its version depends on the store's deletions: read under the row's lock.
+            return Err(Error::Stale);
+        }
+        let version = if first {
+            store.first_version()?
+        } else {
+            version + 1
+        };
         let mut patch = patch;
         let validator = lock(&self.validator).clone();
         if let Some(validator) = validator {
@@ -259,8 +262,8 @@ impl Agent {
             // Other handles' pending changes are read before this change is logged: logging
             // prunes, and could drop the predecessor of one of them.
             let before = Current {
-                stored: Some(Arc::clone(&prev)),
-                version: version - 1,
+                stored: (!first).then(|| Arc::clone(&prev)),
+                version: if first { 0 } else { version - 1 },
                 log,
                 logged,
             };
@@ -269,11 +272,13 @@ impl Agent {
                 &NewChange {
                     prev_logged: logged,
                     version,
-                    at_ms: now_ms(),
+                    at_ms: crate::store::now_ms(),
                     writer: self.writer,
                     patch: patch.as_ref().map(|p| p.json()),
                     next: next.json(),
-                    prev: (version == 1).then(|| prev.json()),
+                    // The first change of an incarnation: its prev is the writer's initial
+                    // state, which other handles cannot know.
+                    prev: first.then(|| prev.json()),
                 },
                 retention,
             )?;

@@ -14,7 +14,7 @@
 
 use std::sync::Weak;
 
-use super::{LogRetention, LoggedChange, Mark, NewChange};
+use super::{AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange};
 use crate::error::Result;
 
 /// One connection to a store, as the agent uses it: every concern below. Methods that read or
@@ -151,8 +151,36 @@ pub trait StoredState {
     /// The stored state (encoded) and its version, if any state is stored.
     fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>>;
 
-    /// Stores the state and its version.
+    /// Stores the state and its version, and the time of this write (now).
     fn write_state(&self, value: &[u8], version: u64) -> Result<()>;
+
+    /// The version a first write takes while nothing is stored: one above every version of
+    /// every agent ever deleted from the store (1 in a store where none was), so that no
+    /// version read before a deletion is ever the version of a state written after it.
+    fn first_version(&self) -> Result<u64>;
+}
+
+/// The agents of a store, on a connection of its own (not one agent's handle).
+///
+/// These exist so that a program can see what a store holds and take agents out of it: a
+/// listing that costs what the page holds, a deletion that erases, and the idle agents that
+/// expiry deletes in bounded batches.
+pub trait Agents: Send {
+    /// The agents with a state stored that `query` selects, ordered by id.
+    fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentInfo>>;
+
+    /// Deletes agent `id`'s state, versions and change log in one transaction and returns the
+    /// version it had (`None`: nothing was stored, nothing done). With `if_version`, only if
+    /// the state is at that version (0: nothing stored), else
+    /// [`Error::Conflict`](crate::error::Error::Conflict). The agent's change-log setting
+    /// stays. On SQLite, once it returns no byte of what was deleted is left in the file or its
+    /// WAL.
+    fn delete_agent(&self, id: &str, if_version: Option<u64>) -> Result<Option<u64>>;
+
+    /// Deletes (unless `dry_run`) and returns at most `limit` agents whose state was last
+    /// written before `before_ms`, the longest idle first, in one transaction; an agent written
+    /// meanwhile is not idle and stays. Costs what it returns, whatever the store holds.
+    fn expire_agents(&self, before_ms: i64, limit: usize, dry_run: bool) -> Result<Vec<AgentInfo>>;
 }
 
 /// The change log, inside a transaction.

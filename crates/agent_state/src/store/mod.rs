@@ -30,12 +30,12 @@ use std::path::Path;
 use crate::error::Result;
 
 pub use backend::{
-    Backend, ChangeLog, Freshness, Head, Ownership, Retire, StoredState, Transactions,
+    Agents, Backend, ChangeLog, Freshness, Head, Ownership, Retire, StoredState, Transactions,
 };
 pub use txn::Txn;
 pub use types::{
-    LogRetention, LoggedChange, Mark, NewChange, StoreOptions, Synchronous, CHECKPOINT_EVERY,
-    MAX_RETENTION,
+    grain_of, now_ms, AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange,
+    StoreOptions, Synchronous, CHECKPOINT_EVERY, MAX_LIST_LIMIT, MAX_RETENTION, WRITTEN_GRAIN_MS,
 };
 
 /// Opens the store at `path` with the backend it names: a `postgres://` or `postgresql://`
@@ -45,6 +45,25 @@ pub fn open(path: &Path, options: &StoreOptions) -> Result<Box<dyn Backend>> {
         return open_server(uri, options);
     }
     Ok(Box::new(sqlite::open(path, options)?))
+}
+
+/// Opens the store at `path` for its agents as a whole ([`Agents`]): listing, deletion,
+/// expiry. `options.agent_id` is not used.
+pub fn open_agents(path: &Path, options: &StoreOptions) -> Result<Box<dyn Agents>> {
+    if let Some(uri) = server_uri(path) {
+        return open_server_agents(uri, options);
+    }
+    Ok(Box::new(sqlite::SqliteAgents::open(path, options)?))
+}
+
+#[cfg(feature = "postgres")]
+fn open_server_agents(uri: &str, options: &StoreOptions) -> Result<Box<dyn Agents>> {
+    Ok(Box::new(postgres::Postgres::open_agents(uri, options)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_server_agents(_uri: &str, _options: &StoreOptions) -> Result<Box<dyn Agents>> {
+    Err(no_postgres())
 }
 
 /// `path` as a PostgreSQL connection URI, when it is one.
@@ -61,8 +80,13 @@ fn open_server(uri: &str, options: &StoreOptions) -> Result<Box<dyn Backend>> {
 
 #[cfg(not(feature = "postgres"))]
 fn open_server(_uri: &str, _options: &StoreOptions) -> Result<Box<dyn Backend>> {
-    Err(crate::error::Error::InvalidArgument(
+    Err(no_postgres())
+}
+
+#[cfg(not(feature = "postgres"))]
+fn no_postgres() -> crate::error::Error {
+    crate::error::Error::InvalidArgument(
         "this build of agent_state has no PostgreSQL support (cargo feature `postgres`)"
             .to_string(),
-    ))
+    )
 }

@@ -1,6 +1,6 @@
 //! The values that cross the [`Backend`](super::Backend) traits.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -13,6 +13,85 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark(pub [u32; 12]);
 
+/// Milliseconds since the Unix epoch, by this machine's clock: the time written with a change
+/// (`at_ms`) and with a state (its last write, which expiry compares).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The granularity of the indexed time of a state's last write (see [`Agents::idle_agents`]
+/// (super::Agents::idle_agents)): the index is rewritten at most once per this many ms per
+/// handle and agent, not at every write.
+pub const WRITTEN_GRAIN_MS: i64 = 60_000;
+
+/// `at_ms` rounded down to [`WRITTEN_GRAIN_MS`]: the indexed time of a last write.
+pub fn grain_of(at_ms: i64) -> i64 {
+    at_ms - at_ms.rem_euclid(WRITTEN_GRAIN_MS)
+}
+
+/// One agent of a store, as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentInfo {
+    /// Its `agent_id` (`""`: a SQLite file's single agent, opened without one).
+    pub id: String,
+    /// Its state's version.
+    pub version: u64,
+    /// Its stored (encoded) state's size in bytes.
+    pub bytes: u64,
+    /// When its state was last written, in milliseconds since the Unix epoch (by the writer's
+    /// clock; a store upgraded from before this was recorded counts its upgrade as the write).
+    pub written_ms: i64,
+}
+
+/// Which agents of a store to list: those with a state stored, ordered by id (byte order),
+/// from after `after`, at most `limit`, only those whose id starts with `prefix` when given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentQuery {
+    /// Only ids starting with this.
+    pub prefix: Option<String>,
+    /// Only ids after this one (the last id of the previous page).
+    pub after: Option<String>,
+    /// At most this many (at least 1; see [`MAX_LIST_LIMIT`]).
+    pub limit: usize,
+}
+
+/// The most agents one page of a listing (or one batch of expiry) holds.
+pub const MAX_LIST_LIMIT: usize = 10_000;
+
+impl AgentQuery {
+    /// The smallest id above every id that starts with the prefix (`None`: no bound, also for
+    /// a prefix of only U+10FFFF). Ids compare by their UTF-8 bytes, where code point order is
+    /// byte order, so the prefix with its last character incremented is that bound.
+    pub fn prefix_end(&self) -> Option<String> {
+        let mut chars: Vec<char> = self.prefix.as_deref()?.chars().collect();
+        while let Some(last) = chars.pop() {
+            let mut next = last as u32 + 1;
+            if (0xD800..0xE000).contains(&next) {
+                next = 0xE000;
+            }
+            if let Some(c) = char::from_u32(next) {
+                chars.push(c);
+                return Some(chars.into_iter().collect());
+            }
+        }
+        None
+    }
+
+    /// The lower bound of the ids listed, and whether it is exclusive: the later of `after`
+    /// (exclusive) and the prefix (inclusive).
+    pub fn start(&self) -> Option<(&str, bool)> {
+        match (self.after.as_deref(), self.prefix.as_deref()) {
+            (Some(a), Some(p)) if p > a => Some((p, false)),
+            (Some(a), _) => Some((a, true)),
+            (None, Some(p)) => Some((p, false)),
+            (None, None) => None,
+        }
+    }
+}
+
 /// One entry of the change log, as read back.
 #[derive(Debug, Clone)]
 pub struct LoggedChange {
@@ -24,8 +103,9 @@ pub struct LoggedChange {
     pub writer: u64,
     /// The merge patch as applied (compact JSON), or `None` for a replacement.
     pub patch: Option<Vec<u8>>,
-    /// The state before the change, kept only for a store's first change (version 1), whose
-    /// `prev` is the writer's initial state, which other handles cannot know.
+    /// The state before the change, kept only for an agent's first change (version 1, or the
+    /// first after a deletion), whose `prev` is the writer's initial state, which other
+    /// handles cannot know. It also marks where an incarnation of the agent begins.
     pub prev: Option<Vec<u8>>,
     /// The state after the change (compact JSON), when the backend stored it: always for a
     /// replacement; for a merge, at least at every [`CHECKPOINT_EVERY`]th version and at the

@@ -127,7 +127,10 @@ impl Transactions for Postgres {
         self.begin(Kind::Locked, |open| {
             open.conn.begin(self.settings)?;
             let mut row = open.conn.query_opt(ROW_FOR_UPDATE, &[txt(agent)])?;
-            if row.is_none() {
+            // Until the row is there and locked: a deletion committed while this waited for
+            // the row's lock takes the row with it (READ COMMITTED then skips it), and the
+            // write must not go to a row that is not there.
+            while row.is_none() {
                 open.conn.execute(ENSURE_ROW, &[txt(agent)])?;
                 row = open.conn.query_opt(ROW_FOR_UPDATE, &[txt(agent)])?;
             }
@@ -289,10 +292,20 @@ impl StoredState for Postgres {
                 let agent = &self.agent;
                 let v = version as i64;
                 let stamp = self.stamps.own();
+                let now = crate::store::now_ms();
+                let grain = crate::store::grain_of(now);
                 self.in_txn("cannot write the state", |open| {
+                    // The row is locked (begin_write): it is there, and one row is written.
                     open.conn.execute(
                         WRITE_STATE,
-                        &[txt(agent), txt(&value), int8(&v), int8(&stamp)],
+                        &[
+                            txt(agent),
+                            txt(&value),
+                            int8(&v),
+                            int8(&stamp),
+                            int8(&now),
+                            int8(&grain),
+                        ],
                     )?;
                     open.value = Some(Some(value.to_string()));
                     if let Some(head) = open.head.as_mut() {
@@ -305,6 +318,15 @@ impl StoredState for Postgres {
                 Ok(())
             }
         }
+    }
+
+    fn first_version(&self) -> Result<u64> {
+        let high: i64 = self.read("cannot read the store's deleted versions", |conn| {
+            Ok(conn
+                .query_opt(FIRST_VERSION, &[])?
+                .map_or(1, |row| row.get::<_, i64>(0)))
+        })?;
+        Ok(high as u64)
     }
 }
 

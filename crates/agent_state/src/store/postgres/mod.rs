@@ -1,7 +1,8 @@
 //! The PostgreSQL backend: many agents per database, one row each, reached through this
 //! process's pool of connections to the server (`pool`), with the tables of `schema`.
 //!
-//! One concept per file: `pool` (checkout and checkin), `conn` (one connection: its runtime
+//! One concept per file: `agents` (the database's agents as a whole: listing, deletion,
+//! expiry), `pool` (checkout and checkin), `conn` (one connection: its runtime
 //! and the bound on each round trip), `uri` (passwords hidden, host names resolved), `tls`
 //! (sslmode and the certificates, on rustls), `sql` (the statements), `schema`, `error` (the
 //! server's errors as the library's kinds), and `backend` (the store's traits, one `impl` per
@@ -41,6 +42,7 @@ use self::stamp::Stamps;
 use super::{process, LogRetention, LoggedChange, NewChange, StoreOptions};
 use crate::error::{Error, Result};
 
+mod agents;
 mod backend;
 mod conn;
 mod error;
@@ -132,6 +134,16 @@ impl Postgres {
         let agent = options.agent_id.clone().ok_or_else(|| {
             Error::InvalidArgument("agent_id is required for a PostgreSQL store".to_string())
         })?;
+        Self::open_as(uri, options, agent)
+    }
+
+    /// Opens the database at `uri` for its agents as a whole (see `agents`): a handle of no
+    /// agent, on the same pool.
+    pub fn open_agents(uri: &str, options: &StoreOptions) -> Result<Postgres> {
+        Self::open_as(uri, options, String::new())
+    }
+
+    fn open_as(uri: &str, options: &StoreOptions, agent: String) -> Result<Postgres> {
         let shown = uri::redact(uri);
         let target = hosts::Target::parse(uri, &shown)?;
         let timeout_ms = u64::try_from(options.busy_timeout.as_millis()).unwrap_or(u64::MAX);
@@ -344,19 +356,24 @@ impl Postgres {
         let version = version as i64;
         let stamp = self.stamps.own();
         let settings = self.settings;
+        let now = crate::store::now_ms();
+        let grain = crate::store::grain_of(now);
         match log {
-            None if version == 1 => {
-                let params = [txt(agent), txt(&value), int8(&stamp)];
-                Ok(!conn.commit_one(settings, FIRST_WRITE, &params)?.is_empty())
-            }
             None => {
-                let params = [txt(agent), txt(&value), int8(&version), int8(&stamp)];
+                let params = [
+                    txt(agent),
+                    txt(&value),
+                    int8(&version),
+                    int8(&stamp),
+                    int8(&now),
+                    int8(&grain),
+                ];
                 Ok(!conn.commit_one(settings, NEXT_WRITE, &params)?.is_empty())
             }
             Some(log) => {
                 // The logged state is the state written: not sent twice.
                 let next = (log.next != value).then_some(log.next.as_str());
-                let params: [Param<'_>; 12] = [
+                let params: [Param<'_>; 14] = [
                     txt(agent),
                     txt(&value),
                     int8(&version),
@@ -369,6 +386,8 @@ impl Postgres {
                     int8(&log.below),
                     int8(&log.since),
                     int8(&stamp),
+                    int8(&now),
+                    int8(&grain),
                 ];
                 let rows = conn.commit_one(settings, LOGGED_WRITE, &params)?;
                 Ok(rows.first().is_some_and(|row| row.get::<_, i64>(0) > 0))

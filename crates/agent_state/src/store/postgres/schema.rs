@@ -7,6 +7,12 @@
 //!   stamp of the state (a random number written with it: after a failover that lost the last
 //!   versions, the same version numbers come again with other states; see `super::stamp`).
 //! - `agent_changes`: the change log, per agent and version.
+//! - since schema 3: `agent_state.written_ms` (when the state was last written) and
+//!   `written_grain` (the same rounded down to a minute, rewritten only when the minute changes,
+//!   so that most writes leave the index `agent_state_idle` that expiry reads untouched, and
+//!   stay HOT updates); `agent_state_by_id`, the ids in byte order (`COLLATE "C"`) that a
+//!   listing pages through whatever the database's collation; `agent_state_schema.deleted_high`,
+//!   the highest version of any agent deleted (a first write takes the version after it).
 //!
 //! Only portable SQL (text, bigint, primary keys, `ON CONFLICT`): no `jsonb`, no advisory lock.
 
@@ -17,7 +23,7 @@ use super::error::{classify, Fault};
 use crate::error::Error;
 
 /// The schema this build reads and writes; a newer one is refused, never altered.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Schema 1 to 2: the `stamp` column (existing rows get 0, which no write of this build
 /// stamps, so every cache of a state read before the upgrade is read again once).
@@ -26,18 +32,35 @@ ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS stamp bigint NOT NULL DEFAULT 0
 UPDATE agent_state_schema SET version = 2 WHERE singleton = 1 AND version = 1;
 ";
 
+/// Schema 2 to 3 (`{now}`, `{grain}`: the upgrade's time, which every stored state counts as
+/// its last write, so that expiry never takes an agent for idler than it is).
+const UPGRADE_2: &str = "
+ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS written_ms bigint NOT NULL DEFAULT 0;
+ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS written_grain bigint NOT NULL DEFAULT 0;
+UPDATE agent_state SET written_ms = {now}, written_grain = {grain} WHERE written_ms = 0;
+ALTER TABLE agent_state_schema ADD COLUMN IF NOT EXISTS deleted_high bigint NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS agent_state_idle ON agent_state (written_grain);
+CREATE INDEX IF NOT EXISTS agent_state_by_id ON agent_state (agent COLLATE \"C\");
+UPDATE agent_state_schema SET version = 3 WHERE singleton = 1 AND version = 2;
+";
+
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS agent_state_schema (
     singleton int PRIMARY KEY CHECK (singleton = 1),
-    version int NOT NULL
+    version int NOT NULL,
+    deleted_high bigint NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS agent_state (
     agent text PRIMARY KEY,
     value text,
     version bigint NOT NULL DEFAULT 0,
     change_log text,
-    stamp bigint NOT NULL DEFAULT 0
+    stamp bigint NOT NULL DEFAULT 0,
+    written_ms bigint NOT NULL DEFAULT 0,
+    written_grain bigint NOT NULL DEFAULT 0
 );
+CREATE INDEX IF NOT EXISTS agent_state_idle ON agent_state (written_grain);
+CREATE INDEX IF NOT EXISTS agent_state_by_id ON agent_state (agent COLLATE \"C\");
 CREATE TABLE IF NOT EXISTS agent_changes (
     agent text NOT NULL,
     version bigint NOT NULL,
@@ -48,7 +71,7 @@ CREATE TABLE IF NOT EXISTS agent_changes (
     prev text,
     PRIMARY KEY (agent, version)
 );
-INSERT INTO agent_state_schema (singleton, version) VALUES (1, 2) ON CONFLICT (singleton) DO NOTHING;
+INSERT INTO agent_state_schema (singleton, version) VALUES (1, 3) ON CONFLICT (singleton) DO NOTHING;
 ";
 
 /// SQLSTATEs of a lost race between processes creating the tables at once: try again. (42710,
@@ -84,17 +107,31 @@ pub(super) fn check(
                         "{shown}: the database holds an unknown agent_state schema version \
                          {version}"
                     ))))
-                } else if version == 1 && read_only {
+                } else if version < SCHEMA_VERSION && read_only {
                     Err(Fault::Answered(Error::Storage(format!(
-                        "{shown}: the database holds agent_state schema version 1, and the \
-                         store was opened read_only (open it once without read_only to upgrade \
-                         it to version {SCHEMA_VERSION}; older builds then refuse it)"
+                        "{shown}: the database holds agent_state schema version {version}, and \
+                         the store was opened read_only (open it once without read_only to \
+                         upgrade it to version {SCHEMA_VERSION}; older builds then refuse it)"
                     ))))
-                } else if version == 1 {
-                    match conn.batch_execute(UPGRADE_1) {
+                } else if version < SCHEMA_VERSION {
+                    let upgrade = if version == 1 {
+                        UPGRADE_1.to_string()
+                    } else {
+                        let now = crate::store::now_ms();
+                        UPGRADE_2
+                            .replace("{now}", &now.to_string())
+                            .replace("{grain}", &crate::store::grain_of(now).to_string())
+                    };
+                    match conn.batch_execute(&upgrade) {
                         Ok(()) => continue,
                         Err(e) => {
-                            return Err(classify(&e, "cannot upgrade the agent_state tables"))
+                            let code = e.code().map(|c| c.code().to_string());
+                            if attempt < 20 && code.as_deref().is_some_and(|c| RACES.contains(&c)) {
+                                attempt += 1;
+                                std::thread::sleep(Duration::from_millis(5 * u64::from(attempt)));
+                                continue;
+                            }
+                            return Err(classify(&e, "cannot upgrade the agent_state tables"));
                         }
                     }
                 } else {

@@ -9,8 +9,12 @@ pub(super) const ROW_FOR_UPDATE: &str =
     "SELECT value, version, change_log, stamp FROM agent_state WHERE agent = $1 FOR UPDATE";
 pub(super) const ENSURE_ROW: &str =
     "INSERT INTO agent_state (agent) VALUES ($1) ON CONFLICT (agent) DO NOTHING";
-pub(super) const WRITE_STATE: &str =
-    "UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint WHERE agent = $1";
+/// Writes the state ($2), its version ($3), its stamp ($4) and the time of the write ($5 ms;
+/// $6, the minute, rewritten only when later: an unchanged indexed column keeps the update
+/// HOT).
+pub(super) const WRITE_STATE: &str = "UPDATE agent_state SET value = $2, version = $3::bigint,
+    stamp = $4::bigint, written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint)
+    WHERE agent = $1";
 pub(super) const SET_LOG: &str = "UPDATE agent_state SET change_log = $2 WHERE agent = $1";
 pub(super) const CLEAR_LOG: &str = "DELETE FROM agent_changes WHERE agent = $1";
 /// Appends a change ($2: its version) and prunes: versions up to $8 (keep_last), and those
@@ -52,24 +56,22 @@ pub(super) const REPLAY_TO: &str =
     "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
      WHERE agent = $1 AND version = $2::bigint";
 
-/// The optimistic commit of an agent's first state (version 1) with the log off: inserts the
-/// row, or fills the empty row (version 0) another handle left, if the log is still off.
-pub(super) const FIRST_WRITE: &str = "
-INSERT INTO agent_state AS s (agent, value, version, stamp) VALUES ($1, $2, 1, $3::bigint)
-ON CONFLICT (agent) DO UPDATE SET value = excluded.value, version = 1, stamp = excluded.stamp
-    WHERE s.version = 0 AND s.change_log IS NULL
-RETURNING version";
-/// The optimistic commit of version $3 ($4: its stamp) with the log off.
+/// The optimistic commit of version $3 ($4: its stamp; $5, $6: the time as in
+/// [`WRITE_STATE`]) with the log off. (A first write, version 1 or the first after a deletion,
+/// is always a locked one: its version depends on the store's `deleted_high`.)
 pub(super) const NEXT_WRITE: &str = "
-UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint
+UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
+    written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint)
 WHERE agent = $1 AND version = $3::bigint - 1 AND change_log IS NULL
 RETURNING version";
 /// The optimistic commit of version $3 with the log on ($4: the retention it was computed
 /// with), its log entry ($5 at_ms, $6 writer, $7 patch, $8 next or NULL for $2, $9 prev) and
-/// the pruning ($10, $11 as in [`LOG_CHANGE`]), and its stamp ($12), all or nothing.
+/// the pruning ($10, $11 as in [`LOG_CHANGE`]), its stamp ($12) and the time ($13, $14 as in
+/// [`WRITE_STATE`]), all or nothing.
 pub(super) const LOGGED_WRITE: &str = "
 WITH s AS (
-    UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $12::bigint
+    UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $12::bigint,
+        written_ms = $13::bigint, written_grain = greatest(written_grain, $14::bigint)
     WHERE agent = $1 AND version = $3::bigint - 1 AND change_log = $4::text
     RETURNING version
 ), l AS (
@@ -86,3 +88,37 @@ SELECT count(*) FROM s";
 pub(super) const UNKNOWN_OUTCOME: &str =
     "the connection was lost while committing: the outcome is unknown; read the state's version \
      to tell";
+
+/// The version a first write takes: after the highest deleted one.
+pub(super) const FIRST_VERSION: &str =
+    "SELECT deleted_high + 1 FROM agent_state_schema WHERE singleton = 1";
+
+/// The columns of a listing's entry.
+pub(super) const AGENT_COLUMNS: &str = "agent, version, octet_length(value), written_ms";
+/// A deletion: the agent's row, locked.
+pub(super) const AGENT_FOR_DELETE: &str =
+    "SELECT version, value IS NOT NULL, change_log IS NOT NULL
+    FROM agent_state WHERE agent = $1 FOR UPDATE";
+/// The idle agents ($1: the minute, $2: the time in ms, $3: how many), longest idle first.
+/// Locked: one being written now is skipped, and one written since the statement began is
+/// re-checked against its new time (and skipped).
+pub(super) const IDLE_FOR_DELETE: &str = "SELECT agent, version, octet_length(value), written_ms
+    FROM agent_state WHERE written_grain <= $1::bigint AND written_ms < $2::bigint
+        AND value IS NOT NULL
+    ORDER BY written_grain, agent LIMIT $3::bigint FOR UPDATE SKIP LOCKED";
+/// [`IDLE_FOR_DELETE`] for a dry run: nothing locked.
+pub(super) const IDLE: &str = "SELECT agent, version, octet_length(value), written_ms
+    FROM agent_state WHERE written_grain <= $1::bigint AND written_ms < $2::bigint
+        AND value IS NOT NULL
+    ORDER BY written_grain, agent LIMIT $3::bigint";
+/// Deletes the change logs of the agents $1 (an array).
+pub(super) const DELETE_CHANGES: &str = "DELETE FROM agent_changes WHERE agent = ANY($1::text[])";
+/// Deletes the rows of the agents $1 that hold no change-log setting, and empties those that
+/// do (the setting stays: nothing stored, version 0).
+pub(super) const DELETE_ROWS: &str = "
+WITH d AS (DELETE FROM agent_state WHERE agent = ANY($1::text[]) AND change_log IS NULL)
+UPDATE agent_state SET value = NULL, version = 0, stamp = 0
+    WHERE agent = ANY($1::text[]) AND change_log IS NOT NULL";
+/// Raises the store's highest deleted version to $1.
+pub(super) const RAISE_DELETED_HIGH: &str = "UPDATE agent_state_schema
+    SET deleted_high = greatest(deleted_high, $1::bigint) WHERE singleton = 1";

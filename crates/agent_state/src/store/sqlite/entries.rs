@@ -94,24 +94,61 @@ impl Sqlite {
         }
     }
 
-    /// Stores the agent's state and its version (inside the caller's transaction).
-    pub(super) fn write_state(&self, agent: &str, value: &[u8], version: u64) -> Result<()> {
+    /// Stores the agent's state, its version and the time of this write, `now` (inside the
+    /// caller's transaction); with `grain`, rewrites the indexed time too (see `schema`).
+    pub(super) fn write_state(
+        &self,
+        agent: &str,
+        value: &[u8],
+        version: u64,
+        now: i64,
+        grain: Option<i64>,
+    ) -> Result<()> {
+        let fail = |e| self.storage_err("cannot write", e);
         // UPDATE first: after the first write it is all there is to do, and cheaper than an
         // upsert's extra uniqueness probe.
         let updated = self
             .conn()?
-            .prepare_cached("UPDATE agent_state SET value = ?2, version = ?3 WHERE agent = ?1")?
-            .execute(rusqlite::params![agent, value, version as i64])
-            .map_err(|e| self.storage_err("cannot write", e))?;
+            .prepare_cached(
+                "UPDATE agent_state SET value = ?2, version = ?3, written_ms = ?4 WHERE agent = ?1",
+            )?
+            .execute(rusqlite::params![agent, value, version as i64, now])
+            .map_err(fail)?;
         if updated == 0 {
             self.conn()?
                 .prepare_cached(
-                    "INSERT INTO agent_state (agent, value, version) VALUES (?1, ?2, ?3)",
+                    "INSERT INTO agent_state (agent, value, version, written_ms, written_grain)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
                 )?
-                .execute(rusqlite::params![agent, value, version as i64])
-                .map_err(|e| self.storage_err("cannot write", e))?;
+                .execute(rusqlite::params![
+                    agent,
+                    value,
+                    version as i64,
+                    now,
+                    crate::store::grain_of(now)
+                ])
+                .map_err(fail)?;
+        } else if let Some(grain) = grain {
+            self.conn()?
+                .prepare_cached("UPDATE agent_state SET written_grain = ?2 WHERE agent = ?1")?
+                .execute(rusqlite::params![agent, grain])
+                .map_err(fail)?;
         }
         Ok(())
+    }
+
+    /// The version a first write takes: one above the highest version ever deleted.
+    pub(super) fn first_version(&self) -> Result<u64> {
+        if self.schema < 4 {
+            return Ok(1);
+        }
+        let high: i64 = self
+            .conn()?
+            .prepare_cached("SELECT deleted_high FROM agent_store WHERE singleton = 1")?
+            .query_row([], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        Ok(high as u64 + 1)
     }
 
     /// Appends a change to the agent's log. A merge's full state is stored only at every

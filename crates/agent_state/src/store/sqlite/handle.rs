@@ -29,6 +29,9 @@ pub struct SqliteAgent {
     holds_turn: Cell<bool>,
     /// The connection's epoch this handle last saw.
     epoch: Cell<u64>,
+    /// The indexed time of the last write (`written_grain`) this handle wrote: rewritten only
+    /// when a write falls in a later minute.
+    grain: Cell<i64>,
 }
 
 /// Opens the agent's store at `path`: on a connection shared with this process's other handles
@@ -64,6 +67,7 @@ pub fn open(path: &Path, options: &StoreOptions) -> Result<SqliteAgent> {
         busy_timeout: options.busy_timeout,
         holds_turn: Cell::new(false),
         epoch: Cell::new(epoch),
+        grain: Cell::new(i64::MIN),
     })
 }
 
@@ -162,7 +166,19 @@ impl StoredState for SqliteAgent {
     }
 
     fn write_state(&self, value: &[u8], version: u64) -> Result<()> {
-        self.with(|c| c.write_state(&self.agent, value, version))
+        let now = crate::store::now_ms();
+        let grain = crate::store::grain_of(now);
+        // Another handle may have written a later minute meanwhile: rewriting an earlier one
+        // would only make the agent look idler by less than a minute, and expiry checks the
+        // exact time before it deletes.
+        let stale = (self.grain.get() < grain).then_some(grain);
+        self.with(|c| c.write_state(&self.agent, value, version, now, stale))?;
+        self.grain.set(grain);
+        Ok(())
+    }
+
+    fn first_version(&self) -> Result<u64> {
+        self.with(|c| c.first_version())
     }
 }
 

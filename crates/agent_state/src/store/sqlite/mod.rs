@@ -1,6 +1,7 @@
 //! The SQLite backend: one connection to an agent store file.
 //!
-//! `schema` (the file format), `entries` (the state and the change log), `error` (SQLite's
+//! `schema` (the file format), `entries` (the state and the change log), `agents` (the file's
+//! agents as a whole: listing, deletion with erasure, expiry), `error` (SQLite's
 //! failures as the library's error kinds),
 //! `wal_index` (the cheap freshness test) and [`fork`] (connections across `fork()`, on the
 //! fork count of [`crate::store::process`]). `wal_index` talks to C directly: with the fork
@@ -22,6 +23,7 @@ use super::process;
 use super::{Mark, StoreOptions};
 use crate::error::{Error, Result};
 
+mod agents;
 mod busy;
 mod entries;
 mod error;
@@ -32,6 +34,7 @@ mod shared;
 #[allow(unsafe_code)] // reads SQLite's shared memory through its VFS
 mod wal_index;
 
+pub use agents::SqliteAgents;
 pub use handle::{open, SqliteAgent};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 

@@ -3,10 +3,17 @@
 //! Layout (schema version [`SCHEMA_VERSION`]): the file's `application_id` is [`APPLICATION_ID`]
 //! so foreign SQLite files are recognised and left untouched; `user_version` holds the schema
 //! version so later releases can migrate. Table `agent_state(agent TEXT PRIMARY KEY, value BLOB,
-//! version INTEGER, change_log BLOB)` has one row per agent: its key (the `agent_id`, or `''`
-//! for the file's single agent, opened without one), its encoded state (NULL: nothing stored,
-//! the row then only holds the log setting), the state's version, which counts its commits (1
-//! for the first write), and the change log's retention (JSON; NULL: the log is off). Table
+//! version INTEGER, change_log BLOB, written_ms INTEGER, written_grain INTEGER)` has one row per
+//! agent: its key (the `agent_id`, or `''` for the file's single agent, opened without one), its
+//! encoded state (NULL: nothing stored, the row then only holds the log setting), the state's
+//! version, which counts its commits (1 for the first write; after a deletion in the store, one
+//! above the store's `deleted_high`), the change log's retention (JSON; NULL: the log is off),
+//! and when the state was last written: exactly (`written_ms`), and rounded down to a minute in
+//! `written_grain`, which the index `agent_state_idle` orders for expiry and which a handle
+//! rewrites at most once a minute (an index entry rewritten at every write would cost a third
+//! of a bare write). Table `agent_store(singleton, deleted_high)` holds the highest version of
+//! any agent deleted from the store. Every connection that writes has `secure_delete` on, so
+//! what a write or a deletion frees is overwritten with zeros. Table
 //! `agent_changes(agent, version, at_ms, writer, patch, next, prev)`, keyed by agent and
 //! version, is the optional change log, written in the same transaction as the state: a
 //! merge's patch, and its full state (`next`) only at checkpoints (see `entries`). The
@@ -14,7 +21,8 @@
 //!
 //! Schema history: 1 had one table `agent_kv(key, value)` with the state under the key
 //! `__agent_state`; 2 added its `version` column, the retention under `__agent_change_log` and
-//! `agent_changes` without the `agent` column; 3 holds many agents. Opening an older store for
+//! `agent_changes` without the `agent` column; 3 holds many agents; 4 adds the times of the
+//! last writes, their index and `agent_store`. Opening an older store for
 //! writing migrates it in place, one step at a time, each in one write transaction (its single
 //! agent becomes the agent `''`); a read-only handle reads the old layout as it is.
 
@@ -28,7 +36,7 @@ use crate::store::{StoreOptions, Synchronous};
 /// `PRAGMA application_id` of an agent store: ASCII "AgSt".
 pub const APPLICATION_ID: i32 = 0x4167_5374;
 /// The schema version this release writes and understands.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 impl Sqlite {
     pub(super) fn check_and_init(&mut self, options: &StoreOptions, in_memory: bool) -> Result<()> {
@@ -51,6 +59,11 @@ impl Sqlite {
             self.conn()?
                 .pragma_update(None, "synchronous", sync)
                 .map_err(|e| self.storage_err("cannot set synchronous", e))?;
+            // Freed cells and pages are zeroed: a deleted agent's bytes, and the earlier
+            // versions of every state, do not linger in the file (see `agents`).
+            self.conn()?
+                .pragma_update(None, "secure_delete", "ON")
+                .map_err(|e| self.storage_err("cannot set secure_delete", e))?;
         }
         match kind {
             FileKind::Empty => self.initialize()?,
@@ -58,7 +71,10 @@ impl Sqlite {
                 if schema == 1 {
                     self.migrate_from_1()?;
                 }
-                self.migrate_from_2()?;
+                if schema <= 2 {
+                    self.migrate_from_2()?;
+                }
+                self.migrate_from_3()?;
                 self.schema = SCHEMA_VERSION;
             }
             FileKind::Store(schema) => self.schema = schema,
@@ -107,6 +123,25 @@ impl Sqlite {
                 1,
             ),
             "cannot migrate the store from schema version 2",
+        )
+    }
+
+    /// Schema 3 -> 4: the times of the last writes (unknown before: every stored state counts
+    /// as written now, so that expiry never takes an agent for idler than it is), their index,
+    /// and `agent_store`, in one write transaction.
+    pub(super) fn migrate_from_3(&self) -> Result<()> {
+        let now = crate::store::now_ms();
+        let grain = crate::store::grain_of(now);
+        self.upgrade_schema(
+            3,
+            &format!(
+                "ALTER TABLE agent_state ADD COLUMN written_ms INTEGER NOT NULL DEFAULT 0;
+                 ALTER TABLE agent_state ADD COLUMN written_grain INTEGER NOT NULL DEFAULT 0;
+                 UPDATE agent_state SET written_ms = {now}, written_grain = {grain};
+                 {STORE_TABLES}
+                 PRAGMA user_version = 4;"
+            ),
+            "cannot migrate the store from schema version 3",
         )
     }
 
@@ -220,6 +255,9 @@ impl Sqlite {
             0,
             &format!(
                 "{AGENT_TABLES}
+                 ALTER TABLE agent_state ADD COLUMN written_ms INTEGER NOT NULL DEFAULT 0;
+                 ALTER TABLE agent_state ADD COLUMN written_grain INTEGER NOT NULL DEFAULT 0;
+                 {STORE_TABLES}
                  PRAGMA application_id = {APPLICATION_ID};
                  PRAGMA user_version = {SCHEMA_VERSION};"
             ),
@@ -234,6 +272,13 @@ pub(super) enum FileKind {
     /// An agent store of this schema version.
     Store(i32),
 }
+
+/// What schema 4 adds to the tables of schema 3 (besides the columns of the last write).
+const STORE_TABLES: &str = "CREATE INDEX agent_state_idle ON agent_state (written_grain);
+CREATE TABLE agent_store (
+    singleton INTEGER PRIMARY KEY NOT NULL CHECK (singleton = 1),
+    deleted_high INTEGER NOT NULL);
+INSERT INTO agent_store (singleton, deleted_high) VALUES (1, 0);";
 
 /// The tables of schema 3.
 const AGENT_TABLES: &str = "CREATE TABLE agent_state (
