@@ -702,8 +702,9 @@ AgentStatus agent_store_list(const char *path,
  * a read returns their initial state at version 0; with the change log on, their hooks get
  * the deletion as one change (by `agent_poll`, or ahead of their next write) from the last
  * state they saw to their initial state, `patch` NULL, `version` 0. The agent's next first
- * write takes a version above every version ever deleted from the store, so a
- * compare-and-set against a version read before the deletion never succeeds after it.
+ * write takes the version after the one it was deleted at (a tombstone keeps a 64-bit hash
+ * of the id, not the id, and that version), so a compare-and-set against a version read
+ * before the deletion never succeeds after it.
  *
  * Erasure: on SQLite, once the call returns `AGENT_OK`, no byte of the deleted state or of its
  * history is left in the database file or its WAL (freed pages are zeroed, `secure_delete`,

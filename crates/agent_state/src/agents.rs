@@ -11,9 +11,10 @@
 //! handle finds nothing stored: a read returns its initial state at version 0. With the change
 //! log on, its hooks get the deletion as one change (by [`Agent::poll`](crate::Agent::poll),
 //! or ahead of its next write): from the last state they saw to the handle's initial state, a
-//! replacement (`patch` `None`), at version 0. The agent's next first write takes a version
-//! above every version deleted from the store (1 while none was), so a compare-and-set against
-//! a version read before the deletion never succeeds after it.
+//! replacement (`patch` `None`), at version 0. The agent's next first write takes the version
+//! after the one it was deleted at (a tombstone keeps a 64-bit hash of the id, not the id, and
+//! that version), so a compare-and-set against a version read before the deletion never
+//! succeeds after it.
 
 use std::path::Path;
 use std::time::Duration;

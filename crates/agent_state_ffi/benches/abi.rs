@@ -21,6 +21,8 @@ mod log;
 mod memory;
 #[path = "abi/reads.rs"]
 mod reads;
+#[path = "abi/store.rs"]
+mod store;
 #[path = "abi/threads.rs"]
 mod threads;
 #[path = "abi/writes.rs"]
@@ -129,6 +131,8 @@ fn main() {
         }
     }
     reads::bench_open(&cfg, &dirs[0].1, &mut rows);
+    eprintln!("bench: a store's agents ...");
+    store::bench_store_agents(&cfg, &dirs[0].1, &mut rows);
     eprintln!("bench: group commit, read scaling ...");
     threads::bench_group_commit(&cfg, &dirs[0].1, &mut rows);
     threads::bench_read_scaling(&cfg, &dirs[0].1, &mut rows);

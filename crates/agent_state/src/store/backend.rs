@@ -154,9 +154,9 @@ pub trait StoredState {
     /// Stores the state and its version, and the time of this write (now).
     fn write_state(&self, value: &[u8], version: u64) -> Result<()>;
 
-    /// The version a first write takes while nothing is stored: one above every version of
-    /// every agent ever deleted from the store (1 in a store where none was), so that no
-    /// version read before a deletion is ever the version of a state written after it.
+    /// The version a first write takes while nothing is stored: one above the last version
+    /// of the agent when it was deleted (its tombstone), 1 for an agent never deleted, so that
+    /// no version read before a deletion is ever the version of a state written after it.
     fn first_version(&self) -> Result<u64>;
 }
 
@@ -173,7 +173,8 @@ pub trait Agents: Send {
     /// version it had (`None`: nothing was stored, nothing done). With `if_version`, only if
     /// the state is at that version (0: nothing stored), else
     /// [`Error::Conflict`](crate::error::Error::Conflict). The agent's change-log setting
-    /// stays. On SQLite, once it returns no byte of what was deleted is left in the file or its
+    /// stays, and its tombstone (the hash of its id, [`id_hash`](super::id_hash), and the
+    /// deleted version) is kept for [`StoredState::first_version`]. On SQLite, once it returns no byte of what was deleted is left in the file or its
     /// WAL.
     fn delete_agent(&self, id: &str, if_version: Option<u64>) -> Result<Option<u64>>;
 

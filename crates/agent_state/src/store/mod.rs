@@ -34,7 +34,7 @@ pub use backend::{
 };
 pub use txn::Txn;
 pub use types::{
-    grain_of, now_ms, AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange,
+    grain_of, id_hash, now_ms, AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange,
     StoreOptions, Synchronous, CHECKPOINT_EVERY, MAX_LIST_LIMIT, MAX_RETENTION, WRITTEN_GRAIN_MS,
 };
 

@@ -32,6 +32,19 @@ pub fn grain_of(at_ms: i64) -> i64 {
     at_ms - at_ms.rem_euclid(WRITTEN_GRAIN_MS)
 }
 
+/// The key of an agent's tombstone (see [`Agents::delete_agent`](super::Agents::delete_agent)):
+/// the 64-bit FNV-1a hash of its id, so that a deleted agent's id is not kept. Two ids with
+/// the same hash share a tombstone, which can only make a first write's version higher, never
+/// one that was used.
+pub fn id_hash(id: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h as i64
+}
+
 /// One agent of a store, as a listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentInfo {

@@ -30,6 +30,69 @@ extern "C" {
     fn agent_replace_state(h: u64, next: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
     fn agent_buffer_free(buf: *mut AgentBuffer);
     fn agent_last_error() -> *const c_char;
+    fn agent_store_list(
+        path: *const c_char,
+        options: *const c_char,
+        prefix: *const c_char,
+        after: *const c_char,
+        limit: u32,
+        out: *mut AgentBuffer,
+    ) -> i32;
+    fn agent_store_expire(
+        path: *const c_char,
+        options: *const c_char,
+        idle_ms: u64,
+        limit: u32,
+        dry_run: i32,
+        out: *mut AgentBuffer,
+    ) -> i32;
+}
+
+/// `agent_store_list` of the store at `path`: a page of `limit` after `after`; returns the
+/// JSON's length (the page is read, as a caller would).
+pub fn store_list(path: &CStr, after: &CStr, limit: u32) -> usize {
+    let mut b = AgentBuffer {
+        data: std::ptr::null(),
+        len: 0,
+        owner: std::ptr::null_mut(),
+    };
+    // SAFETY: valid NUL-terminated strings and out pointer; the buffer is freed below.
+    check(
+        unsafe {
+            agent_store_list(
+                path.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                after.as_ptr(),
+                limit,
+                &mut b,
+            )
+        },
+        "agent_store_list",
+    );
+    let len = b.len;
+    // SAFETY: a buffer the library filled.
+    unsafe { agent_buffer_free(&mut b) };
+    len
+}
+
+/// `agent_store_expire` of the store at `path` as a dry run: the `limit` longest idle agents
+/// idle for more than `idle_ms`; returns the JSON's length.
+pub fn store_expire_dry(path: &CStr, idle_ms: u64, limit: u32) -> usize {
+    let mut b = AgentBuffer {
+        data: std::ptr::null(),
+        len: 0,
+        owner: std::ptr::null_mut(),
+    };
+    // SAFETY: valid NUL-terminated string and out pointer; the buffer is freed below.
+    check(
+        unsafe { agent_store_expire(path.as_ptr(), std::ptr::null(), idle_ms, limit, 1, &mut b) },
+        "agent_store_expire",
+    );
+    let len = b.len;
+    // SAFETY: a buffer the library filled.
+    unsafe { agent_buffer_free(&mut b) };
+    len
 }
 
 fn check(status: i32, what: &str) {

@@ -4,8 +4,8 @@
 //!
 //! **Deletion and concurrent writers.** The deletion locks the agent's row first, so a write
 //! holding it finishes first (and is deleted with the rest); a write that comes after waits
-//! for the deletion to commit, then finds no row, and its first write reads `deleted_high`
-//! afterwards, already raised (first writes always take the row's lock, see `sql`). A
+//! for the deletion to commit, then finds no row, and its first write reads the agent's
+//! tombstone afterwards, already there (first writes always take the row's lock, see `sql`). A
 //! serialization failure or deadlock (40001, 40P01) is retried, as writes are.
 
 use tokio_postgres::types::Type;
@@ -15,7 +15,7 @@ use super::conn::{int8_param as int8, text_param as txt, Param};
 use super::sql::*;
 use super::{Kind, Postgres};
 use crate::error::{Error, Result};
-use crate::store::{grain_of, AgentInfo, AgentQuery, Agents, Transactions};
+use crate::store::{grain_of, id_hash, AgentInfo, AgentQuery, Agents, Transactions};
 
 /// How many times a deletion that lost a race to a serialization failure or a deadlock is made
 /// again.
@@ -53,14 +53,18 @@ impl Postgres {
         ))
     }
 
-    /// Inside the open transaction: deletes the agents `ids` (their rows locked) whose highest
-    /// version is `high`.
-    fn delete_rows(&self, ids: &Vec<String>, high: i64) -> Result<()> {
+    /// Inside the open transaction: deletes the agents `ids` (their rows locked), whose
+    /// versions are `versions`, leaving their tombstones.
+    fn delete_rows(&self, ids: &Vec<String>, versions: &Vec<i64>) -> Result<()> {
         let array = || -> Param<'_> { (ids, Type::TEXT_ARRAY) };
+        let hashes: Vec<i64> = ids.iter().map(|id| id_hash(id)).collect();
         self.in_txn("cannot delete the agent", |open| {
             open.conn.execute(DELETE_CHANGES, &[array()])?;
             open.conn.execute(DELETE_ROWS, &[array()])?;
-            open.conn.execute(RAISE_DELETED_HIGH, &[int8(&high)])
+            open.conn.execute(
+                TOMBSTONES,
+                &[(&hashes, Type::INT8_ARRAY), (versions, Type::INT8_ARRAY)],
+            )
         })
     }
 }
@@ -111,7 +115,7 @@ impl Agents for Postgres {
             let Some(version) = stored else {
                 return Ok(None);
             };
-            store.delete_rows(&vec![id.clone()], version as i64)?;
+            store.delete_rows(&vec![id.clone()], &vec![version as i64])?;
             Ok(Some(version))
         })
     }
@@ -133,9 +137,10 @@ impl Agents for Postgres {
                 )
             })?;
             let expired: Vec<AgentInfo> = rows.iter().map(info).collect();
-            if let Some(high) = expired.iter().map(|a| a.version).max() {
+            if !expired.is_empty() {
                 let ids = expired.iter().map(|a| a.id.clone()).collect();
-                store.delete_rows(&ids, high as i64)?;
+                let versions = expired.iter().map(|a| a.version as i64).collect();
+                store.delete_rows(&ids, &versions)?;
             }
             Ok(expired)
         })

@@ -321,12 +321,13 @@ impl StoredState for Postgres {
     }
 
     fn first_version(&self) -> Result<u64> {
-        let high: i64 = self.read("cannot read the store's deleted versions", |conn| {
+        let hash = crate::store::id_hash(&self.agent);
+        let first: i64 = self.read("cannot read the agent's tombstone", |conn| {
             Ok(conn
-                .query_opt(FIRST_VERSION, &[])?
+                .query_opt(FIRST_VERSION, &[int8(&hash)])?
                 .map_or(1, |row| row.get::<_, i64>(0)))
         })?;
-        Ok(high as u64)
+        Ok(first as u64)
     }
 }
 

@@ -11,8 +11,9 @@
 //!   `written_grain` (the same rounded down to a minute, rewritten only when the minute changes,
 //!   so that most writes leave the index `agent_state_idle` that expiry reads untouched, and
 //!   stay HOT updates); `agent_state_by_id`, the ids in byte order (`COLLATE "C"`) that a
-//!   listing pages through whatever the database's collation; `agent_state_schema.deleted_high`,
-//!   the highest version of any agent deleted (a first write takes the version after it).
+//!   listing pages through whatever the database's collation; `agent_deleted`, the tombstones
+//!   of deleted agents (the hash of the id, not the id, and the last version: the agent's next
+//!   first write takes the version after it).
 //!
 //! Only portable SQL (text, bigint, primary keys, `ON CONFLICT`): no `jsonb`, no advisory lock.
 
@@ -38,7 +39,7 @@ const UPGRADE_2: &str = "
 ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS written_ms bigint NOT NULL DEFAULT 0;
 ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS written_grain bigint NOT NULL DEFAULT 0;
 UPDATE agent_state SET written_ms = {now}, written_grain = {grain} WHERE written_ms = 0;
-ALTER TABLE agent_state_schema ADD COLUMN IF NOT EXISTS deleted_high bigint NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS agent_deleted (id_hash bigint PRIMARY KEY, version bigint NOT NULL);
 CREATE INDEX IF NOT EXISTS agent_state_idle ON agent_state (written_grain);
 CREATE INDEX IF NOT EXISTS agent_state_by_id ON agent_state (agent COLLATE \"C\");
 UPDATE agent_state_schema SET version = 3 WHERE singleton = 1 AND version = 2;
@@ -47,8 +48,11 @@ UPDATE agent_state_schema SET version = 3 WHERE singleton = 1 AND version = 2;
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS agent_state_schema (
     singleton int PRIMARY KEY CHECK (singleton = 1),
-    version int NOT NULL,
-    deleted_high bigint NOT NULL DEFAULT 0
+    version int NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agent_deleted (
+    id_hash bigint PRIMARY KEY,
+    version bigint NOT NULL
 );
 CREATE TABLE IF NOT EXISTS agent_state (
     agent text PRIMARY KEY,

@@ -58,7 +58,7 @@ pub(super) const REPLAY_TO: &str =
 
 /// The optimistic commit of version $3 ($4: its stamp; $5, $6: the time as in
 /// [`WRITE_STATE`]) with the log off. (A first write, version 1 or the first after a deletion,
-/// is always a locked one: its version depends on the store's `deleted_high`.)
+/// is always a locked one: its version depends on the agent's tombstone, `agent_deleted`.)
 pub(super) const NEXT_WRITE: &str = "
 UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
     written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint)
@@ -89,9 +89,9 @@ pub(super) const UNKNOWN_OUTCOME: &str =
     "the connection was lost while committing: the outcome is unknown; read the state's version \
      to tell";
 
-/// The version a first write takes: after the highest deleted one.
+/// The version the first write of the agent whose id hashes to $1 takes: after its tombstone's.
 pub(super) const FIRST_VERSION: &str =
-    "SELECT deleted_high + 1 FROM agent_state_schema WHERE singleton = 1";
+    "SELECT version + 1 FROM agent_deleted WHERE id_hash = $1::bigint";
 
 /// The columns of a listing's entry.
 pub(super) const AGENT_COLUMNS: &str = "agent, version, octet_length(value), written_ms";
@@ -119,6 +119,7 @@ pub(super) const DELETE_ROWS: &str = "
 WITH d AS (DELETE FROM agent_state WHERE agent = ANY($1::text[]) AND change_log IS NULL)
 UPDATE agent_state SET value = NULL, version = 0, stamp = 0
     WHERE agent = ANY($1::text[]) AND change_log IS NOT NULL";
-/// Raises the store's highest deleted version to $1.
-pub(super) const RAISE_DELETED_HIGH: &str = "UPDATE agent_state_schema
-    SET deleted_high = greatest(deleted_high, $1::bigint) WHERE singleton = 1";
+/// The tombstones of deleted agents: the hashes of their ids ($1) and their last versions ($2).
+pub(super) const TOMBSTONES: &str = "INSERT INTO agent_deleted (id_hash, version)
+    SELECT * FROM unnest($1::bigint[], $2::bigint[])
+    ON CONFLICT (id_hash) DO UPDATE SET version = greatest(agent_deleted.version, excluded.version)";

@@ -10,8 +10,8 @@
 //! [`Error::Busy`] saying the agent is deleted but its bytes not yet erased (deleting it again
 //! erases them).
 //!
-//! **Versions.** A deletion raises the store's `deleted_high` to the deleted version; a first
-//! write takes the version after it ([`StoredState::first_version`]
+//! **Versions.** A deletion leaves the agent's tombstone (the hash of its id and the deleted
+//! version); its next first write takes the version after it ([`StoredState::first_version`]
 //! (crate::store::StoredState::first_version)).
 
 use std::path::Path;
@@ -222,9 +222,10 @@ impl Sqlite {
                 .map_err(fail)?;
         }
         conn.prepare_cached(
-            "UPDATE agent_store SET deleted_high = max(deleted_high, ?1) WHERE singleton = 1",
+            "INSERT INTO agent_deleted (id_hash, version) VALUES (?1, ?2)
+             ON CONFLICT (id_hash) DO UPDATE SET version = max(version, excluded.version)",
         )?
-        .execute([version as i64])
+        .execute(rusqlite::params![crate::store::id_hash(id), version as i64])
         .map_err(fail)?;
         Ok(Some(version))
     }

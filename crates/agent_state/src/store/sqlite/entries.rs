@@ -137,18 +137,18 @@ impl Sqlite {
         Ok(())
     }
 
-    /// The version a first write takes: one above the highest version ever deleted.
-    pub(super) fn first_version(&self) -> Result<u64> {
+    /// The version the agent's first write takes: one above its tombstone's, if it was deleted.
+    pub(super) fn first_version(&self, agent: &str) -> Result<u64> {
         if self.schema < 4 {
             return Ok(1);
         }
-        let high: i64 = self
+        let deleted: i64 = self
             .conn()?
-            .prepare_cached("SELECT deleted_high FROM agent_store WHERE singleton = 1")?
-            .query_row([], |r| r.get(0))
+            .prepare_cached("SELECT version FROM agent_deleted WHERE id_hash = ?1")?
+            .query_row([crate::store::id_hash(agent)], |r| r.get(0))
             .optional()?
             .unwrap_or(0);
-        Ok(high as u64 + 1)
+        Ok(deleted as u64 + 1)
     }
 
     /// Appends a change to the agent's log. A merge's full state is stored only at every

@@ -178,7 +178,7 @@ impl StoredState for SqliteAgent {
     }
 
     fn first_version(&self) -> Result<u64> {
-        self.with(|c| c.first_version())
+        self.with(|c| c.first_version(&self.agent))
     }
 }
 

@@ -6,13 +6,13 @@
 //! version INTEGER, change_log BLOB, written_ms INTEGER, written_grain INTEGER)` has one row per
 //! agent: its key (the `agent_id`, or `''` for the file's single agent, opened without one), its
 //! encoded state (NULL: nothing stored, the row then only holds the log setting), the state's
-//! version, which counts its commits (1 for the first write; after a deletion in the store, one
-//! above the store's `deleted_high`), the change log's retention (JSON; NULL: the log is off),
+//! version, which counts its commits (1 for the first write; after a deletion of the agent, one
+//! above its tombstone's), the change log's retention (JSON; NULL: the log is off),
 //! and when the state was last written: exactly (`written_ms`), and rounded down to a minute in
 //! `written_grain`, which the index `agent_state_idle` orders for expiry and which a handle
 //! rewrites at most once a minute (an index entry rewritten at every write would cost a third
-//! of a bare write). Table `agent_store(singleton, deleted_high)` holds the highest version of
-//! any agent deleted from the store. Every connection that writes has `secure_delete` on, so
+//! of a bare write). Table `agent_deleted(id_hash, version)` holds the tombstones of deleted
+//! agents: the hash of the id (not the id) and the last version. Every connection that writes has `secure_delete` on, so
 //! what a write or a deletion frees is overwritten with zeros. Table
 //! `agent_changes(agent, version, at_ms, writer, patch, next, prev)`, keyed by agent and
 //! version, is the optional change log, written in the same transaction as the state: a
@@ -22,7 +22,7 @@
 //! Schema history: 1 had one table `agent_kv(key, value)` with the state under the key
 //! `__agent_state`; 2 added its `version` column, the retention under `__agent_change_log` and
 //! `agent_changes` without the `agent` column; 3 holds many agents; 4 adds the times of the
-//! last writes, their index and `agent_store`. Opening an older store for
+//! last writes, their index and `agent_deleted`. Opening an older store for
 //! writing migrates it in place, one step at a time, each in one write transaction (its single
 //! agent becomes the agent `''`); a read-only handle reads the old layout as it is.
 
@@ -128,7 +128,7 @@ impl Sqlite {
 
     /// Schema 3 -> 4: the times of the last writes (unknown before: every stored state counts
     /// as written now, so that expiry never takes an agent for idler than it is), their index,
-    /// and `agent_store`, in one write transaction.
+    /// and `agent_deleted`, in one write transaction.
     pub(super) fn migrate_from_3(&self) -> Result<()> {
         let now = crate::store::now_ms();
         let grain = crate::store::grain_of(now);
@@ -275,10 +275,9 @@ pub(super) enum FileKind {
 
 /// What schema 4 adds to the tables of schema 3 (besides the columns of the last write).
 const STORE_TABLES: &str = "CREATE INDEX agent_state_idle ON agent_state (written_grain);
-CREATE TABLE agent_store (
-    singleton INTEGER PRIMARY KEY NOT NULL CHECK (singleton = 1),
-    deleted_high INTEGER NOT NULL);
-INSERT INTO agent_store (singleton, deleted_high) VALUES (1, 0);";
+CREATE TABLE agent_deleted (
+    id_hash INTEGER PRIMARY KEY NOT NULL,
+    version INTEGER NOT NULL);";
 
 /// The tables of schema 3.
 const AGENT_TABLES: &str = "CREATE TABLE agent_state (
