@@ -239,7 +239,19 @@ fn a_schema_1_database_is_upgraded_keeping_every_state_and_read_only_is_told_why
         .query_one("SELECT version FROM agent_state_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(version, 2);
+    assert_eq!(version, agent_state::store::postgres::SCHEMA_VERSION);
+    // Upgraded through schema 3: the agents are listed, with a time of last write.
+    let listed = agent_state::list_agents(
+        std::path::Path::new(&db_uri),
+        &agent_state::OpenOptions::default(),
+        &agent_state::AgentQuery {
+            limit: 10,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].written_ms > 0, "{listed:?}");
     drop((a, inside));
     adm.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
         .unwrap();
