@@ -195,6 +195,11 @@ impl Agent {
             &change,
         ) {
             (Ok(current), _) => {
+                if current.version == 0 && store.optimistic() {
+                    // A first write's version depends on the agent's tombstone: it is made
+                    // under the row's lock, before the initial-state hook is asked (once).
+                    return Err(Error::Stale);
+                }
                 let prev = match &current.stored {
                     Some(state) => Arc::clone(state),
                     None => self.initial()?,
@@ -234,10 +239,6 @@ impl Agent {
         // A first write (nothing stored: never written, or deleted) takes the version after
         // every deleted one, so that a version read before a deletion never matches again.
         let first = version == 0;
-        if first && store.optimistic() {
-            // Its version depends on the store's deletions: read under the row's lock.
-            return Err(Error::Stale);
-        }
         let version = if first {
             store.first_version()?
         } else {
