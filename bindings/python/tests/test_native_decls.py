@@ -10,6 +10,7 @@ C types and their ctypes (a ``const`` makes no difference):
 
     int32_t, AgentStatus      c_int32        uint64_t, AgentHandle   c_uint64
     int64_t                   c_int64        AgentCancel             c_uint64
+    uint32_t                  c_uint32       int                     c_int
     size_t                    c_size_t       void (return)           None
     void *                    c_void_p       const char *            c_char_p
     const uint8_t *           c_char_p, c_void_p or POINTER(c_uint8) (the same pointer ABI:
@@ -126,7 +127,7 @@ def ctypes_for(header: Header, t: CType, where: str) -> FrozenSet[Any]:
         return ctypes_for(header, (inner, inner_stars + stars), where)
     if stars == 0:
         scalars = {"int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
-                   "size_t": ctypes.c_size_t,
+                   "uint32_t": ctypes.c_uint32, "int": ctypes.c_int, "size_t": ctypes.c_size_t,
                    "void": None, "uint8_t": ctypes.c_uint8}
         if name in scalars:
             return frozenset([scalars[name]])

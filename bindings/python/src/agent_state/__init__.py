@@ -9,6 +9,8 @@ Every commit gets the next version (``get_state_versioned``, compare-and-set wit
 ``set_state_if``/``replace_state_if``); a validator (``set_validator``) can reject changes before
 they commit; with the ``change_log`` option, ``poll`` delivers other agents' and processes'
 changes to the hooks, and ``changes_since``, ``state_at`` and ``restore`` read the history.
+``list_agents``, ``delete_agent`` and ``expire_agents`` (and their ``_async`` coroutines) list,
+delete (erase) and expire a store's agents.
 
 The C library is loaded through ctypes (no compiler needed): the copy bundled in the package,
 or the one named by the ``AGENT_STATE_LIBRARY`` environment variable. See ``README.md`` for the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from ._native import library_path
 from ._records import (
+    AgentInfo,
     Change,
     ChangeCallback,
     ChangeLogOption,
@@ -34,6 +37,14 @@ from .agent import Agent, library_version
 from ._async_hooks import AsyncHook
 from .async_agent import AsyncAgent, ChangeFeed
 from .codec import encode_value
+from .store import (
+    delete_agent,
+    delete_agent_async,
+    expire_agents,
+    expire_agents_async,
+    list_agents,
+    list_agents_async,
+)
 from .decoding import decode
 from .errors import (
     AGENT_ERR_AUTH,
@@ -113,6 +124,13 @@ __all__ = [
     "Change",
     "Versioned",
     "LoggedChange",
+    "AgentInfo",
+    "list_agents",
+    "delete_agent",
+    "expire_agents",
+    "list_agents_async",
+    "delete_agent_async",
+    "expire_agents_async",
     "StateChangedCallback",
     "ChangeCallback",
     "ValidatorCallback",

@@ -249,6 +249,27 @@ def _declare(lib: ctypes.CDLL) -> None:
     status_fn("agent_cancel_fire", ctypes.c_uint64)
     status_fn("agent_cancel_free", ctypes.c_uint64)
 
+    # A store's agents (no handle: each call opens a connection of its own).
+    status_fn(
+        "agent_store_list",
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_uint32,
+        buf_p,
+    )
+    status_fn("agent_store_delete", ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, u64_p)
+    status_fn(
+        "agent_store_expire",
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_uint64,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        buf_p,
+    )
+
     lib.agent_buffer_free.argtypes = [buf_p]
     lib.agent_buffer_free.restype = None
     lib.agent_last_error.argtypes = []

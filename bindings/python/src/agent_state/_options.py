@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import operator
+import os
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ._records import ChangeLogOption, InitialStateCallback, Synchronous
+from ._records import ChangeLogOption, InitialStateCallback, PathLike, Synchronous
 from .codec import encode_state, encode_value
 from .errors import InvalidArgumentError
 from .values import JSONInt
@@ -32,6 +33,16 @@ def check_version(value: Any, what: str) -> int:
     return number
 
 
+def store_path(path: PathLike) -> bytes:
+    """The bytes of a store's path (or URI) for the library: ``str`` and ``bytes`` unchanged,
+    other path-like objects through ``os.fspath``; a NUL byte raises
+    :class:`~agent_state.InvalidArgumentError` (C would cut the path there)."""
+    raw_path = os.fsencode(path)
+    if b"\0" in raw_path:
+        raise InvalidArgumentError("the path contains a NUL byte")
+    return raw_path
+
+
 _SECOND = _dt.timedelta(seconds=1)
 
 
@@ -48,6 +59,21 @@ def change_log_json(value: Any) -> str:
             items[key] = v
         return encode_value(items)
     return encode_value(value)
+
+
+def text_arg(value: Any, what: str) -> bytes:
+    """A string argument for the library (an agent id, a prefix): a ``str`` that UTF-8 can
+    encode, without NUL (C would cut it there), as NUL-free UTF-8 bytes (the library checks its
+    length)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{what} must be a str, not {type(value).__name__}")
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{what} is not valid UTF-8 (it has a lone surrogate)") from None
+    if b"\0" in data:
+        raise InvalidArgumentError(f"{what} contains a NUL character")
+    return data
 
 
 def agent_id_json(value: Any) -> str:
@@ -98,3 +124,26 @@ def open_options(
     if max_connections is not None:
         options.append('"max_connections":' + encode_value(max_connections))
     return (("{" + ",".join(options) + "}").encode("utf-8") if options else None), hook
+
+
+def store_options(
+    synchronous: Optional[Synchronous],
+    busy_timeout_ms: Optional[int],
+    read_only: Optional[bool],
+    max_connections: Optional[int],
+    server_timeout_ms: Optional[int],
+) -> Optional[bytes]:
+    """The options JSON of the store functions (``agent_store_list``, ``agent_store_delete``,
+    ``agent_store_expire``): the connection's options of ``agent_open``, encoded as for an
+    :class:`~agent_state.Agent` (``None``: all defaults)."""
+    options, _ = open_options(
+        None,
+        None,
+        synchronous,
+        busy_timeout_ms,
+        read_only,
+        None,
+        max_connections=max_connections,
+        server_timeout_ms=server_timeout_ms,
+    )
+    return options

@@ -53,6 +53,21 @@ class LoggedChange(NamedTuple):
     next: State
 
 
+class AgentInfo(NamedTuple):
+    """One agent of a store, as :func:`~agent_state.list_agents` lists it and
+    :func:`~agent_state.expire_agents` returns what it deleted."""
+
+    #: The agent's id (``""``: a SQLite file's single agent, opened without ``agent_id``).
+    id: str
+    #: The version of its stored state.
+    version: int
+    #: The stored state's size in bytes (its JSON text, as the library stores it).
+    bytes: int
+    #: When its state was last written (millisecond precision, ``tzinfo=timezone.utc``; by the
+    #: writer's clock).
+    written_at: _dt.datetime
+
+
 #: ``callback(next, prev, patch)``; ``patch`` is ``None`` for a ``replace_state`` change.
 StateChangedCallback = Callable[[State, State, Optional[State]], Any]
 #: ``callback(change)``, given a :class:`Change` (with the version); see :meth:`Agent.on_change`.

@@ -15,7 +15,7 @@ from . import _callbacks, _inflight, _native
 from ._callbacks import CallbackTable
 from ._hook import Hook
 from ._options import check_version as _version
-from ._options import open_options
+from ._options import open_options, store_path
 from ._native import call, call_text, call_text_versioned
 from ._records import (
     Change,
@@ -131,9 +131,7 @@ class Agent:
         # The callables the library may call for this agent, owned by it (see _callbacks): a
         # callable that refers back to the agent does not keep it from being collected.
         self._callbacks = CallbackTable()
-        raw_path = os.fsencode(path)
-        if b"\0" in raw_path:
-            raise InvalidArgumentError("the path contains a NUL byte")
+        raw_path = store_path(path)
         self._path = os.fsdecode(raw_path)
 
         options_json, hook = open_options(

@@ -110,6 +110,34 @@ def _run_cancellable(cancel: _Cancel, call: Call, fn: Callable[..., _T], *args: 
             lib.agent_cancel_free(token)
 
 
+async def offload(loop: asyncio.AbstractEventLoop, call: Call, fn: Callable[..., _T], *args: Any) -> _T:
+    """Awaits ``fn(*args)`` run on a worker thread of the pool under a cancel token of its own
+    (``_run_cancellable``), as ``call``. Cancelling the awaiting task fires the token, waits
+    for the worker's call to end (within milliseconds of the fire, or once its commit is done)
+    and re-raises :class:`asyncio.CancelledError`; a call no worker picked up yet never runs.
+    :class:`AsyncAgent`'s calls and the store functions' coroutines (``store.py``) go through
+    it."""
+    cancel = _Cancel()
+    work = _executor().submit(_run_cancellable, cancel, call, fn, *args)
+    job = asyncio.wrap_future(work, loop=loop)
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        if work.cancel():  # not started yet: now it never will
+            raise
+        cancel.fire()
+        # Wait for the worker's call to end (within ms of the fire, or once its commit
+        # is done), whatever more cancellations come meanwhile.
+        while not job.done():
+            try:
+                await asyncio.shield(job)
+            except BaseException:
+                pass
+        if not job.cancelled():
+            job.exception()  # retrieved: no "never retrieved" warning
+        raise
+
+
 def _is_async_callable(callback: Any) -> bool:
     return inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
         getattr(callback, "__call__", None)
@@ -185,7 +213,7 @@ class AsyncAgent:
         self._delivery.loop = loop
         call = Call(loop)
         try:
-            result = await self._offload(loop, call, fn, *args)
+            result = await offload(loop, call, fn, *args)
         except AgentError as exc:
             if not call.entries:
                 raise
@@ -197,27 +225,6 @@ class AsyncAgent:
         if call.entries:
             await self._delivery.settle(call, None)
         return result
-
-    async def _offload(self, loop: asyncio.AbstractEventLoop, call: Call, fn: Callable[..., _T], *args: Any) -> _T:
-        cancel = _Cancel()
-        work = _executor().submit(_run_cancellable, cancel, call, fn, *args)
-        job = asyncio.wrap_future(work, loop=loop)
-        try:
-            return await asyncio.shield(job)
-        except asyncio.CancelledError:
-            if work.cancel():  # not started yet: now it never will
-                raise
-            cancel.fire()
-            # Wait for the worker's call to end (within ms of the fire, or once its commit
-            # is done), whatever more cancellations come meanwhile.
-            while not job.done():
-                try:
-                    await asyncio.shield(job)
-                except BaseException:
-                    pass
-            if not job.cancelled():
-                job.exception()  # retrieved: no "never retrieved" warning
-            raise
 
     # -- lifetime ------------------------------------------------------------------------------
 

@@ -11,3 +11,7 @@ MAX_SAFE_INTEGER = 2**53 - 1
 #: encoder, at every depth, with the library's status (past 128 levels the library's parser
 #: would stop and report malformed JSON instead).
 MAX_DEPTH = 64
+
+#: The most agents one call of ``list_agents`` or ``expire_agents`` lists or deletes
+#: (``MAX_LIST_LIMIT`` in ``crates/agent_state/src/store/types.rs``).
+MAX_LIST_LIMIT = 10000
