@@ -4,8 +4,10 @@
 //! Each function opens a connection of its own to the store at `path` with the open options
 //! (`busy_timeout_ms`, `server_timeout_ms`, `max_connections`, `read_only`; `agent_id` and the
 //! agent's own options are not used; on PostgreSQL the process's pool is shared with its
-//! handles), makes its call and closes it. They may run on any thread, under a [`Cancel`]
-//! (crate::Cancel) like the agent's calls.
+//! handles), makes its call and closes it. They may run on any thread, under a
+//! [`Cancel`](crate::Cancel) like the agent's calls: one already fired ends the call before it
+//! begins; one fired while it waits (for a lock, a pooled connection, the server) ends the
+//! wait, nothing deleted.
 //!
 //! **What a deletion does to open handles** (in this process or another): at its next call a
 //! handle finds nothing stored: a read returns its initial state at version 0. With the change
@@ -41,6 +43,7 @@ pub fn list_agents(
     if let Some(after) = &query.after {
         check_text(after, "after")?;
     }
+    crate::cancel::check("before it began")?;
     store::open_agents(path, &options.store_options())?.list_agents(query)
 }
 
@@ -64,6 +67,7 @@ pub fn delete_agent(
             "the agent id must be a string of at most 255 bytes (UTF-8), without NUL".to_string(),
         ));
     }
+    crate::cancel::check("before it began")?;
     store::open_agents(path, &options.store_options())?.delete_agent(id, if_version)
 }
 
@@ -81,6 +85,7 @@ pub fn expire_agents(
 ) -> Result<Vec<AgentInfo>> {
     check_limit(limit)?;
     let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
+    crate::cancel::check("before it began")?;
     let before = now_ms().saturating_sub(idle_ms);
     store::open_agents(path, &options.store_options())?.expire_agents(before, limit, dry_run)
 }

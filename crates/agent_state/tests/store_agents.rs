@@ -511,3 +511,32 @@ fn store_functions_refuse_bad_input_with_a_specific_error() {
     let err = delete_agent(&path, &ro, "x", None).unwrap_err();
     assert!(matches!(err, Error::Storage(_)), "{err:?}");
 }
+
+#[test]
+fn a_fired_cancel_token_ends_a_store_call_before_it_begins() {
+    let dir = TempDir::new("cancel");
+    let base = dir.store("s.db");
+    let (path, _) = store_of(&base);
+    let place = base.agent("kept");
+    let id = match &place {
+        Place::Sqlite { agent, .. } => agent.clone().unwrap(),
+        Place::Postgres { agent, .. } => agent.clone(),
+    };
+    let a = open(&place, &opts(json!({}))).unwrap();
+    a.set_state(br#"{"kept":true}"#).unwrap();
+    let fired = agent_state::Cancel::new();
+    fired.cancel();
+    let err = fired
+        .scope(|| delete_agent(&path, &no_options(), &id, None))
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled(_)), "{err:?}");
+    let err = fired
+        .scope(|| expire_agents(&path, &no_options(), Duration::ZERO, 10, false))
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled(_)), "{err:?}");
+    assert_eq!(
+        text(&a.get_state().unwrap()),
+        r#"{"kept":true}"#,
+        "nothing deleted"
+    );
+}

@@ -22,8 +22,8 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// The granularity of the indexed time of a state's last write (see [`Agents::idle_agents`]
-/// (super::Agents::idle_agents)): the index is rewritten at most once per this many ms per
+/// The granularity of the indexed time of a state's last write (see
+/// [`Agents::expire_agents`](super::Agents::expire_agents)): the index is rewritten at most once per this many ms per
 /// handle and agent, not at every write.
 pub const WRITTEN_GRAIN_MS: i64 = 60_000;
 

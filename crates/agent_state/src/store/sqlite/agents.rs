@@ -11,8 +11,8 @@
 //! erases them).
 //!
 //! **Versions.** A deletion leaves the agent's tombstone (the hash of its id and the deleted
-//! version); its next first write takes the version after it ([`StoredState::first_version`]
-//! (crate::store::StoredState::first_version)).
+//! version); its next first write takes the version after it
+//! ([`StoredState::first_version`](crate::store::StoredState::first_version)).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
