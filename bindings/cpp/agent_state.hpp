@@ -7,7 +7,8 @@
 // gives the state the next version: `get_state_versioned()` and `set_state_if(expected, patch)`
 // make read-modify-write loops that never overwrite another writer's change, `set_validator()`
 // gates changes before they commit, and the opt-in change log (Options::change_log) feeds
-// `poll()`, `changes_since()`, `state_at()` and `restore()`.
+// `poll()`, `changes_since()`, `state_at()` and `restore()`. The free functions
+// `list_agents()`, `delete_agent()` and `expire_agents()` manage a store's agents.
 //
 // Usage: compile with `-std=c++17` (or later), put both this directory (this header and its
 // parts in `agent_state/`) and the C header's directory (`include/`) on the include path, and
@@ -20,7 +21,9 @@
 //
 // Conventions:
 // - All state, patches and options are JSON text (UTF-8). The wrapper does not parse JSON: the
-//   library parses and validates every input and every answer. Before text reaches the library
+//   library parses and validates every input and every answer (but one: the list of agents of
+//   list_agents() and expire_agents(), a fixed shape read into AgentInfo structs by a small
+//   reader in agent_state/store.hpp). Before text reaches the library
 //   the wrapper only checks it: for NUL bytes (text passed as a C string), and in
 //   Options::to_json() that `initial_state` is exactly one JSON value (a scan of its strings
 //   and brackets, not a parse, so that it cannot inject other options) and that `agent_id` is
@@ -44,6 +47,7 @@
 //   agent_state/hooks.hpp    the hook types, Change, their C trampolines, Subscription
 //   agent_state/agent.hpp    Agent, Versioned
 //   agent_state/cancel.hpp   Cancel, Cancel::Scope (cancelling one call)
+//   agent_state/store.hpp    AgentInfo, list_agents(), delete_agent(), expire_agents()
 
 #ifndef AGENT_STATE_HPP
 #define AGENT_STATE_HPP
@@ -55,5 +59,6 @@
 #include "agent_state/hooks.hpp"
 #include "agent_state/agent.hpp"
 #include "agent_state/cancel.hpp"
+#include "agent_state/store.hpp"
 
 #endif  // AGENT_STATE_HPP

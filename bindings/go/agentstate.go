@@ -53,14 +53,9 @@ func Open(path string, opts Options) (*Agent, error) {
 	if strings.IndexByte(path, 0) >= 0 {
 		return nil, newError("Open", StatusInvalidArgument, "the path contains a NUL byte", nil)
 	}
-	optJSON, err := opts.optionsJSON()
+	optJSON, err := opts.optionsFor("Open")
 	if err != nil {
-		e := err.(*Error)
-		if e.Op != "Open" { // an encoding error of the initial state
-			e.Op = "Open"
-			e.Message = "initial state: " + e.Message
-		}
-		return nil, e
+		return nil, err
 	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))

@@ -106,6 +106,14 @@
 // AgentID lets one file hold many isolated agents; the Agents with an id in one process share
 // one connection per file.
 //
+// # A store's agents
+//
+// ListAgents pages through the agents of a store (by id, with a prefix; ListQuery.Next gives
+// the next page), DeleteAgent and DeleteAgentIf delete one (its state, versions and change log,
+// erased from a SQLite file), ExpireAgents deletes the idle ones in bounded batches; each has a
+// Context form. Agents open on a deleted agent read their initial state at version 0, and
+// versions never go back, so a SetStateIf against a version read before the deletion fails.
+//
 // # Errors
 //
 // Every failure is an *Error carrying the library's status and message. Each status has a

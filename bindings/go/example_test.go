@@ -1,6 +1,7 @@
 package agentstate_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,4 +206,45 @@ func ExampleAgent_Poll() {
 	// 2 <nil>
 	// 2 {"status":"done"} {"status":"done"}
 	// {"status":"processing"}
+}
+
+// A store's agents: list them a page at a time, delete one, expire the idle ones.
+func ExampleListAgentsContext() {
+	dir, _ := os.MkdirTemp("", "agentstate-example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "agents.db")
+	for _, id := range []string{"user-1/chat-a", "user-1/chat-b", "user-2/chat-a"} {
+		a, err := agentstate.Open(path, agentstate.Options{AgentID: id})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := a.SetState(map[string]any{"turns": 1}); err != nil {
+			log.Fatal(err)
+		}
+		a.Close()
+	}
+	ctx := context.Background()
+
+	q := agentstate.ListQuery{Prefix: "user-1/", Limit: 1}
+	for more := true; more; {
+		page, err := agentstate.ListAgentsContext(ctx, path, agentstate.Options{}, q)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, info := range page {
+			fmt.Println(info.ID, "version", info.Version)
+		}
+		q, more = q.Next(page)
+	}
+
+	version, existed, err := agentstate.DeleteAgentContext(ctx, path, agentstate.Options{}, "user-1/chat-b")
+	fmt.Println("deleted:", version, existed, err)
+
+	gone, err := agentstate.ExpireAgentsContext(ctx, path, agentstate.Options{}, 30*24*time.Hour, 500, true)
+	fmt.Println("idle for 30 days:", len(gone), err)
+	// Output:
+	// user-1/chat-a version 1
+	// user-1/chat-b version 1
+	// deleted: 1 true <nil>
+	// idle for 30 days: 0 <nil>
 }

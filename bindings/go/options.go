@@ -118,6 +118,21 @@ func (c *ChangeLog) json() (string, error) {
 	return "{" + strings.Join(parts, ",") + "}", nil
 }
 
+// optionsFor is optionsJSON for the call op (Open, ListAgents, ...): its errors name op, and an
+// encoding error of the initial state says so.
+func (o Options) optionsFor(op string) (string, error) {
+	text, err := o.optionsJSON()
+	if err != nil {
+		e := err.(*Error)
+		if e.Op != "Open" { // an encoding error of the initial state
+			e.Message = "initial state: " + e.Message
+		}
+		e.Op = op
+		return "", e
+	}
+	return text, nil
+}
+
 // optionsJSON builds the options object for agent_open.
 func (o Options) optionsJSON() (string, error) {
 	var parts []string

@@ -212,6 +212,46 @@ int32_t agentstate_restore_state(AgentHandle h, uint64_t version, AgentBuffer *o
     return rc;
 }
 
+int32_t agentstate_store_list(const char *path, const char *options_json, const char *prefix,
+                              const char *after, uint32_t limit, AgentBuffer *out,
+                              AgentCancel token, char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
+    rc = fail(agent_store_list(path, options_json, prefix, after, limit, out), err);
+    restore_token(token, saved_token);
+    return rc;
+}
+
+int32_t agentstate_store_delete(const char *path, const char *options_json, const char *agent_id,
+                                int64_t if_version, uint64_t *out_deleted_version,
+                                AgentCancel token, char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
+    rc = fail(agent_store_delete(path, options_json, agent_id, if_version, out_deleted_version),
+              err);
+    restore_token(token, saved_token);
+    return rc;
+}
+
+int32_t agentstate_store_expire(const char *path, const char *options_json, uint64_t idle_ms,
+                                uint32_t limit, int dry_run, AgentBuffer *out, AgentCancel token,
+                                char **err) {
+    AgentCancel saved_token;
+    int32_t rc = bind_token(token, &saved_token);
+    if (rc != AGENT_OK) {
+        return fail(rc, err);
+    }
+    rc = fail(agent_store_expire(path, options_json, idle_ms, limit, dry_run, out), err);
+    restore_token(token, saved_token);
+    return rc;
+}
+
 // The library's hook signatures, forwarding to the //export'ed Go functions with the context of
 // the call that triggered them.
 static int32_t state_changed_trampoline(void *user_data, const AgentStateChange *change) {

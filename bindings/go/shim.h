@@ -48,6 +48,17 @@ int32_t agentstate_get_state_at(AgentHandle h, uint64_t version, AgentBuffer *ou
 int32_t agentstate_restore_state(AgentHandle h, uint64_t version, AgentBuffer *out,
                                  uint64_t *out_version, uintptr_t ctx, AgentCancel token,
                                  char **err);
+/* A store's agents (agent_state.h topic 8): no handle and no hook runs during them, so no
+ * call context; the token as above. */
+int32_t agentstate_store_list(const char *path, const char *options_json, const char *prefix,
+                              const char *after, uint32_t limit, AgentBuffer *out,
+                              AgentCancel token, char **err);
+int32_t agentstate_store_delete(const char *path, const char *options_json, const char *agent_id,
+                                int64_t if_version, uint64_t *out_deleted_version,
+                                AgentCancel token, char **err);
+int32_t agentstate_store_expire(const char *path, const char *options_json, uint64_t idle_ms,
+                                uint32_t limit, int dry_run, AgentBuffer *out, AgentCancel token,
+                                char **err);
 /* Registers the Go state-changed trampoline with `hook` (a runtime/cgo.Handle) as user_data. */
 int32_t agentstate_on_state_changed(AgentHandle h, uintptr_t hook, uint64_t *out_id, char **err);
 int32_t agentstate_remove_hook(AgentHandle h, uint64_t id, char **err);
