@@ -92,6 +92,15 @@ void test_changes_since_returns_the_documented_json_array(void);
 void test_get_state_at_returns_retained_versions(void);
 void test_restore_state_replaces_with_an_earlier_version(void);
 
+/* store.c */
+void test_store_list_pages_by_id_and_filters_by_prefix(void);
+void test_store_list_shows_a_files_single_agent_as_the_empty_id(void);
+void test_store_delete_of_an_open_handles_agent(void);
+void test_store_delete_if_version_deletes_only_at_that_version(void);
+void test_store_delete_erases_the_agent_from_the_file_and_its_wal(void);
+void test_store_expire_dry_run_lists_and_deletes_in_batches(void);
+void test_store_functions_refuse_bad_arguments(void);
+
 /* threads.c */
 void test_threads_share_one_handle_without_lost_updates(void);
 void test_nested_writes_from_hooks_keep_commit_order_across_threads(void);

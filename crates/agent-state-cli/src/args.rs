@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -10,8 +11,8 @@ versions, the change log, the codec and every check stay in force (an edit in th
 skips them all).";
 
 const OUTPUT_RULE: &str = "Output is JSON: pretty when stdout is a terminal, compact (the \
-library's exact encoding) otherwise; --pretty / --compact force one. `watch` and `export` always \
-write JSON Lines.";
+library's exact encoding) otherwise; --pretty / --compact force one. `watch`, `export`, `ls` and \
+`expire` always write JSON Lines.";
 
 #[derive(Debug, Parser)]
 #[command(name = "agent-state", version, about = ABOUT, long_about = None)]
@@ -22,6 +23,9 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The most agents one page of a listing or one batch of expiry holds (the library's bound).
+const MAX_BATCH: u64 = agent_state::agents::MAX_LIST_LIMIT as u64;
 
 const STORE_RULE: &str = "STORE is a SQLite file path, or a PostgreSQL connection URI \
 (postgres:// or postgresql://, libpq syntax, e.g. \
@@ -39,7 +43,8 @@ fn after_help() -> String {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Which agent of the store (the library's agent_id: 1 to 255 bytes of UTF-8). Required
-    /// for a PostgreSQL server; on a SQLite file, without it the file's single agent
+    /// for a PostgreSQL server; on a SQLite file, without it the file's single agent. `rm`
+    /// needs it (any id `ls` prints, '' for a file's single agent); `ls` and `expire` take none
     #[arg(long, global = true, value_name = "ID")]
     pub agent: Option<String>,
     /// PostgreSQL: the most connections to the server (1 to 1000, library default: 4)
@@ -209,6 +214,78 @@ pub enum Command {
         /// Replace a state the store already holds
         #[arg(long)]
         force: bool,
+    },
+    /// List the store's agents, one JSON line each, ordered by id
+    ///
+    /// Each line is {"id": ID, "version": V, "bytes": N, "written_at": MS}: the agent's id, its
+    /// state's version, the stored state's size in bytes and when it was last written, in
+    /// milliseconds since the Unix epoch (the library's listing entry, as the C ABI gives it;
+    /// `jq '.written_at / 1000 | todate'` shows it as a date). Only agents with a state stored
+    /// are listed (deleted ones and ones never written are not); a SQLite file's single agent,
+    /// the one a command without --agent uses, is listed first with the id "". The whole
+    /// store is listed, read in pages of 1000 ids, so a store of any size streams; --limit
+    /// stops early, --after resumes after an id. The store is opened read-only and never
+    /// created. Takes no --agent (--prefix selects agents).
+    Ls {
+        /// The store: a file path or a postgresql:// URI
+        store: PathBuf,
+        /// Only the agents whose id starts with P (byte-wise)
+        #[arg(long, value_name = "P")]
+        prefix: Option<String>,
+        /// Only the agents after this id (the last id of an earlier listing: the next page)
+        #[arg(long, value_name = "ID")]
+        after: Option<String>,
+        /// Print at most N agents (default: every one)
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        limit: Option<u64>,
+    },
+    /// Delete an agent: its state, versions and change log, in one transaction
+    ///
+    /// --agent ID (required) names the agent, as `ls` prints it: "" is a SQLite file's single
+    /// agent. Prints {"id": ID, "deleted_version": V}, the version it had, or
+    /// {"id": ID, "deleted_version": null} when nothing was stored (nothing done; exit 0).
+    /// Handles open to it in other processes find it gone at their next call (their initial
+    /// state at version 0), and its next first write takes a version above every deleted
+    /// one, so a compare-and-set against a version read before the deletion fails. On SQLite
+    /// no byte of its state or history is left in the file or its WAL when `rm` returns
+    /// (AGENT_ERR_BUSY if another connection's read held up the erasure past the busy
+    /// timeout: the agent is deleted, run `rm` again to erase). On PostgreSQL the rows are
+    /// deleted (VACUUM, WAL archives and backups are the server's). The store is never
+    /// created.
+    Rm {
+        /// The store: a file path or a postgresql:// URI
+        store: PathBuf,
+        /// Delete only if the state is still at version V (else AGENT_ERR_CONFLICT, nothing
+        /// deleted); 0 means nothing stored
+        #[arg(long, value_name = "V")]
+        if_version: Option<u64>,
+    },
+    /// Delete the agents not written for longer than --idle, one JSON line each
+    ///
+    /// Prints each deleted agent as `ls` does, the longest idle first, deleting in batches
+    /// of --batch agents (each one transaction, bounded whatever the store holds) until a
+    /// batch finds fewer, or --limit agents are deleted: a cron job can run it on a store of
+    /// any size. An agent written during the run is not deleted. Each agent goes as with `rm`
+    /// (erased on SQLite). --dry-run deletes nothing and prints the agents the first batch
+    /// would delete (with a note on stderr when that batch is full: more may be idle). Takes
+    /// no --agent.
+    Expire {
+        /// The store: a file path or a postgresql:// URI
+        store: PathBuf,
+        /// How long an agent must not have been written: a whole number and a unit, ms, s,
+        /// m, h, d or w (30d, 12h, 90m, 45s, 500ms, 1h30m)
+        #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+        idle: Duration,
+        /// Print what would be deleted (the first batch), delete nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Delete at most N agents (default: every idle one)
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        limit: Option<u64>,
+        /// The most agents one transaction deletes (1 to 10000)
+        #[arg(long, value_name = "N", default_value_t = 1000,
+              value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH))]
+        batch: u64,
     },
     /// Check a store (read-only) and print a JSON report
     ///

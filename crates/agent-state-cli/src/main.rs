@@ -1,4 +1,5 @@
-//! `agent-state`: look at and change agent state stores from a shell.
+//! `agent-state`: look at and change agent state stores from a shell (and list, delete and
+//! expire a store's agents).
 //!
 //! Every read and write goes through the agent_state library, so versions, the change log,
 //! the codec and the checks apply exactly as for any program using it, and other processes'
@@ -8,9 +9,11 @@
 
 #![forbid(unsafe_code)]
 
+mod agents;
 mod args;
 mod changelog;
 mod check;
+mod duration;
 mod export;
 mod failure;
 mod history;
@@ -28,8 +31,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
+use agents::Expiry;
 use args::{Cli, Command};
 use failure::{Failure, Status};
 use output::Output;
@@ -38,6 +42,21 @@ use state::Write;
 fn main() -> ExitCode {
     // Usage errors exit 2 and --help / --version exit 0, both by clap, before anything opens.
     let cli = Cli::parse();
+    // `rm` needs --agent, a global option (so clap cannot require it of one subcommand): its
+    // absence is a usage error like any missing argument.
+    if matches!(cli.command, Command::Rm { .. }) && cli.global.agent.is_none() {
+        let mut command = Cli::command();
+        command.build();
+        if let Some(rm) = command.find_subcommand_mut("rm") {
+            rm.error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "the following required arguments were not provided:\n  --agent <ID>\n\n\
+                 (the agent to delete, as `agent-state ls` prints its id: '' is a SQLite \
+                 file's single agent)",
+            )
+            .exit();
+        }
+    }
     // A panic would be a bug (in the library or here): report it like the C ABI does, as
     // AGENT_ERR_PANIC, after the default hook has printed where it happened.
     let result = panic::catch_unwind(AssertUnwindSafe(|| run(&cli))).unwrap_or_else(|_| {
@@ -107,5 +126,32 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             force,
         } => import::import(store, global, out, input, *force),
         Command::Check { store } => check::check(store, global, out),
+        Command::Ls {
+            store,
+            prefix,
+            after,
+            limit,
+        } => agents::ls(store, global, prefix.as_deref(), after.as_deref(), *limit),
+        Command::Rm { store, if_version } => match global.agent.as_deref() {
+            Some(id) => agents::rm(store, global, out, id, *if_version),
+            // main() has refused this already, as a usage error.
+            None => Err(Failure::invalid("rm needs --agent ID")),
+        },
+        Command::Expire {
+            store,
+            idle,
+            dry_run,
+            limit,
+            batch,
+        } => agents::expire(
+            store,
+            global,
+            Expiry {
+                idle: *idle,
+                dry_run: *dry_run,
+                limit: *limit,
+                batch: *batch,
+            },
+        ),
     }
 }

@@ -49,10 +49,31 @@ pub fn shown(store: &Path) -> String {
 /// The library's open options for this command line, checked by the library itself (so the
 /// ranges and messages are its own).
 fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
-    let mut map = Map::new();
+    let mut map = connection_options(global, access);
     if let Some(id) = &global.agent {
         map.insert("agent_id".into(), id.clone().into());
     }
+    if let Some(bytes) = global.max_value_bytes {
+        map.insert("max_value_bytes".into(), bytes.into());
+    }
+    if let Some(spec) = &global.change_log {
+        if access == Access::Read {
+            return Err(Failure::invalid(
+                "--change-log changes the store's setting; only commands that write (set, \
+                 replace, restore, import) take it",
+            ));
+        }
+        let value = agent_state::value::json::parse(spec.as_bytes())
+            .map_err(|e| Failure::context("--change-log", e))?;
+        map.insert("change_log".into(), value);
+    }
+    from_map(map)
+}
+
+/// The open options of the connection itself, which the commands on a store's agents as a
+/// whole (`ls`, `rm`, `expire`) use too.
+fn connection_options(global: &Global, access: Access) -> Map<String, Value> {
+    let mut map = Map::new();
     if let Some(n) = global.max_connections {
         map.insert("max_connections".into(), n.into());
     }
@@ -73,22 +94,41 @@ fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
         };
         map.insert("synchronous".into(), name.into());
     }
+    map
+}
+
+fn from_map(map: Map<String, Value>) -> Result<OpenOptions, Failure> {
+    let text = agent_state::value::json::to_vec(&Value::Object(map));
+    OpenOptions::from_json(&text).map_err(|e| Failure::context("options", e))
+}
+
+/// The open options of `ls`, `rm` and `expire` (`command`), which open the store, not one of
+/// its agents: the connection's options. The agent's own are refused rather than ignored:
+/// `--change-log` (the store's setting, changed only by a command that writes an agent) and,
+/// unless `agent_allowed` (`rm`, which names its agent with it), `--agent`.
+pub fn store_options(
+    global: &Global,
+    access: Access,
+    command: &str,
+    agent_allowed: bool,
+) -> Result<OpenOptions, Failure> {
+    if let (Some(id), false) = (&global.agent, agent_allowed) {
+        return Err(Failure::invalid(format!(
+            "--agent {id:?}: `{command}` works on every agent of the store and takes no --agent \
+             (`ls --prefix P` selects agents by id, `rm --agent ID` deletes one)"
+        )));
+    }
+    if global.change_log.is_some() {
+        return Err(Failure::invalid(format!(
+            "--change-log is an agent's setting, which `{command}` never changes; only commands \
+             that write a state (set, replace, restore, import) take it"
+        )));
+    }
+    let mut map = connection_options(global, access);
     if let Some(bytes) = global.max_value_bytes {
         map.insert("max_value_bytes".into(), bytes.into());
     }
-    if let Some(spec) = &global.change_log {
-        if access == Access::Read {
-            return Err(Failure::invalid(
-                "--change-log changes the store's setting; only commands that write (set, \
-                 replace, restore, import) take it",
-            ));
-        }
-        let value = agent_state::value::json::parse(spec.as_bytes())
-            .map_err(|e| Failure::context("--change-log", e))?;
-        map.insert("change_log".into(), value);
-    }
-    let text = agent_state::value::json::to_vec(&Value::Object(map));
-    OpenOptions::from_json(&text).map_err(|e| Failure::context("options", e))
+    from_map(map)
 }
 
 /// Opens `store` for `access` with the command line's options.

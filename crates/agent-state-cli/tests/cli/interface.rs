@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use crate::{arg, run, TempDir};
 
-const SUBCOMMANDS: [&str; 11] = [
+const SUBCOMMANDS: [&str; 14] = [
     "get", "set", "replace", "version", "history", "at", "restore", "watch", "export", "import",
-    "check",
+    "ls", "rm", "expire", "check",
 ];
 
 #[test]

@@ -6,6 +6,7 @@
 #[path = "../../../agent_state/tests/common/mod.rs"]
 mod common;
 
+mod agents;
 mod check;
 mod interface;
 mod log;
