@@ -1,6 +1,9 @@
 """Prints every figure of the issue "Writes at the floor" from the JSON that bench/run.sh's
 runs wrote (abi.json, python.json, go.json in the directory given), in the issue's order, each
 with its contender, target and PASS/MISS; stretch goals are marked "stretch" and not counted.
+Then the figures of issue 22, "Never block an event loop" (python.json's rows with "issue":
+"22"): the asyncio wrapper's cost per call against the sync call, and 100 coroutines against
+100 threads on PostgreSQL.
 
     python3 bench/summary.py target/bench full|smoke
 """
@@ -102,6 +105,51 @@ def main():
     )
     print(
         "%d target(s) missed; stretch goals (\"stretch PASS/MISS\") not counted%s"
+        % (misses, "; smoke mode: figures mean nothing" if mode == "smoke" else "")
+    )
+    print()
+    never_block(py, mode)
+
+
+def never_block(py, mode):
+    """Issue 22's figures, from python.json."""
+    rows = [r for r in py if isinstance(r, dict) and r.get("issue") == "22"]
+    print('The issue "Never block an event loop" (22): the Python binding\'s AsyncAgent')
+    print()
+    print("| ours | state | where | ours | contender | contender's | ratio | target | | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    misses = 0
+    per_call = [r for r in rows if r.get("kind") == "async_per_call"]
+    for r in per_call:
+        if r["verdict"] == "MISS":
+            misses += 1
+        print(
+            "| await AsyncAgent.%s | %s | %s | %.1f µs | Agent.%s | %.1f µs | %.2f× | ≤ %g× | %s "
+            "| the thread handoff alone (`run_in_executor` of a no-op): %.1f µs; the sync call "
+            "offloaded by hand: %.1f µs |"
+            % (r["op"], human(r["size"]), r["where"], r["async_s"] * 1e6, r["op"],
+               r["sync_s"] * 1e6, r["ratio"], r["target_max"], r["verdict"], r["floor_s"] * 1e6,
+               r["offload_s"] * 1e6)
+        )
+    if not per_call:
+        print("| await AsyncAgent.set_state / get_state vs the sync call | 1 KiB | SQLite | "
+              "| not run | | | ≤ 1.5× | | |")
+    for r in [r for r in rows if r.get("kind") == "pg_throughput"]:
+        if "skipped" in r:
+            print("| %d coroutines vs %d threads | 1 KiB | PostgreSQL | | skipped: %s | | | | | |"
+                  % (r.get("workers", 100), r.get("workers", 100), r["skipped"]))
+            continue
+        print(
+            "| %d coroutines, AsyncAgent.%s | %s | %s | %.0f calls/s | %d threads, Agent.%s "
+            "| %.0f calls/s | %.2f× | | | throughput, coroutines / threads; information |"
+            % (r["workers"], r["op"], human(r["size"]), r["where"], r["async_ops_s"],
+               r["workers"], r["op"], r["threads_ops_s"], r["ratio"])
+        )
+    if not any(r.get("kind") == "pg_throughput" for r in rows):
+        print("| 100 coroutines vs 100 threads | 1 KiB | PostgreSQL | | not run | | | | | |")
+    print()
+    print(
+        "%d target(s) of issue 22 missed%s"
         % (misses, "; smoke mode: figures mean nothing" if mode == "smoke" else "")
     )
 

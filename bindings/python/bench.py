@@ -6,17 +6,47 @@ returns the state as a dict. The hand-rolled side is sqlite3 + json + an RFC 739
 function, in a ``BEGIN IMMEDIATE`` transaction, on its own file in the same directory, with the
 same pragmas (WAL, synchronous=NORMAL). The contenders run in alternating rounds; each figure
 is the median of its rounds.
+
+Issue 22 ("Never block an event loop") adds two parts, in the same run:
+
+* The asyncio wrapper's cost per call at 1 KiB on SQLite: ``await AsyncAgent.set_state(patch)``
+  against ``Agent.set_state(patch)``, and likewise ``get_state``, each on its own file with the
+  same options (target: at most 1.5x the sync call). Two references run in the same
+  alternating rounds: the floor of the mechanism, ``await loop.run_in_executor(pool, noop)`` on
+  a thread pool of the same default size as AsyncAgent's (the share of the async overhead that
+  is the thread handoff itself), and the sync call offloaded by hand, ``await
+  loop.run_in_executor(pool, agent.set_state, patch)`` (what AsyncAgent's own layer, its cancel
+  token and shielding, adds on top). The async calls are awaited one after another by one
+  coroutine, on one event loop made for the bench.
+* Throughput on PostgreSQL (the server at ``AGENT_STATE_TEST_PG_URI``; bench/run.sh runs this
+  script under tests/pg/with-server.sh): 100 coroutines on one event loop, each with its own
+  AsyncAgent on its own agent_id (100 agents of one store, a 1 KiB state each), against 100
+  threads, each with its own sync Agent on the same 100 agent_ids; writes of a two-member patch,
+  then reads. All handles share the process's one connection pool to the server (its default
+  size); the coroutines share AsyncAgent's bounded worker pool. Each round, every worker does
+  the same number of calls; the figure is total calls per second from the start to the last
+  one's end, median of alternating rounds. Without a server, these rows say they were skipped.
+  Its 100 agents (``pybench_<pid>_<time>_<n>``) stay on the server (the binding has no way to
+  drop an agent, and the venv no SQL client): a server of your own keeps 100 small rows a run.
 """
 
 import argparse
+import asyncio
+import concurrent.futures
 import json
 import os
 import sqlite3
 import statistics
 import tempfile
+import threading
 import time
 
-from agent_state import Agent
+from agent_state import Agent, AsyncAgent
+
+#: Issue 22's target: an awaited AsyncAgent call costs at most this many sync calls.
+ASYNC_TARGET = 1.5
+#: Issue 22's throughput case: this many coroutines against this many threads.
+WORKERS = 100
 
 
 def make_state(size):
@@ -100,14 +130,232 @@ def race(contenders, rounds, ops):
     return [statistics.median(s) for s in samples]
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--smoke", action="store_true", help="a few operations per case")
-    parser.add_argument("--out", help="write the raw figures as JSON to this file")
-    args = parser.parse_args()
-    rounds = 3 if args.smoke else 11
-    # Figure 10 of "Writes at the floor": set_state at least 1.5x / 3x faster than the
-    # hand-rolled read-merge-write at 1 / 16 KiB; the other rows are information.
+def alternate(contenders, rounds):
+    """Median figure of each contender, run in alternating rounds (one warm-up round first);
+    a contender is a function that runs one round and returns its figure."""
+    samples = [[] for _ in contenders]
+    for f in contenders:
+        f()
+    for r in range(rounds):
+        for k in range(len(contenders)):
+            c = (r + k) % len(contenders)
+            samples[c].append(contenders[c]())
+    return [statistics.median(s) for s in samples]
+
+
+def _noop():
+    return None
+
+
+def async_per_call(work, rounds, ops):
+    """Issue 22, first part: seconds per call at 1 KiB on SQLite, in alternating rounds, of
+    the sync call, the awaited AsyncAgent call, the same sync call offloaded by hand with
+    ``loop.run_in_executor`` (a reference), and the executor floor (``run_in_executor`` of a
+    no-op). Each agent has its own file, with the same options."""
+    size = 1024
+    state = make_state(size)
+    patches = [
+        {"status": "s%d" % i, "m1": {"id": i, "score": (i % 7) + 0.25}} for i in range(64)
+    ]
+    loop = asyncio.new_event_loop()
+    # The default size, as AsyncAgent's own pool: min(32, os.cpu_count() + 4).
+    pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="bench-floor")
+
+    def open_sync(name):
+        return Agent(os.path.join(work, name), synchronous="normal", initial_state=state)
+
+    sync, offload = open_sync("sync_1.db"), open_sync("offload_1.db")
+    aagent = AsyncAgent(
+        os.path.join(work, "async_1.db"), synchronous="normal", initial_state=state
+    )
+
+    def sync_round(write):
+        def run():
+            start = time.perf_counter()
+            if write:
+                for i in range(ops):
+                    sync.set_state(patches[i & 63])
+            else:
+                for _ in range(ops):
+                    sync.get_state()
+            return (time.perf_counter() - start) / ops
+
+        return run
+
+    def async_round(write):
+        async def timed():
+            start = time.perf_counter()
+            if write:
+                for i in range(ops):
+                    await aagent.set_state(patches[i & 63])
+            else:
+                for _ in range(ops):
+                    await aagent.get_state()
+            return (time.perf_counter() - start) / ops
+
+        return lambda: loop.run_until_complete(timed())
+
+    def offload_round(write):
+        async def timed():
+            start = time.perf_counter()
+            if write:
+                for i in range(ops):
+                    await loop.run_in_executor(pool, offload.set_state, patches[i & 63])
+            else:
+                for _ in range(ops):
+                    await loop.run_in_executor(pool, offload.get_state)
+            return (time.perf_counter() - start) / ops
+
+        return lambda: loop.run_until_complete(timed())
+
+    async def floor_round():
+        start = time.perf_counter()
+        for _ in range(ops):
+            await loop.run_in_executor(pool, _noop)
+        return (time.perf_counter() - start) / ops
+
+    try:
+        figures = alternate(
+            [
+                sync_round(True),
+                async_round(True),
+                offload_round(True),
+                sync_round(False),
+                async_round(False),
+                offload_round(False),
+                lambda: loop.run_until_complete(floor_round()),
+            ],
+            rounds,
+        )
+    finally:
+        sync.close()
+        offload.close()
+        loop.run_until_complete(aagent.aclose())
+        pool.shutdown()
+        loop.close()
+    floor_s = figures[6]
+    rows = []
+    for op, (sync_s, async_s, offload_s) in (
+        ("set_state", figures[0:3]),
+        ("get_state", figures[3:6]),
+    ):
+        ratio = async_s / sync_s
+        rows.append(
+            {
+                "issue": "22",
+                "kind": "async_per_call",
+                "op": op,
+                "size": size,
+                "where": "SQLite, disk, normal",
+                "calls_per_round": ops,
+                "sync_s": sync_s,
+                "async_s": async_s,
+                "offload_s": offload_s,
+                "floor_s": floor_s,
+                "ratio": ratio,
+                "target_max": ASYNC_TARGET,
+                "verdict": "PASS" if ratio <= ASYNC_TARGET else "MISS",
+            }
+        )
+    return rows
+
+
+def pg_throughput(uri, rounds, calls):
+    """Issue 22, second part: calls per second of WORKERS coroutines (an AsyncAgent each)
+    against WORKERS threads (a sync Agent each) on the same WORKERS agents of the server at
+    ``uri``, for writes then reads, in alternating rounds."""
+    prefix = "pybench_%d_%x_" % (os.getpid(), int(time.time()))
+    ids = [prefix + str(n) for n in range(WORKERS)]
+    state = make_state(1024)
+    loop = asyncio.new_event_loop()
+    aagents, agents = [], []
+    try:
+        for agent_id in ids:
+            aagents.append(AsyncAgent(uri, agent_id=agent_id, initial_state=state))
+            agents.append(Agent(uri, agent_id=agent_id, initial_state=state))
+
+        def patch(w, i):
+            return {"status": "w%d-%d" % (w, i), "m1": {"score": (i % 7) + 0.25}}
+
+        def coroutines(write):
+            async def one(w, a):
+                if write:
+                    for i in range(calls):
+                        await a.set_state(patch(w, i))
+                else:
+                    for _ in range(calls):
+                        await a.get_state()
+
+            async def all_of_them():
+                start = time.perf_counter()
+                await asyncio.gather(*(one(w, a) for w, a in enumerate(aagents)))
+                return WORKERS * calls / (time.perf_counter() - start)
+
+            return loop.run_until_complete(all_of_them())
+
+        def threads(write):
+            go = threading.Barrier(WORKERS + 1)
+            errors = []
+
+            def one(w, a):
+                go.wait()
+                try:
+                    if write:
+                        for i in range(calls):
+                            a.set_state(patch(w, i))
+                    else:
+                        for _ in range(calls):
+                            a.get_state()
+                except BaseException as e:  # reported once all have ended
+                    errors.append(e)
+
+            pool = [threading.Thread(target=one, args=(w, a)) for w, a in enumerate(agents)]
+            for t in pool:
+                t.start()
+            go.wait()  # every thread started and waiting: the clock starts with their calls
+            start = time.perf_counter()
+            for t in pool:
+                t.join()
+            elapsed = time.perf_counter() - start
+            if errors:
+                raise errors[0]
+            return WORKERS * calls / elapsed
+
+        figures = {}
+        for op, write in (("set_state", True), ("get_state", False)):
+            figures[op] = alternate(
+                [lambda w=write: coroutines(w), lambda w=write: threads(w)], rounds
+            )
+    finally:
+        for a in agents:
+            a.close()
+        for a in aagents:
+            loop.run_until_complete(a.aclose())
+        loop.close()
+    rows = []
+    for op, (coro_ops, thread_ops) in figures.items():
+        rows.append(
+            {
+                "issue": "22",
+                "kind": "pg_throughput",
+                "op": op,
+                "size": 1024,
+                "where": "PostgreSQL, synchronous full (default), %d agents of one store" % WORKERS,
+                "workers": WORKERS,
+                "calls_per_worker": calls,
+                "async_ops_s": coro_ops,
+                "threads_ops_s": thread_ops,
+                "ratio": coro_ops / thread_ops,
+                "verdict": "",
+            }
+        )
+    return rows
+
+
+def writes_at_the_floor(smoke):
+    """Figure 10 of "Writes at the floor": set_state at least 1.5x / 3x faster than the
+    hand-rolled read-merge-write at 1 / 16 KiB; the other rows are information."""
+    rounds = 3 if smoke else 11
     targets = {1024: 1.5, 16 * 1024: 3.0}
     rows = []
     with tempfile.TemporaryDirectory(prefix="agent_state_py_bench_") as work:
@@ -116,7 +364,7 @@ def main():
             patches = [
                 {"status": "s%d" % i, "m1": {"id": i, "score": (i % 7) + 0.25}} for i in range(64)
             ]
-            ops = 10 if args.smoke else max(10, 2_000_000 // (size * 4 + 20_000))
+            ops = 10 if smoke else max(10, 2_000_000 // (size * 4 + 20_000))
             with Agent(
                 os.path.join(work, "ours_%d.db" % size),
                 synchronous="normal",
@@ -172,6 +420,115 @@ def main():
                 r["verdict"],
             )
         )
+    return rows
+
+
+def async_cost(smoke):
+    """Issue 22: the awaited call against the sync call, printed."""
+    ops = 100 if smoke else 2000
+    with tempfile.TemporaryDirectory(prefix="agent_state_py_bench_async_") as work:
+        rows = async_per_call(work, 3 if smoke else 11, ops)
+    print(
+        "Issue 22: an awaited AsyncAgent call against the sync Agent call, 1 KiB state, SQLite "
+        "(disk, synchronous normal), one coroutine awaiting one call after another, "
+        "%d calls per round" % ops
+    )
+    print()
+    print("| operation | Agent (µs) | AsyncAgent (µs) | overhead (µs) | ratio | target | |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            "| %s | %.1f | %.1f | %.1f | %.2f× | ≤ %g× | %s |"
+            % (
+                r["op"],
+                r["sync_s"] * 1e6,
+                r["async_s"] * 1e6,
+                (r["async_s"] - r["sync_s"]) * 1e6,
+                r["ratio"],
+                r["target_max"],
+                r["verdict"],
+            )
+        )
+    for r in rows:
+        print(
+            "| reference: `await loop.run_in_executor(pool, agent.%s%s)`, by hand | %.1f | %.1f "
+            "| %.1f | %.2f× | | |"
+            % (
+                r["op"],
+                ", patch" if r["op"] == "set_state" else "",
+                r["sync_s"] * 1e6,
+                r["offload_s"] * 1e6,
+                (r["offload_s"] - r["sync_s"]) * 1e6,
+                r["offload_s"] / r["sync_s"],
+            )
+        )
+    floor_s = rows[0]["floor_s"]
+    print(
+        "| reference: `await loop.run_in_executor(pool, noop)`, the thread handoff alone "
+        "| 0 | %.1f | %.1f | | | |" % (floor_s * 1e6, floor_s * 1e6)
+    )
+    return rows
+
+
+def async_throughput(smoke):
+    """Issue 22: coroutines against threads on PostgreSQL, printed (or why not)."""
+    uri = os.environ.get("AGENT_STATE_TEST_PG_URI")
+    if not uri:
+        print(
+            "Issue 22, PostgreSQL throughput (%d coroutines vs %d threads): skipped: "
+            "AGENT_STATE_TEST_PG_URI is not set (bench/run.sh runs this under "
+            "tests/pg/with-server.sh, which could not start a server)" % (WORKERS, WORKERS)
+        )
+        return [
+            {
+                "issue": "22",
+                "kind": "pg_throughput",
+                "workers": WORKERS,
+                "skipped": "no PostgreSQL server (AGENT_STATE_TEST_PG_URI unset)",
+            }
+        ]
+    calls = 3 if smoke else 50
+    rows = pg_throughput(uri, 3 if smoke else 7, calls)
+    print(
+        "Issue 22: throughput on PostgreSQL, %d coroutines (an AsyncAgent each) against %d "
+        "threads (a sync Agent each), each worker on its own agent_id of one store (%d agents), "
+        "1 KiB state, synchronous full (the default), %d calls per worker per round"
+        % (WORKERS, WORKERS, WORKERS, calls)
+    )
+    print()
+    print(
+        "| operation | %d coroutines (calls/s) | %d threads (calls/s) | coroutines / threads |"
+        % (WORKERS, WORKERS)
+    )
+    print("|---|---|---|---|")
+    for r in rows:
+        print(
+            "| %s | %.0f | %.0f | %.2f× |"
+            % (r["op"], r["async_ops_s"], r["threads_ops_s"], r["ratio"])
+        )
+    return rows
+
+
+PARTS = {"fig10": writes_at_the_floor, "async": async_cost, "pg-async": async_throughput}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="a few operations per case")
+    parser.add_argument("--out", help="write the raw figures as JSON to this file")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(PARTS),
+        help="run only this part (may be repeated): fig10 (sqlite3 + json + merge), async "
+        "(AsyncAgent against Agent, SQLite), pg-async (coroutines against threads, PostgreSQL)",
+    )
+    args = parser.parse_args()
+    rows = []
+    for n, name in enumerate(args.only or list(PARTS)):
+        if n:
+            print()
+        rows.extend(PARTS[name](args.smoke))
     if args.out:
         if os.path.dirname(args.out):
             os.makedirs(os.path.dirname(args.out), exist_ok=True)

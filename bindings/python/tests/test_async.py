@@ -4,37 +4,32 @@ cancellation mapped to the library's cancel tokens (issue 22)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import pytest
 
-from agent_state import Agent, AsyncAgent, AsyncHook, ConflictError, RejectedError
+from agent_state import Agent, AsyncAgent, ConflictError, RejectedError
 from agent_state import _native
 from agent_state.async_agent import POOL_SIZE
 
+import backends
+
+ROOT = Path(__file__).resolve().parents[3]
+
 Where = Callable[[Any], Tuple[Any, Dict[str, Any]]]
-
-
-@pytest.fixture
-def open_async(tmp_path: Path, store_of: Where) -> Iterator[Callable[..., AsyncAgent]]:
-    """Opens AsyncAgents on the store ``name`` names (in tmp_path, or on the server) and closes
-    them afterwards."""
-    opened: List[AsyncAgent] = []
-
-    def _open(name: str = "agent.db", **options: Any) -> AsyncAgent:
-        target, extra = store_of(tmp_path / name)
-        options.setdefault("synchronous", "normal")
-        agent = AsyncAgent(target, **{**extra, **options})
-        opened.append(agent)
-        return agent
-
-    yield _open
-    for agent in opened:
-        agent.sync.close()
 
 
 def _sync_twin(store_of: Where, tmp_path: Path, name: str = "agent.db", **options: Any) -> Agent:
@@ -78,7 +73,8 @@ def test_the_methods_round_trip(open_async: Callable[..., AsyncAgent]) -> None:
 
 
 @pytest.mark.any_backend
-def test_validator_rejects_and_coroutine_hooks_are_taken(open_async: Callable[..., AsyncAgent]) -> None:
+def test_the_validator_rejects(open_async: Callable[..., AsyncAgent]) -> None:
+    # (Coroutine hooks, and the refusal of a coroutine validator: test_async_hooks.py.)
     a = open_async()
 
     def no_negative(change: Any) -> None:
@@ -86,20 +82,6 @@ def test_validator_rejects_and_coroutine_hooks_are_taken(open_async: Callable[..
             raise ValueError("negative")
 
     a.set_validator(no_negative)
-
-    async def hook(n: Any, p: Any, d: Any) -> None:
-        pass
-
-    # Coroutine hooks are taken since issue 22 (test_async_hooks.py); only the validator and
-    # the initial-state hook refuse coroutine functions (TypeError, also tested there).
-    assert isinstance(a.on_state_changed(hook), AsyncHook)
-
-    async def change_hook(change: Any) -> None:
-        pass
-
-    assert isinstance(a.on_change(change_hook), AsyncHook)
-    with pytest.raises(TypeError):
-        a.set_validator(hook)
 
     async def main() -> None:
         with pytest.raises(RejectedError):
@@ -168,88 +150,232 @@ class Holder:
         assert not self.thread.is_alive()
 
 
-@pytest.mark.any_backend
-def test_a_waiting_write_is_cancelled_by_wait_for_and_by_task_cancel(
-    open_async: Callable[..., AsyncAgent], store_of: Where, tmp_path: Path
-) -> None:
-    a = open_async(busy_timeout_ms=30_000)
-    other = _sync_twin(store_of, tmp_path)
+# The child of ProcessHolder: opens the store named by argv[1] (JSON: [path, options]), starts a
+# write whose validator says "inside" on stdout and then waits for a line on stdin (EOF: the
+# parent is gone, the write is rejected), under a bound cancel token as Holder._write does.
+_HOLDER_CHILD = textwrap.dedent(
+    """
+    import ctypes, json, sys
+    from agent_state import Agent, _native
+
+    target, options = json.loads(sys.argv[1])
+    agent = Agent(target, synchronous="normal", **options)
+
+    def block(change):
+        print("inside", flush=True)
+        if sys.stdin.readline() != "go\\n":
+            raise RuntimeError("the parent went away")
+
+    agent.set_validator(block)
+    lib = _native.library()
+    token = ctypes.c_uint64(0)
+    lib.agent_cancel_new(-1, ctypes.byref(token))
+    lib.agent_cancel_bind(token.value)
     try:
-        holder = Holder(other)
-        try:
-
-            async def main() -> None:
-                start = time.monotonic()
-                with pytest.raises(asyncio.TimeoutError):
-                    await asyncio.wait_for(a.set_state({"w": 1}), timeout=0.2)
-                took = time.monotonic() - start
-                print(f"wait_for: cancelled after {took * 1000:.0f} ms")
-                assert took < 5
-
-                task = asyncio.ensure_future(a.set_state({"w": 2}))
-                await asyncio.sleep(0.2)
-                assert not task.done()
-                start = time.monotonic()
-                task.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-                print(f"task.cancel: ended {(time.monotonic() - start) * 1000:.0f} ms after the cancel")
-                assert time.monotonic() - start < 5
-
-            asyncio.run(main())
-        finally:
-            holder.release()
-
-        async def after() -> None:
-            state = await a.get_state()
-            assert state == {"holder": True}, "a cancelled write wrote"
-            assert await a.set_state({"w": 3}) == {"holder": True, "w": 3}
-            assert (await a.get_state_versioned()).version == 2
-
-        asyncio.run(after())
+        agent.set_state({"holder": True})
     finally:
-        other.close()
+        lib.agent_cancel_bind(0)
+        lib.agent_cancel_free(token.value)
+    agent.close()
+    print("done", flush=True)
+    """
+)
+
+
+def _read_line(stream: "IO[str]", timeout: float) -> str:
+    """A line of a child's stdout, or "" at EOF or when none came within ``timeout`` s."""
+    ready, _, _ = select.select([stream], [], [], timeout)
+    return stream.readline() if ready else ""
+
+
+class ProcessHolder:
+    """Holder's lock from another process: a child Python process opens the same store and
+    holds its lock in a write (its validator waits for the parent's "go" on stdin) until
+    release()."""
+
+    def __init__(self, target: Any, options: Dict[str, Any], cwd: Path) -> None:
+        env = dict(os.environ)
+        env.pop("AGENT_STATE_LIBRARY", None)  # the installed package, as the tests use
+        env["PYTHONFAULTHANDLER"] = "1"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER_CHILD, json.dumps([os.fspath(target), options])],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.released = False
+        assert self.proc.stdout is not None
+        line = _read_line(self.proc.stdout, 60)
+        if line != "inside\n":
+            self.proc.kill()
+            _, err = self.proc.communicate(timeout=30)
+            raise AssertionError(f"the holder process's write did not start: {line!r}\n{err}")
+
+    def release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        try:
+            out, err = self.proc.communicate("go\n", timeout=60)
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait(30)
+            raise
+        assert self.proc.returncode == 0 and out == "done\n", (self.proc.returncode, out, err)
+
+
+AnyHolder = Union[Holder, ProcessHolder]
+
+
+@pytest.fixture
+def hold_lock(store_of: Where, tmp_path: Path) -> Iterator[Callable[[str], AnyHolder]]:
+    """``hold_lock(kind)``: holds the lock of the store ``open_async()`` opens (agent.db)
+    until ``release()``, from another connection of this process (``"connection"``: Holder
+    on a sync twin) or from a child process (``"process"``: ProcessHolder). Whatever is
+    still held is released afterwards."""
+    holders: List[AnyHolder] = []
+    twins: List[Agent] = []
+
+    def _hold(kind: str) -> AnyHolder:
+        holder: AnyHolder
+        if kind == "connection":
+            if not twins:
+                twins.append(_sync_twin(store_of, tmp_path))
+            holder = Holder(twins[0])
+        elif kind == "process":
+            target, extra = store_of(tmp_path / "agent.db")
+            holder = ProcessHolder(target, extra, tmp_path)
+        else:
+            raise ValueError(kind)
+        holders.append(holder)
+        return holder
+
+    yield _hold
+    try:
+        for holder in holders:
+            holder.release()
+    finally:
+        for twin in twins:
+            twin.close()
+
+
+class Heartbeat:
+    """A task that wakes every millisecond (asyncio.sleep(0.001)) and keeps the largest gap
+    between two wake-ups: the longest the loop was kept from running its tasks (on an idle
+    loop, about 1 ms)."""
+
+    def __init__(self) -> None:
+        self.largest = 0.0
+        self._stop = False
+        self._task: "Optional[asyncio.Future[None]]" = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._beat())
+
+    async def _beat(self) -> None:
+        last = time.monotonic()
+        while not self._stop:
+            await asyncio.sleep(0.001)
+            now = time.monotonic()
+            self.largest = max(self.largest, now - last)
+            last = now
+
+    async def stop(self) -> float:
+        self._stop = True
+        assert self._task is not None
+        await self._task
+        return self.largest
 
 
 @pytest.mark.any_backend
-def test_the_loop_is_not_blocked_while_writes_wait_for_a_lock(
-    open_async: Callable[..., AsyncAgent], store_of: Where, tmp_path: Path
+@pytest.mark.parametrize("holder", ["connection", "process"])
+def test_a_waiting_write_is_cancelled_by_wait_for_and_by_task_cancel(
+    open_async: Callable[..., AsyncAgent], hold_lock: Callable[[str], AnyHolder], holder: str
 ) -> None:
     a = open_async(busy_timeout_ms=30_000)
-    other = _sync_twin(store_of, tmp_path)
-    holder = Holder(other)
-    try:
+    held = hold_lock(holder)
+
+    async def main() -> None:
+        start = time.monotonic()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(a.set_state({"w": 1}), timeout=0.2)
+        took = time.monotonic() - start
+        print(f"{holder}: wait_for: cancelled after {took * 1000:.0f} ms")
+        assert took < 5
+
+        task = asyncio.ensure_future(a.set_state({"w": 2}))
+        await asyncio.sleep(0.2)
+        assert not task.done()
+        start = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        print(f"{holder}: task.cancel: ended {(time.monotonic() - start) * 1000:.0f} ms after the cancel")
+        assert time.monotonic() - start < 5
+
+    asyncio.run(main())
+    held.release()
+
+    async def after() -> None:
+        state = await a.get_state()
+        assert state == {"holder": True}, "a cancelled write wrote"
+        assert await a.set_state({"w": 3}) == {"holder": True, "w": 3}
+        assert (await a.get_state_versioned()).version == 2
+
+    asyncio.run(after())
+
+
+# The issue's bound on the loop's largest gap while 50 coroutines wait for a lock, and how long
+# the lock is held. A loop blocked by a waiting call would show a gap about as long as the hold
+# in every attempt; a loaded machine's scheduler can delay one wake-up now and then, at random.
+# So: every attempt's largest gap stays far below the hold (NOT_BLOCKED_S), and at least one
+# of up to GAP_ATTEMPTS attempts meets the issue's bound (GAP_BOUND_S).
+GAP_BOUND_S = 0.020
+NOT_BLOCKED_S = 0.250
+HOLD_S = 1.0
+GAP_ATTEMPTS = 3
+WRITERS = 50
+
+
+@pytest.mark.any_backend
+@pytest.mark.parametrize("holder", ["connection", "process"])
+def test_the_loop_is_not_blocked_while_writes_wait_for_a_lock(
+    open_async: Callable[..., AsyncAgent], hold_lock: Callable[[str], AnyHolder], holder: str
+) -> None:
+    a = open_async(busy_timeout_ms=30_000)
+
+    def attempt(n: int) -> float:
+        held = hold_lock(holder)  # held before the loop starts: its start is not measured
 
         async def main() -> float:
-            stop = asyncio.Event()
-            largest = [0.0]
-
-            async def heartbeat() -> None:
-                last = time.monotonic()
-                while not stop.is_set():
-                    await asyncio.sleep(0.005)
-                    now = time.monotonic()
-                    largest[0] = max(largest[0], now - last)
-                    last = now
-
-            beat = asyncio.ensure_future(heartbeat())
-            writes = [asyncio.ensure_future(a.set_state({f"w{i}": i})) for i in range(50)]
-            await asyncio.sleep(1.0)  # the lock is held all this time
-            assert not any(w.done() for w in writes)
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, holder.release)
+            beat = Heartbeat()
+            beat.start()
+            writes = [asyncio.ensure_future(a.set_state({f"w{n}_{i}": i})) for i in range(WRITERS)]
+            await asyncio.sleep(HOLD_S)  # the lock is held all this time
+            assert not any(w.done() for w in writes), "a write did not wait for the lock"
+            await asyncio.get_running_loop().run_in_executor(None, held.release)
             await asyncio.gather(*writes)
-            stop.set()
-            await beat
-            return largest[0]
+            return await beat.stop()
 
-        gap = asyncio.run(main())
-        print(f"largest gap between heartbeats while 50 writes waited ~1 s for the lock: {gap * 1000:.1f} ms")
-        assert gap < 0.2
-        assert len(a.sync.get_state()) == 51
-    finally:
-        holder.release()
-        other.close()
+        return asyncio.run(main())
+
+    gaps: List[float] = []
+    for n in range(GAP_ATTEMPTS):
+        gaps.append(attempt(n))
+        if gaps[-1] < GAP_BOUND_S:
+            break
+    shown = ", ".join(f"{g * 1000:.1f}" for g in gaps)
+    print(
+        f"{holder}: largest gap between heartbeats while {WRITERS} writes waited {HOLD_S:.0f} s "
+        f"for the lock, per attempt: {shown} ms"
+    )
+    assert all(g < NOT_BLOCKED_S for g in gaps), f"the loop was blocked: gaps {shown} ms"
+    assert min(gaps) < GAP_BOUND_S, f"no attempt's largest gap was under {GAP_BOUND_S * 1000:.0f} ms: {shown} ms"
+    state = a.sync.get_state()
+    assert len(state) == 1 + WRITERS * len(gaps) and state["holder"] is True
 
 
 @pytest.mark.any_backend
@@ -282,3 +408,140 @@ def test_cancelling_running_and_queued_calls_writes_nothing(
     finally:
         holder.release()
         other.close()
+
+
+# ---- a server that does not answer (PostgreSQL) -----------------------------------------------
+
+
+@pytest.fixture
+def private_server() -> Iterator[Tuple[str, str]]:
+    """A PostgreSQL server of this test's own (tests/pg/server.sh), as ``(its directory, its
+    URI)``, stopped and removed afterwards: freezing the shared server would stall the tests
+    running alongside. A server that cannot start fails the test under CI=true; elsewhere the
+    test is skipped."""
+    script = ROOT / "tests" / "pg" / "server.sh"
+    server_dir = tempfile.mkdtemp(prefix="agent-state-pg-frozen.", dir="/tmp")
+    started = subprocess.run(
+        ["bash", str(script), "start", server_dir], capture_output=True, text=True, timeout=300
+    )
+    try:
+        if started.returncode != 0:
+            why = f"server.sh start {server_dir} failed ({started.returncode}): {started.stderr.strip()}"
+            if os.environ.get("CI") == "true":
+                pytest.fail(why)
+            pytest.skip(why)
+        yield server_dir, started.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run(["bash", str(script), "stop", server_dir], capture_output=True, timeout=120)
+
+
+def _signal_server(postmaster: int, sig: signal.Signals) -> None:
+    os.kill(postmaster, sig)
+    # Its children (pkill exits 1 when there is none).
+    subprocess.run(["pkill", f"-{sig.name[3:]}", "-P", str(postmaster)], check=False, timeout=30)
+
+
+@contextlib.contextmanager
+def _frozen(server_dir: str) -> Iterator[None]:
+    """The server's processes stopped (SIGSTOP) inside the block, resumed (SIGCONT) after it,
+    always, as crates/agent_state/tests/postgres/freeze.rs does."""
+    text = (Path(server_dir) / "data" / "postmaster.pid").read_text()
+    postmaster = int(text.split()[0])
+    try:
+        # The postmaster first, so that it starts no new process meanwhile.
+        _signal_server(postmaster, signal.SIGSTOP)
+        yield
+    finally:
+        _signal_server(postmaster, signal.SIGCONT)
+
+
+@pytest.mark.any_backend  # it makes its own server, through no store fixture
+@pytest.mark.skipif(not backends.POSTGRES, reason="a PostgreSQL server's freeze (runs in the PostgreSQL pass)")
+def test_wait_for_and_cancel_end_calls_on_a_server_that_does_not_answer(
+    private_server: Tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server_dir, uri = private_server
+    # Timeouts far beyond the test: only the cancellation can end a call.
+    a = AsyncAgent(
+        uri,
+        agent_id=backends.new_agent_id(),
+        synchronous="normal",
+        busy_timeout_ms=30_000,
+        server_timeout_ms=30_000,
+    )
+    bound = 10.0  # seconds: generous for a loaded machine, far below the 30 s timeouts
+
+    # Which calls reached their worker thread (the sync agent's method is what the worker runs),
+    # so that a cancellation is known to end a call that was running, not one still queued.
+    entered: Dict[str, threading.Event] = {"set_state": threading.Event(), "get_state": threading.Event()}
+
+    def trace(name: str) -> None:
+        original: Callable[..., Any] = getattr(a.sync, name)
+        event = entered[name]
+
+        def traced(*args: Any) -> Any:
+            event.set()
+            return original(*args)
+
+        monkeypatch.setattr(a.sync, name, traced)
+
+    for name in entered:
+        trace(name)
+
+    async def frozen_calls() -> Tuple[List[float], float, float]:
+        loop = asyncio.get_running_loop()
+        beat = Heartbeat()
+        beat.start()
+        # A deadline: the write waits for a server that does not answer.
+        deadlines: List[float] = []
+        for _ in range(3):  # again only if the pool had not started the call within 0.3 s
+            entered["set_state"].clear()
+            start = time.monotonic()
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(a.set_state({"n": 2}), timeout=0.3)
+            deadlines.append(time.monotonic() - start)
+            if entered["set_state"].is_set():
+                break
+        assert entered["set_state"].is_set(), "the write never started on a worker within 0.3 s"
+
+        # A cancel: the read waits for the server too (its connection was given up: a new
+        # one gets no answer).
+        task = asyncio.ensure_future(a.get_state())
+        started = await loop.run_in_executor(None, entered["get_state"].wait, bound)
+        assert started, "the read never started on a worker"
+        done, _ = await asyncio.wait({task}, timeout=0.3)
+        assert not done, f"a frozen server answered: {task.result()!r}"
+        start = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        cancelled = time.monotonic() - start
+        return deadlines, cancelled, await beat.stop()
+
+    async def main() -> None:
+        assert await a.set_state({"n": 1}) == {"n": 1}
+        with _frozen(server_dir):
+            deadlines, cancelled, gap = await frozen_calls()
+        shown = ", ".join(f"{d * 1000:.0f}" for d in deadlines)
+        print(
+            f"frozen server: wait_for(set_state, 0.3) raised TimeoutError after {shown} ms; "
+            f"get_state ended {cancelled * 1000:.0f} ms after task.cancel(); "
+            f"largest loop gap meanwhile {gap * 1000:.1f} ms"
+        )
+        assert all(d < bound for d in deadlines), deadlines
+        assert cancelled < bound, cancelled
+        # A blocked loop would show a gap of the 30 s timeouts.
+        assert gap < NOT_BLOCKED_S, f"the loop was blocked for {gap * 1000:.0f} ms"
+
+        # The server runs again: the same AsyncAgent works, and the cancelled write wrote nothing.
+        start = time.monotonic()
+        assert await a.get_state_versioned() == ({"n": 1}, 1), "a cancelled write wrote"
+        assert await a.set_state({"n": 3}) == {"n": 3}
+        assert await a.get_state_versioned() == ({"n": 3}, 2)
+        print(f"after SIGCONT: read, write and read in {(time.monotonic() - start) * 1000:.0f} ms")
+        await a.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        a.sync.close()

@@ -44,8 +44,10 @@ __all__ = ["AsyncAgent", "ChangeFeed"]
 
 _T = TypeVar("_T")
 
-#: The most worker threads the calls of all AsyncAgents of the process use at once.
-POOL_SIZE = min(32, (os.cpu_count() or 1) + 4)
+#: The most worker threads the calls of all AsyncAgents of the process use at once. A call
+#: waiting for a lock or the server holds its worker (the GIL released), so the pool is sized
+#: for waits, not for the CPUs: 32, or more on a machine with more than 28 CPUs.
+POOL_SIZE = max(32, (os.cpu_count() or 1) + 4)
 
 _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 _pool_pid = 0
@@ -119,22 +121,24 @@ async def offload(loop: asyncio.AbstractEventLoop, call: Call, fn: Callable[...,
     it."""
     cancel = _Cancel()
     work = _executor().submit(_run_cancellable, cancel, call, fn, *args)
-    job = asyncio.wrap_future(work, loop=loop)
     try:
-        return await asyncio.shield(job)
+        # Cancelling this await cancels the wrapper, which cancels `work` if no worker has
+        # taken it yet (asyncio chains the two futures).
+        return await asyncio.wrap_future(work, loop=loop)
     except asyncio.CancelledError:
-        if work.cancel():  # not started yet: now it never will
+        if work.cancelled() or work.cancel():  # never started: now it never will
             raise
         cancel.fire()
-        # Wait for the worker's call to end (within ms of the fire, or once its commit
-        # is done), whatever more cancellations come meanwhile.
-        while not job.done():
+        # Wait for the worker's call to end (within ms of the fire, or once its commit is
+        # done), whatever more cancellations come meanwhile.
+        ended = asyncio.wrap_future(work, loop=loop)
+        while not ended.done():
             try:
-                await asyncio.shield(job)
+                await asyncio.shield(ended)
             except BaseException:
                 pass
-        if not job.cancelled():
-            job.exception()  # retrieved: no "never retrieved" warning
+        if not ended.cancelled():
+            ended.exception()  # retrieved: no "never retrieved" warning
         raise
 
 
@@ -154,7 +158,7 @@ class AsyncAgent:
     Constructed with the arguments of :class:`~agent_state.Agent` (the store is opened at once,
     synchronously). Each store call runs the sync agent's method on a worker thread of one
     module-level thread pool shared by every ``AsyncAgent`` of the process (at most
-    ``min(32, os.cpu_count() + 4)`` threads; more concurrent calls queue), so the event loop is
+    ``max(32, os.cpu_count() + 4)`` threads; more concurrent calls queue), so the event loop is
     never blocked while a call waits for a lock, a pooled connection or the server.
 
     Cancelling the awaiting task (``task.cancel()``, an ``asyncio.wait_for`` or
