@@ -26,6 +26,7 @@ from agent_state import _native
 from agent_state.async_agent import POOL_SIZE
 
 import backends
+from lock_holder import Holder
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -111,43 +112,6 @@ def test_a_thousand_coroutines_on_a_hundred_agents_use_a_bounded_pool(open_async
     assert peak[0] <= threads_before + POOL_SIZE + 2
     for i, a in enumerate(agents):
         assert len(a.sync.get_state()) == 10, i
-
-
-class Holder:
-    """A second sync handle on the same store whose write holds the store's lock (its
-    validator blocks on an event) until release(). On PostgreSQL a write takes the row lock
-    before its transaction's work only under a cancel token, so the holder's write runs under
-    one."""
-
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.inside = threading.Event()
-        self.go = threading.Event()
-
-        def block(change: Any) -> None:
-            self.inside.set()
-            self.go.wait(30)
-
-        agent.set_validator(block)
-        self.thread = threading.Thread(target=self._write)
-        self.thread.start()
-        assert self.inside.wait(30), "the holder's write did not start"
-
-    def _write(self) -> None:
-        lib = _native.library()
-        token = ctypes.c_uint64(0)
-        lib.agent_cancel_new(-1, ctypes.byref(token))
-        lib.agent_cancel_bind(token.value)
-        try:
-            self.agent.set_state({"holder": True})
-        finally:
-            lib.agent_cancel_bind(0)
-            lib.agent_cancel_free(token.value)
-
-    def release(self) -> None:
-        self.go.set()
-        self.thread.join(30)
-        assert not self.thread.is_alive()
 
 
 # The child of ProcessHolder: opens the store named by argv[1] (JSON: [path, options]), starts a

@@ -41,6 +41,7 @@ from agent_state import (
 from agent_state import _native
 
 import backends
+from lock_holder import Holder
 
 pytestmark = pytest.mark.any_backend
 
@@ -531,48 +532,12 @@ def test_the_coroutines(store: str, prefix: str, open_on: Callable[..., Agent]) 
         assert b.get_state_versioned() == Versioned({}, 0)
 
 
-class _Holder:
-    """Holds the agent's lock (SQLite: the file's write lock; PostgreSQL: the agent's row)
-    from another thread: a write whose validator waits until release(). On PostgreSQL a write
-    takes the row lock first only under a cancel token, so the holder's runs under one."""
-
-    def __init__(self, agent: Agent) -> None:
-        self.inside = threading.Event()
-        self.go = threading.Event()
-
-        def block(change: Any) -> None:
-            self.inside.set()
-            self.go.wait(30)
-
-        agent.set_validator(block)
-
-        def write() -> None:
-            lib = _native.library()
-            token = ctypes.c_uint64(0)
-            lib.agent_cancel_new(-1, ctypes.byref(token))
-            lib.agent_cancel_bind(token.value)
-            try:
-                agent.set_state({"holder": True})
-            finally:
-                lib.agent_cancel_bind(0)
-                lib.agent_cancel_free(token.value)
-
-        self.thread = threading.Thread(target=write)
-        self.thread.start()
-        assert self.inside.wait(30), "the holder's write did not start"
-
-    def release(self) -> None:
-        self.go.set()
-        self.thread.join(30)
-        assert not self.thread.is_alive()
-
-
 def test_a_deletion_waiting_for_a_lock_is_cancelled(
     store: str, prefix: str, open_on: Callable[..., Agent]
 ) -> None:
     agent = open_on(prefix + "locked")
     agent.set_state({"n": 1})
-    holder = _Holder(open_on(prefix + "locked"))
+    holder = Holder(open_on(prefix + "locked"))
     try:
 
         async def main() -> float:
