@@ -23,6 +23,7 @@
 
 mod support;
 
+use std::ffi::CString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -30,7 +31,9 @@ use std::time::{Duration, Instant};
 
 use postgres::types::Type;
 use postgres::{Client, NoTls, Statement};
-use support::{make_patches, make_state, median, print_table, race, states_after, Abi, Args, Row};
+use support::{
+    make_patches, make_state, median, print_table, race, states_after, store_list, Abi, Args, Row,
+};
 
 const FLOOR_TABLE: &str = "CREATE TABLE IF NOT EXISTS bench_floor (
     agent_id text PRIMARY KEY, state text NOT NULL, version bigint NOT NULL)";
@@ -308,6 +311,76 @@ fn bench_unnamed_cost(cfg: &Args, uri: &str, rows: &mut Vec<Row>) {
     });
 }
 
+/// `uri` naming the database `db` of the same server.
+fn with_database(uri: &str, db: &str) -> String {
+    let (scheme, rest) = uri.split_once("://").unwrap();
+    let path_start = rest.find('/').unwrap_or(rest.len());
+    let (authority, after) = rest.split_at(path_start);
+    let query = after.find('?').map_or("", |q| &after[q..]);
+    format!("{scheme}://{authority}/{db}{query}")
+}
+
+/// Issue 23 on PostgreSQL: a page of 100 of `agent_store_list` from the middle of a database of
+/// 100,000 agents against the same page of a database of 1,000 (each a database of its own,
+/// made by the library, filled in bulk with SQL, dropped afterwards).
+fn bench_listing(cfg: &Args, uri: &str, rows: &mut Vec<Row>) {
+    let (small_n, large_n) = if cfg.smoke {
+        (100, 1000)
+    } else {
+        (1000, 100_000)
+    };
+    let mut admin = Client::connect(uri, NoTls).unwrap();
+    let mut made = Vec::new();
+    for n in [small_n, large_n] {
+        let db = format!("bench_agents_{}_{n}", std::process::id());
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {db}"))
+            .unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .unwrap();
+        let db_uri = with_database(uri, &db);
+        drop(ours(&db_uri, "seed", "normal")); // the library's tables
+        let mut c = Client::connect(&db_uri, NoTls).unwrap();
+        c.execute(
+            "INSERT INTO agent_state (agent, value, version, written_ms, written_grain)
+             SELECT 'agent-' || lpad(i::text, 6, '0'), repeat('x', 1024), 1, 0, 0
+             FROM generate_series(0, $1::bigint - 1) i",
+            &[&(n as i64)],
+        )
+        .unwrap();
+        c.batch_execute("ANALYZE agent_state").unwrap();
+        let after = CString::new(format!("agent-{:06}", n / 2)).unwrap();
+        made.push((db, CString::new(db_uri).unwrap(), after));
+    }
+    let ops = if cfg.smoke { 5 } else { 100 };
+    let (small, large) = (&made[0], &made[1]);
+    let mut list_large = |_: usize| {
+        std::hint::black_box(store_list(&large.1, &large.2, 100));
+    };
+    let mut list_small = |_: usize| {
+        std::hint::black_box(store_list(&small.1, &small.2, 100));
+    };
+    let t = race(&mut [&mut list_large, &mut list_small], cfg.rounds(), ops);
+    rows.push(Row {
+        op: format!("agent_store_list, a page of 100 of {large_n} agents"),
+        size: 1024,
+        dir: String::new(),
+        sync: String::new(),
+        ours_ns: t[0],
+        alternative: format!("the same page of {small_n} agents"),
+        alt_ns: t[1],
+        target: Some(0.5),
+        note: "issue 23: a page costs what it holds".into(),
+        ..Row::default()
+    });
+    for (db, _, _) in made {
+        admin
+            .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+            .unwrap();
+    }
+}
+
 /// A throughput child: opens its 8 agents (ours) or rows (floor), says `ready`, waits for a
 /// line on stdin, writes round robin for `secs`, then prints `commits seconds`.
 fn child(uri: &str, kind: &str, sync: &str, id: &str, secs: f64) {
@@ -462,6 +535,8 @@ fn main() {
     }
     eprintln!("bench: PostgreSQL get_state 256 KiB ...");
     bench_reads(&cfg, &uri, 256 * 1024, &mut rows);
+    eprintln!("bench: PostgreSQL, a store's agents: a page of the listing ...");
+    bench_listing(&cfg, &uri, &mut rows);
     eprintln!("bench: PostgreSQL unnamed against prepared statements ...");
     bench_unnamed_cost(&cfg, &uri, &mut rows);
     match std::env::var("AGENT_STATE_TEST_PG_POOLER_URI") {
