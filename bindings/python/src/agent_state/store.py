@@ -158,9 +158,10 @@ def delete_agent(
     returns their initial state at version 0; with the change log on, their hooks get the
     deletion as one :class:`~agent_state.Change` (by :meth:`~agent_state.Agent.poll`, or ahead
     of their next write) from the last state they saw to their initial state, ``patch``
-    ``None``, ``version`` 0. Versions never go back: the agent's next first write takes a
-    version above every version ever deleted from the store, so a compare-and-set against a
-    version read before the deletion never succeeds after it.
+    ``None``, ``version`` 0. Versions never go back: the agent's next first write takes the
+    version after the one it was deleted at (the store keeps a tombstone: a 64-bit hash of the
+    id, not the id, and that version), so a compare-and-set against a version read before the
+    deletion never succeeds after it.
 
     Erasure: on SQLite, once it returns, no byte of the deleted state or of its history is left
     in the database file or its WAL. If another connection's read outlasts ``busy_timeout_ms``
