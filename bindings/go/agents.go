@@ -187,6 +187,22 @@ func newStoreCall(op, path string, opts Options) (storeCall, error) {
 	return storeCall{path: C.CString(path), options: C.CString(optJSON)}, nil
 }
 
+// run makes the store call f under ctx (its cancel token given to f); a failure is the
+// library's error, or ctx's when the token ended the call.
+func (s storeCall) run(ctx context.Context, op string, f func(token C.AgentCancel, cerr **C.char) C.int32_t) error {
+	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return err
+	}
+	var cerr *C.char
+	rc := f(cc.token, &cerr)
+	cc.end()
+	if rc != 0 {
+		return cancelCause(ctx, libError(op, rc, cerr, 0))
+	}
+	return nil
+}
+
 func (s storeCall) free() {
 	C.free(unsafe.Pointer(s.path))
 	C.free(unsafe.Pointer(s.options))
@@ -239,16 +255,12 @@ func listAgents(ctx context.Context, op, path string, opts Options, q ListQuery)
 		return nil, err
 	}
 	defer s.free()
-	cc, err := startCancel(ctx, op)
+	var buf C.AgentBuffer
+	err = s.run(ctx, op, func(token C.AgentCancel, cerr **C.char) C.int32_t {
+		return C.agentstate_store_list(s.path, s.options, prefix, after, limit, &buf, token, cerr)
+	})
 	if err != nil {
 		return nil, err
-	}
-	var buf C.AgentBuffer
-	var cerr *C.char
-	rc := C.agentstate_store_list(s.path, s.options, prefix, after, limit, &buf, cc.token, &cerr)
-	cc.end()
-	if rc != 0 {
-		return nil, cancelCause(ctx, libError(op, rc, cerr, 0))
 	}
 	return decodeAgentInfos(op, takeBuffer(&buf))
 }
@@ -271,16 +283,12 @@ func deleteAgent(ctx context.Context, op, path string, opts Options, id string, 
 		return 0, false, err
 	}
 	defer s.free()
-	cc, err := startCancel(ctx, op)
+	var deleted C.uint64_t
+	err = s.run(ctx, op, func(token C.AgentCancel, cerr **C.char) C.int32_t {
+		return C.agentstate_store_delete(s.path, s.options, cid, C.int64_t(ifVersion), &deleted, token, cerr)
+	})
 	if err != nil {
 		return 0, false, err
-	}
-	var deleted C.uint64_t
-	var cerr *C.char
-	rc := C.agentstate_store_delete(s.path, s.options, cid, C.int64_t(ifVersion), &deleted, cc.token, &cerr)
-	cc.end()
-	if rc != 0 {
-		return 0, false, cancelCause(ctx, libError(op, rc, cerr, 0))
 	}
 	return uint64(deleted), deleted != 0, nil
 }
@@ -302,20 +310,16 @@ func expireAgents(ctx context.Context, op, path string, opts Options, idle time.
 		return nil, err
 	}
 	defer s.free()
-	cc, err := startCancel(ctx, op)
-	if err != nil {
-		return nil, err
-	}
 	var dry C.int
 	if dryRun {
 		dry = 1
 	}
 	var buf C.AgentBuffer
-	var cerr *C.char
-	rc := C.agentstate_store_expire(s.path, s.options, C.uint64_t(idleMs), climit, dry, &buf, cc.token, &cerr)
-	cc.end()
-	if rc != 0 {
-		return nil, cancelCause(ctx, libError(op, rc, cerr, 0))
+	err = s.run(ctx, op, func(token C.AgentCancel, cerr **C.char) C.int32_t {
+		return C.agentstate_store_expire(s.path, s.options, C.uint64_t(idleMs), climit, dry, &buf, token, cerr)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return decodeAgentInfos(op, takeBuffer(&buf))
 }

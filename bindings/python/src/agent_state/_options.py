@@ -16,18 +16,22 @@ from .values import JSONInt
 _MAX_VERSION = 2**64 - 1
 
 
+def int_arg(value: Any, what: str) -> int:
+    """An integer argument: an int, or what ``operator.index`` takes, but not a bool
+    (:class:`TypeError` otherwise)."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+
+
 def check_version(value: Any, what: str) -> int:
     """Checks a version argument: an int (not a bool) from 0 to 2**64 - 1."""
-    number: int
-    if type(value) is int:
-        number = value
-    else:
-        if isinstance(value, bool):
-            raise TypeError(f"{what} must be an int, not bool")
-        try:
-            number = operator.index(value)
-        except TypeError:
-            raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    number = int_arg(value, what)
     if not 0 <= number <= _MAX_VERSION:
         raise InvalidArgumentError(f"{what} must be from 0 to 2**64 - 1, not {number}")
     return number

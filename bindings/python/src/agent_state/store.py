@@ -17,13 +17,12 @@ import ctypes
 import datetime as _dt
 import functools
 import json
-import operator
 from typing import Any, Callable, List, Optional, TypeVar
 
 from . import _native
 from ._async_hooks import Call
 from ._native import call
-from ._options import check_version, store_options, store_path, text_arg
+from ._options import check_version, int_arg, store_options, store_path, text_arg
 from ._records import AgentInfo, PathLike, Synchronous
 from .async_agent import offload
 from .errors import InvalidArgumentError
@@ -48,12 +47,7 @@ _MAX_INT64 = 2**63 - 1
 def _limit(value: Any) -> int:
     """``limit``: an int (not a bool) from 1 to ``MAX_LIST_LIMIT`` (checked here: ctypes would
     cut a larger one to 32 bits)."""
-    if isinstance(value, bool):
-        raise TypeError("limit must be an int, not bool")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"limit must be an int, not {type(value).__name__}") from None
+    number = int_arg(value, "limit")
     if not 1 <= number <= MAX_LIST_LIMIT:
         raise InvalidArgumentError(f"limit must be from 1 to {MAX_LIST_LIMIT}, got {number}")
     return number
