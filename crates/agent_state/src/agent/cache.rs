@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::store::{Backend, Head, LogRetention, Mark, Txn};
-use crate::value::accept;
 use crate::value::snapshot::Snapshot;
 
 /// The stored state as last confirmed by one handle.
@@ -154,10 +153,10 @@ pub(super) fn current(
         }
     }
     let fresh = match context {
-        Context::WriteTransaction | Context::ReadTransaction => reread(store, mark)?,
+        Context::WriteTransaction | Context::ReadTransaction => reread(store, mark, cache)?,
         Context::Autocommit => {
             let txn = Txn::read(store)?;
-            reread(&*txn, mark)?
+            reread(&*txn, mark, cache)?
         }
     };
     let current = fresh.current();
@@ -175,11 +174,20 @@ pub(super) fn confirmed(store: &dyn Backend, cache: &Option<Cache>) -> Result<bo
     Ok(store.head()? == Some(cache.head()))
 }
 
-/// Reads the state, its version and the log's retention (inside a transaction).
-fn reread(store: &dyn Backend, mark: Option<Mark>) -> Result<Cache> {
-    let (stored, version) = match store.read_state()? {
+/// Reads the state, its version and the log's retention (inside a transaction). A cache that
+/// is behind (`old`) catches up by the patches committed after it, when the store still has
+/// them all, instead of reading the whole state.
+fn reread(store: &dyn Backend, mark: Option<Mark>, old: &Option<Cache>) -> Result<Cache> {
+    let have = old
+        .as_ref()
+        .and_then(|c| c.stored.as_ref().map(|s| (c.version, s)));
+    let (stored, version) = match store.read_stored(have.map(|h| h.0))? {
         None => (None, 0),
-        Some((bytes, version)) => (Some(Arc::new(accept::stored(&bytes)?)), version),
+        Some(read) => {
+            let version = read.version;
+            let state = super::replay::stored_state(read, have.map(|h| h.1))?;
+            (Some(state), version)
+        }
     };
     let log = store.log_retention()?;
     Ok(Cache {

@@ -147,7 +147,7 @@ impl Agent {
                         .unwrap_or_else(|| Arc::clone(&agent.initial_state)),
                 },
                 Err(Error::Corrupt(_)) => Cursor {
-                    version: store.read_state()?.map_or(0, |(_, v)| v),
+                    version: store.stored_version()?,
                     state: Arc::new(Snapshot::new(Value::Object(Default::default()))),
                 },
                 Err(e) => return Err(e),
@@ -169,6 +169,19 @@ impl Agent {
             return Ok(());
         }
         let written = Txn::write(&**store).and_then(|txn| {
+            // The state as the transaction sees it becomes its base, so that the patches
+            // stored while the log was off never become log entries, nor are those the
+            // state needs dropped with the log (a state that no longer decodes stays as it
+            // is: a replacement repairs it).
+            match cache::current(&*txn, &mut view.cache, Context::WriteTransaction) {
+                Ok(current) => {
+                    if let Some(state) = &current.stored {
+                        txn.rebase(state.json(), current.version)?;
+                    }
+                }
+                Err(Error::Corrupt(_)) => {}
+                Err(e) => return Err(e),
+            }
             txn.set_log_retention(retention)?;
             txn.commit()
         });

@@ -22,11 +22,17 @@ pub(super) fn next_state(
     let (Some(prev), Some(patch)) = (prev, &change.patch) else {
         return Ok(None);
     };
+    merge_stored(prev, patch, change.version).map(Some)
+}
+
+/// `prev` merged with the stored patch that made `version`, exactly as its writer merged it.
+pub(super) fn merge_stored(
+    prev: &Arc<Snapshot>,
+    patch: &[u8],
+    version: u64,
+) -> Result<Arc<Snapshot>> {
     let corrupt = |e: Error| {
-        Error::Corrupt(format!(
-            "the change log's patch of version {}: {e}",
-            change.version
-        ))
+        Error::Corrupt(format!("the stored patch of version {version}: {e}"))
     };
     let patch = json::parse(patch).map_err(corrupt)?;
     if !patch.is_object() {
@@ -36,7 +42,36 @@ pub(super) fn next_state(
     let next = prev
         .merge(&Patch::from_value(patch), usize::MAX)
         .map_err(corrupt)?;
-    Ok(Some(Arc::new(next)))
+    Ok(Arc::new(next))
+}
+
+/// The stored state `read` describes: its base (or `have`, the caller's copy at the version
+/// the patches follow) merged with each patch in order.
+pub(super) fn stored_state(
+    read: crate::store::StoredRead,
+    have: Option<&Arc<Snapshot>>,
+) -> Result<Arc<Snapshot>> {
+    let (mut state, mut version) = match (read.base, have) {
+        (Some((bytes, version)), _) => (Arc::new(accept::stored(&bytes)?), version),
+        (None, Some(have)) => (Arc::clone(have), read.version - read.patches.len() as u64),
+        (None, None) => {
+            return Err(Error::Corrupt(
+                "the store returned patches without the state they apply to".to_string(),
+            ))
+        }
+    };
+    if version + read.patches.len() as u64 != read.version {
+        return Err(Error::Corrupt(format!(
+            "version {} is stored as the state of version {version} and {} patches",
+            read.version,
+            read.patches.len()
+        )));
+    }
+    for patch in &read.patches {
+        version += 1;
+        state = merge_stored(&state, patch, version)?;
+    }
+    Ok(state)
 }
 
 /// The state at `version`, rebuilt from the newest stored state at or below it and the

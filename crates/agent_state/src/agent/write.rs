@@ -209,7 +209,7 @@ impl Agent {
             // A replacement needs nothing of the previous state, so it can repair an entry
             // that no longer decodes; hooks then see `{}` as prev.
             (Err(Error::Corrupt(_)), Change::Replace(_)) => {
-                let version = store.read_state()?.map_or(0, |(_, v)| v);
+                let version = store.stored_version()?;
                 (
                     Arc::new(Snapshot::new(Value::Object(Default::default()))),
                     version,
@@ -257,10 +257,9 @@ impl Agent {
                 .map_err(|m| Error::Rejected(format!("the validator rejected the change: {m}")))?;
             patch = proposed.patch;
         }
-        store.write_state(next.json(), version)?;
         let mut foreign = None;
-        if let Some(retention) = log {
-            // Other handles' pending changes are read before this change is logged: logging
+        if log.is_some() {
+            // Other handles' pending changes are read before this change is written: logging
             // prunes, and could drop the predecessor of one of them.
             let before = Current {
                 stored: (!first).then(|| Arc::clone(&prev)),
@@ -269,21 +268,22 @@ impl Agent {
                 logged,
             };
             foreign = Some(self.foreign_changes(store, &view.cursor, &before)?);
-            store.log_change(
-                &NewChange {
-                    prev_logged: logged,
-                    version,
-                    at_ms: crate::store::now_ms(),
-                    writer: self.writer,
-                    patch: patch.as_ref().map(|p| p.json()),
-                    next: next.json(),
-                    // The first change of an incarnation: its prev is the writer's initial
-                    // state, which other handles cannot know.
-                    prev: first.then(|| prev.json()),
-                },
-                retention,
-            )?;
         }
+        store.write_change(
+            &NewChange {
+                prev_logged: logged,
+                first,
+                version,
+                at_ms: crate::store::now_ms(),
+                writer: self.writer,
+                patch: patch.as_ref().map(|p| p.json()),
+                // The first change of an incarnation: its prev is the writer's initial
+                // state, which other handles cannot know.
+                prev: first.then(|| prev.json()),
+                next: &next,
+            },
+            log,
+        )?;
         Ok(Applied {
             prev,
             next,

@@ -147,17 +147,55 @@ pub trait Transactions {
 }
 
 /// The agent's state and its version, inside a transaction: what the store is for.
+///
+/// A state is stored as its newest full copy (the *base*) and the merge patches committed
+/// after it (see [`StoredRead`]): a write costs what its patch is, not what the state is, and
+/// the backend writes the full state again when the patches since the base outweigh it or
+/// after a bounded count ([`MAX_PATCHES`](super::MAX_PATCHES)), so a cold read merges at most
+/// that many patches. The agent merges them (exactly as the writers did); backends store
+/// bytes.
 pub trait StoredState {
-    /// The stored state (encoded) and its version, if any state is stored.
-    fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>>;
+    /// The stored state, if any: its base and the patches after it. With `have`, the version
+    /// of a state the caller holds: when the patches after it are all stored, only they are
+    /// read (`base` is `None`), so a cache that is behind catches up without reading the
+    /// whole state.
+    fn read_stored(&self, have: Option<u64>) -> Result<Option<StoredRead>>;
 
-    /// Stores the state and its version, and the time of this write (now).
-    fn write_state(&self, value: &[u8], version: u64) -> Result<()>;
+    /// The stored version (0: nothing stored), without the state: what a caller repairing an
+    /// entry that no longer decodes needs.
+    fn stored_version(&self) -> Result<u64>;
+
+    /// Writes `change` (the new state, its version, the time of this write: now) and, with
+    /// `log`, its change-log entry, as one (the log's entry is the stored patch). What
+    /// `log`'s retention no longer keeps disappears from the log at once
+    /// ([`ChangeLog::changes_after`] and [`ChangeLog::change_at`] never return it) and is
+    /// deleted, possibly later and in batches, except what [`ChangeLog::replay_to`] or the
+    /// state still need.
+    fn write_change(&self, change: &NewChange<'_>, log: Option<LogRetention>) -> Result<()>;
+
+    /// Stores `state`, the agent's state at its current `version`, as its base: the patches
+    /// before it are no longer needed for the state (the log, when on, keeps its own). Done
+    /// before the change log is switched on or off, so that no patch stored while it was off
+    /// becomes part of the log, and none the state needs is dropped with it.
+    fn rebase(&self, state: &[u8], version: u64) -> Result<()>;
 
     /// The version a first write takes while nothing is stored: one above the last version
     /// of the agent when it was deleted (its tombstone), 1 for an agent never deleted, so that
     /// no version read before a deletion is ever the version of a state written after it.
     fn first_version(&self) -> Result<u64>;
+}
+
+/// What [`StoredState::read_stored`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRead {
+    /// The stored version.
+    pub version: u64,
+    /// The full state at version `base.1`, or `None` when the patches apply to the caller's
+    /// own copy (at the `have` it gave).
+    pub base: Option<(Vec<u8>, u64)>,
+    /// The merge patches of the versions after the base (or after `have`) through `version`,
+    /// oldest first, one per version.
+    pub patches: Vec<Vec<u8>>,
 }
 
 /// The agents of a store, on a connection of its own (not one agent's handle).
@@ -195,13 +233,6 @@ pub trait ChangeLog {
 
     /// Switches the change log on with this retention, or off (`None`, dropping the log).
     fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()>;
-
-    /// Appends a change to the log. What `retention` no longer keeps disappears from the log
-    /// at once ([`ChangeLog::changes_after`] and [`ChangeLog::change_at`] never return it) and
-    /// is deleted, possibly later and in batches, except what [`ChangeLog::replay_to`] still
-    /// needs. The backend may store a merge's `next` only at checkpoints (see
-    /// [`LoggedChange::next`]); the change's own patch rebuilds it otherwise.
-    fn log_change(&self, change: &NewChange<'_>, retention: LogRetention) -> Result<()>;
 
     /// The changes with a version above `after` that `retention` keeps, oldest first. A change
     /// is kept when it is among the last `keep_last` and, with `keep_seconds`, at most that

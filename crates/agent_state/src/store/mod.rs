@@ -30,12 +30,14 @@ use std::path::Path;
 use crate::error::Result;
 
 pub use backend::{
-    Agents, Backend, ChangeLog, Freshness, Head, Ownership, Retire, StoredState, Transactions,
+    Agents, Backend, ChangeLog, Freshness, Head, Ownership, Retire, StoredRead, StoredState,
+    Transactions,
 };
 pub use txn::Txn;
 pub use types::{
     grain_of, id_hash, now_ms, AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange,
-    StoreOptions, Synchronous, CHECKPOINT_EVERY, MAX_LIST_LIMIT, MAX_RETENTION, WRITTEN_GRAIN_MS,
+    StoreOptions, Synchronous, CHECKPOINT_EVERY, MAX_LIST_LIMIT, MAX_PATCHES, MAX_RETENTION,
+    WRITTEN_GRAIN_MS,
 };
 
 /// Opens the store at `path` with the backend it names: a `postgres://` or `postgresql://`

@@ -94,7 +94,25 @@ mod tests {
 
     fn stored_version(store: &dyn Backend) -> Option<u64> {
         let txn = Txn::read(store).unwrap();
-        txn.read_state().unwrap().map(|(_, v)| v)
+        txn.read_stored(None).unwrap().map(|r| r.version)
+    }
+
+    /// Writes `{}` as version 1, the agent's first change.
+    fn write_first(txn: &Txn<'_>) -> crate::error::Result<()> {
+        let next = crate::value::snapshot::Snapshot::new(serde_json::json!({}));
+        txn.write_change(
+            &store::NewChange {
+                prev_logged: false,
+                first: true,
+                version: 1,
+                at_ms: 0,
+                writer: 1,
+                patch: None,
+                prev: None,
+                next: &next,
+            },
+            None,
+        )
     }
 
     #[test]
@@ -102,11 +120,11 @@ mod tests {
         let store = memory();
         {
             let txn = Txn::write(&*store).unwrap();
-            txn.write_state(b"{}", 1).unwrap();
+            write_first(&txn).unwrap();
         }
         assert_eq!(stored_version(&*store), None);
         let txn = Txn::write(&*store).unwrap();
-        txn.write_state(b"{}", 1).unwrap();
+        write_first(&txn).unwrap();
         txn.commit().unwrap();
         assert_eq!(stored_version(&*store), Some(1));
     }
@@ -116,7 +134,7 @@ mod tests {
         let store = memory();
         let attempt = || -> crate::error::Result<()> {
             let txn = Txn::write(&*store)?;
-            txn.write_state(b"{}", 1)?;
+            write_first(&txn)?;
             Err(Error::Conflict("stop".into()))?;
             txn.commit()
         };

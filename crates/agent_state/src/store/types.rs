@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::value::snapshot::Snapshot;
 
 /// An opaque mark of the store's last commit (see
 /// [`Freshness::commit_mark`](super::Freshness::commit_mark)): equal marks mean no commit in
@@ -128,13 +129,15 @@ pub struct LoggedChange {
     pub next: Option<Vec<u8>>,
 }
 
-/// A change to append to the log (borrowed: the state is not copied to be logged).
-#[derive(Debug, Clone, Copy)]
+/// A change to write (borrowed: the state is not copied to be written).
+#[derive(Clone, Copy)]
 pub struct NewChange<'a> {
     /// The caller knows that the log holds the change before this one (it logged it itself
     /// and nothing was committed since): the backend need not look.
     pub prev_logged: bool,
-    /// The version the change committed as.
+    /// The first change of an incarnation of the agent (nothing was stored before it).
+    pub first: bool,
+    /// The version the change commits as.
     pub version: u64,
     /// When it committed, in milliseconds since the Unix epoch.
     pub at_ms: i64,
@@ -142,15 +145,32 @@ pub struct NewChange<'a> {
     pub writer: u64,
     /// The merge patch (encoded); `None` for a replacement.
     pub patch: Option<&'a [u8]>,
-    /// The state before (encoded), when the caller has it at hand.
+    /// The state before (encoded), for the first change of an incarnation.
     pub prev: Option<&'a [u8]>,
-    /// The state after (encoded).
-    pub next: &'a [u8],
+    /// The state after. Its encoding ([`Snapshot::json`]) is assembled only when a backend
+    /// asks for it: a write that stores only its patch never copies the whole state.
+    pub next: &'a Snapshot,
+}
+
+impl std::fmt::Debug for NewChange<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewChange")
+            .field("version", &self.version)
+            .field("first", &self.first)
+            .field("patch", &self.patch.map(<[u8]>::len))
+            .field("next", &self.next.len())
+            .finish()
+    }
 }
 
 /// A merge's full state is stored in the log at least at every this many versions: the most
 /// patches replayed to rebuild a logged state.
 pub const CHECKPOINT_EVERY: u64 = 32;
+
+/// The most patches stored after a state's base (its newest full copy): a cold read merges
+/// at most this many. The full state is also written again as soon as the patches since the
+/// base outweigh it.
+pub const MAX_PATCHES: u64 = 64;
 
 /// Durability of a commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

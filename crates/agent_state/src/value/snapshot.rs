@@ -105,7 +105,11 @@ impl Member {
 #[derive(Debug)]
 pub struct Snapshot {
     /// Compact JSON followed by one NUL byte, so C callers may treat it as a C string.
-    encoded: Box<[u8]>,
+    /// Assembled from the members when first asked for: a merge whose result only a patch
+    /// is stored for, and nobody reads as text, never copies the whole state.
+    encoded: OnceLock<Box<[u8]>>,
+    /// The length of the encoding (without the NUL), known before it is assembled.
+    len: usize,
     members: Vec<Arc<Member>>,
 }
 
@@ -116,8 +120,14 @@ impl Snapshot {
             .into_iter()
             .map(|(name, value)| Arc::new(Member::new(name, value)))
             .collect();
+        Snapshot::lazy(members)
+    }
+
+    /// A snapshot of `members`, its encoding assembled on first use.
+    fn lazy(members: Vec<Arc<Member>>) -> Snapshot {
         Snapshot {
-            encoded: assemble(&members),
+            encoded: OnceLock::new(),
+            len: encoded_len(&members),
             members,
         }
     }
@@ -144,9 +154,11 @@ impl Snapshot {
                 })
             })
             .collect();
+        let len = out.len();
         out.push(0);
         Snapshot {
-            encoded: out.into_boxed_slice(),
+            encoded: OnceLock::from(out.into_boxed_slice()),
+            len,
             members,
         }
     }
@@ -162,7 +174,17 @@ impl Snapshot {
 
     /// The compact JSON encoding: exactly the bytes the store holds.
     pub fn json(&self) -> &[u8] {
-        &self.encoded[..self.encoded.len() - 1]
+        &self.json_with_nul()[..self.len]
+    }
+
+    /// The length of [`Snapshot::json`] in bytes (without assembling it).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the state is the empty object (never true of an encoding: it is at least `{}`).
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
     }
 
     /// [`Snapshot::json`] followed by one NUL byte. Not part of the Rust API: it exists so that
@@ -170,7 +192,7 @@ impl Snapshot {
     /// is kept with a spare byte for that).
     #[doc(hidden)]
     pub fn json_with_nul(&self) -> &[u8] {
-        &self.encoded
+        self.encoded.get_or_init(|| assemble(&self.members))
     }
 
     /// The top-level members, in order.
@@ -234,7 +256,7 @@ impl Snapshot {
     /// [`Error::TooLarge`] when the encoding is over `max_bytes` (`what` names the state in
     /// the message).
     pub(crate) fn fits(&self, max_bytes: usize, what: &str) -> Result<()> {
-        match self.json().len() {
+        match self.len {
             size if size > max_bytes => Err(too_large(size, max_bytes, what)),
             _ => Ok(()),
         }
@@ -255,7 +277,8 @@ impl Snapshot {
             return Err(too_large(size, max_bytes, "state"));
         }
         Ok(Snapshot {
-            encoded: assemble(&members),
+            encoded: OnceLock::new(),
+            len: size,
             members,
         })
     }

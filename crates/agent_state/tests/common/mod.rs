@@ -166,8 +166,10 @@ pub fn open(place: &Place, options: &OpenOptions) -> Result<Agent> {
 /// program would (the version goes up by one; nothing is logged): how a test corrupts a
 /// stored state, or writes from outside.
 pub fn write_behind_the_back(place: &Place, value: &str) {
-    const UPDATE: &str = "UPDATE agent_state SET value = $1, version = version + 1 \
-                          WHERE agent = $2";
+    // The value becomes the base of the new version (schema 5 of SQLite, 4 of PostgreSQL:
+    // a state is its base and the patches after it).
+    const UPDATE: &str = "UPDATE agent_state SET value = $1, version = version + 1, \
+                          base = version + 1, tail = 0 WHERE agent = $2";
     match place {
         Place::Sqlite { path, agent } => {
             let agent = agent.as_deref().unwrap_or("");

@@ -13,7 +13,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::store::{
     process, ChangeLog, Freshness, Head, LogRetention, LoggedChange, Mark, NewChange, Ownership,
-    Retire, StoredState, Transactions,
+    Retire, StoredRead, StoredState, Transactions,
 };
 
 /// After `fork()`, what the handle and the pool inherited is forgotten (the socket is the
@@ -235,7 +235,7 @@ impl Transactions for Postgres {
     }
 }
 
-impl StoredState for Postgres {
+impl Postgres {
     fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
         let known = self.txn.borrow().as_ref().and_then(|o| {
             // An optimistic write reads afresh (its reads are not one snapshot).
@@ -320,6 +320,33 @@ impl StoredState for Postgres {
         }
     }
 
+}
+
+impl StoredState for Postgres {
+    fn read_stored(&self, _have: Option<u64>) -> Result<Option<StoredRead>> {
+        Ok(self.read_state()?.map(|(value, version)| StoredRead {
+            version,
+            base: Some((value, version)),
+            patches: Vec::new(),
+        }))
+    }
+
+    fn stored_version(&self) -> Result<u64> {
+        Ok(self.read_state()?.map_or(0, |(_, v)| v))
+    }
+
+    fn write_change(&self, change: &NewChange<'_>, log: Option<LogRetention>) -> Result<()> {
+        self.write_state(change.next.json(), change.version)?;
+        if let Some(retention) = log {
+            self.log_change(change, retention)?;
+        }
+        Ok(())
+    }
+
+    fn rebase(&self, _state: &[u8], _version: u64) -> Result<()> {
+        Ok(())
+    }
+
     fn first_version(&self) -> Result<u64> {
         let hash = crate::store::id_hash(&self.agent);
         let first: i64 = self.read("cannot read the agent's tombstone", |conn| {
@@ -359,46 +386,6 @@ impl ChangeLog for Postgres {
         })
     }
 
-    fn log_change(&self, change: &NewChange<'_>, retention: LogRetention) -> Result<()> {
-        let kind = self.txn.borrow().as_ref().map(|o| o.kind);
-        match kind {
-            Some(Kind::Optimistic) => {
-                let pending = PendingLog::new(change, retention)?;
-                if let Some(open) = self.txn.borrow_mut().as_mut() {
-                    open.log = Some(pending);
-                }
-                Ok(())
-            }
-            Some(Kind::Locked) => {
-                let (below, since) = prune_bounds(change, retention);
-                let next = text(change.next)?;
-                let patch = opt_text(change.patch)?;
-                let prev = opt_text(change.prev)?;
-                let (version, writer) = (change.version as i64, change.writer as i64);
-                let agent = &self.agent;
-                self.in_txn("cannot write the change log", |open| {
-                    let params: [Param<'_>; 9] = [
-                        txt(agent),
-                        int8(&version),
-                        int8(&change.at_ms),
-                        int8(&writer),
-                        txt(&patch),
-                        txt(&next),
-                        txt(&prev),
-                        int8(&below),
-                        int8(&since),
-                    ];
-                    open.conn.execute(LOG_CHANGE, &params)?;
-                    Ok(())
-                })
-            }
-            Some(Kind::Read) => Err(Error::Storage(
-                "cannot write inside a read transaction (internal)".to_string(),
-            )),
-            None => Err(no_transaction()),
-        }
-    }
-
     fn changes_after(&self, after: u64, retention: LogRetention) -> Result<Vec<LoggedChange>> {
         let agent = &self.agent;
         let after = i64::try_from(after).unwrap_or(i64::MAX);
@@ -433,4 +420,49 @@ impl ChangeLog for Postgres {
         })?;
         Ok(rows.iter().map(row_to_change).collect())
     }
+}
+
+
+/// The log entry of a change, written with its state (see [`StoredState::write_change`]).
+impl Postgres {
+    fn log_change(&self, change: &NewChange<'_>, retention: LogRetention) -> Result<()> {
+        let kind = self.txn.borrow().as_ref().map(|o| o.kind);
+        match kind {
+            Some(Kind::Optimistic) => {
+                let pending = PendingLog::new(change, retention)?;
+                if let Some(open) = self.txn.borrow_mut().as_mut() {
+                    open.log = Some(pending);
+                }
+                Ok(())
+            }
+            Some(Kind::Locked) => {
+                let (below, since) = prune_bounds(change, retention);
+                let next = text(change.next.json())?;
+                let patch = opt_text(change.patch)?;
+                let prev = opt_text(change.prev)?;
+                let (version, writer) = (change.version as i64, change.writer as i64);
+                let agent = &self.agent;
+                self.in_txn("cannot write the change log", |open| {
+                    let params: [Param<'_>; 9] = [
+                        txt(agent),
+                        int8(&version),
+                        int8(&change.at_ms),
+                        int8(&writer),
+                        txt(&patch),
+                        txt(&next),
+                        txt(&prev),
+                        int8(&below),
+                        int8(&since),
+                    ];
+                    open.conn.execute(LOG_CHANGE, &params)?;
+                    Ok(())
+                })
+            }
+            Some(Kind::Read) => Err(Error::Storage(
+                "cannot write inside a read transaction (internal)".to_string(),
+            )),
+            None => Err(no_transaction()),
+        }
+    }
+
 }

@@ -417,7 +417,7 @@ impl PendingLog {
             at_ms: change.at_ms,
             writer: change.writer as i64,
             patch: opt_text(change.patch)?.map(str::to_string),
-            next: text(change.next)?.to_string(),
+            next: text(change.next.json())?.to_string(),
             prev: opt_text(change.prev)?.map(str::to_string),
             below,
             since,

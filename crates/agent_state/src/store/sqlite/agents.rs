@@ -102,7 +102,7 @@ impl Agents for SqliteAgents {
     }
 }
 
-const COLUMNS: &str = "agent, version, length(value), written_ms";
+const COLUMNS: &str = "agent, version, bytes, written_ms";
 
 fn info(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentInfo> {
     Ok(AgentInfo {
@@ -131,7 +131,7 @@ impl Sqlite {
 
     /// One page of the listing: a range of the primary key's index, so it costs what it holds.
     fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentInfo>> {
-        let mut sql = format!("SELECT {COLUMNS} FROM agent_state WHERE value IS NOT NULL");
+        let mut sql = format!("SELECT {COLUMNS} FROM agent_state WHERE version > 0");
         let mut params: Vec<SqlValue> = Vec::new();
         if let Some((start, exclusive)) = query.start() {
             params.push(SqlValue::Text(start.to_string()));
@@ -154,7 +154,7 @@ impl Sqlite {
     fn idle_agents(&self, before_ms: i64, limit: usize) -> Result<Vec<AgentInfo>> {
         let mut stmt = self.conn()?.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM agent_state
-             WHERE written_grain <= ?1 AND written_ms < ?2 AND value IS NOT NULL
+             WHERE written_grain <= ?1 AND written_ms < ?2 AND version > 0
              ORDER BY written_grain, agent LIMIT ?3"
         ))?;
         let rows = stmt.query_map(
@@ -176,7 +176,7 @@ impl Sqlite {
         let row = self
             .conn()?
             .prepare_cached(
-                "SELECT version, value IS NOT NULL, change_log IS NOT NULL, written_ms
+                "SELECT version, version > 0, change_log IS NOT NULL, written_ms
                  FROM agent_state WHERE agent = ?1",
             )?
             .query_row([id], |r| {
@@ -205,14 +205,17 @@ impl Sqlite {
             return Ok(None);
         }
         let conn = self.conn()?;
-        conn.prepare_cached("DELETE FROM agent_changes WHERE agent = ?1")?
-            .execute([id])
-            .map_err(fail)?;
+        for sql in [
+            "DELETE FROM agent_changes WHERE agent = ?1",
+            "DELETE FROM agent_base WHERE agent = ?1",
+        ] {
+            conn.prepare_cached(sql)?.execute([id]).map_err(fail)?;
+        }
         if keeps_log {
             let now = now_ms();
             conn.prepare_cached(
-                "UPDATE agent_state SET value = NULL, version = 0, written_ms = ?2,
-                 written_grain = ?3 WHERE agent = ?1",
+                "UPDATE agent_state SET value = NULL, version = 0, base = 0, tail = 0, bytes = 0,
+                 written_ms = ?2, written_grain = ?3 WHERE agent = ?1",
             )?
             .execute(rusqlite::params![id, now, grain_of(now)])
             .map_err(fail)?;

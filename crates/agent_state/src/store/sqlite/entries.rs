@@ -44,7 +44,8 @@ const OLD_STATE_KEY: &str = "__agent_state";
 const OLD_CHANGE_LOG_KEY: &str = "__agent_change_log";
 
 impl Sqlite {
-    /// Reads the agent's state and its version, if a state is stored.
+    /// Reads the agent's state and its version, if a state is stored, from a store of a schema
+    /// before 5 (which stored the whole state at every write; see `delta` for schema 5).
     pub(super) fn read_state(&self, agent: &str) -> Result<Option<(Vec<u8>, u64)>> {
         let (sql, key) = match self.schema {
             1 => (
@@ -94,49 +95,6 @@ impl Sqlite {
         }
     }
 
-    /// Stores the agent's state, its version and the time of this write, `now` (inside the
-    /// caller's transaction); with `grain`, rewrites the indexed time too (see `schema`).
-    pub(super) fn write_state(
-        &self,
-        agent: &str,
-        value: &[u8],
-        version: u64,
-        now: i64,
-        grain: Option<i64>,
-    ) -> Result<()> {
-        let fail = |e| self.storage_err("cannot write", e);
-        // UPDATE first: after the first write it is all there is to do, and cheaper than an
-        // upsert's extra uniqueness probe.
-        let updated = self
-            .conn()?
-            .prepare_cached(
-                "UPDATE agent_state SET value = ?2, version = ?3, written_ms = ?4 WHERE agent = ?1",
-            )?
-            .execute(rusqlite::params![agent, value, version as i64, now])
-            .map_err(fail)?;
-        if updated == 0 {
-            self.conn()?
-                .prepare_cached(
-                    "INSERT INTO agent_state (agent, value, version, written_ms, written_grain)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                )?
-                .execute(rusqlite::params![
-                    agent,
-                    value,
-                    version as i64,
-                    now,
-                    crate::store::grain_of(now)
-                ])
-                .map_err(fail)?;
-        } else if let Some(grain) = grain {
-            self.conn()?
-                .prepare_cached("UPDATE agent_state SET written_grain = ?2 WHERE agent = ?1")?
-                .execute(rusqlite::params![agent, grain])
-                .map_err(fail)?;
-        }
-        Ok(())
-    }
-
     /// The version the agent's first write takes: one above its tombstone's, if it was deleted.
     pub(super) fn first_version(&self, agent: &str) -> Result<u64> {
         if self.schema < 4 {
@@ -179,7 +137,7 @@ impl Sqlite {
                 change.at_ms,
                 change.writer as i64,
                 change.patch,
-                full.then_some(change.next),
+                full.then(|| change.next.json()),
                 change.prev
             ])
             .map_err(fail)?;
@@ -187,7 +145,9 @@ impl Sqlite {
             let (keep_last, keep_ms) = bounds(retention);
             self.conn()?
                 .prepare_cached(&format!(
-                    "DELETE FROM agent_changes WHERE agent = ?1 AND version < (
+                    "DELETE FROM agent_changes WHERE agent = ?1
+                     AND version <= (SELECT base FROM agent_state WHERE agent = ?1)
+                     AND version < (
                        SELECT max(b.version) FROM agent_changes b
                        WHERE b.agent = ?1 AND b.next IS NOT NULL AND b.version <= (
                          SELECT min(c.version) FROM agent_changes c

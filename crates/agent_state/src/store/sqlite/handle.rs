@@ -13,7 +13,7 @@ use super::Sqlite;
 use crate::error::{Error, Result};
 use crate::store::{
     ChangeLog, Freshness, Head, LogRetention, LoggedChange, Mark, NewChange, Ownership,
-    StoreOptions, StoredState, Transactions,
+    StoreOptions, StoredRead, StoredState, Transactions,
 };
 
 /// The [`Backend`](crate::store::Backend) of one handle on a SQLite file.
@@ -161,20 +161,28 @@ impl Transactions for SqliteAgent {
 }
 
 impl StoredState for SqliteAgent {
-    fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
-        self.with(|c| c.read_state(&self.agent))
+    fn read_stored(&self, have: Option<u64>) -> Result<Option<StoredRead>> {
+        self.with(|c| c.read_stored(&self.agent, have))
     }
 
-    fn write_state(&self, value: &[u8], version: u64) -> Result<()> {
+    fn stored_version(&self) -> Result<u64> {
+        self.with(|c| c.stored_version(&self.agent))
+    }
+
+    fn write_change(&self, change: &NewChange<'_>, log: Option<LogRetention>) -> Result<()> {
         let now = crate::store::now_ms();
         let grain = crate::store::grain_of(now);
         // Another handle may have written a later minute meanwhile: rewriting an earlier one
         // would only make the agent look idler by less than a minute, and expiry checks the
         // exact time before it deletes.
         let stale = (self.grain.get() < grain).then_some(grain);
-        self.with(|c| c.write_state(&self.agent, value, version, now, stale))?;
+        self.with(|c| c.write_change(&self.agent, change, log, now, stale))?;
         self.grain.set(grain);
         Ok(())
+    }
+
+    fn rebase(&self, state: &[u8], version: u64) -> Result<()> {
+        self.with(|c| c.rebase(&self.agent, state, version))
     }
 
     fn first_version(&self) -> Result<u64> {
@@ -189,10 +197,6 @@ impl ChangeLog for SqliteAgent {
 
     fn set_log_retention(&self, retention: Option<LogRetention>) -> Result<()> {
         self.with(|c| c.set_log_retention(&self.agent, retention))
-    }
-
-    fn log_change(&self, change: &NewChange<'_>, retention: LogRetention) -> Result<()> {
-        self.with(|c| c.log_change(&self.agent, change, retention))
     }
 
     fn changes_after(&self, after: u64, retention: LogRetention) -> Result<Vec<LoggedChange>> {

@@ -1,6 +1,7 @@
 //! The SQLite backend: one connection to an agent store file.
 //!
-//! `schema` (the file format), `entries` (the state and the change log), `agents` (the file's
+//! `schema` (the file format), `delta` (a state as its base and the patches after it),
+//! `entries` (the change log and the older schemas' state), `agents` (the file's
 //! agents as a whole: listing, deletion with erasure, expiry), `error` (SQLite's
 //! failures as the library's error kinds),
 //! `wal_index` (the cheap freshness test) and [`fork`] (connections across `fork()`, on the
@@ -25,6 +26,7 @@ use crate::error::{Error, Result};
 
 mod agents;
 mod busy;
+mod delta;
 mod entries;
 mod error;
 pub mod fork;

@@ -3,26 +3,31 @@
 //! Layout (schema version [`SCHEMA_VERSION`]): the file's `application_id` is [`APPLICATION_ID`]
 //! so foreign SQLite files are recognised and left untouched; `user_version` holds the schema
 //! version so later releases can migrate. Table `agent_state(agent TEXT PRIMARY KEY, value BLOB,
-//! version INTEGER, change_log BLOB, written_ms INTEGER, written_grain INTEGER)` has one row per
-//! agent: its key (the `agent_id`, or `''` for the file's single agent, opened without one), its
-//! encoded state (NULL: nothing stored, the row then only holds the log setting), the state's
-//! version, which counts its commits (1 for the first write; after a deletion of the agent, one
-//! above its tombstone's), the change log's retention (JSON; NULL: the log is off),
-//! and when the state was last written: exactly (`written_ms`), and rounded down to a minute in
-//! `written_grain`, which the index `agent_state_idle` orders for expiry and which a handle
-//! rewrites at most once a minute (an index entry rewritten at every write would cost a third
-//! of a bare write). Table `agent_deleted(id_hash, version)` holds the tombstones of deleted
-//! agents: the hash of the id (not the id) and the last version. Every connection that writes has `secure_delete` on, so
-//! what a write or a deletion frees is overwritten with zeros. Table
-//! `agent_changes(agent, version, at_ms, writer, patch, next, prev)`, keyed by agent and
-//! version, is the optional change log, written in the same transaction as the state: a
-//! merge's patch, and its full state (`next`) only at checkpoints (see `entries`). The
-//! journal is WAL, so readers never block the writer.
+//! version INTEGER, change_log BLOB, written_ms INTEGER, written_grain INTEGER, base INTEGER,
+//! tail INTEGER, bytes INTEGER)` has one row per agent, its head: its key (the `agent_id`, or
+//! `''` for the file's single agent, opened without one), the state's version, which counts its
+//! commits (1 for the first write; after a deletion of the agent, one above its tombstone's; 0:
+//! nothing stored, the row then only holds the log setting), the change log's retention (JSON;
+//! NULL: the log is off), and when the state was last written: exactly (`written_ms`), and
+//! rounded down to a minute in `written_grain`, which the index `agent_state_idle` orders for
+//! expiry and which a handle rewrites at most once a minute (an index entry rewritten at every
+//! write would cost a third of a bare write). The state itself is its base, the full copy at
+//! version `base` (in `value` when small, else in table `agent_base(agent, value)`), and the
+//! patches of the versions after it, rows of `agent_changes`; `tail` counts their bytes and
+//! `bytes` is the current state's size (see `delta`). Table `agent_deleted(id_hash, version)`
+//! holds the tombstones of deleted agents: the hash of the id (not the id) and the last
+//! version. Every connection that writes has `secure_delete` on, so what a write or a deletion
+//! frees is overwritten with zeros. Table `agent_changes(agent, version, at_ms, writer, patch,
+//! next, prev)`, keyed by agent and version, holds those patches and, when it is on, the change
+//! log, written in the same transaction as the head: a merge's patch, and its full state
+//! (`next`) only at checkpoints (see `entries`). The journal is WAL, so readers never block the
+//! writer.
 //!
 //! Schema history: 1 had one table `agent_kv(key, value)` with the state under the key
 //! `__agent_state`; 2 added its `version` column, the retention under `__agent_change_log` and
 //! `agent_changes` without the `agent` column; 3 holds many agents; 4 adds the times of the
-//! last writes, their index and `agent_deleted`. Opening an older store for
+//! last writes, their index and `agent_deleted`; 5 stores a state as its base and patches.
+//! Opening an older store for
 //! writing migrates it in place, one step at a time, each in one write transaction (its single
 //! agent becomes the agent `''`); a read-only handle reads the old layout as it is.
 
@@ -36,7 +41,7 @@ use crate::store::{StoreOptions, Synchronous};
 /// `PRAGMA application_id` of an agent store: ASCII "AgSt".
 pub const APPLICATION_ID: i32 = 0x4167_5374;
 /// The schema version this release writes and understands.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 impl Sqlite {
     pub(super) fn check_and_init(&mut self, options: &StoreOptions, in_memory: bool) -> Result<()> {
@@ -74,7 +79,10 @@ impl Sqlite {
                 if schema <= 2 {
                     self.migrate_from_2()?;
                 }
-                self.migrate_from_3()?;
+                if schema <= 3 {
+                    self.migrate_from_3()?;
+                }
+                self.migrate_from_4()?;
                 self.schema = SCHEMA_VERSION;
             }
             FileKind::Store(schema) => self.schema = schema,
@@ -142,6 +150,26 @@ impl Sqlite {
                  PRAGMA user_version = 4;"
             ),
             "cannot migrate the store from schema version 3",
+        )
+    }
+
+    /// Schema 4 -> 5: a state is stored as its base and the patches after it (see `delta`):
+    /// every stored state becomes its own base, moved to `agent_base` when it is larger than
+    /// the head row keeps, in one write transaction.
+    pub(super) fn migrate_from_4(&self) -> Result<()> {
+        let inline = super::delta::INLINE_MAX;
+        self.upgrade_schema(
+            4,
+            &format!(
+                "{DELTA_COLUMNS}
+                 UPDATE agent_state SET base = version, bytes = coalesce(length(value), 0);
+                 {BASE_TABLE}
+                 INSERT INTO agent_base (agent, value)
+                   SELECT agent, value FROM agent_state WHERE length(value) > {inline};
+                 UPDATE agent_state SET value = NULL WHERE length(value) > {inline};
+                 PRAGMA user_version = 5;"
+            ),
+            "cannot migrate the store from schema version 4",
         )
     }
 
@@ -258,6 +286,8 @@ impl Sqlite {
                  ALTER TABLE agent_state ADD COLUMN written_ms INTEGER NOT NULL DEFAULT 0;
                  ALTER TABLE agent_state ADD COLUMN written_grain INTEGER NOT NULL DEFAULT 0;
                  {STORE_TABLES}
+                 {DELTA_COLUMNS}
+                 {BASE_TABLE}
                  PRAGMA application_id = {APPLICATION_ID};
                  PRAGMA user_version = {SCHEMA_VERSION};"
             ),
@@ -272,6 +302,17 @@ pub(super) enum FileKind {
     /// An agent store of this schema version.
     Store(i32),
 }
+
+/// What schema 5 adds to `agent_state` (see `delta`): the version of the base, the bytes of
+/// the patches since, the size of the current state.
+const DELTA_COLUMNS: &str = "ALTER TABLE agent_state ADD COLUMN base INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agent_state ADD COLUMN tail INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agent_state ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;";
+
+/// Schema 5's full copies of the states too large for the head row (see `delta`).
+const BASE_TABLE: &str = "CREATE TABLE agent_base (
+    agent TEXT PRIMARY KEY NOT NULL,
+    value BLOB NOT NULL);";
 
 /// What schema 4 adds to the tables of schema 3 (besides the columns of the last write).
 const STORE_TABLES: &str = "CREATE INDEX agent_state_idle ON agent_state (written_grain);

@@ -1,0 +1,313 @@
+//! A state as its base and the patches after it (schema 5): what a write stores, what a read
+//! merges. All of it runs inside the caller's transaction.
+//!
+//! **Layout.** The agent's row of `agent_state` is its head: the version, `base` (the version
+//! of the newest full copy), `tail` (the bytes of the patches stored since), `bytes` (the
+//! current state's size) and, for a state of at most [`INLINE_MAX`] bytes, the full copy itself
+//! (`value`). A larger state's full copy is the row of `agent_base`, so that the head row stays
+//! small: SQLite rewrites a whole row to change one column of it, and a 300 KiB row rewritten to
+//! bump a version would cost what rewriting the state costs. The patches of the versions after
+//! `base` are rows of `agent_changes` (its `patch` column), the same rows as the change log's
+//! when the log is on: a logged write stores one patch, not a patch and a state.
+//!
+//! **When the full state is written.** A state of at most [`INLINE_MAX`] bytes is always written
+//! whole, in the head row (one page, as cheap as a patch row and a head update); a larger one
+//! stores the write's patch, unless it is a replacement, the agent's first write, or the patches
+//! since the base would outweigh the state or number more than
+//! [`MAX_PATCHES`](crate::store::MAX_PATCHES). With the log off, a new base deletes the patches
+//! before it.
+
+use rusqlite::OptionalExtension;
+
+use super::Sqlite;
+use crate::error::{Error, Result};
+use crate::store::{LogRetention, NewChange, StoredRead, MAX_PATCHES};
+
+/// The largest state kept in the head row, written whole at every write (see the module's
+/// comment): below a page, a patch row would cost as much as the state.
+pub(super) const INLINE_MAX: usize = 2048;
+
+/// The head row as a write finds it.
+struct Head {
+    base: u64,
+    tail: u64,
+    inline: bool,
+}
+
+impl Sqlite {
+    /// The agent's stored state as its base and patches (see [`StoredRead`]); only the patches
+    /// after `have` when the store holds them all.
+    pub(super) fn read_stored(&self, agent: &str, have: Option<u64>) -> Result<Option<StoredRead>> {
+        if self.schema < 5 {
+            return Ok(self.read_state(agent)?.map(|(value, version)| StoredRead {
+                version,
+                base: Some((value, version)),
+                patches: Vec::new(),
+            }));
+        }
+        let conn = self.conn()?;
+        let head = conn
+            .prepare_cached("SELECT version, base FROM agent_state WHERE agent = ?1")?
+            .query_row([agent], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+            })
+            .optional()?;
+        let Some((version, base)) = head.filter(|h| h.0 > 0) else {
+            return Ok(None);
+        };
+        // Only a cache that is behind catches up by patches: one at the stored version is
+        // read again whole, which also sees a write made behind the library's back.
+        let from = match have {
+            Some(have) if have >= base && have < version => have,
+            _ => base,
+        };
+        let base_copy = if from == base {
+            let value: Option<Vec<u8>> = conn
+                .prepare_cached(
+                    "SELECT coalesce(s.value, b.value) FROM agent_state s
+                     LEFT JOIN agent_base b ON b.agent = s.agent WHERE s.agent = ?1",
+                )?
+                // Text or blob alike: what matters is the bytes (the library writes blobs).
+                .query_row([agent], |r| match r.get_ref(0)? {
+                    rusqlite::types::ValueRef::Null => Ok(None),
+                    v => Ok(Some(v.as_bytes()?.to_vec())),
+                })?;
+            let value = value.ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "the state of version {version}: its full copy (version {base}) is missing"
+                ))
+            })?;
+            Some((value, base))
+        } else {
+            None
+        };
+        let mut patches = Vec::new();
+        if version > from {
+            let mut stmt = conn.prepare_cached(
+                "SELECT version, patch FROM agent_changes
+                 WHERE agent = ?1 AND version > ?2 AND version <= ?3 ORDER BY version",
+            )?;
+            let rows = stmt.query_map(rusqlite::params![agent, from as i64, version as i64], |r| {
+                let patch = match r.get_ref(1)? {
+                    rusqlite::types::ValueRef::Null => None,
+                    v => Some(v.as_bytes()?.to_vec()),
+                };
+                Ok((r.get::<_, i64>(0)? as u64, patch))
+            })?;
+            for (i, row) in rows.enumerate() {
+                let (v, patch) = row?;
+                match patch {
+                    Some(patch) if v == from + 1 + i as u64 => patches.push(patch),
+                    _ => {
+                        return Err(Error::Corrupt(format!(
+                            "the state of version {version}: the patch of version {} is missing",
+                            from + 1 + i as u64
+                        )))
+                    }
+                }
+            }
+            if patches.len() as u64 != version - from {
+                return Err(Error::Corrupt(format!(
+                    "the state of version {version}: {} of the patches after version {from} \
+                     are missing",
+                    version - from - patches.len() as u64
+                )));
+            }
+        }
+        Ok(Some(StoredRead {
+            version,
+            base: base_copy,
+            patches,
+        }))
+    }
+
+    /// Writes `change` (see [`crate::store::StoredState::write_change`]): its patch, or the
+    /// full state when it is due, and the head; with `log`, the change-log entry, which is the
+    /// patch row itself. `now` is the time of the write; with `grain`, the indexed time is
+    /// rewritten too (see `schema`).
+    pub(super) fn write_change(
+        &self,
+        agent: &str,
+        change: &NewChange<'_>,
+        log: Option<LogRetention>,
+        now: i64,
+        grain: Option<i64>,
+    ) -> Result<()> {
+        let fail = |e| self.storage_err("cannot write", e);
+        let conn = self.conn()?;
+        let size = change.next.len();
+        let patch_len = change.patch.map_or(0, <[u8]>::len) as i64;
+        // The indexed minute only when it moved (see `schema`): an index entry rewritten at
+        // every write would cost a third of a bare write.
+        let mut stmt = conn.prepare_cached(if grain.is_some() {
+            "UPDATE agent_state SET version = ?2, written_ms = ?3, bytes = ?4,
+                 tail = tail + ?5, written_grain = ?6
+             WHERE agent = ?1 RETURNING base, tail, value IS NOT NULL"
+        } else {
+            "UPDATE agent_state SET version = ?2, written_ms = ?3, bytes = ?4, tail = tail + ?5
+             WHERE agent = ?1 RETURNING base, tail, value IS NOT NULL"
+        })?;
+        let params = rusqlite::params![agent, change.version as i64, now, size as i64, patch_len];
+        let read = |r: &rusqlite::Row<'_>| {
+            Ok(Head {
+                base: r.get::<_, i64>(0)? as u64,
+                tail: r.get::<_, i64>(1)? as u64,
+                inline: r.get(2)?,
+            })
+        };
+        let head = match grain {
+            Some(grain) => {
+                let mut all = params.to_vec();
+                all.push(&grain);
+                stmt.query_row(all.as_slice(), read)
+            }
+            None => stmt.query_row(params, read),
+        }
+        .optional()
+        .map_err(fail)?;
+        drop(stmt);
+        let Some(head) = head else {
+            // The agent's first row.
+            conn.prepare_cached(
+                "INSERT INTO agent_state (agent, version, written_ms, written_grain, bytes)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(rusqlite::params![
+                agent,
+                change.version as i64,
+                now,
+                crate::store::grain_of(now),
+                size as i64
+            ])
+            .map_err(fail)?;
+            self.write_base(agent, change, false, log.is_none())?;
+            return self.append_change(agent, change, log, true);
+        };
+        let delta = change.patch.is_some()
+            && !change.first
+            && size > INLINE_MAX
+            && !head.inline
+            && head.tail <= size as u64
+            && change.version - head.base <= MAX_PATCHES;
+        if delta {
+            return self.append_change(agent, change, log, false);
+        }
+        self.write_base(agent, change, head.inline, log.is_none())?;
+        self.append_change(agent, change, log, true)
+    }
+
+    /// Stores the change's full state as the agent's base at its version, in the head row or in
+    /// `agent_base` by its size; `was_inline`: the previous base was in the head row. With
+    /// `drop_patches` (the log is off), the patches before it go.
+    fn write_base(
+        &self,
+        agent: &str,
+        change: &NewChange<'_>,
+        was_inline: bool,
+        drop_patches: bool,
+    ) -> Result<()> {
+        self.store_base(agent, change.next.json(), change.version, was_inline)?;
+        if drop_patches {
+            self.conn()?
+                .prepare_cached("DELETE FROM agent_changes WHERE agent = ?1 AND version < ?2")?
+                .execute(rusqlite::params![agent, change.version as i64])
+                .map_err(|e| self.storage_err("cannot write", e))?;
+        }
+        Ok(())
+    }
+
+    /// `state` becomes the base at `version` (the head's version is left as it is).
+    fn store_base(&self, agent: &str, state: &[u8], version: u64, was_inline: bool) -> Result<()> {
+        let fail = |e| self.storage_err("cannot write", e);
+        let conn = self.conn()?;
+        if state.len() <= INLINE_MAX {
+            conn.prepare_cached(
+                "UPDATE agent_state SET value = ?2, base = ?3, tail = 0 WHERE agent = ?1",
+            )?
+            .execute(rusqlite::params![agent, state, version as i64])
+            .map_err(fail)?;
+            if !was_inline {
+                conn.prepare_cached("DELETE FROM agent_base WHERE agent = ?1")?
+                    .execute([agent])
+                    .map_err(fail)?;
+            }
+        } else {
+            conn.prepare_cached(
+                "INSERT INTO agent_base (agent, value) VALUES (?1, ?2)
+                 ON CONFLICT (agent) DO UPDATE SET value = excluded.value",
+            )?
+            .execute(rusqlite::params![agent, state])
+            .map_err(fail)?;
+            conn.prepare_cached(
+                "UPDATE agent_state SET value = NULL, base = ?2, tail = 0 WHERE agent = ?1",
+            )?
+            .execute(rusqlite::params![agent, version as i64])
+            .map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// The change's row of `agent_changes`: its patch, which the state needs when no base was
+    /// written (`based` false), and the log's entry when the log is on.
+    fn append_change(
+        &self,
+        agent: &str,
+        change: &NewChange<'_>,
+        log: Option<LogRetention>,
+        based: bool,
+    ) -> Result<()> {
+        match log {
+            Some(retention) => self.log_change(agent, change, retention),
+            None if based => Ok(()),
+            None => {
+                self.conn()?
+                    .prepare_cached(
+                        "INSERT OR REPLACE INTO agent_changes
+                         (agent, version, at_ms, writer, patch) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )?
+                    .execute(rusqlite::params![
+                        agent,
+                        change.version as i64,
+                        change.at_ms,
+                        change.writer as i64,
+                        change.patch
+                    ])
+                    .map_err(|e| self.storage_err("cannot write", e))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Makes `state` (the agent's state at its current `version`) its base, and drops the
+    /// patches before it that the log does not hold (see
+    /// [`crate::store::StoredState::rebase`]).
+    pub(super) fn rebase(&self, agent: &str, state: &[u8], version: u64) -> Result<()> {
+        if self.schema < 5 {
+            return Ok(());
+        }
+        let inline: Option<bool> = self
+            .conn()?
+            .prepare_cached("SELECT value IS NOT NULL FROM agent_state WHERE agent = ?1")?
+            .query_row([agent], |r| r.get(0))
+            .optional()?;
+        let Some(inline) = inline else {
+            return Ok(());
+        };
+        self.store_base(agent, state, version, inline)?;
+        if self.log_retention(agent)?.is_none() {
+            self.conn()?
+                .prepare_cached("DELETE FROM agent_changes WHERE agent = ?1")?
+                .execute([agent])
+                .map_err(|e| self.storage_err("cannot write", e))?;
+        }
+        Ok(())
+    }
+
+    /// The agent's stored version (0: nothing stored).
+    pub(super) fn stored_version(&self, agent: &str) -> Result<u64> {
+        if self.schema < 3 {
+            return Ok(self.read_state(agent)?.map_or(0, |(_, v)| v));
+        }
+        Ok(self.head(agent)?.0)
+    }
+}
