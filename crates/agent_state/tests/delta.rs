@@ -30,10 +30,10 @@ fn patch(n: usize) -> Vec<u8> {
         format!("added{n}"): filler(n),
         "nested": {"count": n, "keep": {"f": 1.5e300, "big": 12345678901234567890u64}},
     });
-    if n % 3 == 0 {
+    if n.is_multiple_of(3) {
         p[format!("m{}", n / 3)] = serde_json::Value::Null;
     }
-    if n % 5 == 0 {
+    if n.is_multiple_of(5) {
         p["nested"]["gone"] = serde_json::Value::Null;
     } else {
         p["nested"]["gone"] = json!([n, "a"]);
@@ -59,11 +59,15 @@ fn history_reads_back_exactly(options: serde_json::Value) {
     for n in 1..=200 {
         let written = a.set_state_if(&patch(n), None).unwrap();
         let expect = (text(&written.state), written.version);
-        if n % 7 == 0 {
+        if n.is_multiple_of(7) {
             let v = b.get_state_versioned().unwrap();
-            assert_eq!((text(&v.state), v.version), expect, "caught up at write {n}");
+            assert_eq!(
+                (text(&v.state), v.version),
+                expect,
+                "caught up at write {n}"
+            );
         }
-        if n % 23 == 0 || n == 200 {
+        if n.is_multiple_of(23) || n == 200 {
             assert_eq!(fresh_read(&place), expect, "cold read at write {n}");
         }
     }
@@ -114,7 +118,8 @@ fn switching_the_log_keeps_a_large_state() {
     let b = open(&place, &opts(on)).unwrap();
     assert_eq!(fresh_read(&place), before);
     let changes = |since| -> usize {
-        let list: serde_json::Value = serde_json::from_slice(&b.changes_since(since).unwrap()).unwrap();
+        let list: serde_json::Value =
+            serde_json::from_slice(&b.changes_since(since).unwrap()).unwrap();
         list.as_array().unwrap().len()
     };
     assert_eq!(changes(before.1), 0);
@@ -162,8 +167,14 @@ fn the_stored_patches_stay_bounded() {
         most = most.max(count);
         patched += i64::from(count > 0);
     }
-    assert!(most as u64 <= agent_state::store::MAX_PATCHES, "{most} patch rows");
-    assert!(patched > 250, "most writes stored only their patch ({patched} of 300)");
+    assert!(
+        most as u64 <= agent_state::store::MAX_PATCHES,
+        "{most} patch rows"
+    );
+    assert!(
+        patched > 250,
+        "most writes stored only their patch ({patched} of 300)"
+    );
 }
 
 /// A file of schema 4 (the whole state in its row) upgrades in place: its large and small

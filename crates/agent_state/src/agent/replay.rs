@@ -31,9 +31,7 @@ pub(super) fn merge_stored(
     patch: &[u8],
     version: u64,
 ) -> Result<Arc<Snapshot>> {
-    let corrupt = |e: Error| {
-        Error::Corrupt(format!("the stored patch of version {version}: {e}"))
-    };
+    let corrupt = |e: Error| Error::Corrupt(format!("the stored patch of version {version}: {e}"));
     let patch = json::parse(patch).map_err(corrupt)?;
     if !patch.is_object() {
         return Err(corrupt(Error::InvalidArgument("not an object".into())));

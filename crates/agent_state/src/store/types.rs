@@ -170,7 +170,7 @@ pub const CHECKPOINT_EVERY: u64 = 32;
 /// The most patches stored after a state's base (its newest full copy): a cold read merges
 /// at most this many. The full state is also written again as soon as the patches since the
 /// base outweigh it.
-pub const MAX_PATCHES: u64 = 64;
+pub const MAX_PATCHES: u64 = 128;
 
 /// Durability of a commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -319,7 +319,6 @@ impl Postgres {
             }
         }
     }
-
 }
 
 impl StoredState for Postgres {
@@ -422,7 +421,6 @@ impl ChangeLog for Postgres {
     }
 }
 
-
 /// The log entry of a change, written with its state (see [`StoredState::write_change`]).
 impl Postgres {
     fn log_change(&self, change: &NewChange<'_>, retention: LogRetention) -> Result<()> {
@@ -464,5 +462,4 @@ impl Postgres {
             None => Err(no_transaction()),
         }
     }
-
 }

@@ -87,13 +87,14 @@ impl Sqlite {
                 "SELECT version, patch FROM agent_changes
                  WHERE agent = ?1 AND version > ?2 AND version <= ?3 ORDER BY version",
             )?;
-            let rows = stmt.query_map(rusqlite::params![agent, from as i64, version as i64], |r| {
-                let patch = match r.get_ref(1)? {
-                    rusqlite::types::ValueRef::Null => None,
-                    v => Some(v.as_bytes()?.to_vec()),
-                };
-                Ok((r.get::<_, i64>(0)? as u64, patch))
-            })?;
+            let rows =
+                stmt.query_map(rusqlite::params![agent, from as i64, version as i64], |r| {
+                    let patch = match r.get_ref(1)? {
+                        rusqlite::types::ValueRef::Null => None,
+                        v => Some(v.as_bytes()?.to_vec()),
+                    };
+                    Ok((r.get::<_, i64>(0)? as u64, patch))
+                })?;
             for (i, row) in rows.enumerate() {
                 let (v, patch) = row?;
                 match patch {

@@ -30,6 +30,7 @@ mod delta;
 mod entries;
 mod error;
 pub mod fork;
+mod group_sync;
 mod handle;
 mod schema;
 mod shared;
@@ -55,6 +56,10 @@ pub struct Sqlite {
     /// Shared with the fork registry; `None` for an in-memory store, which no other process
     /// can see (the child keeps using its private copy).
     tracker: Option<Arc<Tracker>>,
+    /// With `synchronous: full`: the WAL sync this process's writers share (see `group_sync`).
+    wal_sync: Option<Arc<group_sync::WalSync>>,
+    /// The open transaction is a write (its commit waits for the WAL sync).
+    writing: std::sync::atomic::AtomicBool,
 }
 
 impl Sqlite {
@@ -74,6 +79,8 @@ impl Sqlite {
             schema: SCHEMA_VERSION,
             generation,
             tracker: None,
+            wal_sync: None,
+            writing: std::sync::atomic::AtomicBool::new(false),
         };
         store.connect()?;
         if !store.in_memory() {
@@ -254,6 +261,8 @@ impl Sqlite {
             .prepare_cached("BEGIN DEFERRED")?
             .execute([])
             .map_err(|e| self.storage_err("cannot begin a transaction", e))?;
+        self.writing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -282,6 +291,9 @@ impl Sqlite {
 
     /// Commits the open transaction; on failure the transaction is rolled back.
     pub(super) fn commit(&self) -> Result<()> {
+        let wrote = self
+            .writing
+            .swap(false, std::sync::atomic::Ordering::Relaxed);
         let result = self
             .conn()?
             .prepare_cached("COMMIT")
@@ -290,12 +302,17 @@ impl Sqlite {
             self.rollback();
             return Err(self.storage_err("cannot commit", e));
         }
-        Ok(())
+        match &self.wal_sync {
+            Some(sync) if wrote => sync.after_commit(),
+            _ => Ok(()),
+        }
     }
 
     /// Rolls back the open transaction, if any. Errors are ignored: SQLite rolls back on its
     /// own when a statement fails in a way that ends the transaction.
     pub(super) fn rollback(&self) {
+        self.writing
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         if let Ok(conn) = self.conn() {
             if !conn.is_autocommit() {
                 let _ = conn.execute_batch("ROLLBACK");

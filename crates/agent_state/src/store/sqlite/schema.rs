@@ -57,7 +57,14 @@ impl Sqlite {
             if !in_memory {
                 self.enable_wal(options.busy_timeout)?;
             }
+            // `full` on a file: SQLite runs at NORMAL and this process's writers share the WAL's
+            // syncs after their commits (see `group_sync`); every call still returns only
+            // after a sync that covers its change.
             let sync = match options.synchronous {
+                Synchronous::Full if !in_memory => {
+                    self.wal_sync = Some(super::group_sync::WalSync::for_file(&self.path));
+                    "NORMAL"
+                }
                 Synchronous::Full => "FULL",
                 Synchronous::Normal => "NORMAL",
             };
