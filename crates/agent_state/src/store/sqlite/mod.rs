@@ -261,8 +261,6 @@ impl Sqlite {
             .prepare_cached("BEGIN DEFERRED")?
             .execute([])
             .map_err(|e| self.storage_err("cannot begin a transaction", e))?;
-        self.writing
-            .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -286,6 +284,8 @@ impl Sqlite {
         let mut stmt = self.conn()?.prepare_cached("BEGIN IMMEDIATE")?;
         stmt.execute([])
             .map_err(|e| self.storage_err("cannot begin a transaction", e))?;
+        self.writing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
