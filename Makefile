@@ -71,7 +71,8 @@ lint:
 test-rust:
 	$(CARGO) test --workspace
 	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test hooks --test versions \
-	  --test change_log --test agents --test conformance --test store_agents --test store_agents_race
+	  --test change_log --test agents --test conformance --test store_agents --test store_agents_race \
+	  --test delta
 
 # The suites test-rust runs on PostgreSQL, and the backend's tests of its semantics, through
 # PgBouncer in front of that server, in transaction then in session mode

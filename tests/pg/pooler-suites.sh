@@ -41,7 +41,8 @@ for mode in transaction session; do
         export AGENT_STATE_TEST_PG_URI=$uri AGENT_STATE_TEST_PG_POOLER=$mode \
             AGENT_STATE_TEST_PG_SERVER_URI=$server_uri
         AGENT_STATE_TEST_BACKEND=postgres "$cargo" test -p agent_state --test agent --test hooks \
-            --test versions --test change_log --test agents --test conformance --test store_agents
+            --test versions --test change_log --test agents --test conformance --test store_agents \
+            --test delta
         "$cargo" test -p agent_state --test postgres -- --skip crash:: --skip freeze:: \
             --skip pool::two_hundred_handles_share_at_most_max_connections \
             --skip pool::round_trips_of_a_write_and_of_a_read_of_a_current_cache

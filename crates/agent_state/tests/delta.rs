@@ -227,3 +227,42 @@ fn a_store_of_schema_4_upgrades_with_its_states() {
         .unwrap();
     assert_eq!((schema, patches), (5, 1));
 }
+
+/// On PostgreSQL, a write to a large state with the log off stores its patch: the row's base
+/// stays behind its version, and the patch rows hold no state.
+#[test]
+fn a_large_state_on_the_server_stores_patches() {
+    let dir = TempDir::new("delta_server");
+    let place = dir.store("a.db");
+    let Place::Postgres { uri, agent } = &place else {
+        eprintln!("skipped: PostgreSQL's own rows (AGENT_STATE_TEST_BACKEND=postgres)");
+        return;
+    };
+    let a = open(&place, &opts(json!({"synchronous": "normal"}))).unwrap();
+    a.replace_state(&big_state(32)).unwrap();
+    for n in 1..=10 {
+        a.set_state(&patch(n)).unwrap();
+    }
+    let server = std::env::var("AGENT_STATE_TEST_PG_SERVER_URI")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let mut client =
+        postgres::Client::connect(server.as_deref().unwrap_or(uri), postgres::NoTls).unwrap();
+    let row = client
+        .query_one(
+            "SELECT s.version - s.base,
+                    (SELECT count(*) FROM agent_changes c WHERE c.agent = s.agent AND c.next IS NULL
+                       AND c.version > s.base),
+                    (SELECT max(octet_length(c.patch)) FROM agent_changes c WHERE c.agent = s.agent)
+             FROM agent_state s WHERE s.agent = $1",
+            &[agent],
+        )
+        .unwrap();
+    let (behind, patches, largest): (i64, i64, Option<i32>) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!((behind, patches), (10, 10));
+    assert!(
+        largest.unwrap() < 1024,
+        "a patch row holds {largest:?} bytes"
+    );
+    assert_eq!(fresh_read(&place).1, 11);
+}

@@ -37,7 +37,7 @@ pub use txn::Txn;
 pub use types::{
     grain_of, id_hash, now_ms, AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange,
     StoreOptions, Synchronous, CHECKPOINT_EVERY, MAX_LIST_LIMIT, MAX_PATCHES, MAX_RETENTION,
-    WRITTEN_GRAIN_MS,
+    SMALL_STATE, WRITTEN_GRAIN_MS,
 };
 
 /// Opens the store at `path` with the backend it names: a `postgres://` or `postgresql://`

@@ -167,6 +167,10 @@ impl std::fmt::Debug for NewChange<'_> {
 /// patches replayed to rebuild a logged state.
 pub const CHECKPOINT_EVERY: u64 = 32;
 
+/// A state of at most this many bytes is written whole at every write: below a page, storing
+/// a patch costs as much as the state.
+pub const SMALL_STATE: usize = 2048;
+
 /// The most patches stored after a state's base (its newest full copy): a cold read merges
 /// at most this many. The full state is also written again as soon as the patches since the
 /// base outweigh it.

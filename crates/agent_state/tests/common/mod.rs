@@ -166,18 +166,16 @@ pub fn open(place: &Place, options: &OpenOptions) -> Result<Agent> {
 /// program would (the version goes up by one; nothing is logged): how a test corrupts a
 /// stored state, or writes from outside.
 pub fn write_behind_the_back(place: &Place, value: &str) {
-    // On SQLite the value becomes the base of the new version (schema 5: a state is its base
-    // and the patches after it); PostgreSQL stores the whole state at every version.
-    const UPDATE: &str = "UPDATE agent_state SET value = $1, version = version + 1 \
-                          WHERE agent = $2";
-    const UPDATE_BASE: &str = "UPDATE agent_state SET value = $1, version = version + 1, \
-                               base = version + 1, tail = 0 WHERE agent = $2";
+    // The value becomes the base of the new version (SQLite's schema 5, PostgreSQL's 4: a
+    // state is its base and the patches after it).
+    const UPDATE: &str = "UPDATE agent_state SET value = $1, version = version + 1, \
+                          base = version + 1, tail = 0 WHERE agent = $2";
     match place {
         Place::Sqlite { path, agent } => {
             let agent = agent.as_deref().unwrap_or("");
             let n = rusqlite::Connection::open(path)
                 .unwrap()
-                .execute(UPDATE_BASE, rusqlite::params![value.as_bytes(), agent])
+                .execute(UPDATE, rusqlite::params![value.as_bytes(), agent])
                 .unwrap();
             assert_eq!(n, 1, "no stored state to overwrite");
         }

@@ -25,7 +25,7 @@ fn info(row: &Row) -> AgentInfo {
     AgentInfo {
         id: row.get(0),
         version: row.get::<_, i64>(1) as u64,
-        bytes: row.get::<_, Option<i32>>(2).unwrap_or(0) as u64,
+        bytes: row.get::<_, i64>(2) as u64,
         written_ms: row.get(3),
     }
 }

@@ -4,11 +4,11 @@
 use super::sql::*;
 use std::sync::Weak;
 
-use super::conn::{int8_param as int8, text_param as txt, Param};
+use super::conn::{bool_param as boolean, int8_param as int8, text_param as txt, Param};
 use super::error::{self, classify, Fault};
 use super::{
-    keep_bounds, no_transaction, opt_text, prune_bounds, retention, row_to_change, text, Kind,
-    PendingLog, Postgres,
+    delta, keep_bounds, no_transaction, opt_text, prune_bounds, retention, row_to_change, text,
+    Kind, PendingLog, Postgres,
 };
 use crate::error::{Error, Result};
 use crate::store::{
@@ -154,16 +154,20 @@ impl Transactions for Postgres {
             ));
         }
         if open.kind == Kind::Optimistic {
-            let Some((value, version)) = open.state.take() else {
+            let Some((pending, after)) = open.state.take() else {
                 self.pool.checkin(open.conn);
                 return Ok(());
             };
             let log = open.log.take();
-            let result = self.commit_optimistic(&mut open.conn, &value, version, log.as_ref());
+            let result = self.commit_optimistic(&mut open.conn, &pending, log.as_ref());
+            if !matches!(result, Ok(true)) {
+                self.known.set(None);
+            }
             return match result {
                 Ok(true) => {
                     self.pool.checkin(open.conn);
-                    self.stamps.wrote(version as i64);
+                    self.stamps.wrote(pending.version() as i64);
+                    self.known.set(Some(after));
                     Ok(())
                 }
                 Ok(false) => {
@@ -235,47 +239,205 @@ impl Transactions for Postgres {
     }
 }
 
+/// The agent's row as a read sees it: its base, version, stamp, base version, patch bytes and
+/// patches (see `super::delta`).
+struct RowRead {
+    value: Option<String>,
+    version: i64,
+    stamp: i64,
+    base: i64,
+    tail: i64,
+    patches: Option<Vec<Option<String>>>,
+}
+
 impl Postgres {
-    fn read_state(&self) -> Result<Option<(Vec<u8>, u64)>> {
-        let known = self.txn.borrow().as_ref().and_then(|o| {
+    /// The agent's row: inside a locked or read transaction, as it was read there; otherwise
+    /// read now (with its patches, in one round trip).
+    fn read_row(&self) -> Result<RowRead> {
+        let kept = self.txn.borrow().as_ref().and_then(|o| {
             // An optimistic write reads afresh (its reads are not one snapshot).
-            (o.kind != Kind::Optimistic)
-                .then(|| o.value.clone().zip(o.head.as_ref().map(|h| h.0)))
-                .flatten()
-        });
-        let (value, version) = match known {
-            Some(known) => known,
-            None => {
-                let agent = &self.agent;
-                let in_txn = self.txn.borrow().is_some();
-                if in_txn {
-                    self.in_txn("cannot read the state", |open| {
-                        let row = open.conn.query_opt(ROW, &[txt(agent)])?;
-                        open.keep_row(row.as_ref());
-                        if let Some((version, _, stamp)) = &open.head {
-                            self.stamps.read(*version, *stamp);
-                        }
-                        Ok((
-                            row.as_ref().and_then(|r| r.get(0)),
-                            row.map_or(0, |r| r.get(1)),
-                        ))
-                    })?
-                } else {
-                    self.autocommit("cannot read the state", |conn| {
-                        let row = conn.query_opt(ROW, &[txt(agent)])?;
-                        let (version, stamp) =
-                            row.as_ref().map_or((0, 0), |r| (r.get(1), r.get(3)));
-                        self.stamps.read(version, stamp);
-                        Ok((row.as_ref().and_then(|r| r.get(0)), version))
-                    })?
-                }
+            if o.kind == Kind::Optimistic {
+                return None;
             }
+            let (value, head, base) = (o.value.clone()?, o.head.as_ref()?, o.base?);
+            Some(RowRead {
+                value,
+                version: head.0,
+                stamp: head.2,
+                base: base.0,
+                tail: base.1,
+                patches: o.patches.clone(),
+            })
+        });
+        if let Some(kept) = kept {
+            return Ok(kept);
+        }
+        let agent = &self.agent;
+        let in_txn = self.txn.borrow().is_some();
+        let row = if in_txn {
+            self.in_txn("cannot read the state", |open| {
+                let row = open.conn.query_opt(ROW, &[txt(agent)])?;
+                open.keep_row(row.as_ref());
+                Ok(row)
+            })?
+        } else {
+            self.autocommit("cannot read the state", |conn| {
+                conn.query_opt(ROW, &[txt(agent)])
+            })?
         };
-        Ok(value.map(|v: String| (v.into_bytes(), version as u64)))
+        Ok(match row {
+            None => RowRead {
+                value: None,
+                version: 0,
+                stamp: 0,
+                base: 0,
+                tail: 0,
+                patches: Some(Vec::new()),
+            },
+            Some(r) => RowRead {
+                value: r.get(0),
+                version: r.get(1),
+                stamp: r.get(3),
+                base: r.get(4),
+                tail: r.get(5),
+                patches: Some(
+                    r.get::<_, Option<Vec<Option<String>>>>(6)
+                        .unwrap_or_default(),
+                ),
+            },
+        })
     }
 
-    fn write_state(&self, value: &[u8], version: u64) -> Result<()> {
-        let value = text(value)?;
+    /// The patches of the versions after `base` through `version`, in the open transaction.
+    fn read_patches(&self, base: i64, version: i64) -> Result<Vec<Option<String>>> {
+        let agent = &self.agent;
+        let rows = self.in_txn("cannot read the state's patches", |open| {
+            open.conn
+                .query(PATCHES, &[txt(agent), int8(&base), int8(&version)])
+        })?;
+        Ok(rows.iter().map(|r| r.get(1)).collect())
+    }
+
+    /// Makes `pending` in the locked transaction.
+    fn write_locked(&self, pending: &delta::Pending) -> Result<()> {
+        let agent = &self.agent;
+        let stamp = self.stamps.own();
+        let now = crate::store::now_ms();
+        let grain = crate::store::grain_of(now);
+        let v = pending.version() as i64;
+        self.in_txn("cannot write the state", |open| {
+            // The row is locked (begin_write): it is there, and one row is written.
+            match pending {
+                delta::Pending::Full {
+                    value,
+                    bytes,
+                    drop_patches,
+                    ..
+                } => {
+                    open.conn.query(
+                        WRITE_STATE,
+                        &[
+                            txt(agent),
+                            txt(value),
+                            int8(&v),
+                            int8(&stamp),
+                            int8(&now),
+                            int8(&grain),
+                            int8(bytes),
+                            boolean(drop_patches),
+                        ],
+                    )?;
+                    open.value = Some(Some(value.clone()));
+                    open.base = Some((v, 0));
+                    open.patches = Some(Vec::new());
+                }
+                delta::Pending::Patch {
+                    patch,
+                    bytes,
+                    base,
+                    after_stamp,
+                    at_ms,
+                    writer,
+                    ..
+                } => {
+                    let base = *base as i64;
+                    open.conn.query(
+                        WRITE_DELTA,
+                        &[
+                            txt(agent),
+                            int8(&v),
+                            int8(&stamp),
+                            int8(&now),
+                            txt(patch),
+                            int8(&grain),
+                            int8(bytes),
+                            int8(at_ms),
+                            int8(writer),
+                            txt(&None::<&str>),
+                            int8(&base),
+                            int8(after_stamp),
+                        ],
+                    )?;
+                    // The transaction's view of the state is now unknown without its patches.
+                    open.value = None;
+                    open.base = None;
+                    open.patches = None;
+                }
+            }
+            if let Some(head) = open.head.as_mut() {
+                head.0 = v;
+                head.2 = stamp;
+            }
+            Ok(())
+        })?;
+        self.stamps.wrote(v);
+        Ok(())
+    }
+}
+
+impl StoredState for Postgres {
+    fn read_stored(&self, _have: Option<u64>) -> Result<Option<StoredRead>> {
+        let row = self.read_row()?;
+        self.stamps.read(row.version, row.stamp);
+        self.known.set(Some(delta::Known {
+            version: row.version as u64,
+            base: row.base as u64,
+            tail: row.tail as u64,
+            stamp: row.stamp,
+        }));
+        let Some(value) = row.value.filter(|_| row.version > 0) else {
+            return Ok(None);
+        };
+        let patches = match row.patches {
+            Some(patches) => patches,
+            None if row.base < row.version => self.read_patches(row.base, row.version)?,
+            None => Vec::new(),
+        };
+        let missing = || {
+            Error::Corrupt(format!(
+                "the state of version {}: patches after its base (version {}) are missing",
+                row.version, row.base
+            ))
+        };
+        if patches.len() as i64 != row.version - row.base {
+            return Err(missing());
+        }
+        let patches = patches
+            .into_iter()
+            .map(|p| p.map(String::into_bytes).ok_or_else(missing))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(StoredRead {
+            version: row.version as u64,
+            base: Some((value.into_bytes(), row.base as u64)),
+            patches,
+        }))
+    }
+
+    fn stored_version(&self) -> Result<u64> {
+        Ok(self.head()?.map_or(0, |h| h.version))
+    }
+
+    fn write_change(&self, change: &NewChange<'_>, log: Option<LogRetention>) -> Result<()> {
         let kind = self.txn.borrow().as_ref().map(|o| o.kind);
         match kind {
             None => Err(no_transaction()),
@@ -283,66 +445,57 @@ impl Postgres {
                 "cannot write inside a read transaction (internal)".to_string(),
             )),
             Some(Kind::Optimistic) => {
+                let (pending, after) =
+                    delta::Pending::of(change, log, self.known.get(), self.stamps.own())?;
+                let pending_log = log.map(|r| PendingLog::new(change, r)).transpose()?;
                 if let Some(open) = self.txn.borrow_mut().as_mut() {
-                    open.state = Some((value.to_string(), version));
+                    open.state = Some((pending, after));
+                    open.log = pending_log;
                 }
                 Ok(())
             }
             Some(Kind::Locked) => {
-                let agent = &self.agent;
-                let v = version as i64;
-                let stamp = self.stamps.own();
-                let now = crate::store::now_ms();
-                let grain = crate::store::grain_of(now);
-                self.in_txn("cannot write the state", |open| {
-                    // The row is locked (begin_write): it is there, and one row is written.
-                    open.conn.execute(
-                        WRITE_STATE,
-                        &[
-                            txt(agent),
-                            txt(&value),
-                            int8(&v),
-                            int8(&stamp),
-                            int8(&now),
-                            int8(&grain),
-                        ],
-                    )?;
-                    open.value = Some(Some(value.to_string()));
-                    if let Some(head) = open.head.as_mut() {
-                        head.0 = v;
-                        head.2 = stamp;
-                    }
-                    Ok(())
-                })?;
-                self.stamps.wrote(v);
+                let known = self.txn.borrow().as_ref().and_then(|o| {
+                    let (head, base) = (o.head.as_ref()?, o.base?);
+                    Some(delta::Known {
+                        version: head.0 as u64,
+                        base: base.0 as u64,
+                        tail: base.1 as u64,
+                        stamp: head.2,
+                    })
+                });
+                let (pending, after) = delta::Pending::of(change, log, known, self.stamps.own())?;
+                self.write_locked(&pending)?;
+                if let Some(retention) = log {
+                    self.log_change(change, retention)?;
+                }
+                self.known.set(Some(after));
                 Ok(())
             }
         }
     }
-}
 
-impl StoredState for Postgres {
-    fn read_stored(&self, _have: Option<u64>) -> Result<Option<StoredRead>> {
-        Ok(self.read_state()?.map(|(value, version)| StoredRead {
-            version,
-            base: Some((value, version)),
-            patches: Vec::new(),
-        }))
-    }
-
-    fn stored_version(&self) -> Result<u64> {
-        Ok(self.read_state()?.map_or(0, |(_, v)| v))
-    }
-
-    fn write_change(&self, change: &NewChange<'_>, log: Option<LogRetention>) -> Result<()> {
-        self.write_state(change.next.json(), change.version)?;
-        if let Some(retention) = log {
-            self.log_change(change, retention)?;
+    fn rebase(&self, state: &[u8], _version: u64) -> Result<()> {
+        let kind = self.txn.borrow().as_ref().map(|o| o.kind);
+        if kind != Some(Kind::Locked) {
+            return Err(Error::Storage(
+                "a state's base is rewritten only under the row's lock (internal)".to_string(),
+            ));
         }
-        Ok(())
-    }
-
-    fn rebase(&self, _state: &[u8], _version: u64) -> Result<()> {
+        let state = text(state)?;
+        let agent = &self.agent;
+        self.in_txn("cannot write the state", |open| {
+            let log_off = open.head.as_ref().is_none_or(|h| h.1.is_none());
+            open.conn
+                .execute(REBASE, &[txt(agent), txt(&state), boolean(&log_off)])?;
+            if let (Some(head), Some(base)) = (open.head.as_ref(), open.base.as_mut()) {
+                *base = (head.0, 0);
+            }
+            open.value = Some(Some(state.to_string()));
+            open.patches = Some(Vec::new());
+            Ok(())
+        })?;
+        self.known.set(None);
         Ok(())
     }
 

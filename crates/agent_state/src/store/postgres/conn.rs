@@ -115,6 +115,11 @@ pub(super) fn int8_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
     (v, Type::INT8)
 }
 
+/// A `boolean` parameter.
+pub(super) fn bool_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
+    (v, Type::BOOL)
+}
+
 /// One connection to the server.
 pub(super) struct Conn {
     /// `None` only while being dropped (the same for `io` and `runtime`).

@@ -45,6 +45,7 @@ use crate::error::{Error, Result};
 mod agents;
 mod backend;
 mod conn;
+mod delta;
 mod error;
 mod hosts;
 mod pool;
@@ -73,6 +74,8 @@ pub struct Postgres {
     txn: RefCell<Option<Open>>,
     /// The stamp this handle writes, and that of the state it last saw.
     stamps: Stamps,
+    /// The base and patch bytes of the version this handle last read or wrote (see `delta`).
+    known: std::cell::Cell<Option<delta::Known>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -89,12 +92,16 @@ struct Open {
     /// The agent's version, log setting and stamp as this transaction saw them (`None`: not
     /// read).
     head: Option<(i64, Option<String>, i64)>,
-    /// The stored state as this transaction saw it (outer `None`: not read).
+    /// The stored base as this transaction saw it (outer `None`: not read).
     value: Option<Option<String>>,
+    /// The base's version and the bytes of the patches after it, as this transaction saw them.
+    base: Option<(i64, i64)>,
+    /// The patches after the base, when read with [`ROW`] (`None`: not read).
+    patches: Option<Vec<Option<String>>>,
     /// A statement failed: the server rolled the transaction back.
     failed: bool,
-    /// Optimistic: the state to write at commit, and its log entry.
-    state: Option<(String, u64)>,
+    /// Optimistic: the write to make at commit, and its log entry.
+    state: Option<(delta::Pending, delta::Known)>,
     log: Option<PendingLog>,
 }
 
@@ -105,6 +112,8 @@ impl Open {
             kind,
             head: None,
             value: None,
+            base: None,
+            patches: None,
             failed: false,
             state: None,
             log: None,
@@ -117,10 +126,17 @@ impl Open {
             Some(row) => {
                 self.value = Some(row.get(0));
                 self.head = Some((row.get(1), row.get(2), row.get(3)));
+                self.base = Some((row.get(4), row.get(5)));
+                self.patches = row
+                    .try_get::<_, Option<Vec<Option<String>>>>(6)
+                    .ok()
+                    .map(Option::unwrap_or_default);
             }
             None => {
                 self.value = Some(None);
                 self.head = Some((0, None, 0));
+                self.base = Some((0, 0));
+                self.patches = Some(Vec::new());
             }
         }
     }
@@ -160,6 +176,7 @@ impl Postgres {
             pid: process::generation(),
             txn: RefCell::new(None),
             stamps: Stamps::new(),
+            known: std::cell::Cell::new(None),
         };
         if !store.pool.schema_checked() {
             let mut conn = store.acquire()?;
@@ -348,34 +365,72 @@ impl Postgres {
     fn commit_optimistic(
         &self,
         conn: &mut Conn,
-        value: &str,
-        version: u64,
+        pending: &delta::Pending,
         log: Option<&PendingLog>,
     ) -> PgResult<bool> {
         let agent = &self.agent;
-        let version = version as i64;
+        let version = pending.version() as i64;
         let stamp = self.stamps.own();
         let settings = self.settings;
         let now = crate::store::now_ms();
         let grain = crate::store::grain_of(now);
-        match log {
-            None => {
+        let rows = match (pending, log) {
+            (
+                delta::Pending::Patch {
+                    patch,
+                    bytes,
+                    base,
+                    after_stamp,
+                    at_ms,
+                    writer,
+                    ..
+                },
+                _,
+            ) => {
+                let base = *base as i64;
+                let params: [Param<'_>; 12] = [
+                    txt(agent),
+                    int8(&version),
+                    int8(&stamp),
+                    int8(&now),
+                    txt(patch),
+                    int8(&grain),
+                    int8(bytes),
+                    int8(at_ms),
+                    int8(writer),
+                    txt(&None::<&str>),
+                    int8(&base),
+                    int8(after_stamp),
+                ];
+                conn.commit_one(settings, WRITE_DELTA, &params)?
+            }
+            (
+                delta::Pending::Full {
+                    value,
+                    bytes,
+                    drop_patches,
+                    ..
+                },
+                None,
+            ) => {
                 let params = [
                     txt(agent),
-                    txt(&value),
+                    txt(value),
                     int8(&version),
                     int8(&stamp),
                     int8(&now),
                     int8(&grain),
+                    int8(bytes),
+                    conn::bool_param(drop_patches),
                 ];
-                Ok(!conn.commit_one(settings, NEXT_WRITE, &params)?.is_empty())
+                conn.commit_one(settings, NEXT_WRITE, &params)?
             }
-            Some(log) => {
+            (delta::Pending::Full { value, bytes, .. }, Some(log)) => {
                 // The logged state is the state written: not sent twice.
-                let next = (log.next != value).then_some(log.next.as_str());
-                let params: [Param<'_>; 14] = [
+                let next = (log.next != *value).then_some(log.next.as_str());
+                let params: [Param<'_>; 15] = [
                     txt(agent),
-                    txt(&value),
+                    txt(value),
                     int8(&version),
                     txt(&log.retention),
                     int8(&log.at_ms),
@@ -388,11 +443,13 @@ impl Postgres {
                     int8(&stamp),
                     int8(&now),
                     int8(&grain),
+                    int8(bytes),
                 ];
                 let rows = conn.commit_one(settings, LOGGED_WRITE, &params)?;
-                Ok(rows.first().is_some_and(|row| row.get::<_, i64>(0) > 0))
+                return Ok(rows.first().is_some_and(|row| row.get::<_, i64>(0) > 0));
             }
-        }
+        };
+        Ok(!rows.is_empty())
     }
 }
 

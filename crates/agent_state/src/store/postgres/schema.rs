@@ -15,6 +15,10 @@
 //!   of deleted agents (the hash of the id, not the id, and the last version: the agent's next
 //!   first write takes the version after it).
 //!
+//! - since schema 4: a state is stored as its base (`value`, the state at version `base`) and
+//!   the patches after it (rows of `agent_changes` without `next`); `tail` counts their bytes,
+//!   `bytes` is the current state's size (see `super::delta`).
+//!
 //! Only portable SQL (text, bigint, primary keys, `ON CONFLICT`): no `jsonb`, no advisory lock.
 
 use std::time::Duration;
@@ -24,7 +28,7 @@ use super::error::{classify, Fault};
 use crate::error::Error;
 
 /// The schema this build reads and writes; a newer one is refused, never altered.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// Schema 1 to 2: the `stamp` column (existing rows get 0, which no write of this build
 /// stamps, so every cache of a state read before the upgrade is read again once).
@@ -45,6 +49,18 @@ CREATE INDEX IF NOT EXISTS agent_state_by_id ON agent_state (agent COLLATE \"C\"
 UPDATE agent_state_schema SET version = 3 WHERE singleton = 1 AND version = 2;
 ";
 
+/// Schema 3 to 4: a state is its base and the patches after it (see `super::delta`); every
+/// stored state becomes its own base, and a patch's row of `agent_changes` holds no `next`.
+const UPGRADE_3: &str = "
+ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS base bigint NOT NULL DEFAULT 0;
+ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS tail bigint NOT NULL DEFAULT 0;
+ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS bytes bigint NOT NULL DEFAULT 0;
+ALTER TABLE agent_changes ALTER COLUMN next DROP NOT NULL;
+UPDATE agent_state SET base = version, bytes = coalesce(octet_length(value), 0)
+    WHERE value IS NOT NULL AND base = 0;
+UPDATE agent_state_schema SET version = 4 WHERE singleton = 1 AND version = 3;
+";
+
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS agent_state_schema (
     singleton int PRIMARY KEY CHECK (singleton = 1),
@@ -61,7 +77,10 @@ CREATE TABLE IF NOT EXISTS agent_state (
     change_log text,
     stamp bigint NOT NULL DEFAULT 0,
     written_ms bigint NOT NULL DEFAULT 0,
-    written_grain bigint NOT NULL DEFAULT 0
+    written_grain bigint NOT NULL DEFAULT 0,
+    base bigint NOT NULL DEFAULT 0,
+    tail bigint NOT NULL DEFAULT 0,
+    bytes bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS agent_state_idle ON agent_state (written_grain);
 CREATE INDEX IF NOT EXISTS agent_state_by_id ON agent_state (agent COLLATE \"C\");
@@ -71,11 +90,11 @@ CREATE TABLE IF NOT EXISTS agent_changes (
     at_ms bigint NOT NULL,
     writer bigint NOT NULL,
     patch text,
-    next text NOT NULL,
+    next text,
     prev text,
     PRIMARY KEY (agent, version)
 );
-INSERT INTO agent_state_schema (singleton, version) VALUES (1, 3) ON CONFLICT (singleton) DO NOTHING;
+INSERT INTO agent_state_schema (singleton, version) VALUES (1, 4) ON CONFLICT (singleton) DO NOTHING;
 ";
 
 /// SQLSTATEs of a lost race between processes creating the tables at once: try again. (42710,
@@ -120,6 +139,8 @@ pub(super) fn check(
                 } else if version < SCHEMA_VERSION {
                     let upgrade = if version == 1 {
                         UPGRADE_1.to_string()
+                    } else if version == 3 {
+                        UPGRADE_3.to_string()
                     } else {
                         let now = crate::store::now_ms();
                         UPGRADE_2

@@ -3,18 +3,63 @@
 //! `WITH`; no jsonb, no advisory locks, no LISTEN).
 
 pub(super) const HEAD: &str = "SELECT version, change_log, stamp FROM agent_state WHERE agent = $1";
-pub(super) const ROW: &str =
-    "SELECT value, version, change_log, stamp FROM agent_state WHERE agent = $1";
+/// The agent's row: its base (`value`, the state at version `base`), version, log setting,
+/// stamp, base, tail (the bytes of the patches since the base), and those patches, oldest first
+/// (see `delta`).
+pub(super) const ROW: &str = "SELECT value, version, change_log, stamp, base, tail,
+        (SELECT array_agg(c.patch ORDER BY c.version) FROM agent_changes c
+         WHERE c.agent = $1 AND c.version > s.base AND c.version <= s.version)
+    FROM agent_state s WHERE agent = $1";
+/// [`ROW`] locked, without the patches (read by [`PATCHES`] when the state is asked for).
 pub(super) const ROW_FOR_UPDATE: &str =
-    "SELECT value, version, change_log, stamp FROM agent_state WHERE agent = $1 FOR UPDATE";
+    "SELECT value, version, change_log, stamp, base, tail FROM agent_state WHERE agent = $1
+     FOR UPDATE";
+/// The patches of the versions after $2 through $3, oldest first.
+pub(super) const PATCHES: &str = "SELECT version, patch FROM agent_changes
+    WHERE agent = $1 AND version > $2::bigint AND version <= $3::bigint ORDER BY version";
 pub(super) const ENSURE_ROW: &str =
     "INSERT INTO agent_state (agent) VALUES ($1) ON CONFLICT (agent) DO NOTHING";
-/// Writes the state ($2), its version ($3), its stamp ($4) and the time of the write ($5 ms;
-/// $6, the minute, rewritten only when later: an unchanged indexed column keeps the update
-/// HOT).
-pub(super) const WRITE_STATE: &str = "UPDATE agent_state SET value = $2, version = $3::bigint,
-    stamp = $4::bigint, written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint)
-    WHERE agent = $1";
+/// Writes the state ($2) as the base of its version ($3), its stamp ($4), the time of the write
+/// ($5 ms; $6, the minute, rewritten only when later: an unchanged indexed column keeps the
+/// update HOT) and its size ($7); with $8 (the log is off and patches were stored), deletes the
+/// patches before it.
+pub(super) const WRITE_STATE: &str = "
+WITH s AS (
+    UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
+        written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint),
+        base = $3::bigint, tail = 0, bytes = $7::bigint
+    WHERE agent = $1 RETURNING version
+), d AS (
+    DELETE FROM agent_changes WHERE agent = $1 AND $8::boolean AND version < $3::bigint
+        AND EXISTS (SELECT 1 FROM s)
+)
+SELECT version FROM s";
+/// Writes version $2 as a patch ($5) on the base $11 of version $2 - 1 (stamped $12), with the
+/// log off: the
+/// head (stamp $3, time $4 ms and minute $6, size $7) and the patch's row ($8 at_ms, $9
+/// writer), all or nothing; nothing when the stored version, base or log setting moved (an
+/// optimistic write sent without a lock).
+pub(super) const WRITE_DELTA: &str = "
+WITH s AS (
+    UPDATE agent_state SET version = $2::bigint, stamp = $3::bigint, written_ms = $4::bigint,
+        written_grain = greatest(written_grain, $6::bigint), bytes = $7::bigint,
+        tail = tail + octet_length($5::text)
+    WHERE agent = $1 AND version = $2::bigint - 1 AND change_log IS NULL AND base = $11::bigint
+        AND stamp = $12::bigint
+    RETURNING version
+)
+INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev)
+    SELECT $1, version, $8::bigint, $9::bigint, $5::text, NULL, $10::text FROM s
+ON CONFLICT (agent, version) DO UPDATE SET at_ms = excluded.at_ms, writer = excluded.writer,
+    patch = excluded.patch, next = NULL, prev = NULL
+RETURNING version";
+/// Makes $2 the base of the current version (see `delta`); with $3 (the log is off), drops the
+/// patches.
+pub(super) const REBASE: &str = "
+WITH s AS (
+    UPDATE agent_state SET value = $2, base = version, tail = 0 WHERE agent = $1 RETURNING version
+)
+DELETE FROM agent_changes WHERE agent = $1 AND $3::boolean AND EXISTS (SELECT 1 FROM s)";
 pub(super) const SET_LOG: &str = "UPDATE agent_state SET change_log = $2 WHERE agent = $1";
 pub(super) const CLEAR_LOG: &str = "DELETE FROM agent_changes WHERE agent = $1";
 /// Appends a change ($2: its version) and prunes: versions up to $8 (keep_last), and those
@@ -56,22 +101,32 @@ pub(super) const REPLAY_TO: &str =
     "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
      WHERE agent = $1 AND version = $2::bigint";
 
-/// The optimistic commit of version $3 ($4: its stamp; $5, $6: the time as in
-/// [`WRITE_STATE`]) with the log off. (A first write, version 1 or the first after a deletion,
-/// is always a locked one: its version depends on the agent's tombstone, `agent_deleted`.)
+/// The optimistic commit of version $3 ($4: its stamp; $5, $6: the time, $7 the size, $8
+/// the patches to drop, as in [`WRITE_STATE`]) with the log off. (A first write, version 1 or
+/// the first after a deletion, is always a locked one: its version depends on the agent's
+/// tombstone, `agent_deleted`.)
 pub(super) const NEXT_WRITE: &str = "
-UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
-    written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint)
-WHERE agent = $1 AND version = $3::bigint - 1 AND change_log IS NULL
-RETURNING version";
+WITH s AS (
+    UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
+        written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint),
+        base = $3::bigint, tail = 0, bytes = $7::bigint
+    WHERE agent = $1 AND version = $3::bigint - 1 AND change_log IS NULL
+    RETURNING version
+), d AS (
+    DELETE FROM agent_changes WHERE agent = $1 AND $8::boolean AND version < $3::bigint
+        AND EXISTS (SELECT 1 FROM s)
+)
+SELECT version FROM s";
 /// The optimistic commit of version $3 with the log on ($4: the retention it was computed
 /// with), its log entry ($5 at_ms, $6 writer, $7 patch, $8 next or NULL for $2, $9 prev) and
-/// the pruning ($10, $11 as in [`LOG_CHANGE`]), its stamp ($12) and the time ($13, $14 as in
-/// [`WRITE_STATE`]), all or nothing.
+/// the pruning ($10, $11 as in [`LOG_CHANGE`]), its stamp ($12), the time ($13, $14 as in
+/// [`WRITE_STATE`]) and its size ($15), all or nothing. (With the log on, every version's
+/// state is stored: the log's entries hold it, see `delta`.)
 pub(super) const LOGGED_WRITE: &str = "
 WITH s AS (
     UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $12::bigint,
-        written_ms = $13::bigint, written_grain = greatest(written_grain, $14::bigint)
+        written_ms = $13::bigint, written_grain = greatest(written_grain, $14::bigint),
+        base = $3::bigint, tail = 0, bytes = $15::bigint
     WHERE agent = $1 AND version = $3::bigint - 1 AND change_log = $4::text
     RETURNING version
 ), l AS (
@@ -94,7 +149,7 @@ pub(super) const FIRST_VERSION: &str =
     "SELECT version + 1 FROM agent_deleted WHERE id_hash = $1::bigint";
 
 /// The columns of a listing's entry.
-pub(super) const AGENT_COLUMNS: &str = "agent, version, octet_length(value), written_ms";
+pub(super) const AGENT_COLUMNS: &str = "agent, version, bytes, written_ms";
 /// A deletion: the agent's row, locked.
 pub(super) const AGENT_FOR_DELETE: &str =
     "SELECT version, value IS NOT NULL, change_log IS NOT NULL
@@ -102,12 +157,12 @@ pub(super) const AGENT_FOR_DELETE: &str =
 /// The idle agents ($1: the minute, $2: the time in ms, $3: how many), longest idle first.
 /// Locked: one being written now is skipped, and one written since the statement began is
 /// re-checked against its new time (and skipped).
-pub(super) const IDLE_FOR_DELETE: &str = "SELECT agent, version, octet_length(value), written_ms
+pub(super) const IDLE_FOR_DELETE: &str = "SELECT agent, version, bytes, written_ms
     FROM agent_state WHERE written_grain <= $1::bigint AND written_ms < $2::bigint
         AND value IS NOT NULL
     ORDER BY written_grain, agent LIMIT $3::bigint FOR UPDATE SKIP LOCKED";
 /// [`IDLE_FOR_DELETE`] for a dry run: nothing locked.
-pub(super) const IDLE: &str = "SELECT agent, version, octet_length(value), written_ms
+pub(super) const IDLE: &str = "SELECT agent, version, bytes, written_ms
     FROM agent_state WHERE written_grain <= $1::bigint AND written_ms < $2::bigint
         AND value IS NOT NULL
     ORDER BY written_grain, agent LIMIT $3::bigint";
@@ -117,7 +172,7 @@ pub(super) const DELETE_CHANGES: &str = "DELETE FROM agent_changes WHERE agent =
 /// do (the setting stays: nothing stored, version 0).
 pub(super) const DELETE_ROWS: &str = "
 WITH d AS (DELETE FROM agent_state WHERE agent = ANY($1::text[]) AND change_log IS NULL)
-UPDATE agent_state SET value = NULL, version = 0, stamp = 0
+UPDATE agent_state SET value = NULL, version = 0, stamp = 0, base = 0, tail = 0, bytes = 0
     WHERE agent = ANY($1::text[]) AND change_log IS NOT NULL";
 /// The tombstones of deleted agents: the hashes of their ids ($1) and their last versions ($2).
 pub(super) const TOMBSTONES: &str = "INSERT INTO agent_deleted (id_hash, version)

@@ -25,7 +25,7 @@ use crate::store::{LogRetention, NewChange, StoredRead, MAX_PATCHES};
 
 /// The largest state kept in the head row, written whole at every write (see the module's
 /// comment): below a page, a patch row would cost as much as the state.
-pub(super) const INLINE_MAX: usize = 2048;
+pub(super) const INLINE_MAX: usize = crate::store::SMALL_STATE;
 
 /// The head row as a write finds it.
 struct Head {

@@ -1,0 +1,114 @@
+//! Delta storage on PostgreSQL (schema 4): which writes send only their patch.
+//!
+//! A state is stored as its base (`agent_state.value`, the state at version `base`) and the
+//! patches of the versions after it (rows of `agent_changes` whose `next` is NULL). A write of a
+//! state larger than [`SMALL_STATE`] sends only its patch and a constant: no state crosses the
+//! network, and the server rewrites one small row version (a large base is TOASTed, and an
+//! UPDATE that leaves it alone does not copy it). The full state is sent again as the new base
+//! when the patches since the base would outweigh it, or number more than [`MAX_PATCHES`], and at
+//! a replacement or an agent's first write.
+//!
+//! The decision needs the base and the patch bytes of the version the write follows: a locked
+//! write reads them with the row; an optimistic one uses what this handle last read or wrote
+//! ([`Known`]) and sends the base with the write, which then changes nothing when the stored
+//! base moved (the agent retries under the row's lock). With the change log on, every version's
+//! state is stored whole: the log's entries hold each state anyway (see `sql::LOGGED_WRITE`).
+//!
+//! A handle whose cache is behind reads the base and the patches again (not only the patches it
+//! missed, as on SQLite): after a failover that lost the last versions, the same version
+//! numbers come again with other states (see `super::stamp`), and a patch stored after such a
+//! version would apply to a state it was not made from.
+
+use crate::error::Result;
+use crate::store::{LogRetention, NewChange, MAX_PATCHES, SMALL_STATE};
+
+/// The head of a stored version: its base and the bytes of the patches since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Known {
+    pub version: u64,
+    pub base: u64,
+    pub tail: u64,
+    /// The stamp of the state at `version` (see `super::stamp`): an optimistic patch is
+    /// written only onto that very state.
+    pub stamp: i64,
+}
+
+/// A write to make (at commit, when optimistic).
+pub(super) enum Pending {
+    /// The full state, as the new base; `drop_patches`: the log is off and patches are stored.
+    Full {
+        value: String,
+        version: u64,
+        bytes: i64,
+        drop_patches: bool,
+    },
+    /// The patch on the base `base` of the version before, whose stamp is `after_stamp`.
+    Patch {
+        patch: String,
+        version: u64,
+        bytes: i64,
+        base: u64,
+        after_stamp: i64,
+        at_ms: i64,
+        writer: i64,
+    },
+}
+
+impl Pending {
+    /// What writing `change` (with the stamp `stamp`) stores, given `known`, the head of the
+    /// version it follows when known; and the head after it.
+    pub(super) fn of(
+        change: &NewChange<'_>,
+        log: Option<LogRetention>,
+        known: Option<Known>,
+        stamp: i64,
+    ) -> Result<(Pending, Known)> {
+        let bytes = change.next.len() as i64;
+        let follows = known.filter(|k| k.version + 1 == change.version && k.version > 0);
+        if let (None, Some(patch), false, Some(k)) = (log, change.patch, change.first, follows) {
+            let tail = k.tail + patch.len() as u64;
+            if change.next.len() > SMALL_STATE
+                && tail <= change.next.len() as u64
+                && change.version - k.base <= MAX_PATCHES
+            {
+                let pending = Pending::Patch {
+                    patch: super::text(patch)?.to_string(),
+                    version: change.version,
+                    bytes,
+                    base: k.base,
+                    after_stamp: k.stamp,
+                    at_ms: change.at_ms,
+                    writer: change.writer as i64,
+                };
+                let after = Known {
+                    version: change.version,
+                    base: k.base,
+                    tail,
+                    stamp,
+                };
+                return Ok((pending, after));
+            }
+        }
+        // Unknown: there may be patches to drop (a DELETE that finds none costs an index probe).
+        let drop_patches = log.is_none() && follows.is_none_or(|k| k.base < k.version);
+        let pending = Pending::Full {
+            value: super::text(change.next.json())?.to_string(),
+            version: change.version,
+            bytes,
+            drop_patches,
+        };
+        let after = Known {
+            version: change.version,
+            base: change.version,
+            tail: 0,
+            stamp,
+        };
+        Ok((pending, after))
+    }
+
+    pub(super) fn version(&self) -> u64 {
+        match self {
+            Pending::Full { version, .. } | Pending::Patch { version, .. } => *version,
+        }
+    }
+}
