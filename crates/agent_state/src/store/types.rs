@@ -122,7 +122,8 @@ pub struct LoggedChange {
     /// handles cannot know. It also marks where an incarnation of the agent begins.
     pub prev: Option<Vec<u8>>,
     /// The state after the change (compact JSON), when the backend stored it: always for a
-    /// replacement; for a merge, at least at every [`CHECKPOINT_EVERY`]th version and at the
+    /// replacement; for a merge, at least at every [`CHECKPOINT_EVERY`]th version (a large state's:
+    /// at its bases, at most [`MAX_PATCHES`] apart) and at the
     /// first change logged after a break, so that any logged state is rebuilt from a stored
     /// one by at most that many patches (see
     /// [`ChangeLog::replay_to`](super::ChangeLog::replay_to)).
@@ -163,8 +164,9 @@ impl std::fmt::Debug for NewChange<'_> {
     }
 }
 
-/// A merge's full state is stored in the log at least at every this many versions: the most
-/// patches replayed to rebuild a logged state.
+/// A small state's full copy is stored in the log at least at every this many versions (a large
+/// state's at each of its bases, at most [`MAX_PATCHES`] apart): with those, the most patches
+/// replayed to rebuild a logged state.
 pub const CHECKPOINT_EVERY: u64 = 32;
 
 /// A state of at most this many bytes is written whole at every write: below a page, storing

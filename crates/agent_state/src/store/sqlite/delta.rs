@@ -258,7 +258,7 @@ impl Sqlite {
         based: bool,
     ) -> Result<()> {
         match log {
-            Some(retention) => self.log_change(agent, change, retention),
+            Some(retention) => self.log_change(agent, change, retention, based),
             None if based => Ok(()),
             None => {
                 self.conn()?

@@ -109,10 +109,10 @@ impl Sqlite {
         Ok(deleted as u64 + 1)
     }
 
-    /// Appends a change to the agent's log. A merge's full state is stored only at every
-    /// [`CHECKPOINT_EVERY`]th version and when the change before it is not logged (the log was
-    /// just switched on): otherwise its patch is what the log holds, a few dozen bytes instead
-    /// of the whole state. Every [`PRUNE_EVERY`]th change deletes, in one statement, what
+    /// Appends a change to the agent's log (`based`: the write stored the state's base). A
+    /// merge's full state is stored only at checkpoints (see below) and when the change before
+    /// it is not logged (the log was just switched on): otherwise its patch is what the log
+    /// holds, a few dozen bytes instead of the whole state. Every [`PRUNE_EVERY`]th change deletes, in one statement, what
     /// `retention` no longer keeps except the stored state that the oldest kept change is
     /// rebuilt from; until then, reads hide it (see [`visible`]).
     pub(super) fn log_change(
@@ -120,10 +120,20 @@ impl Sqlite {
         agent: &str,
         change: &NewChange<'_>,
         retention: LogRetention,
+        based: bool,
     ) -> Result<()> {
         let fail = |e| self.storage_err("cannot write the change log", e);
+        // A large state's checkpoints are the writes that stored its base (at most
+        // `MAX_PATCHES` apart, see `delta`): the log's full copies cost nothing more than the
+        // state's own. A small state, written whole each time, checkpoints the log every
+        // `CHECKPOINT_EVERY` versions.
+        let checkpoint = if change.next.len() > super::delta::INLINE_MAX {
+            based
+        } else {
+            change.version.is_multiple_of(CHECKPOINT_EVERY)
+        };
         let full = change.patch.is_none()
-            || change.version.is_multiple_of(CHECKPOINT_EVERY)
+            || checkpoint
             || !(change.prev_logged || self.logged(agent, change.version.saturating_sub(1))?);
         self.conn()?
             .prepare_cached(
