@@ -220,14 +220,17 @@ impl Snapshot {
         max_bytes: usize,
     ) -> Result<Snapshot> {
         let index = NameIndex::new(&self.members, count);
-        let mut members: Vec<Option<Arc<Member>>> =
-            self.members.iter().cloned().map(Some).collect();
+        // One copy of the member list (reference counts, not members), changed in place: a
+        // small patch on a state of thousands of members costs that copy and its own work.
+        let mut members: Vec<Arc<Member>> = Vec::with_capacity(self.members.len() + count);
+        members.extend(self.members.iter().cloned());
+        let mut deleted: Vec<usize> = Vec::new();
         let mut appended = Vec::new();
         for entry in entries {
             let slot = index.find(&self.members, entry.name());
             if entry.is_null() {
                 if let Some(i) = slot {
-                    members[i] = None;
+                    deleted.push(i);
                 }
                 continue;
             }
@@ -245,11 +248,19 @@ impl Snapshot {
             merge_patch(&mut value, entry.value(), 2)?;
             let member = Arc::new(Member::new(entry.name().to_string(), value));
             match slot {
-                Some(i) => members[i] = Some(member),
+                Some(i) => members[i] = member,
                 None => appended.push(member),
             }
         }
-        let members: Vec<Arc<Member>> = members.into_iter().flatten().chain(appended).collect();
+        if !deleted.is_empty() {
+            deleted.sort_unstable();
+            let mut at = 0;
+            members.retain(|_| {
+                at += 1;
+                deleted.binary_search(&(at - 1)).is_err()
+            });
+        }
+        members.extend(appended);
         Self::checked(members, max_bytes)
     }
 
