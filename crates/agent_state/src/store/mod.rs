@@ -32,6 +32,7 @@ use crate::error::Result;
 pub use backend::{
     Agents, Backend, ChangeLog, Freshness, Head, Ownership, Retire, StoredState, Transactions,
 };
+pub use sqlite::{MarkWatch, Reader};
 pub use txn::Txn;
 pub use types::{
     grain_of, id_hash, now_ms, AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange,
