@@ -21,7 +21,6 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::wal_index::HEADER_WORDS;
 use crate::store::{process, Mark};
 
 /// A lock-free view of one connection's commit mark, shared (by `Arc`) with the threads that
@@ -113,10 +112,9 @@ impl MarkWatch {
             .store(self as *const MarkWatch as usize, Ordering::SeqCst);
         let same = self.live.load(Ordering::SeqCst)
             && mark.0.iter().enumerate().all(|(i, want)| {
-                debug_assert!(i < HEADER_WORDS);
                 // SAFETY: `live` was true after this thread announced itself, so `retire`
                 // (and the connection's close after it) waits for the announcement to be
-                // withdrawn below; until then the mapping is there. Word `i` < 12 lies in
+                // withdrawn below; until then the mapping is there. Word `i` < 12 (a mark's length) lies in
                 // region 0 (32 KiB), 4-byte aligned.
                 let word = unsafe { &*self.header.as_ptr().add(i) };
                 word.load(Ordering::Acquire) == *want

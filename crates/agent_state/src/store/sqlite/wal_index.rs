@@ -23,7 +23,7 @@ use rusqlite::{ffi, Connection};
 use super::mark_watch::MarkWatch;
 
 /// Words in one copy of the WAL-index header.
-pub(super) const HEADER_WORDS: usize = 12;
+const HEADER_WORDS: usize = 12;
 
 /// One copy of the WAL-index header, as an opaque value to compare.
 pub type WalHeader = [u32; HEADER_WORDS];
