@@ -83,9 +83,11 @@ pub(crate) fn insert(agent: Agent) -> AgentHandle {
 /// thread, or when the thread exits: at most this many closed agents per thread stay alive.
 const LOCAL_SLOTS: usize = 8;
 
+/// One thread's entries: a handle and its agent, per slot.
+type Local = [Option<(AgentHandle, Arc<Agent>)>; LOCAL_SLOTS];
+
 thread_local! {
-    static LOCAL: RefCell<[Option<(AgentHandle, Arc<Agent>)>; LOCAL_SLOTS]> =
-        const { RefCell::new([const { None }; LOCAL_SLOTS]) };
+    static LOCAL: RefCell<Local> = const { RefCell::new([const { None }; LOCAL_SLOTS]) };
 }
 
 fn slot(handle: AgentHandle) -> usize {

@@ -18,8 +18,7 @@ struct AgentBuffer {
     owner: *mut c_void,
 }
 
-// SAFETY (for the test's threads): a buffer may be read and freed from any thread (its
-// contract in the header).
+// SAFETY: a buffer may be read and freed from any thread (its contract in the header).
 unsafe impl Send for AgentBuffer {}
 
 extern "C" {
@@ -52,10 +51,8 @@ fn open(path: &std::path::Path) -> u64 {
     let p = CString::new(path.to_str().unwrap()).unwrap();
     let mut h = 0;
     // SAFETY: valid NUL-terminated strings and out pointer.
-    assert_eq!(
-        unsafe { agent_open(p.as_ptr(), std::ptr::null(), &mut h) },
-        OK
-    );
+    let rc = unsafe { agent_open(p.as_ptr(), std::ptr::null(), &mut h) };
+    assert_eq!(rc, OK);
     h
 }
 
