@@ -33,6 +33,7 @@ Issue 22 ("Never block an event loop") adds two parts, in the same run:
 import argparse
 import asyncio
 import concurrent.futures
+import ctypes
 import json
 import os
 import sqlite3
@@ -42,11 +43,20 @@ import threading
 import time
 
 from agent_state import Agent, AsyncAgent
+from agent_state import _native
+from agent_state.codec import encode_state
 
 #: Issue 22's target: an awaited AsyncAgent call costs at most this many sync calls.
 ASYNC_TARGET = 1.5
 #: Issue 22's throughput case: this many coroutines against this many threads.
 WORKERS = 100
+#: Issue 24 ("Python"): the binding's own cost per call at 1 KiB (the Python call minus the bare C
+#: call, see binding_overhead) before the work on it, in seconds: the medians of three runs of
+#: this script's overhead part (`python bench.py --only overhead`, with the package of commit
+#: 9fb4fc5, i.e. `git archive 9fb4fc5 bindings/python/src`, on PYTHONPATH) on 2026-12-01, on
+#: this project's 2-core VM (set_state 18.5 / 11.2 / 12.1 µs, get_state 7.3 / 6.5 / 6.7 µs).
+#: The target is at most half of it.
+OVERHEAD_BASELINE_S = {"set_state": 12.1e-6, "get_state": 6.7e-6}
 
 
 def make_state(size):
@@ -423,6 +433,131 @@ def writes_at_the_floor(smoke):
     return rows
 
 
+class _Buffer(ctypes.Structure):
+    """``struct AgentBuffer`` of agent_state.h, declared here: the bare calls use nothing of the
+    binding but the library's path and the agent's handle."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("len", ctypes.c_size_t), ("owner", ctypes.c_void_p)]
+
+
+class BareCalls:
+    """The C calls that ``Agent.set_state`` / ``get_state`` make, on the same handle, through
+    ctypes function objects of this script's own (argtypes and restype declared once, one output
+    buffer passed by a reference made once), on the library the package loaded (opened again:
+    the same one in memory). The patch is encoded beforehand; the output is freed, never read."""
+
+    def __init__(self, agent):
+        lib = ctypes.CDLL(_native.library_path())
+        buf_p = ctypes.POINTER(_Buffer)
+        self._set = lib.agent_set_state
+        self._set.argtypes = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t, buf_p]
+        self._set.restype = ctypes.c_int32
+        self._get = lib.agent_get_state
+        self._get.argtypes = [ctypes.c_uint64, buf_p]
+        self._get.restype = ctypes.c_int32
+        self._free = lib.agent_buffer_free
+        self._free.argtypes = [buf_p]
+        self._free.restype = None
+        self._handle = agent._handle
+        self._buf = _Buffer()
+        self._out = ctypes.byref(self._buf)
+
+    def set_state(self, data):
+        if self._set(self._handle, data, len(data), self._out):
+            raise RuntimeError("agent_set_state failed")
+        self._free(self._out)
+
+    def get_state(self):
+        if self._get(self._handle, self._out):
+            raise RuntimeError("agent_get_state failed")
+        self._free(self._out)
+
+
+def binding_overhead(smoke):
+    """Issue 24, "Python": the binding's own cost, ``Agent.set_state(patch)`` and
+    ``Agent.get_state()`` against the bare C calls they make (:class:`BareCalls`: the same patch
+    bytes, the same agent), in alternating rounds; the overhead is the difference of the
+    medians. Target at 1 KiB: at most half of OVERHEAD_BASELINE_S; 16 KiB is information."""
+    rounds = 3 if smoke else 21
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="agent_state_py_bench_overhead_") as work:
+        for size in (1024, 16 * 1024):
+            state = make_state(size)
+            patches = [
+                {"status": "s%d" % i, "m1": {"id": i, "score": (i % 7) + 0.25}} for i in range(64)
+            ]
+            datas = [encode_state(p, "patch") for p in patches]
+            set_ops = 10 if smoke else max(20, 800_000 // (size + 20_000))
+            get_ops = 10 if smoke else max(20, 8_000_000 // (size * 4 + 20_000))
+            with Agent(
+                os.path.join(work, "overhead_%d.db" % size), synchronous="normal"
+            ) as agent:
+                agent.replace_state(state)
+                bare = BareCalls(agent)
+                py_set, bare_set = race(
+                    [
+                        lambda i: agent.set_state(patches[i & 63]),
+                        lambda i: bare.set_state(datas[i & 63]),
+                    ],
+                    rounds,
+                    set_ops,
+                )
+                py_get, bare_get = race(
+                    [lambda i: agent.get_state(), lambda i: bare.get_state()], rounds, get_ops
+                )
+            for op, py, c, ops in (
+                ("set_state", py_set, bare_set, set_ops),
+                ("get_state", py_get, bare_get, get_ops),
+            ):
+                overhead = py - c
+                baseline = OVERHEAD_BASELINE_S[op] if size == 1024 else None
+                row = {
+                    "issue": "24",
+                    "kind": "binding_overhead",
+                    "op": op,
+                    "size": size,
+                    "where": "SQLite, disk, normal",
+                    "calls_per_round": ops,
+                    "python_s": py,
+                    "bare_s": c,
+                    "overhead_s": overhead,
+                    "baseline_overhead_s": baseline,
+                    "target_max_s": None if baseline is None else baseline / 2,
+                    "verdict": "",
+                }
+                if baseline is not None:
+                    row["ratio"] = overhead / baseline
+                    row["verdict"] = "PASS" if overhead <= baseline / 2 else "MISS"
+                rows.append(row)
+    print(
+        "Issue 24: the Python binding's own cost per call (`Agent` call minus the bare C call "
+        "it makes, same patch bytes, same agent; SQLite, disk, synchronous normal)"
+    )
+    print()
+    print(
+        "| operation | state | Agent (µs) | bare C call (µs) | overhead (µs) | baseline "
+        "overhead (µs) | overhead / baseline | target | |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        base = r["baseline_overhead_s"]
+        print(
+            "| %s | %d KiB | %.1f | %.1f | %.1f | %s | %s | %s | %s |"
+            % (
+                r["op"],
+                r["size"] // 1024,
+                r["python_s"] * 1e6,
+                r["bare_s"] * 1e6,
+                r["overhead_s"] * 1e6,
+                "" if base is None else "%.1f" % (base * 1e6),
+                "" if base is None else "%.2f×" % r["ratio"],
+                "" if base is None else "≤ %.1f µs (half)" % (base / 2 * 1e6),
+                r["verdict"],
+            )
+        )
+    return rows
+
+
 def async_cost(smoke):
     """Issue 22: the awaited call against the sync call, printed."""
     ops = 100 if smoke else 2000
@@ -509,7 +644,12 @@ def async_throughput(smoke):
     return rows
 
 
-PARTS = {"fig10": writes_at_the_floor, "async": async_cost, "pg-async": async_throughput}
+PARTS = {
+    "fig10": writes_at_the_floor,
+    "overhead": binding_overhead,
+    "async": async_cost,
+    "pg-async": async_throughput,
+}
 
 
 def main():
@@ -520,7 +660,8 @@ def main():
         "--only",
         action="append",
         choices=sorted(PARTS),
-        help="run only this part (may be repeated): fig10 (sqlite3 + json + merge), async "
+        help="run only this part (may be repeated): fig10 (sqlite3 + json + merge), overhead "
+        "(the binding's own cost: Agent calls against the bare C calls), async "
         "(AsyncAgent against Agent, SQLite), pg-async (coroutines against threads, PostgreSQL)",
     )
     args = parser.parse_args()

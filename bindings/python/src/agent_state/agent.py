@@ -17,6 +17,7 @@ from ._hook import Hook
 from ._options import check_version as _version
 from ._options import open_options, store_path
 from ._native import call, call_text, call_text_versioned
+from ._snapshot import StateCache
 from ._records import (
     Change,
     ChangeCallback,
@@ -30,7 +31,7 @@ from ._records import (
     ValidatorCallback,
     Versioned,
 )
-from .codec import encode_state, json_text
+from .codec import encode_patch, encode_state, json_text
 from .decoding import decode, decode_state
 from .errors import AGENT_ERR_BAD_HANDLE, ClosedError, InvalidArgumentError
 
@@ -131,6 +132,8 @@ class Agent:
         # The callables the library may call for this agent, owned by it (see _callbacks): a
         # callable that refers back to the agent does not keep it from being collected.
         self._callbacks = CallbackTable()
+        # The last state read or written, reused where the library's text proves it equal.
+        self._cache = StateCache()
         raw_path = store_path(path)
         self._path = os.fsdecode(raw_path)
 
@@ -231,7 +234,7 @@ class Agent:
         handle = self._handle
         if not handle:
             raise ClosedError("the agent is closed")
-        return decode_state(call_text(_native._hot_get_state, handle))
+        return self._cache.decoded(call_text(_native._hot_get_state, handle))
 
     def set_state(self, patch: Mapping[str, Any]) -> State:
         """Merges ``patch`` into the state by RFC 7396 (nested dicts merge, ``None`` deletes a
@@ -242,11 +245,12 @@ class Agent:
         change committed. Values that cannot be stored raise
         :class:`~agent_state.CodecError` before anything is sent to the library.
         """
-        data = encode_state(patch, "patch")
+        data, plain = encode_patch(patch)
         handle = self._handle
         if not handle:
             raise ClosedError("the agent is closed")
-        return decode_state(call_text(_native._hot_set_state, handle, data, len(data)))
+        text = call_text(_native._hot_set_state, handle, data, len(data))
+        return self._cache.merged(patch if plain else None, text)
 
     def replace_state(self, state: Mapping[str, Any]) -> State:
         """Replaces the whole state with ``state`` and returns it (as stored). Hooks see
@@ -279,7 +283,7 @@ class Agent:
         if not handle:
             raise ClosedError("the agent is closed")
         text, version = call_text_versioned(_native._hot_get_state_versioned, handle)
-        return Versioned(decode_state(text), version)
+        return Versioned(self._cache.decoded(text), version)
 
     def set_state_if(self, expected_version: int, patch: Mapping[str, Any]) -> Versioned:
         """Compare-and-set :meth:`set_state`: merges ``patch`` only if the store's version is
@@ -300,13 +304,13 @@ class Agent:
         Other errors, hooks and the validator as for :meth:`set_state` (on
         :class:`~agent_state.HookError` the change committed: read the state again).
         """
-        data = encode_state(patch, "patch")
+        data, plain = encode_patch(patch)
         expected = _version(expected_version, "expected_version")
         handle = self._handle
         if not handle:
             raise ClosedError("the agent is closed")
         text, version = call_text_versioned(_native._hot_set_state_if, handle, expected, data, len(data))
-        return Versioned(decode_state(text), version)
+        return Versioned(self._cache.merged(patch if plain else None, text), version)
 
     def replace_state_if(self, expected_version: int, state: Mapping[str, Any]) -> Versioned:
         """Compare-and-set :meth:`replace_state`: replaces the state with ``state`` only if the

@@ -414,14 +414,20 @@ def encode_state(value: Any, what: str = "state") -> bytes:
     for a mapping that is not a JSON object (non-``str`` keys, a :class:`JSMap`), and
     :class:`~agent_state.CodecError` for contents that cannot be stored.
     """
+    return encode_patch(value, what)[0]
+
+
+def encode_patch(value: Any, what: str = "patch") -> Tuple[bytes, bool]:
+    """:func:`encode_state`, and whether the fast path wrote it: True when ``value`` was plain
+    (``fast_encode._plain``), which lets ``_snapshot`` merge it into a known state itself."""
     if type(value) is dict:
         text = _encode_fast(value)
         if text is not None:
             try:
-                return text.encode("utf-8")
+                return text.encode("utf-8"), True
             except UnicodeEncodeError:  # a lone surrogate: the slow path reports it
                 pass
-    return _encode_state_slow(value, what)
+    return _encode_state_slow(value, what), False
 
 
 def _encode_state_slow(value: Any, what: str = "state") -> bytes:
