@@ -19,6 +19,10 @@
 //! numbers come again with other states (see `super::stamp`), and a patch stored after such a
 //! version would apply to a state it was not made from.
 
+use super::conn::{bool_param, int8_param as int8, text_param as txt, Conn, Param};
+use super::error::PgResult;
+use super::sql::{LOGGED_WRITE, NEXT_WRITE, WRITE_DELTA};
+use super::{PendingLog, Postgres};
 use crate::error::Result;
 use crate::store::{LogRetention, NewChange, MAX_PATCHES, SMALL_STATE};
 
@@ -110,5 +114,100 @@ impl Pending {
         match self {
             Pending::Full { version, .. } | Pending::Patch { version, .. } => *version,
         }
+    }
+}
+
+impl Postgres {
+    /// The optimistic commit: one transaction of one statement, in one round trip
+    /// ([`Conn::commit_one`]). `Ok(false)`: the stored version or log setting moved, nothing
+    /// written.
+    pub(super) fn commit_optimistic(
+        &self,
+        conn: &mut Conn,
+        pending: &Pending,
+        log: Option<&PendingLog>,
+    ) -> PgResult<bool> {
+        let agent = &self.agent;
+        let version = pending.version() as i64;
+        let stamp = self.stamps.own();
+        let settings = self.settings;
+        let now = crate::store::now_ms();
+        let grain = crate::store::grain_of(now);
+        let rows = match (pending, log) {
+            (
+                Pending::Patch {
+                    patch,
+                    bytes,
+                    base,
+                    after_stamp,
+                    at_ms,
+                    writer,
+                    ..
+                },
+                _,
+            ) => {
+                let base = *base as i64;
+                let params: [Param<'_>; 12] = [
+                    txt(agent),
+                    int8(&version),
+                    int8(&stamp),
+                    int8(&now),
+                    txt(patch),
+                    int8(&grain),
+                    int8(bytes),
+                    int8(at_ms),
+                    int8(writer),
+                    txt(&None::<&str>),
+                    int8(&base),
+                    int8(after_stamp),
+                ];
+                conn.commit_one(settings, WRITE_DELTA, &params)?
+            }
+            (
+                Pending::Full {
+                    value,
+                    bytes,
+                    drop_patches,
+                    ..
+                },
+                None,
+            ) => {
+                let params = [
+                    txt(agent),
+                    txt(value),
+                    int8(&version),
+                    int8(&stamp),
+                    int8(&now),
+                    int8(&grain),
+                    int8(bytes),
+                    bool_param(drop_patches),
+                ];
+                conn.commit_one(settings, NEXT_WRITE, &params)?
+            }
+            (Pending::Full { value, bytes, .. }, Some(log)) => {
+                // The logged state is the state written: not sent twice.
+                let next = (log.next != *value).then_some(log.next.as_str());
+                let params: [Param<'_>; 15] = [
+                    txt(agent),
+                    txt(value),
+                    int8(&version),
+                    txt(&log.retention),
+                    int8(&log.at_ms),
+                    int8(&log.writer),
+                    txt(&log.patch),
+                    txt(&next),
+                    txt(&log.prev),
+                    int8(&log.below),
+                    int8(&log.since),
+                    int8(&stamp),
+                    int8(&now),
+                    int8(&grain),
+                    int8(bytes),
+                ];
+                let rows = conn.commit_one(settings, LOGGED_WRITE, &params)?;
+                return Ok(rows.first().is_some_and(|row| row.get::<_, i64>(0) > 0));
+            }
+        };
+        Ok(!rows.is_empty())
     }
 }

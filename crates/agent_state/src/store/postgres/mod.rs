@@ -5,8 +5,9 @@
 //! expiry), `pool` (checkout and checkin), `conn` (one connection: its runtime
 //! and the bound on each round trip), `uri` (passwords hidden, host names resolved), `tls`
 //! (sslmode and the certificates, on rustls), `sql` (the statements), `schema`, `error` (the
-//! server's errors as the library's kinds), and `backend` (the store's traits, one `impl` per
-//! concern).
+//! server's errors as the library's kinds), `delta` (which writes send only their patch, and
+//! the optimistic commit), `row` (the agent's row read with its patches, a write under its
+//! lock), and `backend` (the store's traits, one `impl` per concern).
 //!
 //! A handle holds a connection only during a transaction:
 //! - read: `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`, so that its reads see one commit;
@@ -35,7 +36,7 @@ use std::time::Duration;
 
 use tokio_postgres::Row;
 
-use self::conn::{int8_param as int8, text_param as txt, Conn, Limits, Param, Settings};
+use self::conn::{Conn, Limits, Settings};
 use self::error::{classify, Fault, PgResult};
 use self::pool::Pool;
 use self::stamp::Stamps;
@@ -49,14 +50,13 @@ mod delta;
 mod error;
 mod hosts;
 mod pool;
+mod row;
 mod schema;
 mod sql;
 mod stamp;
 mod tls;
 mod uri;
 mod wait;
-
-use self::sql::*;
 
 pub use schema::SCHEMA_VERSION;
 
@@ -357,99 +357,6 @@ impl Postgres {
             )));
         }
         Ok(())
-    }
-
-    /// The optimistic commit: one transaction of one statement, in one round trip
-    /// ([`Conn::commit_one`]). `Ok(false)`: the stored version or log setting moved, nothing
-    /// written.
-    fn commit_optimistic(
-        &self,
-        conn: &mut Conn,
-        pending: &delta::Pending,
-        log: Option<&PendingLog>,
-    ) -> PgResult<bool> {
-        let agent = &self.agent;
-        let version = pending.version() as i64;
-        let stamp = self.stamps.own();
-        let settings = self.settings;
-        let now = crate::store::now_ms();
-        let grain = crate::store::grain_of(now);
-        let rows = match (pending, log) {
-            (
-                delta::Pending::Patch {
-                    patch,
-                    bytes,
-                    base,
-                    after_stamp,
-                    at_ms,
-                    writer,
-                    ..
-                },
-                _,
-            ) => {
-                let base = *base as i64;
-                let params: [Param<'_>; 12] = [
-                    txt(agent),
-                    int8(&version),
-                    int8(&stamp),
-                    int8(&now),
-                    txt(patch),
-                    int8(&grain),
-                    int8(bytes),
-                    int8(at_ms),
-                    int8(writer),
-                    txt(&None::<&str>),
-                    int8(&base),
-                    int8(after_stamp),
-                ];
-                conn.commit_one(settings, WRITE_DELTA, &params)?
-            }
-            (
-                delta::Pending::Full {
-                    value,
-                    bytes,
-                    drop_patches,
-                    ..
-                },
-                None,
-            ) => {
-                let params = [
-                    txt(agent),
-                    txt(value),
-                    int8(&version),
-                    int8(&stamp),
-                    int8(&now),
-                    int8(&grain),
-                    int8(bytes),
-                    conn::bool_param(drop_patches),
-                ];
-                conn.commit_one(settings, NEXT_WRITE, &params)?
-            }
-            (delta::Pending::Full { value, bytes, .. }, Some(log)) => {
-                // The logged state is the state written: not sent twice.
-                let next = (log.next != *value).then_some(log.next.as_str());
-                let params: [Param<'_>; 15] = [
-                    txt(agent),
-                    txt(value),
-                    int8(&version),
-                    txt(&log.retention),
-                    int8(&log.at_ms),
-                    int8(&log.writer),
-                    txt(&log.patch),
-                    txt(&next),
-                    txt(&log.prev),
-                    int8(&log.below),
-                    int8(&log.since),
-                    int8(&stamp),
-                    int8(&now),
-                    int8(&grain),
-                    int8(bytes),
-                ];
-                let rows = conn.commit_one(settings, LOGGED_WRITE, &params)?;
-                return Ok(rows.first().is_some_and(|row| row.get::<_, i64>(0) > 0));
-            }
-        };
-        Ok(!rows.is_empty())
     }
 }
 
