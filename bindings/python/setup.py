@@ -67,8 +67,9 @@ LIB_DIR = ".libs"
 
 #: The workspace's files an sdist carries (under rust/): what `cargo build -p libagent_state`
 #: reads. Every member crate comes along (its sources only), so that Cargo.lock still matches
-#: the workspace exactly and the build can be --locked.
-CRATE_FILES = ("Cargo.toml", "Cargo.lock", "LICENSE")
+#: the workspace exactly and the build can be --locked; .cargo/config.toml sets the bundled
+#: SQLite's compile flags (LIBSQLITE3_FLAGS), which cargo finds from the directory it runs in.
+CRATE_FILES = ("Cargo.toml", "Cargo.lock", "LICENSE", ".cargo/config.toml")
 CRATE_DIRS = ("crates",)
 
 
@@ -127,7 +128,9 @@ def cargo_build() -> Path:
     if crate != HERE.parent.parent:
         command.append("--locked")  # an sdist builds exactly the dependencies it was made with
     print("agent_state: " + " ".join(command), file=sys.stderr, flush=True)
-    proc = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    # In the workspace's directory: cargo reads .cargo/config.toml from where it runs, not
+    # from --manifest-path's.
+    proc = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=crate)
     if proc.returncode != 0:
         sys.exit(f"agent_state: cargo build failed (exit status {proc.returncode}); see the messages above")
     built: Optional[Path] = None

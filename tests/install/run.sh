@@ -270,7 +270,7 @@ sdist_contents() {
     local listing
     listing="$(tar tzf "$sdist")"
     for f in LICENSE pyproject.toml setup.py src/agent_state/__init__.py rust/Cargo.toml \
-        rust/Cargo.lock rust/crates/agent_state/src/lib.rs rust/crates/agent_state_ffi/src/lib.rs \
+        rust/Cargo.lock rust/.cargo/config.toml rust/crates/agent_state/src/lib.rs rust/crates/agent_state_ffi/src/lib.rs \
         rust/crates/libagent_state/build.rs rust/crates/libagent_state/Cargo.toml; do
         grep -qx "agent_state-$version/$f" <<<"$listing" || { echo "missing: $f"; return 1; }
     done
