@@ -64,7 +64,7 @@ if [ -f /usr/include/sqlite3.h ]; then go_tags="$go_tags,agentstate_benchsql"; f
     go run ./cmd/agentstate-bench ${smoke_flag:+-smoke} -out "$out/go.json") | tee "$out/go.md"
 
 echo
-echo "== The issues \"Writes at the floor\" and \"Never block an event loop\" (22): every figure, from the runs above ($mode)"
+echo "== The issues \"Write what changed\" (24), \"Writes at the floor\" and \"Never block an event loop\" (22): every figure, from the runs above ($mode)"
 python3 "$here/summary.py" "$out" "$mode" | tee "$out/summary.md"
 
 echo

@@ -15,6 +15,8 @@
 mod support;
 
 // The cases, by figure (a bench target's root names its modules' paths itself).
+#[path = "abi/growing.rs"]
+mod growing;
 #[path = "abi/log.rs"]
 mod log;
 #[path = "abi/memory.rs"]
@@ -35,8 +37,8 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::Value;
 use support::{
-    hand_merge, make_patches, make_state, median, print_table, race, states_after, write_json, Abi,
-    Args, Row,
+    hand_merge, human, make_patches, make_state, median, print_table, race, states_after,
+    write_json, Abi, Args, Goal, Row,
 };
 
 /// A plain SQLite table holding the state as one blob, as a user would set it up.
@@ -130,6 +132,8 @@ fn main() {
             log::bench_log(&cfg, dir, name, size, &mut rows);
         }
     }
+    eprintln!("bench: growing state ...");
+    growing::bench_growing(&cfg, &dirs[0].1, &mut rows);
     reads::bench_open(&cfg, &dirs[0].1, &mut rows);
     eprintln!("bench: a store's agents ...");
     store::bench_store_agents(&cfg, &dirs[0].1, &mut rows);

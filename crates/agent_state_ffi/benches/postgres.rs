@@ -15,6 +15,8 @@
 //!   front of its server), as extra rows beside the direct ones. The floor there is the same SQL
 //!   as unnamed statements (`query_typed`): prepared statements do not survive transaction
 //!   pooling.
+//! - Bytes sent per write (issue 24): a 2-member patch on a 256 KiB state, the bytes our client
+//!   sends the server per set_state counted by a proxy between them (postgres/bytes.rs).
 //! - Throughput: 8 processes (this program again, `--child`) with 8 agents each, set_state
 //!   round robin for a fixed time, against the same processes running the floor UPDATE on 8
 //!   rows each; total commits per second, alternating, median of the rounds.
@@ -22,6 +24,10 @@
 //! Usage: `cargo bench --bench postgres -- [--smoke] [--out FILE]`.
 
 mod support;
+
+// Issue 24's bytes sent per write, through a counting proxy.
+#[path = "postgres/bytes.rs"]
+mod bytes;
 
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Write};
@@ -549,11 +555,13 @@ fn main() {
              starts one)"
         ),
     }
+    eprintln!("bench: PostgreSQL bytes sent per write ...");
+    let sent = bytes::bench_bytes_per_write(&cfg, &uri);
     eprintln!("bench: PostgreSQL throughput, {PROCESSES} processes ...");
     let figures = bench_throughput(&cfg, &uri, &mut rows);
     clean_up(&uri);
 
-    let misses = print_table(&rows, false);
+    let mut misses = print_table(&rows, false);
     println!();
     let mut extra = String::from(r#","throughput":["#);
     for (i, (sync, ours, floor)) in figures.iter().enumerate() {
@@ -569,6 +577,15 @@ fn main() {
         ));
     }
     extra.push(']');
+    match sent {
+        Some(sent) => {
+            let (line, json) = sent.report();
+            println!("{line}");
+            extra.push_str(&json);
+            misses += usize::from(sent.verdict() == "MISS");
+        }
+        None => println!("bytes sent per write: skipped (the server is not on a Unix socket)"),
+    }
     println!("{misses} target(s) missed");
     support::write_json(&cfg.out, cfg.smoke, &rows, false, &extra);
 }

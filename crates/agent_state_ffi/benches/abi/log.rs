@@ -5,8 +5,8 @@ use std::path::Path;
 use super::*;
 
 /// Figure 4, the write-path cost of the change log: set_state with the log on (retention of
-/// 1000 changes) against the same with it off, same size, same directory. The log may cost at
-/// most 1.3×: ratio (off time / on time) ≥ 1/1.3.
+/// 1000 changes) against the same with it off, same size, same directory. Issue 24: the log
+/// costs at most 1.1× (on time / off time), on disk its "change log cost factor" row.
 pub(crate) fn bench_log(
     cfg: &Config,
     dir: &Path,
@@ -42,9 +42,15 @@ pub(crate) fn bench_log(
         ours_ns: t[0],
         alternative: "set_state, change log off".into(),
         alt_ns: t[1],
-        target: Some(1.0 / 1.3),
+        target: Some(1.1),
+        goal: Goal::CostAtMost,
+        issue24: if dir_name == "disk" {
+            "log".into()
+        } else {
+            String::new()
+        },
         ..Row::default()
     };
-    let note = format!("the log costs {:.2}× (at most 1.3×)", 1.0 / row.ratio());
+    let note = format!("the log costs {:.2}× (at most 1.1×)", 1.0 / row.ratio());
     rows.push(Row { note, ..row });
 }

@@ -41,8 +41,9 @@ fn throughput(setups: &[Step], threads: &[usize], rounds: usize, secs: f64) -> V
     samples.into_iter().map(median).collect()
 }
 
-/// Figure 6b (stretch), group commit: 8 threads, each with its own handle on one store, writing
-/// at synchronous full, against one thread alone on the same store: total commits per second.
+/// Figure 6b, group commit: 8 threads, each with its own handle on one store, writing at
+/// synchronous full, against one thread alone on the same store: total commits per second
+/// (issue 24: at least 4×, a target now, no longer a stretch goal).
 pub(crate) fn bench_group_commit(cfg: &Config, dir: &Path, rows: &mut Vec<Row>) {
     const THREADS: usize = 8;
     let size = 1024;
@@ -65,18 +66,19 @@ pub(crate) fn bench_group_commit(cfg: &Config, dir: &Path, rows: &mut Vec<Row>) 
         alternative: "set_state, one thread".into(),
         alt_ns: 1e9 / r[0],
         target: Some(4.0),
-        stretch: true,
+        issue24: "writers".into(),
         note: format!(
             "commits/s: {:.0} with 1 thread, {:.0} with {THREADS}",
             r[0], r[1]
         ),
+        ..Row::default()
     };
     rows.push(row);
 }
 
 /// Figure 8, reads scale with threads: two threads reading ONE handle (get_state, 1 KiB,
-/// cached) against one thread, in total reads per second; two threads on two handles of the
-/// same store as information.
+/// cached) against one thread, in total reads per second (issue 24: at least 1.8×); two
+/// threads on two handles of the same store as information.
 pub(crate) fn bench_read_scaling(cfg: &Config, dir: &Path, rows: &mut Vec<Row>) {
     let size = 1024;
     let path = dir.join("read_scaling.db");
@@ -102,7 +104,8 @@ pub(crate) fn bench_read_scaling(cfg: &Config, dir: &Path, rows: &mut Vec<Row>) 
         ours_ns: 1e9 / r[1],
         alternative: "get_state, 1 thread".into(),
         alt_ns: 1e9 / r[0],
-        target: Some(1.6),
+        target: Some(1.8),
+        issue24: "threads".into(),
         note: format!(
             "reads/s: {:.0} with 1 thread, {:.0} with 2 on one handle, {:.0} with 2 on two handles",
             r[0], r[1], r[2]

@@ -4,6 +4,10 @@ use std::path::Path;
 
 use super::*;
 
+/// Cloudflare Agents' durable `setState` of a 1 KiB state (`setState` + `storage.sync()`, local
+/// workerd, 4 interleaved rounds), as issue 24 measured it on this project's VM: 125 µs.
+const CLOUDFLARE_DURABLE_SET_NS: f64 = 125_000.0;
+
 /// set_state against the raw write floor, `UPDATE json_patch` and a serde_json
 /// read-merge-write (figures 1, 2, 6a); replace_state against `UPDATE v = json(?)` and the floor
 /// (figure 3); a patch as large as the state against replace_state of the result (figure 5).
@@ -81,11 +85,11 @@ pub(crate) fn bench_writes(
             cfg.rounds(),
             ops,
         );
-        // The issue's targets: the floor at normal 0.7 (1 KiB) / 0.6 (16, 256 KiB), stretch
-        // 0.85; at full 0.95 (one fsync per commit is the floor). json_patch 1.5 / 3 / 10 at
-        // normal; at full both sides wait for the same fsync, so the row is information.
-        // On tmpfs an fsync costs nothing, so the full target, premised on one fsync per
-        // commit, does not apply there: those rows are information.
+        // Issue 24's targets at normal: the floor 0.9 / 1.5 / 3 (1 / 16 / 256 KiB), json_patch
+        // 1.5 / 3 / 20. At full, the floor at 0.95 (one fsync per commit is the floor; the
+        // issue "Writes at the floor"); json_patch there is information, both sides waiting
+        // for the same fsync. On tmpfs an fsync costs nothing, so the full target, premised on
+        // one fsync per commit, does not apply there: those rows are information.
         let (floor_fig, floor_target, floor_note) = match (normal, size) {
             (false, _) if dir_name == "disk" => ("1, 6a", Some(0.95), String::new()),
             (false, _) => (
@@ -93,8 +97,9 @@ pub(crate) fn bench_writes(
                 None,
                 "full on tmpfs (no fsync cost): information".to_string(),
             ),
-            (true, s) if s <= 1024 => ("1", Some(0.7), "stretch".to_string()),
-            (true, _) => ("1", Some(0.6), "stretch".to_string()),
+            (true, s) if s <= 1024 => ("1", Some(0.9), String::new()),
+            (true, s) if s <= 16384 => ("1", Some(1.5), String::new()),
+            (true, _) => ("1", Some(3.0), String::new()),
         };
         let at_full = if dir_name == "disk" {
             "here fsync-bound"
@@ -104,13 +109,23 @@ pub(crate) fn bench_writes(
         let jp_target = match size {
             s if s <= 1024 => 1.5,
             s if s <= 16384 => 3.0,
-            _ => 10.0,
+            _ => 20.0,
+        };
+        // Issue 24's rows "two members changed, vs the floor" and "vs json_patch": on disk, at
+        // normal.
+        let label = |name: &str| {
+            if normal && dir_name == "disk" {
+                name.to_string()
+            } else {
+                String::new()
+            }
         };
         let floor_row = Row {
             fig: floor_fig.into(),
             alternative: "raw write floor (BEGIN IMMEDIATE; UPDATE v=?; COMMIT)".into(),
             alt_ns: t[1],
             target: floor_target,
+            issue24: label("floor"),
             note: floor_note,
             ..Row::default()
         };
@@ -119,6 +134,7 @@ pub(crate) fn bench_writes(
             alternative: "UPDATE v = json_patch(v, ?)".into(),
             alt_ns: t[2],
             target: normal.then_some(jp_target),
+            issue24: label("json_patch"),
             ..Row::default()
         };
         if !normal {
@@ -131,19 +147,29 @@ pub(crate) fn bench_writes(
             note: "not in the issue".into(),
             ..Row::default()
         };
-        for r in [floor_row, jp_row, serde_row] {
-            let mut row = Row {
+        // Issue 24's durable write at 1 KiB against Cloudflare Agents' durable setState
+        // (setState + storage.sync() in local workerd): their harness is not part of this
+        // bench, so the contender is the figure the issue measured, a constant.
+        let cloudflare_row = (!normal && dir_name == "disk" && size == 1024).then(|| Row {
+            alternative: "Cloudflare Agents durable setState (issue 24's figure)".into(),
+            alt_ns: CLOUDFLARE_DURABLE_SET_NS,
+            target: Some(1.2),
+            issue24: "cloudflare".into(),
+            note: "Cloudflare figure from issue 24, not re-measured".into(),
+            ..Row::default()
+        });
+        for r in [floor_row, jp_row, serde_row]
+            .into_iter()
+            .chain(cloudflare_row)
+        {
+            rows.push(Row {
                 op: "set_state".into(),
                 size,
                 dir: dir_name.into(),
                 sync: sync_opt.into(),
                 ours_ns: t[0],
                 ..r
-            };
-            if row.note == "stretch" {
-                row.note = row.stretch_note(0.85);
-            }
-            rows.push(row);
+            });
         }
 
         // Figure 3: replace_state against SQLite parsing, validating and minifying the same

@@ -137,6 +137,24 @@ impl Abi {
         unsafe { agent_buffer_free(&mut b) };
         touched
     }
+    /// get_state's bytes, copied out (for the benches' checks, not their timed loops).
+    pub fn state(&self) -> Vec<u8> {
+        let mut b = AgentBuffer {
+            data: std::ptr::null(),
+            len: 0,
+            owner: std::ptr::null_mut(),
+        };
+        // SAFETY: valid out pointer; the buffer is freed below.
+        check(
+            unsafe { agent_get_state(self.0, &mut b) },
+            "agent_get_state",
+        );
+        // SAFETY: the library guarantees `len` readable bytes at `data`.
+        let bytes = unsafe { std::slice::from_raw_parts(b.data, b.len) }.to_vec();
+        // SAFETY: a buffer the library filled.
+        unsafe { agent_buffer_free(&mut b) };
+        bytes
+    }
     pub fn set(&self, patch: &[u8]) {
         // SAFETY: `patch` is valid for its length; no output requested.
         check(
@@ -253,52 +271,6 @@ pub fn race(contenders: &mut [&mut dyn FnMut(usize)], rounds: usize, ops: usize)
     samples.into_iter().map(median).collect()
 }
 
-#[derive(Default)]
-pub struct Row {
-    /// The figure of the issue this row measures ("1", "6b", ...); empty when none.
-    pub fig: String,
-    pub op: String,
-    pub size: usize,
-    /// The directory kind (disk, tmpfs); empty where the table has no such column.
-    pub dir: String,
-    pub sync: String,
-    pub ours_ns: f64,
-    pub alternative: String,
-    pub alt_ns: f64,
-    pub target: Option<f64>,
-    /// The target is a stretch goal: the verdict reads "stretch PASS" / "stretch MISS" and is
-    /// not counted among the missed targets.
-    pub stretch: bool,
-    /// Printed in the table's last column: a stretch goal beyond the target, extra figures.
-    pub note: String,
-}
-
-impl Row {
-    pub fn ratio(&self) -> f64 {
-        self.alt_ns / self.ours_ns
-    }
-    pub fn verdict(&self) -> &'static str {
-        match (self.target, self.stretch) {
-            (None, _) => "",
-            (Some(t), false) if self.ratio() >= t => "PASS",
-            (Some(_), false) => "MISS",
-            (Some(t), true) if self.ratio() >= t => "stretch PASS",
-            (Some(_), true) => "stretch MISS",
-        }
-    }
-    /// A note naming a stretch goal beyond the target and whether this run met it.
-    pub fn stretch_note(&self, stretch: f64) -> String {
-        format!(
-            "stretch ≥ {stretch}×: {}",
-            if self.ratio() >= stretch {
-                "met"
-            } else {
-                "not met"
-            }
-        )
-    }
-}
-
 /// `--smoke` and `--out FILE` (`default_out` without it).
 pub struct Args {
     pub smoke: bool,
@@ -327,93 +299,6 @@ impl Args {
     }
 }
 
-/// Prints the rows as a Markdown table (with the `dir` column when `with_dir`); returns how
-/// many missed their target.
-pub fn print_table(rows: &[Row], with_dir: bool) -> usize {
-    let dir_head = if with_dir { " dir |" } else { "" };
-    println!(
-        "| fig. | operation | state |{dir_head} sync | ours (µs) | alternative | alt (µs) | ratio alt/ours | target | | note |"
-    );
-    println!(
-        "|---|---|---|{}---|---|---|---|---|---|---|---|",
-        if with_dir { "---|" } else { "" }
-    );
-    let mut misses = 0;
-    for r in rows {
-        if r.verdict() == "MISS" {
-            misses += 1;
-        }
-        let dir = if with_dir {
-            format!(" {} |", r.dir)
-        } else {
-            String::new()
-        };
-        println!(
-            "| {} | {} | {} |{dir} {} | {:.3} | {} | {:.3} | {:.2}× | {} | {} | {} |",
-            r.fig,
-            r.op,
-            human(r.size),
-            r.sync,
-            r.ours_ns / 1000.0,
-            r.alternative,
-            r.alt_ns / 1000.0,
-            r.ratio(),
-            r.target
-                .map(|t| format!("≥ {}×", round3(t)))
-                .unwrap_or_default(),
-            r.verdict(),
-            r.note
-        );
-    }
-    misses
-}
-
-/// The rows as JSON, `{"mode":...,"rows":[...]` followed by `extra` (members, each with a
-/// leading comma) and the closing brace, written to `out`.
-pub fn write_json(out: &Path, smoke: bool, rows: &[Row], with_dir: bool, extra: &str) {
-    let mut json = String::from("{\"mode\":");
-    write!(
-        json,
-        "\"{}\",\"rows\":[",
-        if smoke { "smoke" } else { "full" }
-    )
-    .unwrap();
-    for (i, r) in rows.iter().enumerate() {
-        if i > 0 {
-            json.push(',');
-        }
-        let dir = if with_dir {
-            format!(r#""dir":"{}","#, r.dir)
-        } else {
-            String::new()
-        };
-        write!(
-            json,
-            r#"{{"fig":"{}","op":"{}","size":{},{dir}"sync":"{}","ours_ns":{:.1},"alternative":"{}","alt_ns":{:.1},"ratio":{:.4},"target":{},"stretch":{},"verdict":"{}","note":{}}}"#,
-            r.fig, r.op, r.size, r.sync, r.ours_ns, r.alternative, r.alt_ns, r.ratio(),
-            r.target.map(|t| t.to_string()).unwrap_or_else(|| "null".into()), r.stretch,
-            r.verdict(), serde_json::to_string(&r.note).unwrap()
-        )
-        .unwrap();
-    }
-    write!(json, "]{extra}}}").unwrap();
-    if let Some(parent) = out.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(out, json).unwrap();
-    eprintln!("raw figures: {}", out.display());
-}
-
-/// `t` to three decimals, without trailing zeros (1/1.3 prints as 0.769).
-pub fn round3(t: f64) -> String {
-    let s = format!("{t:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-pub fn human(size: usize) -> String {
-    if size >= 1024 {
-        format!("{} KiB", size / 1024)
-    } else {
-        format!("{size} B")
-    }
-}
+// The result rows, their targets, the printed table and its JSON.
+mod table;
+pub use table::*;
