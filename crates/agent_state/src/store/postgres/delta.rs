@@ -51,7 +51,7 @@ pub(super) enum Pending {
         patch: String,
         version: u64,
         bytes: i64,
-        base: u64,
+        base: i64,
         after_stamp: i64,
         at_ms: i64,
         writer: i64,
@@ -79,7 +79,7 @@ impl Pending {
                     patch: super::text(patch)?.to_string(),
                     version: change.version,
                     bytes,
-                    base: k.base,
+                    base: k.base as i64,
                     after_stamp: k.stamp,
                     at_ms: change.at_ms,
                     writer: change.writer as i64,
@@ -115,6 +115,63 @@ impl Pending {
             Pending::Full { version, .. } | Pending::Patch { version, .. } => *version,
         }
     }
+
+    /// [`WRITE_DELTA`]'s parameters for a patch of `agent` written as `head` (`None` for a
+    /// full write).
+    pub(super) fn delta_params<'a>(
+        &'a self,
+        agent: &'a String,
+        head: &'a Head,
+    ) -> Option<[Param<'a>; 12]> {
+        const NO_PREV: Option<&str> = None;
+        let Pending::Patch {
+            patch,
+            bytes,
+            base,
+            after_stamp,
+            at_ms,
+            writer,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some([
+            txt(agent),
+            int8(&head.version),
+            int8(&head.stamp),
+            int8(&head.now),
+            txt(patch),
+            int8(&head.grain),
+            int8(bytes),
+            int8(at_ms),
+            int8(writer),
+            txt(&NO_PREV),
+            int8(base),
+            int8(after_stamp),
+        ])
+    }
+}
+
+/// The head columns a write sets: its version, the handle's stamp, the time (ms) and its minute.
+pub(super) struct Head {
+    pub version: i64,
+    pub stamp: i64,
+    pub now: i64,
+    pub grain: i64,
+}
+
+impl Head {
+    /// The head of `version`, written now by a handle stamping `stamp`.
+    pub(super) fn now(version: u64, stamp: i64) -> Head {
+        let now = crate::store::now_ms();
+        Head {
+            version: version as i64,
+            stamp,
+            now,
+            grain: crate::store::grain_of(now),
+        }
+    }
 }
 
 impl Postgres {
@@ -128,41 +185,20 @@ impl Postgres {
         log: Option<&PendingLog>,
     ) -> PgResult<bool> {
         let agent = &self.agent;
-        let version = pending.version() as i64;
-        let stamp = self.stamps.own();
         let settings = self.settings;
-        let now = crate::store::now_ms();
-        let grain = crate::store::grain_of(now);
+        let head = Head::now(pending.version(), self.stamps.own());
+        if let Some(params) = pending.delta_params(agent, &head) {
+            return Ok(!conn.commit_one(settings, WRITE_DELTA, &params)?.is_empty());
+        }
+        let Head {
+            version,
+            stamp,
+            now,
+            grain,
+        } = head;
         let rows = match (pending, log) {
-            (
-                Pending::Patch {
-                    patch,
-                    bytes,
-                    base,
-                    after_stamp,
-                    at_ms,
-                    writer,
-                    ..
-                },
-                _,
-            ) => {
-                let base = *base as i64;
-                let params: [Param<'_>; 12] = [
-                    txt(agent),
-                    int8(&version),
-                    int8(&stamp),
-                    int8(&now),
-                    txt(patch),
-                    int8(&grain),
-                    int8(bytes),
-                    int8(at_ms),
-                    int8(writer),
-                    txt(&None::<&str>),
-                    int8(&base),
-                    int8(after_stamp),
-                ];
-                conn.commit_one(settings, WRITE_DELTA, &params)?
-            }
+            // Sent above.
+            (Pending::Patch { .. }, _) => return Ok(false),
             (
                 Pending::Full {
                     value,

@@ -88,10 +88,13 @@ impl Postgres {
     /// Makes `pending` in the locked transaction.
     pub(super) fn write_locked(&self, pending: &delta::Pending) -> Result<()> {
         let agent = &self.agent;
-        let stamp = self.stamps.own();
-        let now = crate::store::now_ms();
-        let grain = crate::store::grain_of(now);
-        let v = pending.version() as i64;
+        let head = delta::Head::now(pending.version(), self.stamps.own());
+        let delta::Head {
+            version: v,
+            stamp,
+            now,
+            grain,
+        } = head;
         self.in_txn("cannot write the state", |open| {
             // The row is locked (begin_write): it is there, and one row is written.
             match pending {
@@ -118,33 +121,10 @@ impl Postgres {
                     open.base = Some((v, 0));
                     open.patches = Some(Vec::new());
                 }
-                delta::Pending::Patch {
-                    patch,
-                    bytes,
-                    base,
-                    after_stamp,
-                    at_ms,
-                    writer,
-                    ..
-                } => {
-                    let base = *base as i64;
-                    open.conn.query(
-                        WRITE_DELTA,
-                        &[
-                            txt(agent),
-                            int8(&v),
-                            int8(&stamp),
-                            int8(&now),
-                            txt(patch),
-                            int8(&grain),
-                            int8(bytes),
-                            int8(at_ms),
-                            int8(writer),
-                            txt(&None::<&str>),
-                            int8(&base),
-                            int8(after_stamp),
-                        ],
-                    )?;
+                delta::Pending::Patch { .. } => {
+                    if let Some(params) = pending.delta_params(agent, &head) {
+                        open.conn.query(WRITE_DELTA, &params)?;
+                    }
                     // The transaction's view of the state is now unknown without its patches.
                     open.value = None;
                     open.base = None;

@@ -16,7 +16,6 @@
 //! reader can act on a change that a power cut then takes back; the writer itself, and its
 //! hooks, never do.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
@@ -46,9 +45,11 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// This process's [`WalSync`]s, by database path and process (a child after `fork()` starts
-/// afresh: the parent's state may be held by one of its threads).
-type Registry = Mutex<HashMap<(u32, PathBuf), Weak<WalSync>>>;
+/// This process's [`WalSync`]s, by process and database path (a child after `fork()` starts
+/// afresh: the parent's state may be held by one of its threads). A list, not a hash map: a
+/// process writes a few files, and a list's storage is reached from its start (memcheck takes
+/// a hash table's, reached only through its middle, for a possible leak).
+type Registry = Mutex<Vec<(u32, PathBuf, Weak<WalSync>)>>;
 
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
@@ -59,20 +60,24 @@ impl WalSync {
     /// The WAL sync shared by this process's connections to the database at `db`.
     pub(super) fn for_file(db: &Path) -> Arc<WalSync> {
         let path = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
-        let key = (std::process::id(), path.clone());
-        let mut map = registry().lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|_, w| w.strong_count() > 0);
-        if let Some(found) = map.get(&key).and_then(Weak::upgrade) {
+        let pid = std::process::id();
+        let mut list = registry().lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|(_, _, w)| w.strong_count() > 0);
+        let found = list
+            .iter()
+            .find(|(p, f, _)| *p == pid && *f == path)
+            .and_then(|(_, _, w)| w.upgrade());
+        if let Some(found) = found {
             return found;
         }
-        let mut wal = path.into_os_string();
+        let mut wal = path.clone().into_os_string();
         wal.push("-wal");
         let sync = Arc::new(WalSync {
             wal: PathBuf::from(wal),
             state: Mutex::new(State::default()),
             synced_cv: Condvar::new(),
         });
-        map.insert(key, Arc::downgrade(&sync));
+        list.push((pid, path, Arc::downgrade(&sync)));
         sync
     }
 
