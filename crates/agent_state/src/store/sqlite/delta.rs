@@ -271,7 +271,7 @@ impl Sqlite {
                         change.version as i64,
                         change.at_ms,
                         change.writer as i64,
-                        change.patch
+                        super::entries::blob(change.patch)
                     ])
                     .map_err(|e| self.storage_err("cannot write", e))?;
                 Ok(())
