@@ -27,11 +27,14 @@ use crate::store::{LogRetention, NewChange, StoredRead, MAX_PATCHES};
 /// comment): below a page, a patch row would cost as much as the state.
 pub(super) const INLINE_MAX: usize = crate::store::SMALL_STATE;
 
-/// The head row as a write finds it.
-struct Head {
-    base: u64,
-    tail: u64,
-    inline: bool,
+/// The head row as a write finds it: what the handle knows from its own last write, or read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Head {
+    pub version: u64,
+    pub base: u64,
+    pub tail: u64,
+    /// The base is in the head row (`value`), not in `agent_base`.
+    pub inline: bool,
 }
 
 impl Sqlite {
@@ -125,94 +128,155 @@ impl Sqlite {
     /// Writes `change` (see [`crate::store::StoredState::write_change`]): its patch, or the
     /// full state when it is due, and the head; with `log`, the change-log entry, which is the
     /// patch row itself. `now` is the time of the write; with `grain`, the indexed time is
-    /// rewritten too (see `schema`).
+    /// rewritten too (see `schema`). `known`: the head as the handle left it at its last write
+    /// (used when it is the version this change follows; read otherwise). Returns the new head.
     pub(super) fn write_change(
         &self,
         agent: &str,
         change: &NewChange<'_>,
         log: Option<LogRetention>,
-        now: i64,
-        grain: Option<i64>,
-    ) -> Result<()> {
+        (now, grain): (i64, Option<i64>),
+        known: Option<Head>,
+    ) -> Result<Head> {
+        let head = match known.filter(|k| k.version + 1 == change.version && !change.first) {
+            Some(known) => Some(known),
+            None => self.read_head(agent)?,
+        };
+        let size = change.next.len();
+        let version = change.version;
+        let patch_len = change.patch.map_or(0, <[u8]>::len) as u64;
+        if let (Some(h), Some(_), false) = (head, change.patch, change.first) {
+            if size > INLINE_MAX
+                && !h.inline
+                && h.tail + patch_len <= size as u64
+                && version - h.base <= MAX_PATCHES
+            {
+                self.set_head(agent, version, (now, grain), size, None, patch_len)?;
+                self.append_change(agent, change, log, false)?;
+                return Ok(Head {
+                    version,
+                    base: h.base,
+                    tail: h.tail + patch_len,
+                    inline: false,
+                });
+            }
+        }
         let fail = |e| self.storage_err("cannot write", e);
         let conn = self.conn()?;
-        let size = change.next.len();
-        let patch_len = change.patch.map_or(0, <[u8]>::len) as i64;
-        // The indexed minute only when it moved (see `schema`): an index entry rewritten at
-        // every write would cost a third of a bare write.
-        let mut stmt = conn.prepare_cached(if grain.is_some() {
-            "UPDATE agent_state SET version = ?2, written_ms = ?3, bytes = ?4,
-                 tail = tail + ?5, written_grain = ?6
-             WHERE agent = ?1 RETURNING base, tail, value IS NOT NULL"
-        } else {
-            "UPDATE agent_state SET version = ?2, written_ms = ?3, bytes = ?4, tail = tail + ?5
-             WHERE agent = ?1 RETURNING base, tail, value IS NOT NULL"
-        })?;
-        let params = rusqlite::params![agent, change.version as i64, now, size as i64, patch_len];
-        let read = |r: &rusqlite::Row<'_>| {
-            Ok(Head {
-                base: r.get::<_, i64>(0)? as u64,
-                tail: r.get::<_, i64>(1)? as u64,
-                inline: r.get(2)?,
-            })
-        };
-        let head = match grain {
-            Some(grain) => {
-                let mut all = params.to_vec();
-                all.push(&grain);
-                stmt.query_row(all.as_slice(), read)
-            }
-            None => stmt.query_row(params, read),
-        }
-        .optional()
-        .map_err(fail)?;
-        drop(stmt);
-        let Some(head) = head else {
-            // The agent's first row.
+        let inline = size <= INLINE_MAX;
+        if !inline {
             conn.prepare_cached(
-                "INSERT INTO agent_state (agent, version, written_ms, written_grain, bytes)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO agent_base (agent, value) VALUES (?1, ?2)
+                 ON CONFLICT (agent) DO UPDATE SET value = excluded.value",
             )?
-            .execute(rusqlite::params![
-                agent,
-                change.version as i64,
-                now,
-                crate::store::grain_of(now),
-                size as i64
-            ])
+            .execute(rusqlite::params![agent, change.next.json()])
             .map_err(fail)?;
-            self.write_base(agent, change, false, log.is_none())?;
-            return self.append_change(agent, change, log, true);
-        };
-        let delta = change.patch.is_some()
-            && !change.first
-            && size > INLINE_MAX
-            && !head.inline
-            && head.tail <= size as u64
-            && change.version - head.base <= MAX_PATCHES;
-        if delta {
-            return self.append_change(agent, change, log, false);
         }
-        self.write_base(agent, change, head.inline, log.is_none())?;
-        self.append_change(agent, change, log, true)
+        let value = inline.then(|| change.next.json());
+        match head {
+            None => {
+                conn.prepare_cached(
+                    "INSERT INTO agent_state
+                     (agent, value, version, written_ms, written_grain, base, tail, bytes)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?3, 0, ?6)",
+                )?
+                .execute(rusqlite::params![
+                    agent,
+                    super::blob(value),
+                    version as i64,
+                    now,
+                    crate::store::grain_of(now),
+                    size as i64
+                ])
+                .map_err(fail)?;
+            }
+            Some(h) => {
+                self.set_head(agent, version, (now, grain), size, Some(value), 0)?;
+                if inline && !h.inline && h.version > 0 {
+                    conn.prepare_cached("DELETE FROM agent_base WHERE agent = ?1")?
+                        .execute([agent])
+                        .map_err(fail)?;
+                }
+                // With the log off, the patches before the new base go (there are some only
+                // when the base was behind).
+                if log.is_none() && h.base < h.version {
+                    conn.prepare_cached(
+                        "DELETE FROM agent_changes WHERE agent = ?1 AND version < ?2",
+                    )?
+                    .execute(rusqlite::params![agent, version as i64])
+                    .map_err(fail)?;
+                }
+            }
+        }
+        self.append_change(agent, change, log, true)?;
+        Ok(Head {
+            version,
+            base: version,
+            tail: 0,
+            inline,
+        })
     }
 
-    /// Stores the change's full state as the agent's base at its version, in the head row or in
-    /// `agent_base` by its size; `was_inline`: the previous base was in the head row. With
-    /// `drop_patches` (the log is off), the patches before it go.
-    fn write_base(
+    /// The head row (`None`: no row).
+    fn read_head(&self, agent: &str) -> Result<Option<Head>> {
+        Ok(self
+            .conn()?
+            .prepare_cached(
+                "SELECT version, base, tail, value IS NOT NULL FROM agent_state WHERE agent = ?1",
+            )?
+            .query_row([agent], |r| {
+                Ok(Head {
+                    version: r.get::<_, i64>(0)? as u64,
+                    base: r.get::<_, i64>(1)? as u64,
+                    tail: r.get::<_, i64>(2)? as u64,
+                    inline: r.get(3)?,
+                })
+            })
+            .optional()?)
+    }
+
+    /// One UPDATE of the head row: the version, the time (the indexed minute only when it moved:
+    /// an index entry rewritten at every write would cost a third of a bare write), the state's
+    /// size, and either a new base (`base`: the inline value or NULL; the tail starts again) or
+    /// `tail_add` more patch bytes.
+    fn set_head(
         &self,
         agent: &str,
-        change: &NewChange<'_>,
-        was_inline: bool,
-        drop_patches: bool,
+        version: u64,
+        (now, grain): (i64, Option<i64>),
+        size: usize,
+        base: Option<Option<&[u8]>>,
+        tail_add: u64,
     ) -> Result<()> {
-        self.store_base(agent, change.next.json(), change.version, was_inline)?;
-        if drop_patches {
-            self.conn()?
-                .prepare_cached("DELETE FROM agent_changes WHERE agent = ?1 AND version < ?2")?
-                .execute(rusqlite::params![agent, change.version as i64])
-                .map_err(|e| self.storage_err("cannot write", e))?;
+        let minute = if grain.is_some() {
+            ", written_grain = ?6"
+        } else {
+            ""
+        };
+        let set = if base.is_some() {
+            "value = ?5, base = ?2, tail = 0"
+        } else {
+            "tail = tail + ?5"
+        };
+        let sql = format!(
+            "UPDATE agent_state SET version = ?2, written_ms = ?3, bytes = ?4, {set}{minute}
+             WHERE agent = ?1"
+        );
+        let mut stmt = self.conn()?.prepare_cached(&sql)?;
+        let (version, size) = (version as i64, size as i64);
+        let fifth: &dyn rusqlite::ToSql = match &base {
+            Some(value) => &super::blob(*value),
+            None => &(tail_add as i64),
+        };
+        let updated = match &grain {
+            Some(grain) => stmt.execute(rusqlite::params![agent, version, now, size, fifth, grain]),
+            None => stmt.execute(rusqlite::params![agent, version, now, size, fifth]),
+        }
+        .map_err(|e| self.storage_err("cannot write", e))?;
+        if updated != 1 {
+            return Err(Error::Storage(
+                "the agent's row vanished inside the write transaction (internal)".to_string(),
+            ));
         }
         Ok(())
     }
@@ -271,7 +335,7 @@ impl Sqlite {
                         change.version as i64,
                         change.at_ms,
                         change.writer as i64,
-                        super::entries::blob(change.patch)
+                        super::blob(change.patch)
                     ])
                     .map_err(|e| self.storage_err("cannot write", e))?;
                 Ok(())

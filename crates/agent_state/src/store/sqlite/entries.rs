@@ -146,9 +146,9 @@ impl Sqlite {
                 change.version as i64,
                 change.at_ms,
                 change.writer as i64,
-                blob(change.patch),
-                blob(full.then(|| change.next.json())),
-                blob(change.prev)
+                super::blob(change.patch),
+                super::blob(full.then(|| change.next.json())),
+                super::blob(change.prev)
             ])
             .map_err(fail)?;
         if change.version.is_multiple_of(PRUNE_EVERY) {
@@ -309,18 +309,6 @@ impl Sqlite {
         }
         Ok(())
     }
-}
-
-/// A nullable blob as a statement parameter. (Binding an `Option<&[u8]>` builds a
-/// `ToSqlOutput::Owned(Value::Null)` whose unused bytes valgrind's memcheck follows into a
-/// comparison in rusqlite's `bind_parameter` and reports as uninitialised; a borrowed
-/// `ValueRef` is bound as it is.)
-pub(super) fn blob(bytes: Option<&[u8]>) -> rusqlite::types::ToSqlOutput<'_> {
-    use rusqlite::types::{ToSqlOutput, ValueRef};
-    ToSqlOutput::Borrowed(match bytes {
-        Some(b) => ValueRef::Blob(b),
-        None => ValueRef::Null,
-    })
 }
 
 fn parse_retention(text: Option<Vec<u8>>) -> Result<Option<LogRetention>> {

@@ -32,6 +32,8 @@ pub struct SqliteAgent {
     /// The indexed time of the last write (`written_grain`) this handle wrote: rewritten only
     /// when a write falls in a later minute.
     grain: Cell<i64>,
+    /// The head row as this handle's last write left it (see `delta`); forgotten at a rollback.
+    known: Cell<Option<super::delta::Head>>,
 }
 
 /// Opens the agent's store at `path`: on a connection shared with this process's other handles
@@ -68,6 +70,7 @@ pub fn open(path: &Path, options: &StoreOptions) -> Result<SqliteAgent> {
         holds_turn: Cell::new(false),
         epoch: Cell::new(epoch),
         grain: Cell::new(i64::MIN),
+        known: Cell::new(None),
     })
 }
 
@@ -151,9 +154,11 @@ impl Transactions for SqliteAgent {
 
     fn commit(&self) -> Result<()> {
         self.with(|c| c.commit())
+            .inspect_err(|_| self.known.set(None))
     }
 
     fn rollback(&self) {
+        self.known.set(None);
         if self.holds_turn.get() {
             self.shared.conn().rollback();
         }
@@ -176,12 +181,15 @@ impl StoredState for SqliteAgent {
         // would only make the agent look idler by less than a minute, and expiry checks the
         // exact time before it deletes.
         let stale = (self.grain.get() < grain).then_some(grain);
-        self.with(|c| c.write_change(&self.agent, change, log, now, stale))?;
+        let known = self.known.take();
+        let head = self.with(|c| c.write_change(&self.agent, change, log, (now, stale), known))?;
+        self.known.set(Some(head));
         self.grain.set(grain);
         Ok(())
     }
 
     fn rebase(&self, state: &[u8], version: u64) -> Result<()> {
+        self.known.set(None);
         self.with(|c| c.rebase(&self.agent, state, version))
     }
 

@@ -329,3 +329,15 @@ impl Drop for Sqlite {
         self.retire_inherited();
     }
 }
+
+/// A nullable blob as a statement parameter. (Binding an `Option<&[u8]>` builds a
+/// `ToSqlOutput::Owned(Value::Null)` whose unused bytes valgrind's memcheck follows into a
+/// comparison in rusqlite's `bind_parameter` and reports as uninitialised; a borrowed
+/// `ValueRef` is bound as it is.)
+fn blob(bytes: Option<&[u8]>) -> rusqlite::types::ToSqlOutput<'_> {
+    use rusqlite::types::{ToSqlOutput, ValueRef};
+    ToSqlOutput::Borrowed(match bytes {
+        Some(b) => ValueRef::Blob(b),
+        None => ValueRef::Null,
+    })
+}
