@@ -21,7 +21,7 @@
 
 use super::conn::{bool_param, int8_param as int8, text_param as txt, Conn, Param};
 use super::error::PgResult;
-use super::sql::{LOGGED_WRITE, NEXT_WRITE, WRITE_DELTA};
+use super::sql::{LOGGED_WRITE, NEXT_WRITE, NEXT_WRITE_DROPPING, WRITE_DELTA};
 use super::{PendingLog, Postgres};
 use crate::error::Result;
 use crate::store::{LogRetention, NewChange, MAX_PATCHES, SMALL_STATE};
@@ -218,7 +218,11 @@ impl Postgres {
                     int8(bytes),
                     bool_param(drop_patches),
                 ];
-                conn.commit_one(settings, NEXT_WRITE, &params)?
+                if *drop_patches {
+                    conn.commit_one(settings, NEXT_WRITE_DROPPING, &params)?
+                } else {
+                    conn.commit_one(settings, NEXT_WRITE, &params[..7])?
+                }
             }
             (Pending::Full { value, bytes, .. }, Some(log)) => {
                 // The logged state is the state written: not sent twice.
