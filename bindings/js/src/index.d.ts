@@ -1,0 +1,149 @@
+// Types of @agent-state/client (src/index.js). The wire format is
+// crates/agent-state-serve/PROTOCOL.md.
+
+/** A JSON value, as JSON.parse returns it. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [member: string]: JsonValue };
+
+/** A JSON object. */
+export type JsonObject = { [member: string]: JsonValue };
+
+/** The whole state; `version` may be any version (a client replaces its copy). */
+export interface SnapshotMessage {
+  readonly type: "snapshot";
+  readonly version: number;
+  readonly state: JsonValue;
+}
+
+/** An RFC 7396 merge patch; `version` is the previous message's plus one. */
+export interface PatchMessage {
+  readonly type: "patch";
+  readonly version: number;
+  readonly patch: JsonValue;
+}
+
+/** A replacement of the whole state; `version` is the previous message's plus one. */
+export interface ReplaceMessage {
+  readonly type: "replace";
+  readonly version: number;
+  readonly state: JsonValue;
+}
+
+/** Every 15 s; `version` is the last version sent. watch() only uses it to tell a live stream. */
+export interface PingMessage {
+  readonly type: "ping";
+  readonly version: number;
+}
+
+/** Every message of the watch stream. */
+export type WatchMessage = SnapshotMessage | PatchMessage | ReplaceMessage | PingMessage;
+
+/** The messages that change the state: the ones onState receives. */
+export type StateMessage = SnapshotMessage | PatchMessage | ReplaceMessage;
+
+/** A JSON value deeply read-only, as watch() hands it out (it is frozen at run time too). */
+export type ReadonlyJson =
+  | null
+  | boolean
+  | number
+  | string
+  | readonly ReadonlyJson[]
+  | { readonly [member: string]: ReadonlyJson };
+
+/** What went wrong; watch() reconnects after every one of them (until stop()). */
+export type WatchErrorCode =
+  /** The server closed an open stream: 4001 (fell behind), 1011 (store failed), 1001 (stopping), ... */
+  | "closed"
+  /** A patch or replace whose version is not the previous one plus one. */
+  | "version_gap"
+  /** A frame that is not a valid message (not JSON, no version, a patch before any snapshot). */
+  | "bad_message"
+  /** The connection was not established (a refused upgrade: 401, 404, 400; the server down). */
+  | "connect_failed"
+  /** 45 s without any message (the server pings every 15 s): the stream is taken as dead. */
+  | "timeout";
+
+export interface WatchErrorBase extends Error {
+  readonly name: "WatchError";
+}
+
+export interface WatchClosedError extends WatchErrorBase {
+  readonly code: "closed";
+  /** The WebSocket close code (4001, 1011, 1001, 1006, ...). */
+  readonly closeCode: number;
+  readonly reason: string;
+}
+
+export interface WatchConnectError extends WatchErrorBase {
+  readonly code: "connect_failed";
+  /** The close code when the socket closed before opening (a browser says only 1006). */
+  readonly closeCode?: number;
+  readonly reason?: string;
+  /** What the WebSocket constructor threw, when it threw. */
+  readonly cause?: unknown;
+}
+
+export interface WatchGapError extends WatchErrorBase {
+  readonly code: "version_gap";
+  /** The version that should have come (the copy's plus one). */
+  readonly expected: number;
+  /** The version that came. */
+  readonly got: number;
+}
+
+export interface WatchOtherError extends WatchErrorBase {
+  readonly code: "bad_message" | "timeout";
+}
+
+/** The errors passed to onError: `Error`s with a string `code`. */
+export type WatchError = WatchClosedError | WatchConnectError | WatchGapError | WatchOtherError;
+
+/** The subset of the standard WebSocket that watch() uses. */
+export interface WebSocketLike {
+  addEventListener(type: "open", listener: (event: unknown) => void): void;
+  addEventListener(type: "message", listener: (event: { data: unknown }) => void): void;
+  addEventListener(type: "close", listener: (event: { code: number; reason: string }) => void): void;
+  close(code?: number, reason?: string): void;
+}
+
+export interface WatchOptions {
+  /** The server's token, sent as the access_token query parameter. */
+  token?: string;
+  /**
+   * Called with the new whole state after every snapshot, patch and replace. `state` and
+   * `message` are deeply frozen: treat them as read-only (a mutation throws in strict mode).
+   */
+  onState?: (state: ReadonlyJson, version: number, message: Readonly<StateMessage>) => void;
+  /** Called for every interruption; watch() reconnects by itself afterwards. */
+  onError?: (error: WatchError) => void;
+  /** The WebSocket constructor; default globalThis.WebSocket (Node 20: --experimental-websocket). */
+  WebSocket?: new (url: string) => WebSocketLike;
+  /** Resume from this version instead of starting with a snapshot; needs `state`. */
+  since?: number;
+  /** The state at version `since` (copied, not kept). Only with `since`. */
+  state?: JsonValue;
+}
+
+export interface WatchHandle {
+  /** Closes the socket and cancels every timer; no callback runs afterwards. */
+  stop(): void;
+  /** The local copy (undefined until the first snapshot). */
+  readonly state: ReadonlyJson | undefined;
+  /** The copy's version (undefined until the first snapshot). */
+  readonly version: number | undefined;
+  /** Whether a WebSocket is open right now. */
+  readonly connected: boolean;
+}
+
+/**
+ * RFC 7396 JSON Merge Patch: `patch` applied to `target`, as a new value; neither input is
+ * modified (untouched members are shared). Existing members keep their place, new ones are
+ * appended.
+ */
+export function applyMergePatch(target: JsonValue | undefined, patch: JsonValue): JsonValue;
+
+/**
+ * Follows one agent's state: `WS {url}/v1/agents/{encodeURIComponent(agentId)}/watch`.
+ * `url` is the server's base (http, https, ws or wss; a path prefix is kept).
+ * Throws a TypeError when there is no WebSocket or an argument is malformed.
+ */
+export function watch(url: string | URL, agentId: string, options?: WatchOptions): WatchHandle;
