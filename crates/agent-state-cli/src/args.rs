@@ -186,6 +186,26 @@ pub enum Command {
               value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
         interval_ms: u64,
     },
+    /// Serve the store's agents, read-only, over HTTP and WebSocket, with an inspector page
+    ///
+    /// JSON endpoints for the agents, a state, its changes and the state at a version, and a
+    /// watch stream per agent (a snapshot, then each change as an RFC 7396 patch, in commit
+    /// order, whichever process commits it), as crates/agent-state-serve/PROTOCOL.md says. The
+    /// inspector page is at /. Every request needs the token (`Authorization: Bearer TOKEN` or
+    /// `?access_token=TOKEN`). Prints `agent-state serve: listening on http://ADDR` when it
+    /// accepts requests; runs until SIGINT or SIGTERM (exit 0). Takes no --agent: it serves
+    /// every agent of the store.
+    Serve {
+        /// The store: a file path or a postgresql:// URI
+        store: PathBuf,
+        /// The address and port to listen on (port 0: a free one, printed at start)
+        #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7420")]
+        listen: std::net::SocketAddr,
+        /// A file holding the token (at least 16 visible ASCII characters); without it, one
+        /// is generated and printed. Required on an address other than loopback
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+    },
     /// Write the store's agents as JSON Lines (for `import`)
     ///
     /// One line per agent: {"agent": ID, "version": V, "state": {...}}, the state exactly as

@@ -23,6 +23,7 @@ mod open;
 mod output;
 mod pretty;
 mod progress;
+mod serve;
 mod state;
 mod transfer;
 mod watch;
@@ -119,6 +120,11 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Watch { store, interval_ms } => {
             watch::watch(store, global, Duration::from_millis(*interval_ms))
         }
+        Command::Serve {
+            store,
+            listen,
+            token_file,
+        } => serve::serve(store, global, *listen, token_file.as_deref()),
         Command::Export { store } => export::export(store, global),
         Command::Import {
             store,

@@ -1,0 +1,139 @@
+//! The JSON endpoints (PROTOCOL.md): each reads through the library on a blocking thread.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agent_state::agents::{entry_json, list_agents, AgentQuery, MAX_LIST_LIMIT};
+use agent_state::Agent;
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use crate::handles::Handles;
+use crate::reply::{json_body, Failure};
+
+/// The page size of a listing when the request names none.
+const DEFAULT_LIMIT: usize = 100;
+
+pub type Query = HashMap<String, String>;
+
+/// `GET /v1/agents?prefix=&after=&limit=`.
+pub async fn list(handles: Arc<Handles>, query: Query) -> Result<Response, Failure> {
+    let limit = match query.get("limit") {
+        None => DEFAULT_LIMIT,
+        Some(text) => number(text, "limit")
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| (1..=MAX_LIST_LIMIT).contains(n))
+            .ok_or_else(|| {
+                Failure::bad_request(format!("limit={text}: a number from 1 to {MAX_LIST_LIMIT}"))
+            })?,
+    };
+    // One more than the page, to tell whether another page follows (`next` is null on the
+    // last one); at the largest limit, a full page has a `next` that may lead to nothing.
+    let query = AgentQuery {
+        prefix: query.get("prefix").filter(|p| !p.is_empty()).cloned(),
+        after: query.get("after").cloned(),
+        limit: (limit + 1).min(MAX_LIST_LIMIT),
+    };
+    blocking(move || {
+        let mut entries = list_agents(handles.store(), handles.options(), &query)?;
+        let more = entries.len() > limit || entries.len() == MAX_LIST_LIMIT;
+        entries.truncate(limit);
+        let next = match entries.last() {
+            Some(last) if more => Value::String(last.id.clone()),
+            _ => Value::Null,
+        };
+        let agents: Vec<Value> = entries.iter().map(entry_json).collect();
+        Ok(json_body(
+            json!({"agents": agents, "next": next})
+                .to_string()
+                .into_bytes(),
+        ))
+    })
+    .await
+}
+
+/// `GET /v1/agents/{id}`.
+pub async fn agent(handles: Arc<Handles>, id: String) -> Result<Response, Failure> {
+    blocking(move || {
+        let agent = stored(&handles, &id)?;
+        let current = agent.get_state_versioned()?;
+        Ok(versioned(current.version, current.state.json()))
+    })
+    .await
+}
+
+/// `GET /v1/agents/{id}/changes?since=V`.
+pub async fn changes(handles: Arc<Handles>, id: String, query: Query) -> Result<Response, Failure> {
+    let since = optional_number(&query, "since")?.unwrap_or(0);
+    blocking(move || {
+        let agent = stored(&handles, &id)?;
+        // The version first, then the changes: the list may hold newer ones, never fewer.
+        let version = agent.get_state_versioned()?.version;
+        let changes = agent.changes_since(since)?;
+        let mut body = format!(r#"{{"version":{version},"changes":"#).into_bytes();
+        body.extend_from_slice(&changes);
+        body.push(b'}');
+        Ok(json_body(body))
+    })
+    .await
+}
+
+/// `GET /v1/agents/{id}/state?version=V`.
+pub async fn state_at(
+    handles: Arc<Handles>,
+    id: String,
+    query: Query,
+) -> Result<Response, Failure> {
+    let version = optional_number(&query, "version")?
+        .ok_or_else(|| Failure::bad_request("state needs ?version=V"))?;
+    blocking(move || {
+        let agent = stored(&handles, &id)?;
+        let state = agent.state_at(version)?;
+        Ok(versioned(version, state.json()))
+    })
+    .await
+}
+
+/// The handle of an agent that has a state stored; 404 otherwise.
+pub fn stored(handles: &Handles, id: &str) -> Result<Arc<Agent>, Failure> {
+    let agent = handles.get(id)?;
+    if agent.get_state_versioned()?.version == 0 {
+        return Err(Failure::not_found(format!(
+            "agent {id:?} has no state stored"
+        )));
+    }
+    Ok(agent)
+}
+
+fn versioned(version: u64, state: &[u8]) -> Response {
+    let mut body = format!(r#"{{"version":{version},"state":"#).into_bytes();
+    body.extend_from_slice(state);
+    body.push(b'}');
+    json_body(body)
+}
+
+/// Query parameter `name` as a version number, if present.
+pub fn optional_number(query: &Query, name: &str) -> Result<Option<u64>, Failure> {
+    query.get(name).map(|text| number(text, name)).transpose()
+}
+
+fn number(text: &str, name: &str) -> Result<u64, Failure> {
+    // Digits only: `+1`, ` 1` and `1.0` are refused as the malformed numbers they are.
+    text.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| text.parse().ok())
+        .flatten()
+        .ok_or_else(|| Failure::bad_request(format!("{name}={text:?}: not a version number")))
+}
+
+/// Runs `job` (which reads through the library and may block) off the async workers.
+pub async fn blocking<T: Send + 'static>(
+    job: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(job).await.unwrap_or_else(|e| {
+        Err(Failure::internal(format!(
+            "the request's thread failed: {e}"
+        )))
+    })
+}

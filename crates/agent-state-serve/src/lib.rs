@@ -1,0 +1,138 @@
+//! `agent-state serve`: a store's agents, read-only, over HTTP/1.1 and WebSocket.
+//!
+//! Each watched agent has one feed (a thread polling the library, [`feed`]) that broadcasts
+//! its changes, encoded once, to that agent's watch streams ([`watch`]), each of which began
+//! with a snapshot or exactly the changes after the client's version ([`catch_up`]). The JSON
+//! endpoints ([`api`]) read through shared handles ([`handles`]); every request passes the
+//! bearer token ([`auth`]) before its path is looked at ([`route`]). The inspector page
+//! ([`page`]) is built into the binary. The protocol is in PROTOCOL.md beside this crate.
+//!
+//! All the network code of the project lives here: the library knows nothing of it.
+
+mod api;
+mod auth;
+mod catch_up;
+mod feed;
+mod handles;
+mod message;
+mod page;
+mod reply;
+mod route;
+mod watch;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_state::{Error, OpenOptions, Result};
+use axum::http::{header, HeaderValue};
+use axum::Router;
+
+pub use auth::Token;
+pub use feed::{BACKLOG, POLL};
+pub use watch::{CLOSE_TOO_SLOW, PING};
+
+/// The port of `--listen`'s default, `127.0.0.1:7420`.
+pub const DEFAULT_PORT: u16 = 7420;
+/// How long open streams get to be closed when the server stops.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// What to serve, where, and to whom.
+pub struct Config {
+    /// A SQLite file or a PostgreSQL URI, as `Agent::open` takes it.
+    pub store: PathBuf,
+    /// The connection's options (opened read-only whatever they say; `agent_id` per agent).
+    pub options: OpenOptions,
+    pub listen: SocketAddr,
+    pub token: Token,
+    /// Whether the token was given (`--token-file`) rather than generated: a server on an
+    /// address other than loopback needs one that was given.
+    pub token_given: bool,
+}
+
+/// Serves until SIGINT or SIGTERM. `ready` is called with the address bound (a port 0 made
+/// real) once requests are accepted. Fails with `InvalidArgument` for a configuration that is
+/// refused, and `Unavailable` when the address cannot be bound.
+pub fn serve(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    if !config.listen.ip().is_loopback() && !config.token_given {
+        return Err(Error::InvalidArgument(format!(
+            "--listen {}: not a loopback address; a server others can reach needs \
+             --token-file (a generated token would be printed for anyone reading the output)",
+            config.listen
+        )));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("serve")
+        .build()
+        .map_err(|e| Error::Storage(format!("cannot start the server's runtime: {e}")))?;
+    let result = runtime.block_on(run(config, ready));
+    runtime.shutdown_timeout(STOP_GRACE);
+    result
+}
+
+async fn run(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| Error::Unavailable(format!("cannot listen on {}: {e}", config.listen)))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Error::Unavailable(format!("cannot listen on {}: {e}", config.listen)))?;
+    let handles = Arc::new(handles::Handles::new(config.store, config.options));
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    // Every stream holds a sender; none is ever sent on: the receiver ends when all are gone.
+    let (streams, mut streams_ended) = tokio::sync::mpsc::channel::<()>(1);
+    let app = Arc::new(route::App {
+        streams,
+        token: config.token,
+        feeds: Arc::new(feed::Feeds::new(Arc::clone(&handles))),
+        handles,
+        page: page::Page::new(),
+        stopping,
+    });
+    let router = Router::new()
+        .fallback(route::handle)
+        .with_state(app)
+        .layer(axum::middleware::map_response(common_headers));
+    ready(bound);
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            signalled().await;
+            let _ = stop.send(true);
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("the server failed: {e}")));
+    // The upgraded streams are not the HTTP server's to wait for: they are closing with 1001,
+    // and a runtime that shuts down drops its tasks where they are.
+    let _ = tokio::time::timeout(STOP_GRACE, streams_ended.recv()).await;
+    served
+}
+
+/// Headers on every answer: nothing is cached (states change, tokens travel in URLs), and
+/// nothing is sniffed into another type.
+async fn common_headers(mut response: axum::response::Response) -> axum::response::Response {
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// SIGINT or SIGTERM.
+async fn signalled() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without handlers the default actions stay: the signal ends the process.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}

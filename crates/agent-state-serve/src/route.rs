@@ -1,0 +1,186 @@
+//! Every request goes through [`handle`]: the token first, then the path, read by hand so an
+//! agent id is exactly one percent-decoded segment (the empty id included, PROTOCOL.md).
+
+use std::sync::Arc;
+
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{FromRequestParts, Query, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::watch;
+
+use crate::api::{self, blocking};
+use crate::auth::{self, Token};
+use crate::catch_up;
+use crate::feed::Feeds;
+use crate::handles::Handles;
+use crate::page::Page;
+use crate::reply::{self, Failure};
+use crate::watch as stream;
+
+/// What every request may need.
+pub struct App {
+    pub token: Token,
+    pub handles: Arc<Handles>,
+    pub feeds: Arc<Feeds>,
+    pub page: Page,
+    /// Set once when the server stops: open streams close with 1001.
+    pub stopping: watch::Receiver<bool>,
+    /// Held by each open stream, so the server can wait for them to close.
+    pub streams: tokio::sync::mpsc::Sender<()>,
+}
+
+/// Where a path leads.
+enum Route {
+    Page,
+    List,
+    Agent(String),
+    Changes(String),
+    StateAt(String),
+    Watch(String),
+}
+
+pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
+    let (mut parts, _body) = request.into_parts();
+    let query: api::Query = Query::try_from_uri(&parts.uri)
+        .map(|Query(q)| q)
+        .unwrap_or_default();
+    let authorization = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes);
+    let presented = auth::presented(
+        authorization,
+        query.get("access_token").map(|t| t.as_bytes()),
+    );
+    if !presented.is_some_and(|t| app.token.matches(t)) {
+        return reply::unauthorized();
+    }
+    let route = match route(parts.uri.path()) {
+        Ok(route) => route,
+        Err(failure) => return failure.into_response(),
+    };
+    if parts.method != Method::GET {
+        return Failure {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            code: "method_not_allowed",
+            message: "the server is read-only: every endpoint is GET".into(),
+        }
+        .into_response();
+    }
+    let handles = Arc::clone(&app.handles);
+    let answer = match route {
+        Route::Page => return app.page.response(),
+        Route::List => api::list(handles, query).await,
+        Route::Agent(id) => api::agent(handles, id).await,
+        Route::Changes(id) => api::changes(handles, id, query).await,
+        Route::StateAt(id) => api::state_at(handles, id, query).await,
+        Route::Watch(id) => match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+            Ok(upgrade) => watch(&app, upgrade, id, &query).await,
+            Err(rejection) => return rejection.into_response(),
+        },
+    };
+    answer.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Subscribes to the agent's feed, reads where the stream starts, then upgrades.
+async fn watch(
+    app: &App,
+    upgrade: WebSocketUpgrade,
+    id: String,
+    query: &api::Query,
+) -> Result<Response, Failure> {
+    let since = api::optional_number(query, "since")?;
+    let (feeds, handles) = (Arc::clone(&app.feeds), Arc::clone(&app.handles));
+    let (feed, events, start) = blocking(move || {
+        api::stored(&handles, &id)?;
+        let feed = feeds.get(&id)?;
+        let events = feed.subscribe();
+        let start = catch_up::start(&feed.agent, since)?;
+        Ok((feed, events, start))
+    })
+    .await?;
+    let stream = stream::Stream {
+        feed,
+        events,
+        start,
+        stopping: app.stopping.clone(),
+        _open: app.streams.clone(),
+    };
+    Ok(upgrade.on_upgrade(move |socket| stream::run(socket, stream)))
+}
+
+fn route(path: &str) -> Result<Route, Failure> {
+    if path == "/" {
+        return Ok(Route::Page);
+    }
+    if path == "/v1/agents" {
+        return Ok(Route::List);
+    }
+    let Some(rest) = path.strip_prefix("/v1/agents/") else {
+        return Err(unknown(path));
+    };
+    let (segment, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    let id = decode(segment)?;
+    match tail {
+        "" if !rest.ends_with('/') => Ok(Route::Agent(id)),
+        "changes" => Ok(Route::Changes(id)),
+        "state" => Ok(Route::StateAt(id)),
+        "watch" => Ok(Route::Watch(id)),
+        _ => Err(unknown(path)),
+    }
+}
+
+fn unknown(path: &str) -> Failure {
+    Failure::not_found(format!("no endpoint at {path} (see PROTOCOL.md)"))
+}
+
+/// A path segment's percent-encoding undone; the bytes must be UTF-8.
+fn decode(segment: &str) -> Result<String, Failure> {
+    let bad = || Failure::bad_request(format!("agent id {segment:?}: malformed percent-encoding"));
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
+            let text = std::str::from_utf8(hex).map_err(|_| bad())?;
+            out.push(u8::from_str_radix(text, 16).map_err(|_| bad())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| Failure::bad_request("agent id: not UTF-8 once decoded"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id_of(path: &str) -> Option<String> {
+        match route(path).ok()? {
+            Route::Agent(id) | Route::Changes(id) | Route::StateAt(id) | Route::Watch(id) => {
+                Some(id)
+            }
+            Route::Page | Route::List => None,
+        }
+    }
+
+    #[test]
+    fn ids_are_one_decoded_segment() {
+        assert_eq!(id_of("/v1/agents/a%2Fb%20c").as_deref(), Some("a/b c"));
+        assert_eq!(
+            id_of("/v1/agents/%C3%A9t%C3%A9/watch").as_deref(),
+            Some("été")
+        );
+        assert_eq!(id_of("/v1/agents//watch").as_deref(), Some(""));
+        assert!(matches!(route("/v1/agents"), Ok(Route::List)));
+        assert!(route("/v1/agents/x/").is_err());
+        assert!(route("/v1/agents/x/y/watch").is_err());
+        assert!(route("/v1/agents/%zz").is_err());
+        assert!(route("/v1/agents/%FF").is_err());
+        assert!(route("/v2").is_err());
+    }
+}

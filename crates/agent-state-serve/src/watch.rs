@@ -1,0 +1,143 @@
+//! One watch stream: its first messages, then every change of the agent's feed in commit
+//! order, pings, and the close codes of PROTOCOL.md.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, watch};
+use tokio::time::{interval_at, timeout, Instant};
+
+use crate::catch_up::{self, Start};
+use crate::feed::{Event, Feed};
+use crate::message;
+
+/// How often a stream says it is alive.
+pub const PING: Duration = Duration::from_secs(15);
+/// How long one send may wait for a client that does not read before it is dropped.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The close codes.
+pub const CLOSE_TOO_SLOW: u16 = 4001;
+const CLOSE_STORE_FAILED: u16 = 1011;
+const CLOSE_STOPPING: u16 = 1001;
+
+/// A stream, subscribed to its feed before its start was read (so no change falls between).
+pub struct Stream {
+    pub feed: Arc<Feed>,
+    pub events: broadcast::Receiver<Event>,
+    pub start: Start,
+    pub stopping: watch::Receiver<bool>,
+    /// Dropped when the stream ends (see `App::streams`).
+    pub _open: tokio::sync::mpsc::Sender<()>,
+}
+
+/// Why a stream ended on the server's side.
+enum End {
+    /// The client went away, or a send failed: nothing more can be said.
+    Gone,
+    /// The client closed the stream: its close frame is answered.
+    ClosedByClient,
+    Close(u16, &'static str),
+}
+
+pub async fn run(mut socket: WebSocket, stream: Stream) {
+    match serve(&mut socket, stream).await {
+        End::Gone => {}
+        // The WebSocket layer queued the answer to the client's close frame; the next read
+        // sends it, then ends.
+        End::ClosedByClient => {
+            let _ = timeout(SEND_TIMEOUT, socket.recv()).await;
+        }
+        End::Close(code, reason) => {
+            let frame = CloseFrame {
+                code,
+                reason: Utf8Bytes::from_static(reason),
+            };
+            let _ = timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
+        }
+    }
+}
+
+async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
+    let Stream {
+        feed,
+        mut events,
+        start,
+        mut stopping,
+        _open,
+    } = stream;
+    let mut version = start.version;
+    for text in start.messages {
+        if !send(socket, text).await {
+            return End::Gone;
+        }
+    }
+    let mut ping = interval_at(Instant::now() + PING, PING);
+    loop {
+        tokio::select! {
+            event = events.recv() => {
+                let text = match event {
+                    Ok(Event::Change { version: v, text }) if v == version + 1 => {
+                        version = v;
+                        text
+                    }
+                    // Already sent (in the start, or before a resync).
+                    Ok(Event::Change { version: v, .. }) if v <= version => continue,
+                    Ok(Event::Snapshot { version: v, .. }) if v == version => continue,
+                    Ok(Event::Snapshot { version: v, text }) => {
+                        version = v;
+                        text
+                    }
+                    // A change that does not follow, or changes the feed lost: the state.
+                    Ok(Event::Change { .. } | Event::Resync) => match resync(&feed, version).await {
+                        Ok(Some((v, text))) => {
+                            version = v;
+                            text
+                        }
+                        Ok(None) => continue,
+                        Err(end) => return end,
+                    },
+                    Err(RecvError::Lagged(_)) => return End::Close(CLOSE_TOO_SLOW, "subscriber too slow"),
+                    Err(RecvError::Closed) => return End::Close(CLOSE_STORE_FAILED, "the feed ended"),
+                };
+                if !send(socket, text).await {
+                    return End::Gone;
+                }
+            }
+            incoming = socket.recv() => match incoming {
+                None | Some(Err(_)) => return End::Gone,
+                Some(Ok(Message::Close(_))) => return End::ClosedByClient,
+                // The stream is one-way; what a client sends is ignored (pongs are answered
+                // by the WebSocket layer itself).
+                Some(Ok(_)) => {}
+            },
+            _ = ping.tick() => {
+                if !send(socket, message::ping(version)).await {
+                    return End::Gone;
+                }
+            }
+            _ = stopping.changed() => return End::Close(CLOSE_STOPPING, "the server is stopping"),
+        }
+    }
+}
+
+/// The current state as a snapshot, unless it is still at `version`.
+async fn resync(feed: &Arc<Feed>, version: u64) -> Result<Option<(u64, Utf8Bytes)>, End> {
+    let feed = Arc::clone(feed);
+    let read = tokio::task::spawn_blocking(move || catch_up::snapshot_of(&feed.agent)).await;
+    match read {
+        Ok(Ok(start)) if start.version == version => Ok(None),
+        Ok(Ok(mut start)) => Ok(start.messages.pop().map(|text| (start.version, text))),
+        _ => Err(End::Close(CLOSE_STORE_FAILED, "the store failed")),
+    }
+}
+
+/// Sends one message; false when the client is gone or has not read for [`SEND_TIMEOUT`].
+async fn send(socket: &mut WebSocket, text: Utf8Bytes) -> bool {
+    matches!(
+        timeout(SEND_TIMEOUT, socket.send(Message::Text(text))).await,
+        Ok(Ok(()))
+    )
+}
