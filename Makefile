@@ -28,7 +28,7 @@ SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
 .PHONY: all build header demo test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
-        test-cpp test-python test-go test-reliability test-powercut soak bench bench-smoke clean \
+        test-cpp test-python test-go test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
         dist install uninstall test-install
 
 all: build
@@ -58,7 +58,7 @@ test:
 	@echo "make test: every suite passed"
 
 test-suites: lint test-rust test-pooler test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
-      test-reliability test-powercut bench-smoke test-install
+      test-js test-inspector test-reliability test-powercut bench-smoke test-install
 
 lint:
 	$(CARGO) fmt --all --check
@@ -73,6 +73,7 @@ test-rust:
 	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test hooks --test versions \
 	  --test change_log --test agents --test conformance --test store_agents --test store_agents_race \
 	  --test delta
+	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent-state-cli --test serve
 
 # The suites test-rust runs on PostgreSQL, and the backend's tests of its semantics, through
 # PgBouncer in front of that server, in transaction then in session mode
@@ -134,6 +135,15 @@ test-python: build
 
 test-go: build
 	bash bindings/go/run-tests.sh
+
+# `agent-state serve`'s JavaScript client (bindings/js), with Node's test runner against the
+# real server; then the inspector page in a real headless Chromium (Debian's chromium and
+# chromium-driver, installed when missing; the screenshot goes to target/inspector/).
+test-js:
+	bash bindings/js/run-tests.sh
+
+test-inspector:
+	bash tests/inspector/run.sh
 
 # Crash, concurrency, hostile-input, fault and sanitizer checks: quick in `make test`, long in
 # `make soak` (which prints the counts).
