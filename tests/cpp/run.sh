@@ -128,11 +128,14 @@ else
 fi
 
 if command -v valgrind >/dev/null 2>&1; then
+    # The C suite's suppressions (tests/c/valgrind.supp): each entry says why it is not an error
+    # of the library (here: memcheck's conditional-jump report inside rusqlite's bind_parameter).
+    supp="--suppressions=$ROOT/tests/c/valgrind.supp"
     run valgrind env AGENT_TEST_QUICK=1 valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full \
-        --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+        --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect "$supp" \
         "$OUT/test_cpp"
     run conformance-valgrind valgrind --quiet --error-exitcode=42 --leak-check=full \
-        --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+        --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect "$supp" \
         "$OUT/conformance_cpp" "${CONFORMANCE_VECTORS[@]}"
 else
     echo "== valgrind: not installed, FAILED to run"
