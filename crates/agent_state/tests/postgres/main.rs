@@ -100,7 +100,12 @@ fn database_of(uri: &str) -> &str {
 
 /// Another session holding agent `id`'s row (`SELECT .. FOR UPDATE` in its open transaction)
 /// until [`RowLock::release`], or until dropped (its connection closes, the server rolls back).
-pub struct RowLock(postgres::Client);
+pub struct RowLock {
+    client: postgres::Client,
+    /// The server process holding the lock (pinned to this client while its transaction is
+    /// open, also behind a pooler in transaction mode).
+    pid: i32,
+}
 
 impl RowLock {
     pub fn hold(uri: &str, id: &str) -> RowLock {
@@ -111,11 +116,18 @@ impl RowLock {
             &[&id],
         )
         .unwrap();
-        RowLock(c)
+        let pid = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        RowLock { client: c, pid }
+    }
+
+    /// The server process holding the lock: the sessions waiting for it are those whose
+    /// `pg_blocking_pids` hold this.
+    pub fn pid(&self) -> i32 {
+        self.pid
     }
 
     pub fn release(mut self) {
-        self.0.batch_execute("ROLLBACK").unwrap();
+        self.client.batch_execute("ROLLBACK").unwrap();
     }
 }
 

@@ -142,15 +142,19 @@ fn a_connection_lost_while_committing_says_the_outcome_is_unknown() {
         let a = a.clone();
         std::thread::spawn(move || a.set_state(br#"{"x":2}"#))
     };
-    // Wait until the commit waits for the row, then end its connection from the server.
+    // Wait until the commit waits for the row, then end its connection from the server. Only
+    // a session blocked by this test's lock: behind a pooler, a server connection can keep
+    // the application_name of its last client while it serves another test.
     let mut killer = admin(&uri);
+    let holder = held.pid();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let n: i64 = killer
             .query_one(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                 WHERE application_name = $1 AND wait_event_type = 'Lock'",
-                &[&app],
+                 WHERE application_name = $1 AND wait_event_type = 'Lock'
+                   AND $2 = ANY(pg_blocking_pids(pid))",
+                &[&app, &holder],
             )
             .unwrap()
             .get(0);
