@@ -397,7 +397,9 @@ AgentStatus agent_close(AgentHandle h);
  * never stores it). `*out` receives a view of compact JSON text.
  *
  * Cost: O(1) when no other connection committed since the last read: the view shares the
- * handle's cached immutable snapshot instead of copying it.
+ * handle's cached immutable snapshot instead of copying it. When nothing was committed since
+ * this thread last read the handle (SQLite files opened for writing), no lock is taken and
+ * threads reading one handle do not slow each other down.
  * Ownership: release `*out` with `agent_buffer_free`; it is empty on failure.
  * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`), `AGENT_ERR_BAD_HANDLE`,
  * `AGENT_ERR_STORAGE`, `AGENT_ERR_BUSY`; while nothing is stored and an initial-state hook is

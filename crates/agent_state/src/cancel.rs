@@ -129,10 +129,12 @@ pub(crate) fn current() -> Option<Cancel> {
 /// [`Error::Cancelled`] when this thread's token has fired; `what` says what the call was
 /// waiting for.
 pub(crate) fn check(what: &str) -> Result<()> {
-    match current() {
-        Some(token) if token.is_cancelled() => Err(cancelled(what)),
-        _ => Ok(()),
+    // Borrowed, not cloned: a clone would write the token's count, shared with other threads.
+    let fired = CURRENT.with(|c| c.borrow().as_ref().is_some_and(Cancel::is_cancelled));
+    if fired {
+        return Err(cancelled(what));
     }
+    Ok(())
 }
 
 /// The error of a call cancelled while `what`.

@@ -155,7 +155,7 @@ pub mod store;
 pub mod value;
 
 #[cfg(feature = "store")]
-pub use agent::{Agent, Versioned};
+pub use agent::{Agent, Held, Versioned};
 #[cfg(feature = "store")]
 pub use agents::{delete_agent, expire_agents, list_agents, AgentInfo, AgentQuery};
 pub use cancel::Cancel;

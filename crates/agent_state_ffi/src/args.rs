@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use super::buffer::{self, AgentBuffer, Owner};
 use super::handle::{self, AgentHandle};
-use agent_state::Snapshot;
 use agent_state::{Agent, OpenOptions};
 use agent_state::{Error, Result};
+use agent_state::{Held, Snapshot};
 
 /// Borrows `len` bytes at `ptr`, refusing NULL (`what` names the argument in the message).
 ///
@@ -26,8 +26,7 @@ pub(crate) unsafe fn input<'a>(ptr: *const u8, len: usize, what: &str) -> Result
 
 /// Runs `f` on the agent behind handle `h` ([`Error::Closed`] for a closed or unknown one).
 pub(crate) fn with_agent<T>(h: AgentHandle, f: impl FnOnce(&Agent) -> Result<T>) -> Result<T> {
-    let agent = handle::get(h)?;
-    f(&agent)
+    handle::with(h, f)
 }
 
 /// An output buffer parameter: NULL (not wanted) or writable. Emptied on entry, so that it is
@@ -59,6 +58,12 @@ impl BufferOut {
     pub(crate) fn snapshot(self, state: Arc<Snapshot>) {
         // SAFETY: NULL or writable, by the contract of `new`.
         unsafe { buffer::store(self.0, AgentBuffer::from_snapshot(state)) };
+    }
+
+    /// Hands out a view of the state a thread holds (released at once when not wanted).
+    pub(crate) fn held(self, held: Arc<Held>) {
+        // SAFETY: NULL or writable, by the contract of `new`.
+        unsafe { buffer::store(self.0, AgentBuffer::from_owner(Owner::Held(held))) };
     }
 
     /// Hands out `bytes`, which end with a NUL byte (released at once when not wanted).

@@ -7,7 +7,7 @@ use super::args::BufferOut;
 use super::boundary;
 use super::status::AgentStatus;
 use agent_state::Error;
-use agent_state::Snapshot;
+use agent_state::{Held, Snapshot};
 
 /// A read-only view of bytes owned by the library: JSON text, `len` bytes at `data`, followed by
 /// a NUL byte (not counted in `len`) so it may also be used as a C string.
@@ -33,9 +33,15 @@ pub struct AgentBuffer {
 pub(crate) enum Owner {
     /// A state snapshot shared with the agent's cache: handing one out costs no copy.
     Snapshot(Arc<Snapshot>),
+    /// A state as the reading thread holds it: handing one out costs no copy, no allocation,
+    /// and writes only that thread's count (see `Agent::read`).
+    Held(Arc<Held>),
     /// A copy made by `agent_buffer_copy`, with its NUL terminator.
     Bytes(Box<[u8]>),
 }
+
+/// Bit 0 of `owner` set: it is an `Arc<Held>` (aligned far beyond 2), not a `Box<Owner>`.
+const HELD: usize = 1;
 
 impl AgentBuffer {
     pub(crate) const EMPTY: AgentBuffer = AgentBuffer {
@@ -47,13 +53,18 @@ impl AgentBuffer {
     pub(crate) fn from_owner(owner: Owner) -> AgentBuffer {
         let (data, len) = match &owner {
             Owner::Snapshot(s) => (s.json_with_nul().as_ptr(), s.json().len()),
+            Owner::Held(h) => (h.json_with_nul().as_ptr(), h.json().len()),
             Owner::Bytes(b) => (b.as_ptr(), b.len() - 1),
         };
-        AgentBuffer {
-            data,
-            len,
-            owner: Box::into_raw(Box::new(owner)).cast(),
-        }
+        let owner = match owner {
+            // The hot read's buffer: the reference itself, tagged, instead of a box around it.
+            Owner::Held(h) => Arc::into_raw(h)
+                .cast_mut()
+                .cast::<c_void>()
+                .wrapping_byte_add(HELD),
+            other => Box::into_raw(Box::new(other)).cast(),
+        };
+        AgentBuffer { data, len, owner }
     }
 
     pub(crate) fn from_snapshot(snapshot: Arc<Snapshot>) -> AgentBuffer {
@@ -64,16 +75,21 @@ impl AgentBuffer {
     ///
     /// # Safety
     /// `self.owner` must be NULL or a pointer this module produced and has not taken back.
-    pub(crate) unsafe fn take_owner(&mut self) -> Option<Box<Owner>> {
+    pub(crate) unsafe fn take_owner(&mut self) -> Option<Owner> {
         let owner = self.owner;
         *self = AgentBuffer::EMPTY;
         if owner.is_null() {
             None
+        } else if owner.addr() & HELD != 0 {
+            let held = owner.wrapping_byte_sub(HELD).cast::<Held>().cast_const();
+            // SAFETY: by this function's contract, `owner` is the tagged pointer `from_owner`
+            // made with Arc::into_raw, not reclaimed since (we just cleared the only copy we
+            // hand out, in this struct); untagged, it is that pointer again.
+            Some(Owner::Held(unsafe { Arc::from_raw(held) }))
         } else {
             // SAFETY: by this function's contract `owner` came from Box::into_raw in
-            // from_owner and has not been reclaimed since (we just cleared the only copy we
-            // hand out, in this struct).
-            Some(unsafe { Box::from_raw(owner.cast::<Owner>()) })
+            // from_owner and has not been reclaimed since (as above).
+            Some(*unsafe { Box::from_raw(owner.cast::<Owner>()) })
         }
     }
 }

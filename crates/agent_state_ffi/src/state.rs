@@ -15,7 +15,9 @@ use agent_state::Agent;
 /// never stores it). `*out` receives a view of compact JSON text.
 ///
 /// Cost: O(1) when no other connection committed since the last read: the view shares the
-/// handle's cached immutable snapshot instead of copying it.
+/// handle's cached immutable snapshot instead of copying it. When nothing was committed since
+/// this thread last read the handle (SQLite files opened for writing), no lock is taken and
+/// threads reading one handle do not slow each other down.
 /// Ownership: release `*out` with `agent_buffer_free`; it is empty on failure.
 /// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`), `AGENT_ERR_BAD_HANDLE`,
 /// `AGENT_ERR_STORAGE`, `AGENT_ERR_BUSY`; while nothing is stored and an initial-state hook is
@@ -29,7 +31,7 @@ pub unsafe extern "C" fn agent_get_state(h: AgentHandle, out: *mut AgentBuffer) 
         // SAFETY: NULL or writable, per the caller.
         let out = unsafe { BufferOut::new(out) };
         out.required()?;
-        out.snapshot(with_agent(h, Agent::get_state)?);
+        out.held(with_agent(h, Agent::read)?);
         Ok(())
     })
 }
@@ -49,9 +51,9 @@ pub unsafe extern "C" fn agent_get_state_versioned(
         // SAFETY: NULL or writable, per the caller.
         let (out, out_version) = unsafe { (BufferOut::new(out), NumberOut::new(out_version)) };
         out.required()?;
-        let v = with_agent(h, Agent::get_state_versioned)?;
-        out.snapshot(v.state);
-        out_version.set(v.version);
+        let held = with_agent(h, Agent::read)?;
+        out_version.set(held.version());
+        out.held(held);
         Ok(())
     })
 }

@@ -62,6 +62,12 @@ impl Cache {
         }
     }
 
+    /// The commit mark recorded when the cache was last confirmed: read before that
+    /// confirmation, so while the live mark equals it, the cache is current.
+    pub fn mark(&self) -> Option<Mark> {
+        self.mark
+    }
+
     fn current(&self) -> Current {
         Current {
             stored: self.stored.clone(),

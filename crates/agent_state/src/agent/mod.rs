@@ -1,6 +1,7 @@
 //! One agent: one store, one state, its hooks. The safe Rust API the C boundary wraps.
 //!
-//! The handle's API is split by job: `cache` (the read cache and its freshness test),
+//! The handle's API is split by job: `cache` (the read cache and its freshness test), `hot`
+//! (reads of a hot handle, from the thread's own copy, without the lock),
 //! `write` (set, replace, restore: the write path), `feed` (other handles' changes to this
 //! handle's hooks, `poll`), `history` (the change log's queries), `hooks` (hook slots and
 //! the re-entry guard). Storage is reached only through [`crate::store::Backend`]; values come
@@ -11,6 +12,7 @@ mod cache;
 mod feed;
 mod history;
 mod hooks;
+mod hot;
 mod replay;
 mod write;
 
@@ -21,6 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use serde_json::Value;
 
 use self::cache::{Cache, Context};
+pub use self::hot::Held;
+use self::hot::Hot;
 use crate::error::{Error, Result};
 use crate::hooks::{Hooks, InitialStateHook, Validator};
 use crate::options::{LogRetention, OpenOptions};
@@ -44,6 +48,8 @@ pub struct Agent {
     validator: Mutex<Option<Arc<dyn Validator>>>,
     initial_state: Arc<Snapshot>,
     max_value_bytes: usize,
+    /// What readers check before they trust their own copy of the state, without the lock.
+    hot: Hot,
 }
 
 /// What the agent's lock guards: the connection, and what this handle knows of the store.
@@ -128,6 +134,7 @@ impl Agent {
             validator: Mutex::new(None),
             initial_state: initial,
             max_value_bytes: max,
+            hot: Hot::default(),
         };
         {
             let mut guard = agent.lock_inner()?;
@@ -200,21 +207,47 @@ impl Agent {
 
     /// The stored state, or the initial state when nothing is stored. Never writes.
     pub fn get_state(&self) -> Result<Arc<Snapshot>> {
-        self.get_state_versioned().map(|v| v.state)
+        self.read().map(|held| Arc::clone(held.state()))
     }
 
     /// The state with its version, read together (version 0: nothing stored).
     pub fn get_state_versioned(&self) -> Result<Versioned> {
+        self.read().map(|held| Versioned {
+            state: Arc::clone(held.state()),
+            version: held.version(),
+        })
+    }
+
+    /// The state with its version, as [`Agent::get_state_versioned`], in a holder of this
+    /// thread's: when nothing was committed since this thread's last read of the handle, it
+    /// takes no lock and writes no memory another thread reads (see [`hot`]). For callers that
+    /// hand out many reads of one handle on several threads (the C ABI's buffers share it).
+    pub fn read(&self) -> Result<Arc<Held>> {
+        self.refuse_reentry()?;
+        crate::cancel::check("before it began")?;
+        if let Some(held) = hot::lookup(self.id, &self.hot) {
+            return Ok(held);
+        }
         let mut guard = self.lock_inner()?;
         let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
         let current = cache::current(&**store, &mut view.cache, Context::Autocommit)?;
-        Ok(Versioned {
-            state: match current.stored {
-                Some(state) => state,
-                None => self.initial()?,
-            },
-            version: current.version,
-        })
+        let Some(state) = current.stored else {
+            // The initial state (a hook may answer differently each time): never kept.
+            let state = self.initial()?;
+            return Ok(hot::keep(self.id, 0, None, state, current.version));
+        };
+        // The mark the cache recorded was read before its state was confirmed: while it is
+        // unchanged, so is the state (cache.rs). Copies are made only from such a mark.
+        let seen = view.cache.as_ref().and_then(Cache::mark);
+        let seen = seen.zip(seen.and_then(|_| store.mark_watch()));
+        let publication = self.hot.publication();
+        Ok(hot::keep(
+            self.id,
+            publication,
+            seen,
+            state,
+            current.version,
+        ))
     }
 
     /// Closes the store. Later calls fail with [`Error::Closed`]; hooks are dropped once no
@@ -223,7 +256,12 @@ impl Agent {
         // Not `lock_inner`: a handle inherited across fork() need not reconnect just to close;
         // dropping its store lets go of the inherited connection without touching the parent's.
         self.refuse_reentry()?;
-        let inner = lock(&self.inner).take().ok_or(Error::Closed)?;
+        let inner = {
+            let mut guard = lock(&self.inner);
+            // Before the connection goes: a read that starts after this returns takes the lock.
+            self.hot.close();
+            guard.take().ok_or(Error::Closed)?
+        };
         drop(inner);
         self.hooks.clear();
         let initial_hook = lock(&self.initial_hook).take();
@@ -231,6 +269,12 @@ impl Agent {
         let validator = lock(&self.validator).take();
         drop(validator);
         Ok(())
+    }
+
+    /// False once [`Agent::close`] has begun (one load of memory only closes and writes change).
+    #[inline]
+    pub fn is_open(&self) -> bool {
+        self.hot.is_open()
     }
 
     /// The largest encoded state this agent accepts.

@@ -123,6 +123,7 @@ impl Agent {
             if let Some(cache) = view.cache.as_mut() {
                 cache.committed(Arc::clone(&next), version, log, store.stamp());
             }
+            self.hot.invalidate(); // no thread trusts its copy of the state before this write
             view.cursor = Cursor {
                 version,
                 state: Arc::clone(&next),

@@ -12,8 +12,9 @@
 //! A backend implements all five; the agent holds a `Box<dyn Backend>`. Supertrait methods are
 //! callable on a `dyn Backend` as they were when all of them were `Backend`'s own.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
+use super::sqlite::MarkWatch;
 use super::{AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange};
 use crate::error::Result;
 
@@ -71,6 +72,13 @@ pub trait Freshness {
     /// A mark that changes whenever any connection, in any process, commits, read without a
     /// transaction. `None` when unavailable (then [`Freshness::data_version`] decides).
     fn commit_mark(&self) -> Option<Mark>;
+
+    /// The commit mark as any thread may read it, without this connection or its lock, for as
+    /// long as it holds the `Arc` (a dead watch confirms nothing). `None` where there is no
+    /// commit mark, or no such view of it (every backend but SQLite's WAL files).
+    fn mark_watch(&self) -> Option<Arc<MarkWatch>> {
+        None
+    }
 
     /// Brings [`Freshness::data_version`] up to date outside a transaction; inside a read
     /// transaction that has not read yet, takes its snapshot now.

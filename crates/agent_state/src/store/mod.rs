@@ -33,6 +33,7 @@ pub use backend::{
     Agents, Backend, ChangeLog, Freshness, Head, Ownership, Retire, StoredRead, StoredState,
     Transactions,
 };
+pub use sqlite::{MarkWatch, Reader};
 pub use txn::Txn;
 pub use types::{
     grain_of, id_hash, now_ms, AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange,

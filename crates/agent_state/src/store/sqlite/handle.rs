@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::fork::FileId;
+use super::mark_watch::MarkWatch;
 use super::schema::create_private_file;
 use super::shared::Shared;
 use super::Sqlite;
@@ -119,6 +120,10 @@ impl Freshness for SqliteAgent {
     fn commit_mark(&self) -> Option<Mark> {
         // Reads shared memory only: no statement, no turn.
         self.shared.conn().commit_mark()
+    }
+
+    fn mark_watch(&self) -> Option<Arc<MarkWatch>> {
+        self.shared.conn().mark_watch()
     }
 
     fn refresh(&self) -> Result<()> {

@@ -32,6 +32,8 @@ mod error;
 pub mod fork;
 mod group_sync;
 mod handle;
+#[allow(unsafe_code)] // reads SQLite's shared memory without the connection's lock
+mod mark_watch;
 mod schema;
 mod shared;
 #[allow(unsafe_code)] // reads SQLite's shared memory through its VFS
@@ -39,6 +41,7 @@ mod wal_index;
 
 pub use agents::SqliteAgents;
 pub use handle::{open, SqliteAgent};
+pub use mark_watch::{MarkWatch, Reader};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 
 /// One connection to a store file, private to the process that opened it: after a `fork()`,
@@ -241,6 +244,12 @@ impl Sqlite {
         // The read path's hot call: no fork check here (the call's lock already made sure of
         // the connection, and a fork in mid-call stops at the next statement, in `conn`).
         self.conn.as_ref()?.wal_header().map(Mark)
+    }
+
+    /// The commit mark as any thread may read it without this connection (`None` where
+    /// [`Sqlite::commit_mark`] has none, or the connection is not this process's).
+    pub(super) fn mark_watch(&self) -> Option<Arc<MarkWatch>> {
+        self.conn().ok()?.mark_watch()
     }
 
     /// `PRAGMA data_version`: a statement, and so a read transaction of its own outside one.

@@ -16,8 +16,11 @@
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::Arc;
 
 use rusqlite::{ffi, Connection};
+
+use super::mark_watch::MarkWatch;
 
 /// Words in one copy of the WAL-index header.
 const HEADER_WORDS: usize = 12;
@@ -34,6 +37,8 @@ pub type WalHeader = [u32; HEADER_WORDS];
 pub struct WatchedConnection {
     // Declared first: dropped (it owns nothing) before `conn` closes the mapping.
     header: Option<NonNull<AtomicU32>>,
+    /// The same header for readers that hold no lock; retired (see `Drop`) before `conn` closes.
+    watch: Option<Arc<MarkWatch>>,
     conn: Connection,
 }
 
@@ -52,15 +57,28 @@ impl std::ops::Deref for WatchedConnection {
 impl WatchedConnection {
     /// Wraps `conn` without a header view; [`WatchedConnection::watch_wal`] adds one.
     pub fn new(conn: Connection) -> WatchedConnection {
-        WatchedConnection { header: None, conn }
+        WatchedConnection {
+            header: None,
+            watch: None,
+            conn,
+        }
     }
 
     /// Looks up the WAL-index header of the main database. Call only once the connection is in
     /// WAL mode and has run a transaction (so SQLite has mapped the shared memory); returns
     /// false, leaving the view unset, when the VFS offers no shared memory.
     pub fn watch_wal(&mut self) -> bool {
+        if let Some(old) = self.watch.take() {
+            old.retire();
+        }
         self.header = self.find_header();
+        self.watch = self.header.map(|h| Arc::new(MarkWatch::new(h)));
         self.header.is_some()
+    }
+
+    /// The header as any thread may read it without this connection (see [`MarkWatch`]).
+    pub fn mark_watch(&self) -> Option<Arc<MarkWatch>> {
+        self.watch.clone()
     }
 
     fn find_header(&self) -> Option<NonNull<AtomicU32>> {
@@ -154,5 +172,14 @@ impl WatchedConnection {
         // Byte 12 is isInit; words 0..12 of each copy are the whole header.
         let initialized = first[3].to_ne_bytes()[0] == 1;
         (initialized && first == second).then_some(first)
+    }
+}
+
+/// Readers without a lock stop reading the header before the connection unmaps it.
+impl Drop for WatchedConnection {
+    fn drop(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            watch.retire();
+        }
     }
 }

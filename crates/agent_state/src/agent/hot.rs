@@ -1,0 +1,176 @@
+//! Reads of a hot handle: when nothing was committed since this thread last read the handle,
+//! the state is handed out from the thread's own copy, without the handle's lock and without
+//! writing a cache line that another thread reads.
+//!
+//! Each thread keeps, per handle it reads (a few at most, see [`SLOTS`]), a [`Kept`]: the state
+//! and version it was last given, in a [`Held`] of its own, and the commit mark read before that
+//! state was confirmed under the lock (the cache's invariant, see `cache.rs`). The next read
+//! trusts the copy when (1) the handle's publication counter ([`Hot`]) is the one the copy was
+//! made under: the handle is open, and none of its writes ended since; (2) the process has not
+//! forked since (a child never trusts what its parent read); (3) the commit mark is still the
+//! copy's ([`MarkWatch::unchanged`]): no connection, in any process, committed since the state
+//! was confirmed. Every test only reads shared memory; the read hands out a clone of the
+//! thread's own `Arc<Held>`, whose count only this thread and its buffers touch.
+//!
+//! Anything else (a miss, a backend without a commit mark such as PostgreSQL, a read-only or
+//! in-memory store, nothing stored yet, another thread's slot in use) takes the locked path,
+//! which leaves a fresh copy behind when the state it confirmed has a mark.
+//!
+//! Memory: a thread keeps at most [`SLOTS`] copies, each replaced by the next handle whose id
+//! falls in its slot, and all of them dropped when the thread exits; a closed handle's copy
+//! keeps its last state alive only until then. Buffers share the `Held`, so they outlive both.
+
+use std::cell::RefCell;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::store::{process, Mark, MarkWatch, Reader};
+use crate::value::snapshot::Snapshot;
+
+/// Copies one thread keeps, one per slot (a handle's slot is its id modulo this).
+const SLOTS: usize = 8;
+
+/// Publication bit 0: the handle is closed. The counter above it moves with each write.
+const CLOSED: u64 = 1;
+
+/// A handle's publication counter, on a cache line of its own: written by its writes and its
+/// close, only read by its readers.
+#[repr(align(128))]
+#[derive(Default)]
+pub(super) struct Hot {
+    publication: AtomicU64,
+}
+
+impl Hot {
+    /// The current publication (read under the handle's lock, it describes its cache).
+    #[inline]
+    pub(super) fn publication(&self) -> u64 {
+        self.publication.load(Ordering::Acquire)
+    }
+
+    /// One of the handle's writes ended: copies made before it are not trusted again.
+    pub(super) fn invalidate(&self) {
+        self.publication.fetch_add(2, Ordering::AcqRel);
+    }
+
+    /// The handle closes: no copy is trusted again.
+    pub(super) fn close(&self) {
+        self.publication.fetch_or(CLOSED, Ordering::AcqRel);
+    }
+
+    #[inline]
+    pub(super) fn is_open(&self) -> bool {
+        self.publication() & CLOSED == 0
+    }
+}
+
+/// A state and its version as one thread was given them. A buffer handed out on that thread
+/// shares it, so that its reference count is the thread's alone (on a cache line of its own).
+#[repr(align(128))]
+#[derive(Debug)]
+pub struct Held {
+    state: Arc<Snapshot>,
+    version: u64,
+}
+
+impl Held {
+    /// The state (the initial state at version 0).
+    #[inline]
+    pub fn state(&self) -> &Arc<Snapshot> {
+        &self.state
+    }
+
+    /// How many changes the store has committed: 1 after the first write.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+}
+
+impl Deref for Held {
+    type Target = Snapshot;
+    #[inline]
+    fn deref(&self) -> &Snapshot {
+        &self.state
+    }
+}
+
+/// What a thread last read of one handle, and what it takes to trust it again.
+struct Kept {
+    agent: u64,
+    publication: u64,
+    generation: u64,
+    mark: Mark,
+    watch: Arc<MarkWatch>,
+    held: Arc<Held>,
+}
+
+/// One thread's copies, and its slot for reading commit marks (made with the first copy).
+struct Copies {
+    kept: [Option<Kept>; SLOTS],
+    reader: Option<Reader>,
+}
+
+thread_local! {
+    static COPIES: RefCell<Copies> = const {
+        RefCell::new(Copies {
+            kept: [const { None }; SLOTS],
+            reader: None,
+        })
+    };
+}
+
+fn slot(agent: u64) -> usize {
+    (agent % SLOTS as u64) as usize
+}
+
+/// This thread's copy of agent `agent`'s state, if it can be trusted now (see the module's
+/// three tests); `None` sends the caller to the locked path.
+#[inline]
+pub(super) fn lookup(agent: u64, hot: &Hot) -> Option<Arc<Held>> {
+    COPIES
+        .try_with(|copies| {
+            let copies = copies.try_borrow().ok()?;
+            let copy = copies.kept[slot(agent)].as_ref()?;
+            let trusted = copy.agent == agent
+                && hot.publication() == copy.publication
+                && process::generation() == copy.generation
+                && copy.watch.unchanged(copies.reader.as_ref()?, &copy.mark);
+            trusted.then(|| Arc::clone(&copy.held))
+        })
+        .ok()
+        .flatten()
+}
+
+/// Wraps what the locked path confirmed in a `Held` of this thread, and keeps a copy for the
+/// next read when the state can be validated later: `seen` is the commit mark read before the
+/// state was confirmed, with its watch, and `publication` the handle's, both read under the
+/// handle's lock.
+pub(super) fn keep(
+    agent: u64,
+    publication: u64,
+    seen: Option<(Mark, Arc<MarkWatch>)>,
+    state: Arc<Snapshot>,
+    version: u64,
+) -> Arc<Held> {
+    let held = Arc::new(Held { state, version });
+    let Some((mark, watch)) = seen else {
+        return held;
+    };
+    let copy = Kept {
+        agent,
+        publication,
+        generation: process::generation(),
+        mark,
+        watch,
+        held: Arc::clone(&held),
+    };
+    // The copy it replaces is dropped after the borrow ends.
+    let _replaced = COPIES.try_with(|copies| {
+        let mut copies = copies.try_borrow_mut().ok()?;
+        copies.reader.get_or_insert_with(Reader::new);
+        copies.kept[slot(agent)].replace(copy)
+    });
+    held
+}

@@ -1,0 +1,141 @@
+//! The commit mark, read by any thread without the connection or its lock: the test that a
+//! hot read (`agent::hot`) makes before it trusts a snapshot.
+//!
+//! The mark is the WAL-index header in SQLite's mapping of the shared memory (see
+//! [`super::wal_index`]). That mapping lives as long as the connection: reading it from a thread
+//! that holds no lock could race with the connection closing (and SQLite unmapping the memory).
+//! So each reader announces, in a slot of its own thread (a [`Reader`]), which watch it is reading, and
+//! [`MarkWatch::retire`], which runs before the connection closes, marks the watch dead and
+//! waits until no slot names it. A reader writes only its own slot (its own cache line): two
+//! threads reading one handle never write a line the other reads.
+//!
+//! The announcement and the check of `live` are a Dekker pair (both sequentially consistent):
+//! either the reader sees the watch dead and reads nothing, or the retirer sees the reader's
+//! announcement and waits for it to finish. After a `fork()`, the child's copies of the slots
+//! of threads that do not exist in the child say so by their fork generation, and are ignored.
+//!
+//! Like `wal_index`, this module talks to memory that SQLite owns, hence `unsafe` (one block).
+
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::store::{process, Mark};
+
+/// A lock-free view of one connection's commit mark, shared (by `Arc`) with the threads that
+/// copied a snapshot validated against it; it owns nothing of the connection.
+pub struct MarkWatch {
+    /// The first copy of the WAL-index header, in SQLite's shared-memory mapping.
+    header: NonNull<AtomicU32>,
+    /// False once the connection is about to close: the header may no longer be mapped.
+    live: AtomicBool,
+}
+
+// SAFETY: `header` is only read, with atomic loads, and only while `live` and announced (see
+// `unchanged`), which `retire` guarantees to mean "still mapped".
+unsafe impl Send for MarkWatch {}
+// SAFETY: as for Send; every field is read or written atomically.
+unsafe impl Sync for MarkWatch {}
+
+/// One thread's announcement: the watch it is reading (0: none), and the fork generation the
+/// thread last read in (a slot copied into a child from a thread of the parent has an older one).
+#[repr(align(128))] // its own cache lines: the reader writes it on every read
+#[derive(Default)]
+struct Slot {
+    reading: AtomicUsize,
+    generation: AtomicU64,
+}
+
+/// Every thread's slot, for `retire` to scan.
+static SLOTS: Mutex<Vec<Arc<Slot>>> = Mutex::new(Vec::new());
+
+fn slots() -> MutexGuard<'static, Vec<Arc<Slot>>> {
+    SLOTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A thread's slot, registered for as long as it lives. It must stay on its thread (it is
+/// neither `Send` nor `Sync`): two threads announcing in one slot would hide each other.
+pub struct Reader {
+    slot: Arc<Slot>,
+    _one_thread: PhantomData<*const ()>,
+}
+
+impl Reader {
+    /// A new slot, registered (takes a lock: once per thread, not once per read).
+    pub fn new() -> Reader {
+        let slot = Arc::new(Slot::default());
+        slots().push(Arc::clone(&slot));
+        Reader {
+            slot,
+            _one_thread: PhantomData,
+        }
+    }
+}
+
+impl Default for Reader {
+    fn default() -> Reader {
+        Reader::new()
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        slots().retain(|s| !Arc::ptr_eq(s, &self.slot));
+    }
+}
+
+impl MarkWatch {
+    /// A watch of the header at `header`, which must stay mapped until [`MarkWatch::retire`].
+    pub(super) fn new(header: NonNull<AtomicU32>) -> MarkWatch {
+        MarkWatch {
+            header,
+            live: AtomicBool::new(true),
+        }
+    }
+
+    /// True when the connection is open and the header's first copy is `mark`: no commit
+    /// became visible since `mark` was read. False when unsure (a commit under way, the
+    /// connection closing): the caller then takes the locked path. `reader` is the calling
+    /// thread's slot.
+    ///
+    /// The first copy alone is enough to confirm a known mark: SQLite writes it last, so while
+    /// every word still reads as before, the commit that changes it has not finished.
+    #[inline]
+    pub fn unchanged(&self, reader: &Reader, mark: &Mark) -> bool {
+        let slot = &reader.slot;
+        let now = process::generation();
+        if slot.generation.load(Ordering::Relaxed) != now {
+            slot.generation.store(now, Ordering::Relaxed);
+        }
+        slot.reading
+            .store(self as *const MarkWatch as usize, Ordering::SeqCst);
+        let same = self.live.load(Ordering::SeqCst)
+            && mark.0.iter().enumerate().all(|(i, want)| {
+                // SAFETY: `live` was true after this thread announced itself, so `retire`
+                // (and the connection's close after it) waits for the announcement to be
+                // withdrawn below; until then the mapping is there. Word `i` < 12 (a mark's length) lies in
+                // region 0 (32 KiB), 4-byte aligned.
+                let word = unsafe { &*self.header.as_ptr().add(i) };
+                word.load(Ordering::Acquire) == *want
+            });
+        slot.reading.store(0, Ordering::Release);
+        same
+    }
+
+    /// Marks the watch dead and waits until no thread is reading it: after this, the
+    /// connection may close. Called once per watch, before its connection closes.
+    pub(super) fn retire(&self) {
+        self.live.store(false, Ordering::SeqCst);
+        let me = self as *const MarkWatch as usize;
+        let now = process::generation();
+        for slot in slots().iter() {
+            // A reader announced before it saw `live` false: it is a few loads from done.
+            while slot.reading.load(Ordering::SeqCst) == me
+                && slot.generation.load(Ordering::Acquire) == now
+            {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
