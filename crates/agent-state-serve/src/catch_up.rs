@@ -8,6 +8,10 @@ use serde_json::Value;
 use crate::message;
 use crate::reply::{is_log_off, Failure};
 
+/// The most changes a stream starts with; a client further behind gets a snapshot (as many as
+/// a subscriber may fall behind before it is closed: the same bound on the work and memory).
+pub const MAX_CHANGES: u64 = crate::feed::BACKLOG as u64;
+
 /// The first messages of a stream, and the version they leave the client at.
 pub struct Start {
     pub messages: Vec<Utf8Bytes>,
@@ -28,6 +32,10 @@ pub fn start(agent: &Agent, since: Option<u64>) -> Result<Start, Failure> {
             "since={since} is in the future (the state is at version {})",
             current.version
         )));
+    }
+    if current.version - since > MAX_CHANGES {
+        // Further behind than a subscriber may fall: the state costs less than the changes.
+        return Ok(snapshot_of(agent)?);
     }
     if since == current.version {
         return Ok(Start {

@@ -18,6 +18,10 @@ use crate::page::Page;
 use crate::reply::{self, Failure};
 use crate::watch as stream;
 
+/// A watch stream's read buffer, and the largest message a client may send on it.
+const READ_BUFFER: usize = 4 * 1024;
+const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
+
 /// What every request may need.
 pub struct App {
     pub token: Token,
@@ -76,8 +80,18 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         Route::Changes(id) => api::changes(handles, id, query).await,
         Route::StateAt(id) => api::state_at(handles, id, query).await,
         Route::Watch(id) => match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
-            Ok(upgrade) => watch(&app, upgrade, id, &query).await,
-            Err(rejection) => return rejection.into_response(),
+            // A 4 KiB read buffer: clients send next to nothing, and the default 128 KiB one
+            // is zero-filled on reads and held by every idle subscriber.
+            Ok(upgrade) => {
+                let upgrade = upgrade
+                    .read_buffer_size(READ_BUFFER)
+                    .max_message_size(MAX_CLIENT_MESSAGE);
+                watch(&app, upgrade, id, &query).await
+            }
+            Err(rejection) => Err(Failure::bad_request(format!(
+                "the watch stream is a WebSocket: {}",
+                rejection.body_text()
+            ))),
         },
     };
     answer.unwrap_or_else(IntoResponse::into_response)

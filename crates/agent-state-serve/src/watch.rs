@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use tokio::sync::broadcast::error::RecvError;
+use futures_util::SinkExt;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, watch};
 use tokio::time::{interval_at, timeout, Instant};
 
@@ -70,39 +71,39 @@ async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
     } = stream;
     let mut version = start.version;
     for text in start.messages {
-        if !send(socket, text).await {
+        if socket.feed(Message::Text(text)).await.is_err() {
             return End::Gone;
         }
+    }
+    if !flush(socket).await {
+        return End::Gone;
     }
     let mut ping = interval_at(Instant::now() + PING, PING);
     loop {
         tokio::select! {
             event = events.recv() => {
-                let text = match event {
-                    Ok(Event::Change { version: v, text }) if v == version + 1 => {
-                        version = v;
-                        text
-                    }
-                    // Already sent (in the start, or before a resync).
-                    Ok(Event::Change { version: v, .. }) if v <= version => continue,
-                    Ok(Event::Snapshot { version: v, .. }) if v == version => continue,
-                    Ok(Event::Snapshot { version: v, text }) => {
-                        version = v;
-                        text
-                    }
-                    // A change that does not follow, or changes the feed lost: the state.
-                    Ok(Event::Change { .. } | Event::Resync) => match resync(&feed, version).await {
-                        Ok(Some((v, text))) => {
-                            version = v;
-                            text
+                // This event and every one already waiting go out in one write: a feed
+                // broadcasts the changes of one poll together, and a subscriber that fell
+                // behind catches up in few system calls.
+                let mut next = Some(event);
+                while let Some(event) = next.take() {
+                    match step(event, &mut version, &feed).await {
+                        Step::Send(text) => {
+                            if socket.feed(Message::Text(text)).await.is_err() {
+                                return End::Gone;
+                            }
                         }
-                        Ok(None) => continue,
-                        Err(end) => return end,
-                    },
-                    Err(RecvError::Lagged(_)) => return End::Close(CLOSE_TOO_SLOW, "subscriber too slow"),
-                    Err(RecvError::Closed) => return End::Close(CLOSE_STORE_FAILED, "the feed ended"),
-                };
-                if !send(socket, text).await {
+                        Step::Skip => {}
+                        Step::End(end) => return end,
+                    }
+                    next = match events.try_recv() {
+                        Ok(event) => Some(Ok(event)),
+                        Err(TryRecvError::Lagged(n)) => Some(Err(RecvError::Lagged(n))),
+                        Err(TryRecvError::Empty) => None,
+                        Err(TryRecvError::Closed) => Some(Err(RecvError::Closed)),
+                    };
+                }
+                if !flush(socket).await {
                     return End::Gone;
                 }
             }
@@ -123,6 +124,40 @@ async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
     }
 }
 
+/// What one event means for a stream at `version`.
+enum Step {
+    Send(Utf8Bytes),
+    Skip,
+    End(End),
+}
+
+async fn step(event: Result<Event, RecvError>, version: &mut u64, feed: &Arc<Feed>) -> Step {
+    match event {
+        Ok(Event::Change { version: v, text }) if v == *version + 1 => {
+            *version = v;
+            Step::Send(text)
+        }
+        // Already sent (in the start, or before a resync).
+        Ok(Event::Change { version: v, .. }) if v <= *version => Step::Skip,
+        Ok(Event::Snapshot { version: v, .. }) if v == *version => Step::Skip,
+        Ok(Event::Snapshot { version: v, text }) => {
+            *version = v;
+            Step::Send(text)
+        }
+        // A change that does not follow, or changes the feed lost: the state.
+        Ok(Event::Change { .. } | Event::Resync) => match resync(feed, *version).await {
+            Ok(Some((v, text))) => {
+                *version = v;
+                Step::Send(text)
+            }
+            Ok(None) => Step::Skip,
+            Err(end) => Step::End(end),
+        },
+        Err(RecvError::Lagged(_)) => Step::End(End::Close(CLOSE_TOO_SLOW, "subscriber too slow")),
+        Err(RecvError::Closed) => Step::End(End::Close(CLOSE_STORE_FAILED, "the feed ended")),
+    }
+}
+
 /// The current state as a snapshot, unless it is still at `version`.
 async fn resync(feed: &Arc<Feed>, version: u64) -> Result<Option<(u64, Utf8Bytes)>, End> {
     let feed = Arc::clone(feed);
@@ -140,4 +175,9 @@ async fn send(socket: &mut WebSocket, text: Utf8Bytes) -> bool {
         timeout(SEND_TIMEOUT, socket.send(Message::Text(text))).await,
         Ok(Ok(()))
     )
+}
+
+/// Writes what was fed; false as [`send`].
+async fn flush(socket: &mut WebSocket) -> bool {
+    matches!(timeout(SEND_TIMEOUT, socket.flush()).await, Ok(Ok(())))
 }

@@ -75,6 +75,36 @@ fn streams_start_where_the_client_is_and_carry_every_change_in_order() {
 }
 
 #[test]
+fn a_client_far_behind_gets_the_state_not_hundreds_of_changes() {
+    let dir = TempDir::new("serve_far");
+    let place = dir.store("far.db").agent("far");
+    let writer = open(
+        &place,
+        &opts(json!({"change_log": {"keep_last": 1000}, "synchronous": "normal"})),
+    )
+    .unwrap();
+    for n in 0..300 {
+        writer
+            .set_state(format!(r#"{{"n":{n}}}"#).as_bytes())
+            .unwrap();
+    }
+    let (store, id) = store_and_id(&place);
+    let server = Server::start(&dir, &store);
+    let watch = format!("/v1/agents/{}/watch", escaped(&id));
+    let at =
+        |v: u64| -> Value { serde_json::from_slice(writer.state_at(v).unwrap().json()).unwrap() };
+    // 299 behind: more than the 256 a subscriber may fall behind.
+    let mut far = server.watch(&format!("{watch}?since=1")).from(1, at(1));
+    far.until(300);
+    assert_eq!(far.kinds, ["snapshot"]);
+    // 256 behind: the changes themselves.
+    let mut near = server.watch(&format!("{watch}?since=44")).from(44, at(44));
+    near.until(300);
+    assert_eq!((near.kinds.len(), near.kinds[0].as_str()), (256, "patch"));
+    assert_eq!(near.state, stored(&writer).1);
+}
+
+#[test]
 fn a_since_in_the_future_or_an_unknown_agent_is_refused_before_the_upgrade() {
     let dir = TempDir::new("serve_refusals");
     let place = dir.store("refusals.db").agent("known");
