@@ -64,8 +64,14 @@ if [ -f /usr/include/sqlite3.h ]; then go_tags="$go_tags,agentstate_benchsql"; f
     go run ./cmd/agentstate-bench ${smoke_flag:+-smoke} -out "$out/go.json") | tee "$out/go.md"
 
 echo
+echo "== agent-state serve under load ($mode): bench/live/run.sh (issue 25)"
+# 1,000 WebSocket subscribers (one process, Rust) on one agent while the Python binding writes
+# 200 changes a second for 30 s; fails on a wrong copy or a version gap, never on latency.
+bash "$root/bench/live/run.sh" $smoke_flag --out "$out/live.json" | tee "$out/live.md"
+
+echo
 echo "== The issues \"Write what changed\" (24), \"Writes at the floor\" and \"Never block an event loop\" (22): every figure, from the runs above ($mode)"
 python3 "$here/summary.py" "$out" "$mode" | tee "$out/summary.md"
 
 echo
-echo "bench: raw figures in $out (abi.json, postgres.json, python.json, go.json; summary.md)"
+echo "bench: raw figures in $out (abi.json, postgres.json, python.json, go.json, live.json; summary.md)"
