@@ -54,7 +54,7 @@ func TestAnUnreachableServerIsErrUnavailable(t *testing.T) {
 		if a != nil {
 			a.Close()
 		}
-		wantStatus(t, err, ErrUnavailable, "Open", "agent_open")
+		wantStatus(t, err, ErrUnavailable, "Open")
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) != 0 {

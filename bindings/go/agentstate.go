@@ -288,7 +288,7 @@ func libError(op string, rc C.int32_t, cerr *C.char, ctx C.uintptr_t) error {
 		msg = C.GoString(cerr)
 		C.free(unsafe.Pointer(cerr))
 	}
-	e := &Error{Status: Status(rc), Op: op, Message: msg}
+	e := &Error{Status: Status(rc), Op: op, Message: withoutFunctionName(msg)}
 	if ctx != 0 {
 		for _, err := range takeHookErrors(ctx) {
 			if r, ok := err.(rejection); ok {

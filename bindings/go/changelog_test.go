@@ -113,7 +113,7 @@ func TestChangeLogOffAndOptions(t *testing.T) {
 	a.SetState(map[string]any{"n": 1})
 	a.SetState(map[string]any{"n": 2})
 	n, err := a.Poll()
-	wantStatus(t, err, ErrInvalidArgument, "Poll", "agent_poll", "change log is off")
+	wantStatus(t, err, ErrInvalidArgument, "Poll", "change log is off")
 	if n != 0 {
 		t.Fatal(n)
 	}
@@ -144,7 +144,7 @@ func TestChangeLogOffAndOptions(t *testing.T) {
 	// Bad settings.
 	for _, c := range []*ChangeLog{{}, {KeepLast: -1}, {KeepFor: -time.Second}, {KeepFor: -time.Millisecond}} {
 		_, err = openStore(t, ":memory:", Options{ChangeLog: c})
-		wantStatus(t, err, ErrInvalidArgument, "Open", "agent_open", "change_log")
+		wantStatus(t, err, ErrInvalidArgument, "Open", "change_log")
 	}
 	_, err = openStore(t, ":memory:", Options{ChangeLog: &ChangeLog{Off: true, KeepLast: 3}})
 	wantStatus(t, err, ErrInvalidArgument, "Open", "Off together with")

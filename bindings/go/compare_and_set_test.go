@@ -18,7 +18,7 @@ func TestCompareAndSetConflictLeavesStateUnchanged(t *testing.T) {
 	var rec recorder
 	a.OnChange(rec.hook)
 	st, v, err := a.SetStateIf(5, map[string]any{"x": 1})
-	wantStatus(t, err, ErrConflict, "SetStateIf", "agent_set_state_if", "expected version 5", "version 0")
+	wantStatus(t, err, ErrConflict, "SetStateIf", "expected version 5", "version 0")
 	if st != nil || v != 0 {
 		t.Fatalf("a conflict returned %v, %d", st, v)
 	}
@@ -27,7 +27,7 @@ func TestCompareAndSetConflictLeavesStateUnchanged(t *testing.T) {
 	}
 	// Every form, at a stale version: nothing is written, no hook runs.
 	_, _, err = a.ReplaceStateIf(0, map[string]any{"y": 1})
-	wantStatus(t, err, ErrConflict, "ReplaceStateIf", "agent_replace_state_if")
+	wantStatus(t, err, ErrConflict, "ReplaceStateIf")
 	_, _, err = a.SetStateIfJSON(0, []byte(`{"y":1}`))
 	wantStatus(t, err, ErrConflict, "SetStateIfJSON")
 	raw, v, err := a.ReplaceStateIfJSON(2, []byte(`{"y":1}`))

@@ -139,7 +139,7 @@ func TestCloseFromInitialStateFunc(t *testing.T) {
 	if _, err := a.GetState(); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, inner, ErrBusy, "Close", "agent_close")
+	wantStatus(t, inner, ErrBusy, "Close")
 	if _, err := a.GetState(); err != nil {
 		t.Fatalf("the Agent was closed after all: %v", err)
 	}

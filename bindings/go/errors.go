@@ -138,8 +138,9 @@ type Error struct {
 	// Op is the Go function or method that failed, e.g. "SetState".
 	Op string
 	// Message is the library's message for this very call (agent_last_error, read in the same
-	// native call as the failing function, so never another goroutine's), or a description of
-	// the problem found in Go.
+	// native call as the failing function, so never another goroutine's) without the name of
+	// the C function it starts with (Op names the call), or a description of the problem
+	// found in Go.
 	Message string
 	// Err is the cause, when there is one: the error returned by a hook (the first, if several
 	// failed), the error returned by the validator (for ErrRejected), a *PanicError for a hook
@@ -149,7 +150,8 @@ type Error struct {
 	HookErrors []error
 }
 
-// Error formats the failure as "agentstate: <Op>: <message>[: <cause>]".
+// Error formats the failure as "agentstate: <Op>: <message>[: <cause>]", one context prefix:
+// for example "agentstate: SetState: rejected: the validator rejected the change: overdrawn".
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("agentstate: ")
@@ -211,4 +213,24 @@ func (p *PanicError) Unwrap() error {
 
 func newError(op string, status Status, message string, cause error) *Error {
 	return &Error{Status: status, Op: op, Message: message, Err: cause}
+}
+
+// withoutFunctionName drops the name of the C function that the library puts first in its
+// messages ("agent_set_state: rejected: ..."): Error.Op already names the call, and a message
+// that says where it comes from three times ("agentstate: SetState: agent_set_state: ...")
+// buries what went wrong. A message of another shape is kept whole.
+func withoutFunctionName(msg string) string {
+	if !strings.HasPrefix(msg, "agent_") {
+		return msg
+	}
+	for i := len("agent_"); i < len(msg); i++ {
+		switch c := msg[i]; {
+		case c == '_' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'):
+		case c == ':' && strings.HasPrefix(msg[i:], ": "):
+			return msg[i+2:]
+		default:
+			return msg
+		}
+	}
+	return msg
 }

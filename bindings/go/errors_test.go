@@ -41,14 +41,14 @@ func TestSentinelsAndUnknownStatuses(t *testing.T) {
 		}
 	}
 	// A status from a newer library (say 42) is still an *Error, matched by its number.
-	e := error(&Error{Status: 42, Op: "SetState", Message: "agent_set_state: something new"})
+	e := error(&Error{Status: 42, Op: "SetState", Message: "something new"})
 	if !errors.Is(e, Status(42)) || errors.Is(e, ErrHook) {
 		t.Fatal("unknown status not matched by number")
 	}
 	if !strings.Contains(Status(42).Error(), "AGENT_ERR_UNKNOWN(42)") {
 		t.Fatal(Status(42).Error())
 	}
-	if e.Error() != "agentstate: SetState: agent_set_state: something new" {
+	if e.Error() != "agentstate: SetState: something new" {
 		t.Fatal(e.Error())
 	}
 	// The statuses of 0.2 have names and sentinels.
@@ -62,17 +62,62 @@ func TestSentinelsAndUnknownStatuses(t *testing.T) {
 	}
 }
 
+// An error says where it comes from once: "agentstate: <Op>: <the library's message>", not
+// also the C function's name that the library starts its message with.
+func TestErrorTextHasOneContextPrefix(t *testing.T) {
+	a := openAgent(t, "", Options{})
+	_, err := a.SetStateJSON([]byte(`[1]`))
+	e := wantStatus(t, err, ErrInvalidArgument)
+	const want = "agentstate: SetStateJSON: invalid argument: the patch must be a JSON object, not an array"
+	if err.Error() != want || e.Op != "SetStateJSON" || e.Status != StatusInvalidArgument {
+		t.Fatalf("got %q (Op %q, Status %v), want %q", err, e.Op, e.Status, want)
+	}
+	if e.Message != strings.TrimPrefix(want, "agentstate: SetStateJSON: ") {
+		t.Fatalf("Message %q", e.Message)
+	}
+	var rejectErr = errors.New("overdrawn")
+	if err := a.SetValidator(func(Change) error { return rejectErr }); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.SetState(map[string]any{"balance": -5})
+	wantStatus(t, err, ErrRejected)
+	if !errors.Is(err, rejectErr) || err.Error() != "agentstate: SetState: rejected: the validator rejected the change: overdrawn" {
+		t.Fatalf("rejection: %q", err)
+	}
+	// An initial state that cannot be encoded: the encoding error is the cause, named once.
+	b := openAgent(t, "", Options{})
+	if err := b.SetInitialStateFunc(func() (any, error) { return map[string]any{"c": make(chan int)}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.GetState()
+	wantStatus(t, err, ErrHook, "initial-state function: json: unsupported type: chan int")
+	if !errors.Is(err, ErrCodec) || strings.Count(err.Error(), "agentstate: ") != 1 {
+		t.Fatalf("initial state: %q", err)
+	}
+	// Messages of another shape are kept whole.
+	for in, want := range map[string]string{
+		"agent_set_state: busy: locked": "busy: locked",
+		"agent_id is required":          "agent_id is required",
+		"agent_x:y":                     "agent_x:y",
+		"something else: agent_open: x": "something else: agent_open: x",
+	} {
+		if got := withoutFunctionName(in); got != want {
+			t.Errorf("withoutFunctionName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestErrInvalidArgument(t *testing.T) {
 	a := openAgent(t, "", Options{})
-	wantStatus(t, a.RemoveHook(12345), ErrInvalidArgument, "RemoveHook", "agent_remove_hook", "12345")
+	wantStatus(t, a.RemoveHook(12345), ErrInvalidArgument, "RemoveHook", "12345")
 	_, err := a.SetState([]int{1})
-	wantStatus(t, err, ErrInvalidArgument, "agent_set_state", "must be a JSON object, not an array")
+	wantStatus(t, err, ErrInvalidArgument, "must be a JSON object, not an array")
 	_, err = a.ReplaceStateJSON([]byte(`{"$date":"2026-11-30T03:06:44.123Z"}`))
-	wantStatus(t, err, ErrInvalidArgument, "agent_replace_state", "tagged value")
+	wantStatus(t, err, ErrInvalidArgument, "tagged value")
 	_, err = a.OnStateChanged(nil)
 	wantStatus(t, err, ErrInvalidArgument, "OnStateChanged", "nil")
 	_, err = Open("", Options{})
-	wantStatus(t, err, ErrInvalidArgument, "Open", "agent_open", "path is empty")
+	wantStatus(t, err, ErrInvalidArgument, "Open", "path is empty")
 	_, err = Open("a\x00b", Options{})
 	wantStatus(t, err, ErrInvalidArgument, "NUL")
 	_, err = openStore(t, ":memory:", Options{MaxValueBytes: 1})
@@ -90,7 +135,7 @@ func TestErrBadHandle(t *testing.T) {
 	}
 	a.Close()
 	_, err = a.GetStateJSON()
-	wantStatus(t, err, ErrBadHandle, "GetStateJSON", "agent_get_state")
+	wantStatus(t, err, ErrBadHandle, "GetStateJSON")
 	var zero Agent // never opened: handle 0
 	_, err = zero.SetStateJSON([]byte(`{}`))
 	wantStatus(t, err, ErrBadHandle)
@@ -101,10 +146,10 @@ func TestErrJSON(t *testing.T) {
 	for _, in := range []string{`{"a":`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`, ``, `{} x`,
 		strings.Repeat("[", 200) + strings.Repeat("]", 200)} {
 		_, err := a.SetStateJSON([]byte(in))
-		wantStatus(t, err, ErrJSON, "SetStateJSON", "agent_set_state")
+		wantStatus(t, err, ErrJSON, "SetStateJSON")
 	}
 	_, err := a.ReplaceStateJSON([]byte(`nope`))
-	wantStatus(t, err, ErrJSON, "agent_replace_state")
+	wantStatus(t, err, ErrJSON)
 	raw, _ := a.GetStateJSON()
 	if string(raw) != `{}` {
 		t.Fatalf("a failed write changed the state: %s", raw)
@@ -128,7 +173,7 @@ func TestErrCodec(t *testing.T) {
 		{`{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, "nesting deeper than 64"},
 	} {
 		_, err := a.SetStateJSON([]byte(c.in))
-		wantStatus(t, err, ErrCodec, "agent_set_state", c.msg)
+		wantStatus(t, err, ErrCodec, c.msg)
 	}
 	// The same malformed values through the Go types are refused as well (a repeated Set
 	// member already by Marshal, before any call into C).
@@ -141,7 +186,7 @@ func TestErrCodec(t *testing.T) {
 	_, err = openStore(t, ":memory:", Options{InitialState: map[string]any{"m": Map{{1, 1}, {1, 2}}}})
 	wantStatus(t, err, ErrCodec, "Open", "initial state", "two keys of this Map are the same")
 	_, err = openStore(t, ":memory:", Options{InitialState: json.RawMessage(`{"m":{"$map":[[1,1],[1,2]]}}`)})
-	wantStatus(t, err, ErrCodec, "Open", "agent_open", "same key twice")
+	wantStatus(t, err, ErrCodec, "Open", "same key twice")
 }
 
 // Values with no JSON form fail in Go, before any call into C.
@@ -199,9 +244,9 @@ func TestErrStorage(t *testing.T) {
 	skipOnPostgres(t, "missing and foreign files")
 	dir := t.TempDir()
 	_, err := Open(filepath.Join(dir, "missing.db"), Options{ReadOnly: true})
-	wantStatus(t, err, ErrStorage, "Open", "agent_open")
+	wantStatus(t, err, ErrStorage, "Open")
 	_, err = Open(filepath.Join(dir, "no", "such", "dir.db"), Options{})
-	wantStatus(t, err, ErrStorage, "agent_open")
+	wantStatus(t, err, ErrStorage)
 	foreign := filepath.Join(dir, "foreign.db")
 	if err := os.WriteFile(foreign, []byte(strings.Repeat("not sqlite ", 100)), 0o600); err != nil {
 		t.Fatal(err)
@@ -226,7 +271,7 @@ func TestErrBusy(t *testing.T) {
 	if _, err := a.GetStateJSON(); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, inner, ErrBusy, "agent_get_state", "initial-state hook")
+	wantStatus(t, inner, ErrBusy, "initial-state hook")
 
 	// Another connection holds the write lock: the first write of a runs its initial-state
 	// function inside its write transaction, and the function waits while b tries to write.
@@ -251,7 +296,7 @@ func TestErrBusy(t *testing.T) {
 	<-entered
 	_, err := b.SetState(map[string]any{"b": 1})
 	close(release)
-	wantStatus(t, err, ErrBusy, "SetState", "agent_set_state", "locked")
+	wantStatus(t, err, ErrBusy, "SetState", "locked")
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +313,7 @@ func TestErrHookWrapsTheHookError(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := a.SetState(map[string]any{"x": 1})
-	e := wantStatus(t, err, ErrHook, "SetState", "agent_set_state", "mirror down")
+	e := wantStatus(t, err, ErrHook, "SetState", "mirror down")
 	if st != nil || !errors.Is(err, sentinel) || e.Err != sentinel || len(e.HookErrors) != 1 {
 		t.Fatalf("st %v, err %#v", st, e)
 	}

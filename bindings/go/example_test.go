@@ -166,7 +166,7 @@ func ExampleAgent_SetValidator() {
 	fmt.Println(string(raw))
 	// Output:
 	// true true
-	// agentstate: SetState: agent_set_state: rejected: the validator rejected the change: balance -5: overdrawn
+	// agentstate: SetState: rejected: the validator rejected the change: balance -5: overdrawn
 	// {"Balance":10}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -58,8 +59,15 @@ func wantStatus(t *testing.T, err error, want error, substrs ...string) *Error {
 			t.Fatalf("error %q does not contain %q", err, s)
 		}
 	}
+	// One context prefix ("agentstate: <Op>: "), never the C function's name besides.
+	if m := cFunctionPrefix.FindString(err.Error()); m != "" {
+		t.Fatalf("error %q repeats its context (%q)", err, m)
+	}
 	return e
 }
+
+// cFunctionPrefix finds a library message that still starts with its C function's name.
+var cFunctionPrefix = regexp.MustCompile(`(^|: )agent_[a-z_]+: `)
 
 var allSentinels = []error{
 	ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage, ErrBusy,

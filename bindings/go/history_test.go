@@ -100,7 +100,7 @@ func TestVersionsIncreaseAndPersist(t *testing.T) {
 	wantStatus(t, err, ErrInvalidArgument, "GetStateVersionedInto", "non-nil pointer")
 	var closed Agent
 	_, _, err = closed.GetStateVersioned()
-	wantStatus(t, err, ErrBadHandle, "GetStateVersioned", "agent_get_state_versioned")
+	wantStatus(t, err, ErrBadHandle, "GetStateVersioned")
 }
 
 var errNegative = errors.New("balance must not be negative")
@@ -128,7 +128,7 @@ func TestValidatorRejectsAndAccepts(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := a.SetState(map[string]any{"balance": -5})
-	e := wantStatus(t, err, ErrRejected, "SetState", "agent_set_state", "balance would be -5 at version 2")
+	e := wantStatus(t, err, ErrRejected, "SetState", "balance would be -5 at version 2")
 	if st != nil || !errors.Is(err, errNegative) || e.Err == nil {
 		t.Fatalf("st %v, err %#v: does not wrap the validator's error", st, err)
 	}
@@ -213,7 +213,7 @@ func TestValidatorGatesRestoreAndCallsIntoItsAgentAreBusy(t *testing.T) {
 		return nil
 	})
 	_, v, err := a.Restore(1)
-	wantStatus(t, err, ErrRejected, "Restore", "agent_restore_state", "no restores today")
+	wantStatus(t, err, ErrRejected, "Restore", "no restores today")
 	if v != 0 {
 		t.Fatalf("version %d from a rejected restore", v)
 	}
@@ -249,7 +249,7 @@ func TestValidatorHandlesAreReleased(t *testing.T) {
 	if n := liveHookCount() - base; n != 0 {
 		t.Fatalf("%d validator handles alive after Close", n)
 	}
-	wantStatus(t, a.SetValidator(func(Change) error { return nil }), ErrBadHandle, "SetValidator", "agent_set_validator")
+	wantStatus(t, a.SetValidator(func(Change) error { return nil }), ErrBadHandle, "SetValidator")
 	if n := liveHookCount() - base; n != 0 {
 		t.Fatalf("%d validator handles alive after a failed SetValidator", n)
 	}

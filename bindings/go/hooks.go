@@ -303,11 +303,26 @@ func agentstateInitialState(h C.uintptr_t, out *C.AgentBuffer, ctx C.uintptr_t) 
 		}
 	}
 	if err != nil {
-		stashHookError(ctx, fmt.Errorf("initial-state function: %w", err))
+		stashHookError(ctx, initialStateError{err})
 		return 1
 	}
 	return 0
 }
+
+// initialStateError is the failure of an initial-state function (or of encoding its value),
+// the cause of the ErrHook error of the call that needed the initial state. Its text names the
+// function once and leaves out the "agentstate: Marshal: " of an encoding error, which the
+// outer error already begins with.
+type initialStateError struct{ err error }
+
+func (e initialStateError) Error() string {
+	if inner, ok := e.err.(*Error); ok {
+		return "initial-state function: " + inner.Message
+	}
+	return "initial-state function: " + e.err.Error()
+}
+
+func (e initialStateError) Unwrap() error { return e.err }
 
 //export agentstateFreeHook
 func agentstateFreeHook(h C.uintptr_t) {

@@ -93,7 +93,7 @@ func TestHookErrorsAndPanicsComeBackToTheCaller(t *testing.T) {
 	}
 	// ReplaceState too, and the change is committed.
 	_, err = a.ReplaceState(map[string]any{"y": 1})
-	wantStatus(t, err, ErrHook, "ReplaceState", "agent_replace_state")
+	wantStatus(t, err, ErrHook, "ReplaceState")
 	if raw, _ := a.GetStateJSON(); string(raw) != `{"y":1}` {
 		t.Fatalf("state %s", raw)
 	}
@@ -258,7 +258,7 @@ func TestInitialStateFunc(t *testing.T) {
 	failure := errors.New("no default today")
 	b.SetInitialStateFunc(func() (any, error) { return nil, failure })
 	_, err = b.GetState()
-	wantStatus(t, err, ErrHook, "GetState", "agent_get_state", "no default today")
+	wantStatus(t, err, ErrHook, "GetState", "no default today")
 	if !errors.Is(err, failure) {
 		t.Fatal(err)
 	}
