@@ -23,9 +23,13 @@ import (
 )
 
 const (
-	// DefaultListLimit is the page size of ListAgents and the batch size of ExpireAgents when
-	// their limit is 0.
+	// DefaultListLimit is the page size of ListAgents when ListQuery.Limit is 0 (as the
+	// Python binding's list_agents).
 	DefaultListLimit = 100
+	// DefaultExpireLimit is the batch size of ExpireAgents when its limit is 0: 1,000, the
+	// batch of the agent-state command's expire and of the Python binding's expire_agents.
+	// (The C library has no default of its own: agent_store_expire refuses a limit of 0.)
+	DefaultExpireLimit = 1000
 	// MaxListLimit is the largest page (ListAgents) or batch (ExpireAgents) the library takes.
 	MaxListLimit = 10000
 )
@@ -152,7 +156,7 @@ func DeleteAgentIfContext(ctx context.Context, path string, opts Options, id str
 }
 
 // ExpireAgents deletes, as DeleteAgent does, at most limit agents (1 to MaxListLimit; 0 means
-// DefaultListLimit) of the store at path whose state was last written more than idle ago
+// DefaultExpireLimit, 1,000) of the store at path whose state was last written more than idle ago
 // (rounded up to whole milliseconds), the longest idle first, in one transaction, and returns
 // them. With dryRun it deletes nothing and returns those it would delete. An agent written
 // during the call is not deleted. A call costs what it deletes, whatever the store holds: call
@@ -220,20 +224,21 @@ func idText(op, what, text string) (*C.char, error) {
 	return C.CString(text), nil
 }
 
-// batchLimit is limit for the library: 0 is DefaultListLimit; out of range is refused here
-// (the library would refuse it too, but a Go int may not fit its uint32).
-func batchLimit(op string, limit int) (C.uint32_t, error) {
+// batchLimit is limit for the library: 0 is def (the library has no default: it refuses 0);
+// out of range is refused here (the library would refuse it too, but a Go int may not fit its
+// uint32).
+func batchLimit(op string, limit, def int) (C.uint32_t, error) {
 	if limit == 0 {
-		limit = DefaultListLimit
+		limit = def
 	}
 	if limit < 1 || limit > MaxListLimit {
-		return 0, newError(op, StatusInvalidArgument, fmt.Sprintf("limit must be from 1 to %d (0: %d), got %d", MaxListLimit, DefaultListLimit, limit), nil)
+		return 0, newError(op, StatusInvalidArgument, fmt.Sprintf("limit must be from 1 to %d (0: %d), got %d", MaxListLimit, def, limit), nil)
 	}
 	return C.uint32_t(limit), nil
 }
 
 func listAgents(ctx context.Context, op, path string, opts Options, q ListQuery) ([]AgentInfo, error) {
-	limit, err := batchLimit(op, q.Limit)
+	limit, err := batchLimit(op, q.Limit, DefaultListLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +306,7 @@ func expireAgents(ctx context.Context, op, path string, opts Options, idle time.
 	if idle%time.Millisecond != 0 {
 		idleMs++
 	}
-	climit, err := batchLimit(op, limit)
+	climit, err := batchLimit(op, limit, DefaultExpireLimit)
 	if err != nil {
 		return nil, err
 	}

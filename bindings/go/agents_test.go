@@ -612,3 +612,35 @@ func TestDeleteAgentRacingWriters(t *testing.T) {
 		t.Fatalf("%d versions acknowledged, want %d", len(seen), writers*writes)
 	}
 }
+
+// ExpireAgents with limit 0 takes the project's one default batch, 1,000 (the command's
+// --batch, Python's expire_agents): 150 idle agents go in one call, not the 100 of a page.
+func TestExpireAgentsDefaultBatchIsAThousand(t *testing.T) {
+	if DefaultExpireLimit != 1000 {
+		t.Fatalf("DefaultExpireLimit = %d, want 1000", DefaultExpireLimit)
+	}
+	path, p := agentsStore(t)
+	const n = 150
+	written := map[string]int64{}
+	base := int64(10 * 86_400_000) // January 1970: before anything else in the store
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("%sidle%03d", p, i)
+		a := openID(t, path, id, Options{Synchronous: SyncNormal})
+		mustSet(t, a, `{"n":1}`)
+		written[id] = base + int64(i)*60_000
+	}
+	ageAgents(t, path, written)
+	idle := time.Since(time.UnixMilli(base + n*60_000))
+	for _, dryRun := range []bool{true, false} {
+		gone, err := ExpireAgents(path, Options{}, idle, 0, dryRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(gone) != n || gone[0].ID != p+"idle000" || gone[n-1].ID != fmt.Sprintf("%sidle%03d", p, n-1) {
+			t.Fatalf("dry run %v: %d agents expired with limit 0, want all %d idle ones in one batch", dryRun, len(gone), n)
+		}
+	}
+	if left := mustList(t, path, ListQuery{Prefix: p}); len(left) != 0 {
+		t.Fatalf("%d agents left after the expiry", len(left))
+	}
+}
