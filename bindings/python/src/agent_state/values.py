@@ -75,11 +75,21 @@ class BigInt(int):
 
     ``get_state()`` returns ``$bigint`` values as ``BigInt``, so they are written back as
     ``$bigint`` even when small. Wrap a plain ``int`` to force the BigInt form: ``BigInt(5)``.
-    Arithmetic on a ``BigInt`` gives plain ``int`` results.
+    Arithmetic on a ``BigInt`` gives plain ``int`` results. It prints as the number it is:
+    ``str()``, ``format()`` and f-strings give its digits, as for an ``int``; only ``repr()``
+    names the type.
     """
 
     def __repr__(self) -> str:
         return f"BigInt({int_to_text(self)})"
+
+    # A value read from the store ends up in prompts, URLs and log lines: int's own str (which
+    # would otherwise be the repr above) and format, so it reads as the plain number would.
+    def __str__(self) -> str:
+        return int_to_text(self)
+
+    def __format__(self, spec: str) -> str:
+        return int_to_text(self) if not spec else int.__format__(int(self), spec)
 
 
 class JSONInt(int):
@@ -89,6 +99,8 @@ class JSONInt(int):
     (``|n| > 2**53 - 1``) and the text ``-0`` as ``JSONInt``, so that writing them back stores
     the same number text. Wrap a plain ``int`` to store it as a JSON number whatever its size:
     ``JSONInt(2**64)`` (numbers beyond the range of a double are refused by the library).
+    ``str()`` and ``format()`` are those of the ``int`` (``-0`` prints as ``0``); only
+    ``repr()`` shows the type and the text.
 
     Attributes:
         json: the exact JSON text of the number.
@@ -112,6 +124,13 @@ class JSONInt(int):
     def __repr__(self) -> str:
         return f"JSONInt({self.json!r})"
 
+    # As for BigInt: it prints as the plain int would, not as its repr.
+    def __str__(self) -> str:
+        return int_to_text(self)
+
+    def __format__(self, spec: str) -> str:
+        return int_to_text(self) if not spec else int.__format__(int(self), spec)
+
     def __reduce__(self) -> Any:
         return (JSONInt, (self.json,))
 
@@ -123,6 +142,9 @@ class JSONFloat(float):
     Python's ``repr`` gives back the same text (``1.5``, ``0.1``, ``100.0``), and as a
     ``JSONFloat`` otherwise (``1E2``, ``1.50``, ``1e-400``), so that writing it back stores the
     same text. ``JSONFloat("2.50")`` writes ``2.50``. Arithmetic gives plain ``float`` results.
+    ``str()`` and ``format()`` are those of the ``float`` (``JSONFloat("0.10")`` prints ``0.1``,
+    as ``0.10`` does in Python and in JavaScript); only ``repr()`` shows the type and the
+    text. The exact digits are in :attr:`json` (``Decimal(x.json)``).
 
     Attributes:
         json: the exact JSON text of the number.
@@ -152,6 +174,13 @@ class JSONFloat(float):
 
     def __repr__(self) -> str:
         return f"JSONFloat({self.json!r})"
+
+    # float's str is its repr, which this class overrides: print as the plain float would.
+    def __str__(self) -> str:
+        return float.__repr__(self)
+
+    def __format__(self, spec: str) -> str:
+        return float.__format__(float(self), spec)
 
     def __reduce__(self) -> Any:
         return (JSONFloat, (self.json,))
