@@ -166,3 +166,7 @@ pub use options::OpenOptions;
 #[cfg(feature = "store")]
 pub use store::Synchronous;
 pub use value::snapshot::Snapshot;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
