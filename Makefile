@@ -28,7 +28,7 @@ SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
 .PHONY: all build header demo test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
-        test-cpp test-python test-go test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
+        test-cpp test-python test-go test-readme test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
         dist install uninstall test-install
 
 all: build
@@ -58,7 +58,7 @@ test:
 	@echo "make test: every suite passed"
 
 test-suites: lint test-rust test-pooler test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
-      test-js test-inspector test-reliability test-powercut bench-smoke test-install
+      test-readme test-js test-inspector test-reliability test-powercut bench-smoke test-install
 
 lint:
 	$(CARGO) fmt --all --check
@@ -135,6 +135,13 @@ test-python: build
 
 test-go: build
 	bash bindings/go/run-tests.sh
+
+# The READMEs' examples (tests/readme/README.md): every c, cpp, python and go block of the tracked
+# READMEs compiled and run, each in a fresh temporary directory, but those marked fragment; those
+# marked postgres only with a server in AGENT_STATE_TEST_PG_URI. The rust blocks of
+# crates/agent_state/README.md run as the crate's doc tests (test-rust).
+test-readme: build
+	bash tests/readme/run.sh
 
 # `agent-state serve`'s JavaScript client (bindings/js), with Node's test runner against the
 # real server; then the inspector page in a real headless Chromium (Debian's chromium and
