@@ -31,7 +31,7 @@ import itertools
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
-from ._records import Change
+from ._records import CHANGE, NEXT_PREV, Change
 from .errors import HookError
 
 _ids = itertools.count(1)
@@ -131,12 +131,13 @@ class AsyncHook:
         callback: the registered coroutine function.
     """
 
-    __slots__ = ("id", "callback", "_with_version", "_delivery")
+    __slots__ = ("id", "callback", "_form", "_delivery")
 
-    def __init__(self, delivery: "Delivery", callback: Callable[..., Any], with_version: bool) -> None:
+    def __init__(self, delivery: "Delivery", callback: Callable[..., Any], form: str) -> None:
         self.id = next(_ids)
         self.callback = callback
-        self._with_version = with_version
+        #: How it is called: CHANGE, NEXT_PREV_PATCH or NEXT_PREV (_records, _callbacks).
+        self._form = form
         self._delivery = delivery
 
     @property
@@ -150,8 +151,11 @@ class AsyncHook:
         return self._delivery.remove(self)
 
     async def _invoke(self, change: Change) -> None:
-        if self._with_version:
+        form = self._form
+        if form == CHANGE:
             await self.callback(change)
+        elif form == NEXT_PREV:
+            await self.callback(change.next, change.prev)
         else:
             await self.callback(change.next, change.prev, change.patch)
 
@@ -182,8 +186,8 @@ class Delivery:
 
     # -- registration (any thread) --------------------------------------------------------------
 
-    def add(self, callback: Callable[..., Any], with_version: bool) -> AsyncHook:
-        hook = AsyncHook(self, callback, with_version)
+    def add(self, callback: Callable[..., Any], form: str) -> AsyncHook:
+        hook = AsyncHook(self, callback, form)
         with self._lock:
             self.hooks = self.hooks + (hook,)
         return hook

@@ -37,15 +37,18 @@ frame then makes the triggering call raise the exception as itself (``_native``)
 from __future__ import annotations
 
 import dis
+import inspect
 import itertools
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Tuple
 
 from . import _native
+from ._async_hooks import AsyncHook
+from ._hook import Hook
 from ._inflight import REJECTED, tls
-from ._records import Change
+from ._records import CHANGE, NEXT_PREV, NEXT_PREV_PATCH, Change
 from .codec import encode_state, json_text
 from .decoding import decode_state
 
@@ -106,29 +109,68 @@ def _enter_inside_try(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-# Each trampoline takes its result holders as parameters with defaults, so they are bound
-# before the first instruction; the first statement of the try gives the call its own.
+# How a hook or validator is called, chosen once, at registration, from its signature
+# (call_form). The trampolines below pass the arguments of their form themselves: a wrapper
+# function adapting one form to another would be Python code between the callable's return and
+# the trampoline's, where a signal could turn a validator's acceptance into a rejection.
+
+#: The forms each registration accepts, in the order they are tried; the first is the one
+#: used for a callable whose signature cannot be read (some builtins).
+_FORMS: Dict[str, Tuple[Tuple[str, int], ...]] = {
+    "on_state_changed": ((NEXT_PREV_PATCH, 3), (NEXT_PREV, 2)),
+    "on_change": ((CHANGE, 1), (NEXT_PREV_PATCH, 3), (NEXT_PREV, 2)),
+    "validator": ((CHANGE, 1), (NEXT_PREV_PATCH, 3), (NEXT_PREV, 2)),
+}
 
 
-def _state_changed(user_data: int, change: Any, done: Any = ()) -> int:
+def call_form(callback: Callable[..., Any], what: str) -> str:
+    """How ``callback``, registered as ``what`` (``"on_state_changed"``, ``"on_change"`` or
+    ``"validator"``), is called: the first of its accepted forms its signature can be called
+    with positionally. Raises :class:`TypeError` naming the accepted forms when none fits (a
+    callable of one parameter given to ``on_state_changed``, say), so that the mistake shows at
+    registration instead of as a failure of every write."""
+    forms = _FORMS[what]
+    target: Any = callback
+    while isinstance(target, (Hook, AsyncHook)):  # a decorated function registered again
+        target = target.callback
     try:
-        done = []
-        fn = tables[user_data][user_data]
-        c = change.contents
-        args = (
-            decode_state(_native.text_at(c.next, c.next_len)),
-            decode_state(_native.text_at(c.prev, c.prev_len)),
-            decode_state(_native.text_at(c.patch, c.patch_len)) if c.patch else None,
-        )
-        done += _starmap(fn, (args,))
-        return 0
-    except BaseException as exc:
-        try:
-            tls.frames[-1] += (exc,)
-        except BaseException:  # pragma: no cover - every call that runs callbacks has a frame
-            pass
-        # `done`: the hook returned before the exception (possible on 3.9 and 3.10 only).
-        return 0 if done else 1
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # no signature to read: the documented default form
+        return forms[0][0]
+    for form, count in forms:
+        if _binds(signature, count):
+            return form
+    accepted = " or ".join(f"fn({form})" for form, _ in forms)
+    name = getattr(target, "__qualname__", None) or type(target).__name__
+    name = name.rsplit("<locals>.", 1)[-1]  # Bot.changed, not make_bot.<locals>.Bot.changed
+    hint = ""
+    if what == "on_state_changed" and _binds(signature, 1):
+        hint = " (a callable of the Change alone goes to on_change)"
+    raise TypeError(
+        f"{what} takes a callable of the form {accepted}; {name}{signature} cannot be called "
+        f"that way{hint}"
+    )
+
+
+def _binds(signature: inspect.Signature, count: int) -> bool:
+    try:
+        signature.bind(*range(count))
+    except TypeError:
+        return False
+    return True
+
+
+def _arguments(form: str, c: Any) -> Tuple[Any, ...]:
+    """The arguments of a callable of ``form`` for the borrowed ``AgentStateChange`` ``c``,
+    decoded (fresh values for each callable)."""
+    if form == CHANGE:
+        return (_change_of(c),)
+    next_state = decode_state(_native.text_at(c.next, c.next_len))
+    prev_state = decode_state(_native.text_at(c.prev, c.prev_len))
+    if form == NEXT_PREV:
+        return (next_state, prev_state)
+    patch = decode_state(_native.text_at(c.patch, c.patch_len)) if c.patch else None
+    return (next_state, prev_state, patch)
 
 
 def _change_of(c: Any) -> Change:
@@ -141,18 +183,28 @@ def _change_of(c: Any) -> Change:
     )
 
 
-def _change_hook(user_data: int, change: Any, done: Any = ()) -> int:
-    try:
-        done = []
-        fn = tables[user_data][user_data]
-        done += _starmap(fn, ((_change_of(change.contents),),))
-        return 0
-    except BaseException as exc:
+# Each trampoline takes its result holders (and its form) as parameters with defaults, so they
+# are bound before the first instruction (a closure would start with an instruction of its
+# own before RESUME); the first statement of the try gives the call its own.
+
+
+def _make_hook(form: str) -> Callable[..., int]:
+    def _hook(user_data: int, change: Any, done: Any = (), form: str = form) -> int:
         try:
-            tls.frames[-1] += (exc,)
-        except BaseException:  # pragma: no cover - every call that runs callbacks has a frame
-            pass
-        return 0 if done else 1
+            done = []
+            fn = tables[user_data][user_data]
+            args = _arguments(form, change.contents)
+            done += _starmap(fn, (args,))
+            return 0
+        except BaseException as exc:
+            try:
+                tls.frames[-1] += (exc,)
+            except BaseException:  # pragma: no cover - every call that runs callbacks has a frame
+                pass
+            # `done`: the hook returned before the exception (possible on 3.9 and 3.10 only).
+            return 0 if done else 1
+
+    return _hook
 
 
 def _reason(exc: BaseException) -> str:
@@ -170,34 +222,37 @@ def _copy(data: bytes, out: Any) -> None:
     _native.library().agent_buffer_copy(data, len(data), out)
 
 
-def _validate(user_data: int, change: Any, message: Any, done: Any = ()) -> int:
-    try:
-        done = []
-        fn = tables[user_data][user_data]
-        proposed = _change_of(change.contents)
-        done += _starmap(fn, ((proposed,),))
-        return 0
-    except BaseException as exc:
-        if done:  # it returned, so it accepted; exc came after (possible on 3.9 and 3.10 only)
-            try:
-                tls.frames[-1] += (exc,)
-            except BaseException:  # pragma: no cover - every write has a frame
-                pass
+def _make_validate(form: str) -> Callable[..., int]:
+    def _validate(user_data: int, change: Any, message: Any, done: Any = (), form: str = form) -> int:
+        try:
+            done = []
+            fn = tables[user_data][user_data]
+            args = _arguments(form, change.contents)
+            done += _starmap(fn, (args,))
             return 0
-        try:
-            tls.frames[-1] += ((REJECTED, exc),)  # the RejectedError's cause
-        except BaseException:  # pragma: no cover - every write has a frame
-            pass
-        try:
-            # The reason for the library's message; if this is interrupted, the library says
-            # "returned 1" and the interrupt is raised all the same.
-            _copy(_reason(exc).encode("utf-8", "backslashreplace"), message)
-        except BaseException as late:
+        except BaseException as exc:
+            if done:  # it returned, so it accepted; exc came after (possible on 3.9 and 3.10 only)
+                try:
+                    tls.frames[-1] += (exc,)
+                except BaseException:  # pragma: no cover - every write has a frame
+                    pass
+                return 0
             try:
-                tls.frames[-1] += (late,)
+                tls.frames[-1] += ((REJECTED, exc),)  # the RejectedError's cause
             except BaseException:  # pragma: no cover - every write has a frame
                 pass
-        return 1
+            try:
+                # The reason for the library's message; if this is interrupted, the library says
+                # "returned 1" and the interrupt is raised all the same.
+                _copy(_reason(exc).encode("utf-8", "backslashreplace"), message)
+            except BaseException as late:
+                try:
+                    tls.frames[-1] += (late,)
+                except BaseException:  # pragma: no cover - every write has a frame
+                    pass
+            return 1
+
+    return _validate
 
 
 def _initial_state(user_data: int, out: Any, handed: Any = ()) -> int:
@@ -245,10 +300,18 @@ def _free(user_data: int, table: Any = None) -> None:
                 pass
 
 
-STATE_CHANGED_TRAMPOLINE = _native.STATE_CHANGED_FN(_enter_inside_try(_state_changed))
-CHANGE_TRAMPOLINE = _native.STATE_CHANGED_FN(_enter_inside_try(_change_hook))
+#: The hook trampoline of each call form.
+HOOK_TRAMPOLINES = {
+    form: _native.STATE_CHANGED_FN(_enter_inside_try(_make_hook(form))) for form, _ in _FORMS["on_change"]
+}
+STATE_CHANGED_TRAMPOLINE = HOOK_TRAMPOLINES[NEXT_PREV_PATCH]
+CHANGE_TRAMPOLINE = HOOK_TRAMPOLINES[CHANGE]
+#: The validator trampoline of each call form.
+VALIDATE_TRAMPOLINES = {
+    form: _native.VALIDATE_FN(_enter_inside_try(_make_validate(form))) for form, _ in _FORMS["validator"]
+}
+VALIDATE_TRAMPOLINE = VALIDATE_TRAMPOLINES[CHANGE]
 INITIAL_STATE_TRAMPOLINE = _native.INITIAL_STATE_FN(_enter_inside_try(_initial_state))
-VALIDATE_TRAMPOLINE = _native.VALIDATE_FN(_enter_inside_try(_validate))
 FREE_TRAMPOLINE = _native.FREE_FN(_enter_inside_try(_free))
 # NULL function pointers (a CFUNCTYPE argument does not take None).
 NULL_INITIAL_STATE = _native.INITIAL_STATE_FN()

@@ -29,6 +29,7 @@ import ctypes
 import ctypes.util
 import os
 import itertools
+import re
 import sys
 import threading
 from pathlib import Path
@@ -188,10 +189,41 @@ def _raise_status(result: int, name: str, carried: List[Any]) -> None:
             raise err from reasons[-1]
     elif result == AGENT_ERR_HOOK or result == AGENT_ERR_GAP:
         raised = [e for e in carried if type(e) is not tuple]
+        if result == AGENT_ERR_HOOK and raised:
+            message = hook_message(message, raised)
         err = (HookError if result == AGENT_ERR_HOOK else GapError)(message, result, raised)
         if raised:
             raise err from raised[0]
     raise err
+
+
+#: What the library says of a callback that failed: its status code, as the C ABI has no room for
+#: more (``on_state_changed hook 1: returned 1``).
+_RETURNED = re.compile(r": returned -?[0-9]+")
+
+
+def describe(exc: BaseException) -> str:
+    """``"RuntimeError: websocket send failed"``: an exception's type and message (its type
+    alone when the message is empty or cannot be made)."""
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__
+        text = ""
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
+
+
+def hook_message(message: str, raised: List[BaseException]) -> str:
+    """The message of a :class:`~agent_state.HookError` whose hooks raised ``raised``: the
+    library's, with the Python exception in place of the status code it reports
+    (``on_state_changed hook 1 raised RuntimeError: websocket send failed``)."""
+    first = describe(raised[0])
+    text, found = _RETURNED.subn(lambda _: " raised " + first, message, count=1)
+    if not found:
+        text = f"{message}: {first}"
+    if len(raised) > 1:
+        text += f" (and {len(raised) - 1} more: see .exceptions)"
+    return text
 
 
 def _errcheck(result: int, func: Any, args: Any) -> int:

@@ -68,13 +68,24 @@ class AgentInfo(NamedTuple):
     written_at: _dt.datetime
 
 
-#: ``callback(next, prev, patch)``; ``patch`` is ``None`` for a ``replace_state`` change.
-StateChangedCallback = Callable[[State, State, Optional[State]], Any]
-#: ``callback(change)``, given a :class:`Change` (with the version); see :meth:`Agent.on_change`.
-ChangeCallback = Callable[[Change], Any]
-#: ``validator(change)``, given the :class:`Change` about to commit: raising rejects it, returning
-#: (whatever the value) accepts it; see :meth:`Agent.set_validator`.
-ValidatorCallback = Callable[[Change], Any]
+# How a hook or validator is called (chosen at registration from its signature: _callbacks).
+#: ``fn(change)``, a :class:`Change` (``on_change`` hooks and validators).
+CHANGE = "change"
+#: ``fn(next, prev, patch)`` (``on_state_changed`` hooks).
+NEXT_PREV_PATCH = "next, prev, patch"
+#: ``fn(next, prev)``, the reference's ``onStateChanged(next, prev)``.
+NEXT_PREV = "next, prev"
+
+#: ``callback(next, prev)`` or ``callback(next, prev, patch)``; ``patch`` is ``None`` for a
+#: ``replace_state`` change.
+StateChangedCallback = Union[Callable[[State, State], Any], Callable[[State, State, Optional[State]], Any]]
+#: ``callback(change)``, given a :class:`Change` (with the version); see :meth:`Agent.on_change`
+#: (which also takes the forms of :data:`StateChangedCallback`).
+ChangeCallback = Union[Callable[[Change], Any], StateChangedCallback]
+#: ``validator(change)`` (or ``validator(next, prev[, patch])``), given the :class:`Change` about
+#: to commit: raising rejects it, returning (whatever the value) accepts it; see
+#: :meth:`Agent.set_validator`.
+ValidatorCallback = Union[Callable[[Change], Any], StateChangedCallback]
 #: ``callback()`` returning the initial state (a dict), or its raw JSON text (str or bytes).
 InitialStateCallback = Callable[[], Union[Mapping[str, Any], str, bytes]]
 #: The ``change_log`` option: ``{"keep_last": N}`` and/or ``{"keep_seconds": T}`` (an int, or a

@@ -395,9 +395,14 @@ class Agent:
     # -- hooks ---------------------------------------------------------------------------------
 
     def on_state_changed(self, callback: StateChangedCallback) -> Hook:
-        """Registers ``callback(next, prev, patch)`` to run after every committed change
-        delivered to this agent's hooks, from any thread; usable as a decorator. (To see each
-        change's version too, use :meth:`on_change`.)
+        """Registers ``callback(next, prev)`` (the reference's ``onStateChanged(next, prev)``)
+        or ``callback(next, prev, patch)`` to run after every committed change delivered to
+        this agent's hooks, from any thread; usable as a decorator. (To see each change's
+        version too, use :meth:`on_change`.)
+
+        Which of the two is chosen here, from the callable's signature; one that can be called
+        neither way raises :class:`TypeError` (nothing registered). A callable whose signature
+        cannot be read (some builtins) is called with the three arguments.
 
         Delivery is on the thread that made the change, after the commit, in commit order
         (each ``prev`` is the previous ``next``), hooks in registration order. ``patch`` is the
@@ -406,27 +411,32 @@ class Agent:
         processes, delivered by :meth:`poll` or ahead of this agent's next write. A hook may
         read and change the state (a nested change is delivered after the hook returns),
         register or remove hooks and close the agent. An exception it raises makes the
-        triggering call raise :class:`~agent_state.HookError` after the commit.
+        triggering call raise :class:`~agent_state.HookError` after the commit, whose message
+        names the exception (``on_state_changed hook 1 raised RuntimeError: ...``) and whose
+        ``__cause__`` is it.
 
         Returns a :class:`Hook`, whose ``remove()`` unregisters the callback.
         """
-        return self._register_hook(callback, _callbacks.STATE_CHANGED_TRAMPOLINE)
+        return self._register_hook(callback, "on_state_changed")
 
     def on_change(self, callback: ChangeCallback) -> Hook:
         """Registers ``callback(change)`` to run after every committed change delivered to this
         agent's hooks; usable as a decorator. :meth:`on_state_changed` with the version:
         ``change`` is a :class:`Change` ``(next, prev, patch, version)``. Same delivery,
         ordering, re-entrance and error rules; both kinds of hook run in one registration
-        order.
+        order. A callable that cannot take one argument but can take ``(next, prev, patch)``
+        or ``(next, prev)`` is called so; one that can be called none of these ways raises
+        :class:`TypeError`.
 
         With the change log on, the versions of successive deliveries increase by one (unless
         its retention pruned some: see :meth:`poll`).
         """
-        return self._register_hook(callback, _callbacks.CHANGE_TRAMPOLINE)
+        return self._register_hook(callback, "on_change")
 
-    def _register_hook(self, callback: Any, trampoline: Any) -> Hook:
+    def _register_hook(self, callback: Any, what: str) -> Hook:
         if not callable(callback):
             raise TypeError(f"the hook must be callable, not {type(callback).__name__}")
+        trampoline = _callbacks.HOOK_TRAMPOLINES[_callbacks.call_form(callback, what)]
         handle = self._h()
         key = _callbacks.register(self._callbacks, callback)
         hook_id = ctypes.c_uint64(0)
@@ -468,7 +478,10 @@ class Agent:
 
     def set_validator(self, validator: Optional[ValidatorCallback]) -> Optional[ValidatorCallback]:
         """Sets ``validator(change)`` as this agent's validation gate (``None`` removes it) and
-        returns it, so it may be used as a decorator (``@agent.set_validator``).
+        returns it, so it may be used as a decorator (``@agent.set_validator``). A validator
+        of ``(next, prev, patch)`` or ``(next, prev)`` is called with those, as hooks are
+        (:meth:`on_change`); one that can be called none of these ways raises
+        :class:`TypeError`.
 
         It sees every change made through this agent (:meth:`set_state`,
         :meth:`replace_state`, their ``_if`` and ``_json`` forms, :meth:`restore`) as a
@@ -493,7 +506,8 @@ class Agent:
             return None
         if not callable(validator):
             raise TypeError(f"the validator must be callable, not {type(validator).__name__}")
+        trampoline = _callbacks.VALIDATE_TRAMPOLINES[_callbacks.call_form(validator, "validator")]
         key = _callbacks.register(self._callbacks, validator)
         # On failure the library has already called FREE_TRAMPOLINE(key): nothing to undo.
-        call(lib.agent_set_validator, handle, _callbacks.VALIDATE_TRAMPOLINE, key, _callbacks.FREE_TRAMPOLINE)
+        call(lib.agent_set_validator, handle, trampoline, key, _callbacks.FREE_TRAMPOLINE)
         return validator

@@ -21,7 +21,7 @@ import os
 import threading
 from typing import Any, Callable, List, Mapping, Optional, TypeVar, Union
 
-from . import _native
+from . import _callbacks, _native
 from ._async_hooks import AsyncHook, Call, Delivery
 from ._hook import Hook
 from ._records import (
@@ -354,21 +354,25 @@ class AsyncAgent:
 
     def on_state_changed(self, callback: StateChangedCallback) -> Union[Hook, AsyncHook]:
         """:meth:`Agent.on_state_changed <agent_state.Agent.on_state_changed>`:
-        ``callback(next, prev, patch)``, a plain function (run on the worker thread that made
-        the change) or a coroutine function (awaited on the event loop in commit order before
-        the writer's ``await`` returns; see the class). Returns the registration's handle."""
+        ``callback(next, prev)`` or ``callback(next, prev, patch)`` (chosen from its
+        signature; :class:`TypeError` for a callable of neither form), a plain function (run
+        on the worker thread that made the change) or a coroutine function (awaited on the
+        event loop in commit order before the writer's ``await`` returns; see the class).
+        Returns the registration's handle."""
         if _is_async_callable(callback):
-            return self._add_coroutine_hook(callback, with_version=False)
+            return self._add_coroutine_hook(callback, "on_state_changed")
         return self._agent.on_state_changed(callback)
 
     def on_change(self, callback: ChangeCallback) -> Union[Hook, AsyncHook]:
-        """:meth:`Agent.on_change <agent_state.Agent.on_change>`: ``callback(change)``, a
-        plain or a coroutine function, as for :meth:`on_state_changed`."""
+        """:meth:`Agent.on_change <agent_state.Agent.on_change>`: ``callback(change)`` (or
+        ``callback(next, prev[, patch])``), a plain or a coroutine function, as for
+        :meth:`on_state_changed`."""
         if _is_async_callable(callback):
-            return self._add_coroutine_hook(callback, with_version=True)
+            return self._add_coroutine_hook(callback, "on_change")
         return self._agent.on_change(callback)
 
-    def _add_coroutine_hook(self, callback: Callable[..., Any], *, with_version: bool) -> AsyncHook:
+    def _add_coroutine_hook(self, callback: Callable[..., Any], what: str) -> AsyncHook:
+        form = _callbacks.call_form(callback, what)
         self._agent._h()  # ClosedError once closed
         delivery = self._delivery
         if not delivery.bridged:
@@ -378,7 +382,7 @@ class AsyncAgent:
             delivery.loop = asyncio.get_running_loop()
         except RuntimeError:
             pass  # bound by the first coroutine call
-        return delivery.add(callback, with_version)
+        return delivery.add(callback, form)
 
     def remove_hook(self, hook: Union[Hook, AsyncHook]) -> bool:
         """Unregisters ``hook`` (same as ``hook.remove()``)."""
