@@ -317,9 +317,9 @@ func TestMarshalErrors(t *testing.T) {
 		{complex(1, 2), "unsupported type: complex128"},
 		{math.NaN(), "unsupported value: NaN"},
 		{map[string]any{"x": math.Inf(1)}, `unsupported value: +Inf (at ["x"])`},
-		// A cycle through containers ends at the library's nesting limit.
-		{loop, "nesting deeper than 64"},
-		{self, "nesting deeper than 64"},
+		// A cycle is named as one, with the JSON Pointer where it closes.
+		{loop, "circular reference at /Next: a value of type *agentstate.cyclic that contains itself"},
+		{self, "circular reference at /self: a value of type map[string]interface {} that contains itself"},
 		{map[[2]int]int{{1, 2}: 3}, "unsupported map key type"},
 		{"\xff", "not valid UTF-8"},
 		{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "0000-9999"},

@@ -27,6 +27,8 @@ func decode(n *node, v reflect.Value) error {
 	}
 	tag := tagOf(n)
 	switch t {
+	case goRegexpType:
+		return decodeGoRegexp(n, v)
 	case timeType:
 		if tag == "$date" {
 			d, err := parseDate(plain(n.vals[0]))

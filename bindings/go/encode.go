@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"time"
@@ -84,6 +85,12 @@ var (
 func Marshal(v any) ([]byte, error) {
 	e := encoder{}
 	if err := e.encode(reflect.ValueOf(v), 0); err != nil {
+		if ce, ok := err.(*codecError); ok && ce.nesting {
+			// Too deep: a value that contains itself, or one that is only deep?
+			if where, typ, cyclic := findCycle(reflect.ValueOf(v)); cyclic {
+				err = encErr("circular reference at %s: a value of type %s that contains itself cannot be stored", where, typ)
+			}
+		}
 		return nil, newError("Marshal", StatusCodec, err.Error(), unwrapCodecErr(err))
 	}
 	return e.buf, nil
@@ -101,6 +108,8 @@ type codecError struct {
 	path  string
 	msg   string
 	cause error
+	// nesting marks a value too deep to store, which Marshal checks for a cycle.
+	nesting bool
 }
 
 func (e *codecError) Error() string {
@@ -136,7 +145,7 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 		return nil
 	}
 	if depth > maxEncodeDepth {
-		return encErr("json: unsupported value: nesting deeper than %d levels (a cyclic value?)", maxEncodeDepth)
+		return &codecError{msg: fmt.Sprintf("json: unsupported value: nesting deeper than %d levels", maxEncodeDepth), nesting: true}
 	}
 	t := v.Type()
 	if t.Kind() == reflect.Pointer && isTaggedType(t.Elem()) {
@@ -161,6 +170,12 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 		}
 	}
 	switch t {
+	case goRegexpType:
+		if v.CanAddr() {
+			return e.goRegexp(v.Addr().Interface().(*regexp.Regexp))
+		}
+		re := v.Interface().(regexp.Regexp)
+		return e.goRegexp(&re)
 	case timeType:
 		return e.date(v.Interface().(time.Time))
 	case bigIntType:
@@ -291,6 +306,10 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 		}
 		return e.encode(v.Elem(), depth+1)
 	case reflect.Struct:
+		if opaqueStruct(t) {
+			return encErr("type %s has no exported fields: it would be stored as {} and read back empty "+
+				"(give the type a MarshalJSON or MarshalText method, or store what it holds)", t)
+		}
 		return e.structure(v, depth)
 	case reflect.Map:
 		return e.goMap(v, depth)
@@ -322,7 +341,7 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 // before the marshaling methods, which some of them have).
 func isTaggedType(t reflect.Type) bool {
 	switch t {
-	case timeType, bigIntType, mapType, setType, typedArrayType, regexpType, numberType:
+	case timeType, bigIntType, mapType, setType, typedArrayType, regexpType, numberType, goRegexpType:
 		return true
 	}
 	return false

@@ -91,3 +91,34 @@ func isEmptyValue(v reflect.Value) bool {
 	}
 	return false
 }
+
+// opaqueStruct reports whether t has fields but no member: no exported field, directly or
+// through an embedded struct (sync.Mutex, url.Userinfo, a handle type), and none left out on
+// purpose with `json:"-"`. encoding/json writes such a value as {}, which reads back as the
+// zero value: the codec refuses it instead, as the Python binding refuses an arbitrary object.
+// A struct without fields (struct{}) is {} honestly and is written.
+func opaqueStruct(t reflect.Type) bool {
+	return t.NumField() > 0 && len(cachedFields(t)) == 0 && !skipsOnPurpose(t, map[reflect.Type]bool{})
+}
+
+// skipsOnPurpose reports whether t, or a struct embedded in it, has a field tagged `json:"-"`.
+func skipsOnPurpose(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Tag.Get("json") == "-" {
+			return true
+		}
+		et := f.Type
+		if et.Kind() == reflect.Pointer {
+			et = et.Elem()
+		}
+		if f.Anonymous && et.Kind() == reflect.Struct && skipsOnPurpose(et, seen) {
+			return true
+		}
+	}
+	return false
+}

@@ -4,6 +4,8 @@ package agentstate
 // Go value the library cannot take fails one way (ErrCodec), whatever its depth or shape,
 // instead of failing as malformed JSON past the parser's limit or coming back as another type.
 
+import "fmt"
+
 // maxStoredDepth is the library's nesting limit (MAX_DEPTH in crates/agent_state/src/value/codec.rs): the top-level
 // object of a state is level 1, each array or object one more; a tagged value counts with its
 // inner structure ($map: object, array, pair; $set: object, array; the others: the object).
@@ -13,7 +15,7 @@ const maxStoredDepth = 64
 // library's limit; leave(n) gives them back once the container is written.
 func (e *encoder) enter(n int) error {
 	if e.level+n > maxStoredDepth {
-		return encErr("nesting deeper than %d levels, the most the library stores", maxStoredDepth)
+		return &codecError{msg: fmt.Sprintf("nesting deeper than %d levels, the most the library stores", maxStoredDepth), nesting: true}
 	}
 	e.level += n
 	return nil
@@ -45,7 +47,7 @@ func (e *encoder) rawNesting(raw []byte) error {
 		}
 	}
 	if e.level+deepest > maxStoredDepth+1 {
-		return encErr("nesting deeper than %d levels, the most the library stores (in MarshalJSON output)", maxStoredDepth)
+		return &codecError{msg: fmt.Sprintf("nesting deeper than %d levels, the most the library stores (in MarshalJSON output)", maxStoredDepth), nesting: true}
 	}
 	return nil
 }
