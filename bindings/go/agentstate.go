@@ -177,7 +177,17 @@ func (a *Agent) getState(ctx context.Context, op string) ([]byte, error) {
 // SetState merges patch into the state by RFC 7396 (JSON Merge Patch: members merge
 // recursively, nil deletes, everything else — arrays, scalars, tagged values — replaces) in
 // one transaction, and returns the full merged state (decoded as by GetState). patch must
-// encode (with Marshal) to a JSON object: a map, a struct, a json.RawMessage...
+// encode (with Marshal) to a JSON object: a Patch, a map, a struct, a json.RawMessage...
+//
+// A struct patch writes every field it does not omit, zero values included: SetState(
+// ConvState{Status: "processing"}) with plain `json:"lastReply"` and `json:"at"` tags
+// overwrites lastReply with "" and at with the zero time. Fields are left out of the patch
+// only as encoding/json leaves them out: omitempty (false, 0, "", and nil or empty pointers,
+// maps, slices, interfaces) and omitzero (the zero value, or the type's IsZero method: the way
+// to leave out a time.Time or a struct); a nil pointer, map, slice or interface without an
+// omit option is null, which deletes the member. To change only some members, build a Patch
+// (Patch{}.Set("status", "processing").Delete("lastReply")), use a patch type whose fields all
+// carry omitempty or omitzero, or a map.
 //
 // OnStateChanged hooks run before SetState returns, on this goroutine. If one fails, the change
 // is committed all the same and SetState returns a nil state and an error that matches ErrHook

@@ -99,6 +99,7 @@ func TestCircularReferenceIsNamedWithItsPath(t *testing.T) {
 		{map[string]any{"list": list}, "circular reference at /list/1: a value of type []interface {} that contains itself"},
 		{map[string]any{"a/b~c": []any{iface}}, "circular reference at /a~1b~0c/0: a value of type *interface {}"},
 		{map[string]any{"m": m}, "circular reference at /m/$map/0/1/0: a value of type agentstate.Map"},
+		{Patch{}.Set("p", map[string]any{"self": self}), "circular reference at /p/self/me"},
 	}
 	a := openAgent(t, "", Options{})
 	for _, c := range cases {

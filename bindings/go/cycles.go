@@ -108,6 +108,13 @@ func (f *cycleFinder) walk(v reflect.Value) ([]string, reflect.Type, bool) {
 			}
 		}
 		return nil, nil, false
+	case patchType:
+		for _, m := range v.Interface().(Patch).members {
+			if path, typ, ok := child(reflect.ValueOf(m.value), m.name); ok {
+				return path, typ, ok
+			}
+		}
+		return nil, nil, false
 	}
 	if isTaggedType(t) || (t.Kind() == reflect.Pointer && isTaggedType(t.Elem())) ||
 		t.Implements(marshalerType) || t.Implements(textMarshalType) ||

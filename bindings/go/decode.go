@@ -23,7 +23,11 @@ import (
 //   - into time.Time, big.Int, []byte, Map, Set, TypedArray, RegExp: their tagged forms (and,
 //     as encoding/json would accept them, an RFC 3339 string for time.Time, a number for
 //     big.Int, a base64 string for []byte);
-//   - a $map into a Go map (keys decoded into the key type), a $set into a slice.
+//   - a $map into a Go map (keys decoded into the key type), a $set into a slice;
+//   - a $regexp into a *regexp.Regexp (or regexp.Regexp): its flags, which must be among i, m
+//     and s, become a leading "(?ims)" group of the pattern. Flags Go has no twin for (g, y, d,
+//     u, v: they would be lost at the next write) and sources RE2 does not take are ErrCodec
+//     errors that say so: decode into RegExp to keep any regular expression as text.
 //
 // A tagged value never decodes into a struct or as a plain object. A mismatch between the JSON
 // and the Go type is an ErrCodec error naming the location; malformed JSON (and invalid UTF-8,

@@ -56,7 +56,8 @@ var (
 )
 
 // Marshal encodes v as the JSON text the library stores. It follows encoding/json (struct tags,
-// omitempty, string, embedded structs, json.Marshaler, encoding.TextMarshaler, sorted map keys)
+// omitempty, string, embedded structs, json.Marshaler, encoding.TextMarshaler, sorted map keys;
+// and omitzero, the option of Go 1.24's encoding/json, whatever Go version builds the program)
 // with these differences, which make every value round-trip through Unmarshal without loss:
 //
 //   - time.Time is {"$date":"YYYY-MM-DDTHH:MM:SS.sssZ"} (UTC), with 6 or 9 fraction digits
@@ -67,13 +68,25 @@ var (
 //   - big.Int and *big.Int are {"$bigint":"<decimal>"}.
 //   - []byte (any slice of bytes) is {"$arraybuffer":"<base64>"}; a nil slice is null.
 //   - Map, Set, TypedArray and RegExp are their tagged forms ($map, $set, $typedarray, $regexp).
+//   - *regexp.Regexp (and regexp.Regexp) is a $regexp, what every binding reads back as a
+//     regular expression: a leading group of the flags i, m and s ("(?i)", "(?ms)") becomes
+//     its flags, the rest of the pattern its source; any other pattern is the source as it
+//     is, with no flags. (Go's matching mode of CompilePOSIX and Longest is not stored.)
+//   - Patch is the object of the members it names, a deleted one null.
 //   - json.Number is written as is (after a syntax check), so numbers keep their exact text.
 //   - Strings must be valid UTF-8 (encoding/json would silently replace bad bytes); they are
 //     escaped as the library writes them (<, > and & are not escaped; \b and \f are).
 //
-// Values with no JSON form (channels, functions, complex numbers, NaN and infinities, cycles,
-// unsupported map keys) are ErrCodec errors, and so are values the library would refuse to
-// store, found here before any call into C:
+// A type with a MarshalJSON or MarshalText method is written by it, as by encoding/json (net.IP
+// as its text); no other method is used (not String, not MarshalBinary). A struct otherwise is
+// the object of its exported fields (a url.URL is its Scheme, Host, Path... members), and a
+// struct with fields but no exported one (sync.Mutex, url.Userinfo) is an ErrCodec error rather
+// than {}, which would read back empty.
+//
+// Values with no JSON form (channels, functions, complex numbers, unsafe pointers, NaN and
+// infinities, unsupported map keys) are ErrCodec errors, and so is a value that contains itself
+// ("circular reference at /a/next: ...", the JSON Pointer where the cycle closes), and so are
+// values the library would refuse to store, found here before any call into C:
 //
 //   - nesting deeper than the library's 64 levels, counted as the library counts them (a Map
 //     takes three levels, a Set two, the other tagged values one);
@@ -176,6 +189,8 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 		}
 		re := v.Interface().(regexp.Regexp)
 		return e.goRegexp(&re)
+	case patchType:
+		return e.patch(v.Interface().(Patch), depth)
 	case timeType:
 		return e.date(v.Interface().(time.Time))
 	case bigIntType:
@@ -341,7 +356,7 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 // before the marshaling methods, which some of them have).
 func isTaggedType(t reflect.Type) bool {
 	switch t {
-	case timeType, bigIntType, mapType, setType, typedArrayType, regexpType, numberType, goRegexpType:
+	case timeType, bigIntType, mapType, setType, typedArrayType, regexpType, numberType, goRegexpType, patchType:
 		return true
 	}
 	return false

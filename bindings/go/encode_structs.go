@@ -1,7 +1,7 @@
 package agentstate
 
 // How the encoder writes Go structs: the members encoding/json would write, with its tag
-// options (omitempty, string).
+// options (omitempty, omitzero, string).
 
 import (
 	"reflect"
@@ -27,7 +27,7 @@ fields:
 			}
 			fv = fv.Field(i)
 		}
-		if f.omitEmpty && isEmptyValue(fv) {
+		if (f.omitEmpty && isEmptyValue(fv)) || (f.omitZero && f.isZero(fv)) {
 			continue
 		}
 		if !first {

@@ -9,8 +9,8 @@ import (
 )
 
 // field is one JSON member of a struct type, resolved by the rules of encoding/json: the
-// `json` tag's name (or the Go field name), "-" to skip, options omitempty and string, and
-// promotion of the fields of embedded structs with encoding/json's dominance rules.
+// `json` tag's name (or the Go field name), "-" to skip, options omitempty, omitzero and
+// string, and promotion of the fields of embedded structs with encoding/json's dominance rules.
 type field struct {
 	name      string
 	tagged    bool
@@ -18,6 +18,40 @@ type field struct {
 	typ       reflect.Type
 	omitEmpty bool
 	quoted    bool
+	// omitZero is the omitzero option (encoding/json's since Go 1.24, honoured here whatever
+	// Go builds the program): the field is left out when isZero says its value is zero.
+	omitZero bool
+	isZero   func(reflect.Value) bool
+}
+
+type isZeroer interface{ IsZero() bool }
+
+var isZeroerType = reflect.TypeOf((*isZeroer)(nil)).Elem()
+
+// zeroTest is how omitzero tells a zero value of type t, as encoding/json does: the type's
+// IsZero method when it has one (time.Time's: a zero time in any location), else
+// reflect.Value.IsZero.
+func zeroTest(t reflect.Type) func(reflect.Value) bool {
+	switch {
+	case t.Kind() == reflect.Interface && t.Implements(isZeroerType):
+		return func(v reflect.Value) bool {
+			return v.IsNil() || (v.Elem().Kind() == reflect.Pointer && v.Elem().IsNil()) || v.Interface().(isZeroer).IsZero()
+		}
+	case t.Kind() == reflect.Pointer && t.Implements(isZeroerType):
+		return func(v reflect.Value) bool { return v.IsNil() || v.Interface().(isZeroer).IsZero() }
+	case t.Implements(isZeroerType):
+		return func(v reflect.Value) bool { return v.Interface().(isZeroer).IsZero() }
+	case reflect.PointerTo(t).Implements(isZeroerType):
+		return func(v reflect.Value) bool {
+			if !v.CanAddr() {
+				c := reflect.New(v.Type()).Elem()
+				c.Set(v)
+				v = c
+			}
+			return v.Addr().Interface().(isZeroer).IsZero()
+		}
+	}
+	return reflect.Value.IsZero
 }
 
 var fieldCache sync.Map // reflect.Type -> []field
@@ -132,10 +166,15 @@ func typeFields(t reflect.Type) []field {
 					if name == "" {
 						name = sf.Name
 					}
-					fields = append(fields, field{
+					fd := field{
 						name: name, tagged: tagged, index: index, typ: sf.Type,
 						omitEmpty: hasOption(opts, "omitempty"), quoted: quoted,
-					})
+						omitZero: hasOption(opts, "omitzero"),
+					}
+					if fd.omitZero {
+						fd.isZero = zeroTest(sf.Type)
+					}
+					fields = append(fields, fd)
 					if count[f.typ] > 1 {
 						// The embedding struct appeared more than once at this depth: make
 						// the name collide so that it is dropped below.
