@@ -33,8 +33,13 @@ pub const MAX_MAX_CONNECTIONS: usize = 1000;
 pub struct OpenOptions {
     /// The state shown while nothing is stored (a plain object); `{}` when absent.
     pub initial_state: Option<Value>,
-    /// The largest encoded state (and input document) accepted, in bytes.
-    pub max_value_bytes: usize,
+    /// The largest encoded state (and input document) this handle accepts, in bytes. `None`
+    /// (the option absent): the store's cap (option `store_max_value_bytes`, remembered by the
+    /// store), or [`DEFAULT_MAX_VALUE_BYTES`] when the store has none.
+    pub max_value_bytes: Option<usize>,
+    /// Records this cap in the store, for every handle opened later without its own
+    /// `max_value_bytes` (and this one, unless it gives its own). Refused with `read_only`.
+    pub store_max_value_bytes: Option<usize>,
     /// How durable a commit is before the call returns (option `synchronous`).
     pub synchronous: Synchronous,
     /// How long a call waits for what others hold: SQLite's write lock, a PostgreSQL row or
@@ -58,7 +63,8 @@ impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             initial_state: None,
-            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            max_value_bytes: None,
+            store_max_value_bytes: None,
             synchronous: Synchronous::Full,
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
             server_timeout_ms: DEFAULT_SERVER_TIMEOUT_MS,
@@ -93,12 +99,17 @@ impl OpenOptions {
                     }
                     options.initial_state = Some(value);
                 }
-                "max_value_bytes" => {
-                    options.max_value_bytes = value
+                "max_value_bytes" | "store_max_value_bytes" => {
+                    let bytes = value
                         .as_u64()
                         .and_then(|n| usize::try_from(n).ok())
                         .filter(|n| (2..=MAX_MAX_VALUE_BYTES).contains(n))
                         .ok_or_else(|| bad("an integer from 2 to 1000000000"))?;
+                    if key == "max_value_bytes" {
+                        options.max_value_bytes = Some(bytes);
+                    } else {
+                        options.store_max_value_bytes = Some(bytes);
+                    }
                 }
                 "synchronous" => {
                     options.synchronous = match value.as_str() {
@@ -148,10 +159,17 @@ impl OpenOptions {
                 }
                 _ => {
                     return Err(Error::InvalidArgument(format!(
-                        "unknown option {key:?} (known: initial_state, max_value_bytes, synchronous, busy_timeout_ms, server_timeout_ms, read_only, change_log, agent_id, max_connections)"
+                        "unknown option {key:?} (known: initial_state, max_value_bytes, store_max_value_bytes, synchronous, busy_timeout_ms, server_timeout_ms, read_only, change_log, agent_id, max_connections)"
                     )))
                 }
             }
+        }
+        if options.read_only && options.store_max_value_bytes.is_some() {
+            return Err(Error::InvalidArgument(
+                "option \"store_max_value_bytes\" writes the store's cap, which a read_only \
+                 handle cannot do"
+                    .to_string(),
+            ));
         }
         Ok(options)
     }

@@ -395,3 +395,62 @@ fn the_single_agent_of_a_file_sees_a_foreign_write_that_keeps_the_version() {
         assert_eq!((text(&v.state), v.version), (format!(r#"{{"n":{n}}}"#), 1));
     }
 }
+
+/// The store remembers the cap it was given (`store_max_value_bytes`): a handle opened later
+/// with the defaults can write the large state another handle stored, and a handle with a
+/// smaller cap of its own is told which cap refused the write and how to raise it.
+#[test]
+fn the_store_remembers_its_cap() {
+    sqlite_only!("a store's cap is store-wide: on PostgreSQL it is tested in a database of its own (tests/postgres)");
+    let dir = TempDir::new("store_cap");
+    let store = dir.store("a.db");
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(3_000_000));
+    {
+        let a = open(&store, &opts(json!({"store_max_value_bytes": 10_000_000}))).unwrap();
+        assert_eq!(a.max_value_bytes(), 10_000_000);
+        a.set_state(big.as_bytes()).unwrap();
+    }
+    // The defaults: the store's cap.
+    let b = open(&store, &OpenOptions::default()).unwrap();
+    assert_eq!(b.max_value_bytes(), 10_000_000);
+    b.set_state(br#"{"small":1}"#).unwrap();
+    // A handle's own cap wins, and its refusal says which cap and how to raise it.
+    let c = open(&store, &opts(json!({"max_value_bytes": 1_000_000}))).unwrap();
+    assert_eq!(c.max_value_bytes(), 1_000_000);
+    match c.set_state(br#"{"small":2}"#) {
+        Err(Error::TooLarge(m)) => {
+            for part in [
+                "this handle's max_value_bytes (1000000)",
+                "already 3000021 bytes",
+                "max_value_bytes of at least 3000021",
+                "store_max_value_bytes",
+            ] {
+                assert!(m.contains(part), "{part:?} not in {m:?}");
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+    // A write that changes nothing is not too large.
+    assert_eq!(c.set_state_if(br#"{"small":1}"#, None).unwrap().version, 2);
+    assert_eq!(
+        text(&b.get_state().unwrap()).len(),
+        3_000_021,
+        "the smaller handle wrote nothing"
+    );
+    // read_only handles cannot record a cap.
+    assert!(matches!(
+        OpenOptions::from_json(br#"{"read_only":true,"store_max_value_bytes":100}"#),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Recording a smaller cap later is the store's new default.
+    drop((b, c));
+    open(&store, &opts(json!({"store_max_value_bytes": 4_000_000}))).unwrap();
+    let d = open(&store, &OpenOptions::default()).unwrap();
+    assert_eq!(d.max_value_bytes(), 4_000_000);
+    // A store without a recorded cap: the default, and the refusal says so.
+    let e = open(&dir.store("b.db"), &OpenOptions::default()).unwrap();
+    match e.set_state(big.as_bytes()) {
+        Err(Error::TooLarge(m)) => assert!(m.contains("the default cap"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}

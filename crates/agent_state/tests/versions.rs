@@ -161,3 +161,109 @@ fn the_validator_gates_changes_before_commit() {
     a.set_validator(None).unwrap();
     a.set_state(br#"{"balance":-1}"#).unwrap();
 }
+
+/// Counts the validator's calls, accepting everything.
+#[derive(Default)]
+struct CountingGate(AtomicUsize);
+
+impl Validator for CountingGate {
+    fn validate(&self, _: &StateChange) -> Result<(), String> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// A write whose result is the stored state, byte for byte, changes nothing: no commit, no
+/// version, no hook, no validator call, no change-log entry; it returns the current state and
+/// version, and compare-and-set still checks the version first.
+#[test]
+fn a_write_that_changes_nothing_commits_nothing() {
+    let dir = TempDir::new("noop");
+    let store = dir.store("a.db");
+    let a = open(
+        &store,
+        &opts(json!({"initial_state": {"n": 0}, "change_log": {"keep_last": 100}})),
+    )
+    .unwrap();
+    let rec = Arc::new(VersionRecorder::default());
+    a.on_state_changed(rec.clone()).unwrap();
+    let gate = Arc::new(CountingGate::default());
+    a.set_validator(Some(gate.clone())).unwrap();
+    // Nothing stored yet: an empty patch stores the initial state (a first write is a change).
+    assert_eq!(a.set_state_if(b"{}", None).unwrap().version, 1);
+    assert_eq!(rec.seen.lock().unwrap().len(), 1);
+    a.set_state(br#"{"user":{"name":"Ada"},"list":[1,2]}"#)
+        .unwrap();
+    let stored = r#"{"n":0,"user":{"name":"Ada"},"list":[1,2]}"#;
+    let (calls, hooks) = (
+        gate.0.load(Ordering::Relaxed),
+        rec.seen.lock().unwrap().len(),
+    );
+    for patch in [
+        "{}",
+        r#"{"n":0}"#,
+        r#"{"user":{"name":"Ada"}}"#,
+        r#"{"list":[1,2],"gone":null}"#,
+    ] {
+        let v = a.set_state_if(patch.as_bytes(), None).unwrap();
+        assert_eq!(
+            (v.version, text(&v.state)),
+            (2, stored.to_string()),
+            "{patch}"
+        );
+        let v = a.set_state_if(patch.as_bytes(), Some(2)).unwrap();
+        assert_eq!(v.version, 2, "{patch}");
+        assert!(
+            matches!(
+                a.set_state_if(patch.as_bytes(), Some(1)),
+                Err(Error::Conflict(_))
+            ),
+            "{patch}: compare-and-set is checked before anything else"
+        );
+    }
+    let v = a.replace_state_if(stored.as_bytes(), Some(2)).unwrap();
+    assert_eq!((v.version, text(&v.state)), (2, stored.to_string()));
+    assert_eq!(
+        gate.0.load(Ordering::Relaxed),
+        calls,
+        "the validator was not asked"
+    );
+    assert_eq!(rec.seen.lock().unwrap().len(), hooks, "no hook fired");
+    let log: Value = serde_json::from_slice(&a.changes_since(0).unwrap()).unwrap();
+    assert_eq!(log.as_array().unwrap().len(), 2, "nothing logged: {log}");
+    // The same members in another order encode differently: that is a change.
+    let v = a
+        .replace_state(br#"{"list":[1,2],"n":0,"user":{"name":"Ada"}}"#)
+        .unwrap();
+    assert_eq!(text(&v), r#"{"list":[1,2],"n":0,"user":{"name":"Ada"}}"#);
+    assert_eq!(a.get_state_versioned().unwrap().version, 3);
+    a.close().unwrap();
+    let b = open(&store, &OpenOptions::default()).unwrap();
+    assert_eq!(b.get_state_versioned().unwrap().version, 3);
+}
+
+/// Whether a write changes anything is decided against the latest stored state, never a stale
+/// copy: a write that would change nothing by what this handle last saw, after another handle
+/// changed the state, is a change.
+#[test]
+fn a_write_that_changes_nothing_is_judged_against_the_latest_state() {
+    let dir = TempDir::new("noop_latest");
+    let store = dir.store("a.db");
+    let a = open(&store, &OpenOptions::default()).unwrap();
+    let b = open(&store, &OpenOptions::default()).unwrap();
+    a.set_state(br#"{"x":1}"#).unwrap();
+    assert_eq!(b.get_state_versioned().unwrap().version, 1);
+    a.set_state(br#"{"x":2}"#).unwrap();
+    // By b's copy, x is already 1.
+    let v = b.set_state_if(br#"{"x":1}"#, None).unwrap();
+    assert_eq!((v.version, text(&v.state)), (3, r#"{"x":1}"#.to_string()));
+    // And by b's copy, x is 1 while another handle's write made it 2: a change again.
+    a.set_state(br#"{"x":2}"#).unwrap();
+    let v = b.replace_state_if(br#"{"x":1}"#, None).unwrap();
+    assert_eq!((v.version, text(&v.state)), (5, r#"{"x":1}"#.to_string()));
+    // A write of what the latest state holds, after another handle's change: nothing.
+    a.set_state(br#"{"y":0}"#).unwrap();
+    let v = b.set_state_if(br#"{"y":0}"#, None).unwrap();
+    assert_eq!(v.version, 6);
+    assert_eq!(text(&v.state), r#"{"x":1,"y":0}"#);
+}

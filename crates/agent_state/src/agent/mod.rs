@@ -9,6 +9,7 @@
 //! `Snapshot::merge`.
 
 mod cache;
+mod cap;
 mod feed;
 mod history;
 mod hooks;
@@ -23,11 +24,12 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use serde_json::Value;
 
 use self::cache::{Cache, Context};
+use self::cap::Cap;
 pub use self::hot::Held;
 use self::hot::Hot;
 use crate::error::{Error, Result};
 use crate::hooks::{Hooks, InitialStateHook, Validator};
-use crate::options::{LogRetention, OpenOptions};
+use crate::options::{LogRetention, OpenOptions, MAX_MAX_VALUE_BYTES};
 use crate::store::{self, Backend, Retire, Txn};
 use crate::value::accept::{self, StateInput};
 use crate::value::snapshot::Snapshot;
@@ -47,7 +49,8 @@ pub struct Agent {
     initial_hook: Mutex<Option<Arc<dyn InitialStateHook>>>,
     validator: Mutex<Option<Arc<dyn Validator>>>,
     initial_state: Arc<Snapshot>,
-    max_value_bytes: usize,
+    /// The cap on an encoded state, and where it came from (see `cap`).
+    cap: Cap,
     /// What readers check before they trust their own copy of the state, without the lock.
     hot: Hot,
 }
@@ -102,13 +105,25 @@ fn new_writer_id(agent_id: u64) -> u64 {
 impl Agent {
     /// Opens the store at `path` (created when absent unless `read_only`).
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Agent> {
-        let max = options.max_value_bytes;
         let initial = match &options.initial_state {
             None => Value::Object(Default::default()),
             Some(v) => v.clone(),
         };
+        // Checked before anything is opened, against the handle's own cap when it has one
+        // (the store's is known once the store is open, and checked then).
+        let max = options.max_value_bytes.unwrap_or(MAX_MAX_VALUE_BYTES);
         let initial = Arc::new(accept::state(StateInput::InitialOption(initial), max)?);
-        let store = store::open(path, &options.store_options())?;
+        let mut store = store::open(path, &options.store_options())?;
+        let stored_cap = Self::store_cap(&mut *store, options);
+        store.end_call();
+        let cap = Cap::resolve(options, stored_cap?);
+        if initial.len() > cap.bytes {
+            return Err(Error::TooLarge(format!(
+                "the initial state is {} bytes, over {}",
+                initial.len(),
+                cap.describe()
+            )));
+        }
         let id = NEXT_AGENT_ID.fetch_add(1, Ordering::Relaxed);
         let view = View {
             cache: None,
@@ -133,7 +148,7 @@ impl Agent {
             initial_hook: Mutex::new(None),
             validator: Mutex::new(None),
             initial_state: initial,
-            max_value_bytes: max,
+            cap,
             hot: Hot::default(),
         };
         {
@@ -161,6 +176,18 @@ impl Agent {
             };
         }
         Ok(agent)
+    }
+
+    /// The store's cap: recorded first when `store_max_value_bytes` gives one that differs.
+    fn store_cap(store: &mut dyn Backend, options: &OpenOptions) -> Result<Option<usize>> {
+        let stored = store.stored_cap()?;
+        match options.store_max_value_bytes {
+            Some(bytes) if stored != Some(bytes) => {
+                store.set_stored_cap(bytes)?;
+                Ok(Some(bytes))
+            }
+            _ => Ok(stored),
+        }
     }
 
     /// Switches the change log on (with this retention), off (`None`), or leaves it when the
@@ -279,7 +306,7 @@ impl Agent {
 
     /// The largest encoded state this agent accepts.
     pub fn max_value_bytes(&self) -> usize {
-        self.max_value_bytes
+        self.cap.bytes
     }
 
     /// Locks the handle's state, first making sure its connection belongs to this process

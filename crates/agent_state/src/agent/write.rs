@@ -21,6 +21,16 @@ pub(super) enum Change {
     Replace(Arc<Snapshot>),
 }
 
+/// What a change came to inside the transaction.
+enum Outcome {
+    /// Written, waiting for the commit.
+    Written(Applied),
+    /// The change's result is the stored state, byte for byte: nothing is written, no version
+    /// taken, no hook called, nothing logged (the reference's hook fires after every
+    /// persistent state change, and a write that changes nothing changes nothing).
+    Unchanged(Versioned),
+}
+
 /// A change written inside the transaction, waiting for the commit.
 struct Applied {
     prev: Arc<Snapshot>,
@@ -45,7 +55,7 @@ impl Agent {
     /// otherwise [`Error::Conflict`] and nothing is written. Returns the new state and version.
     pub fn set_state_if(&self, patch: &[u8], expected: Option<u64>) -> Result<Versioned> {
         self.refuse_reentry()?;
-        let patch = accept::patch(patch, self.max_value_bytes)?;
+        let patch = accept::patch(patch, self.cap.bytes).map_err(|e| self.cap.explain(e))?;
         self.change(Change::Merge(patch), expected)
     }
 
@@ -59,7 +69,8 @@ impl Agent {
     pub fn replace_state_if(&self, next: &[u8], expected: Option<u64>) -> Result<Versioned> {
         self.refuse_reentry()?;
         // The encoded size is checked in `apply`, after the expected version, as always.
-        let next = accept::state(StateInput::Replacement(next), self.max_value_bytes)?;
+        let next = accept::state(StateInput::Replacement(next), self.cap.bytes)
+            .map_err(|e| self.cap.explain(e))?;
         self.change(Change::Replace(Arc::new(next)), expected)
     }
 
@@ -78,13 +89,30 @@ impl Agent {
             let mut guard = self.lock_inner()?;
             let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
             let txn = Txn::optimistic_write(&**store)?;
-            let applied = if txn.optimistic() {
+            let outcome = if txn.optimistic() {
                 let again = change.clone();
-                let first = self
-                    .apply(&*txn, view, change, expected)
-                    .and_then(|applied| txn.commit().map(|()| applied));
+                let first = match self.apply(&*txn, view, change, expected) {
+                    Ok(Outcome::Written(applied)) => {
+                        txn.commit().map(|()| Outcome::Written(applied))
+                    }
+                    other => {
+                        drop(txn);
+                        other
+                    }
+                };
                 match first {
-                    Ok(applied) => applied,
+                    Ok(Outcome::Written(applied)) => Outcome::Written(applied),
+                    // Nothing to write, by the cache: true only if the store still holds what
+                    // the cache says (no commit checked it); otherwise decided again under the
+                    // row's lock from the latest state.
+                    Ok(unchanged) => {
+                        if cache::confirmed(&**store, &view.cache)? {
+                            unchanged
+                        } else {
+                            view.cache = None;
+                            self.locked_write(&**store, view, again, expected)?
+                        }
+                    }
                     // The server is gone (a commit's outcome may be unknown), or a wait
                     // already timed out: trying again would not help, and could write twice.
                     Err(e @ (Error::Unavailable(_) | Error::Busy(_) | Error::Closed)) => {
@@ -104,9 +132,13 @@ impl Agent {
                     }
                 }
             } else {
-                let applied = self.apply(&*txn, view, change, expected)?;
+                let outcome = self.apply(&*txn, view, change, expected)?;
                 txn.commit()?;
-                applied
+                outcome
+            };
+            let applied = match outcome {
+                Outcome::Written(applied) => applied,
+                Outcome::Unchanged(current) => return Ok(current),
             };
             let Applied {
                 prev,
@@ -161,12 +193,12 @@ impl Agent {
         view: &mut View,
         change: Change,
         expected: Option<u64>,
-    ) -> Result<Applied> {
+    ) -> Result<Outcome> {
         for _ in 0..SERIALIZATION_RETRIES {
             let attempt = Txn::write(store).and_then(|txn| {
-                let applied = self.apply(&*txn, view, change.clone(), expected)?;
+                let outcome = self.apply(&*txn, view, change.clone(), expected)?;
                 txn.commit()?;
-                Ok(applied)
+                Ok(outcome)
             });
             match attempt {
                 Err(Error::Stale) => view.cache = None,
@@ -190,8 +222,8 @@ impl Agent {
         view: &mut View,
         change: Change,
         expected: Option<u64>,
-    ) -> Result<Applied> {
-        let (prev, version, log, logged) = match (
+    ) -> Result<Outcome> {
+        let (prev, version, log, logged, stored) = match (
             cache::current(store, &mut view.cache, Context::WriteTransaction),
             &change,
         ) {
@@ -201,11 +233,11 @@ impl Agent {
                     // under the row's lock, before the initial-state hook is asked (once).
                     return Err(Error::Stale);
                 }
-                let prev = match &current.stored {
-                    Some(state) => Arc::clone(state),
-                    None => self.initial()?,
+                let (prev, stored) = match &current.stored {
+                    Some(state) => (Arc::clone(state), true),
+                    None => (self.initial()?, false),
                 };
-                (prev, current.version, current.log, current.logged)
+                (prev, current.version, current.log, current.logged, stored)
             }
             // A replacement needs nothing of the previous state, so it can repair an entry
             // that no longer decodes; hooks then see `{}` as prev.
@@ -215,6 +247,7 @@ impl Agent {
                     Arc::new(Snapshot::new(Value::Object(Default::default()))),
                     version,
                     store.log_retention()?,
+                    false,
                     false,
                 )
             }
@@ -227,16 +260,24 @@ impl Agent {
                 )));
             }
         }
+        // Merged without a cap first: a change that leaves the stored state as it is writes
+        // nothing, so it cannot be too large, even when another handle's larger cap let the
+        // stored state grow past this one's.
         let (next, patch) = match change {
-            Change::Merge(patch) => {
-                let next = prev.merge(&patch, self.max_value_bytes)?;
-                (Arc::new(next), Some(patch))
-            }
-            Change::Replace(next) => {
-                next.fits(self.max_value_bytes, "state")?;
-                (next, None)
-            }
+            Change::Merge(patch) => (Arc::new(prev.merge(&patch, usize::MAX)?), Some(patch)),
+            Change::Replace(next) => (next, None),
         };
+        if stored && next.same_encoding(&prev) {
+            return Ok(Outcome::Unchanged(Versioned {
+                state: prev,
+                version,
+            }));
+        }
+        if next.len() > self.cap.bytes {
+            return Err(self
+                .cap
+                .refuses_state(next.len(), stored.then(|| prev.len())));
+        }
         // A first write (nothing stored: never written, or deleted) takes the version after
         // every deleted one, so that a version read before a deletion never matches again.
         let first = version == 0;
@@ -285,14 +326,14 @@ impl Agent {
             },
             log,
         )?;
-        Ok(Applied {
+        Ok(Outcome::Written(Applied {
             prev,
             next,
             patch,
             version,
             log,
             foreign,
-        })
+        }))
     }
 
     /// Point-in-time recovery: replaces the state with the state at `version` (see
@@ -301,7 +342,9 @@ impl Agent {
         // A stored state is a checked one, encoded: it is the replacement as it is. Its size
         // (a smaller max_value_bytes may now refuse it) is checked before anything is written.
         let old = self.state_at(version)?;
-        old.fits(self.max_value_bytes, "state")?;
+        if old.len() > self.cap.bytes {
+            return Err(self.cap.refuses_state(old.len(), None));
+        }
         self.change(Change::Replace(old), None)
     }
 }

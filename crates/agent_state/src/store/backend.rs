@@ -7,9 +7,10 @@
 //!   that be told? (Reads served from the cache transfer no state.)
 //! - [`Transactions`]: which reads see one commit, and which writes are atomic?
 //! - [`StoredState`]: the state and its version, inside a transaction.
-//! - [`ChangeLog`]: the log of changes, whose retention is the store's policy.
+//! - [`ChangeLog`]: the log of changes, whose retention is the agent's policy.
+//! - [`StoreSettings`]: what the store remembers for every handle that opens it.
 //!
-//! A backend implements all five; the agent holds a `Box<dyn Backend>`. Supertrait methods are
+//! A backend implements all six; the agent holds a `Box<dyn Backend>`. Supertrait methods are
 //! callable on a `dyn Backend` as they were when all of them were `Backend`'s own.
 
 use std::sync::{Arc, Weak};
@@ -20,10 +21,21 @@ use crate::error::Result;
 
 /// One connection to a store, as the agent uses it: every concern below. Methods that read or
 /// write entries run inside a transaction taken with [`Txn`](super::Txn).
-pub trait Backend: Ownership + Freshness + Transactions + StoredState + ChangeLog + Send {}
+pub trait Backend:
+    Ownership + Freshness + Transactions + StoredState + ChangeLog + StoreSettings + Send
+{
+}
 
-impl<T: Ownership + Freshness + Transactions + StoredState + ChangeLog + Send + ?Sized> Backend
-    for T
+impl<
+        T: Ownership
+            + Freshness
+            + Transactions
+            + StoredState
+            + ChangeLog
+            + StoreSettings
+            + Send
+            + ?Sized,
+    > Backend for T
 {
 }
 
@@ -254,4 +266,18 @@ pub trait ChangeLog {
     /// below `version` that holds its full state, through `version`, oldest first, whether or
     /// not retention still shows them. Empty when the log cannot rebuild it.
     fn replay_to(&self, version: u64) -> Result<Vec<LoggedChange>>;
+}
+
+/// What a store remembers for every handle that opens it, whichever agent it opens.
+///
+/// These exist so that a choice made once for a store holds for every handle opened later
+/// without each being told again: today, how large a state may grow (a state one handle was
+/// allowed to store must stay writable by the next handle opened with the defaults).
+pub trait StoreSettings {
+    /// The cap on an encoded state recorded for the store (open option
+    /// `store_max_value_bytes`), read outside any transaction; `None` when none was recorded.
+    fn stored_cap(&self) -> Result<Option<usize>>;
+
+    /// Records `bytes` as the store's cap, in a write transaction of its own.
+    fn set_stored_cap(&self, bytes: usize) -> Result<()>;
 }

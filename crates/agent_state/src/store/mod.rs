@@ -30,8 +30,8 @@ use std::path::Path;
 use crate::error::Result;
 
 pub use backend::{
-    Agents, Backend, ChangeLog, Freshness, Head, Ownership, Retire, StoredRead, StoredState,
-    Transactions,
+    Agents, Backend, ChangeLog, Freshness, Head, Ownership, Retire, StoreSettings, StoredRead,
+    StoredState, Transactions,
 };
 pub use sqlite::{MarkWatch, Reader};
 pub use txn::Txn;

@@ -195,6 +195,19 @@ impl Snapshot {
         self.encoded.get_or_init(|| assemble(&self.members))
     }
 
+    /// Whether `other` encodes to the same bytes (members, their order and their values). A
+    /// merge shares the members it leaves as they are, so comparing a merge's result with its
+    /// input costs a pointer comparison per untouched member.
+    pub fn same_encoding(&self, other: &Snapshot) -> bool {
+        self.len == other.len
+            && self.members.len() == other.members.len()
+            && self
+                .members
+                .iter()
+                .zip(&other.members)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a.encoded == b.encoded)
+    }
+
     /// The top-level members, in order.
     pub fn members(&self) -> &[Arc<Member>] {
         &self.members

@@ -310,3 +310,54 @@ fn a_corrupt_stored_state_fails_reads_and_merges_and_a_replace_repairs_it() {
     );
     assert_eq!(text(&b.get_state().unwrap()), r#"{"fixed":true}"#);
 }
+
+/// The database remembers the cap it was given (`store_max_value_bytes`), for every agent and
+/// every handle opened later without its own; a database whose tables an older release created
+/// (no `agent_settings` table) reads as having none, and gets the table when a cap is recorded.
+/// In a database of its own: the cap is store-wide, and the other tests share theirs.
+#[test]
+fn the_database_remembers_its_cap() {
+    let uri = server_or_skip!();
+    let db = unique("cap").replace('-', "_");
+    let mut adm = admin(&uri);
+    adm.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+    let db_uri = crate::with_database(&uri, &db);
+    let a = open(&db_uri, "a", json!({})).unwrap();
+    assert_eq!(
+        a.max_value_bytes(),
+        agent_state::options::DEFAULT_MAX_VALUE_BYTES
+    );
+    // As an older release left it.
+    admin(&db_uri)
+        .batch_execute("DROP TABLE agent_settings")
+        .unwrap();
+    assert_eq!(
+        open(&db_uri, "a", json!({})).unwrap().max_value_bytes(),
+        agent_state::options::DEFAULT_MAX_VALUE_BYTES
+    );
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(3_000_000));
+    open(&db_uri, "a", json!({"store_max_value_bytes": 10_000_000}))
+        .unwrap()
+        .set_state(big.as_bytes())
+        .unwrap();
+    let b = open(&db_uri, "a", json!({})).unwrap();
+    assert_eq!(b.max_value_bytes(), 10_000_000);
+    assert_eq!(b.set_state(br#"{"small":1}"#).unwrap().len(), 3_000_021);
+    assert_eq!(
+        open(&db_uri, "another", json!({}))
+            .unwrap()
+            .max_value_bytes(),
+        10_000_000
+    );
+    let c = open(&db_uri, "a", json!({"max_value_bytes": 1_000_000})).unwrap();
+    match c.set_state(br#"{"small":2}"#) {
+        Err(Error::TooLarge(m)) => assert!(
+            m.contains("this handle's max_value_bytes (1000000)") && m.contains("already"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    drop((a, b, c));
+    adm.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+        .unwrap();
+}

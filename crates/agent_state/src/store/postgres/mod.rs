@@ -52,6 +52,7 @@ mod hosts;
 mod pool;
 mod row;
 mod schema;
+mod settings;
 mod sql;
 mod stamp;
 mod tls;
@@ -180,12 +181,15 @@ impl Postgres {
         };
         if !store.pool.schema_checked() {
             let mut conn = store.acquire()?;
-            match schema::check(
-                &mut conn,
-                store.settings,
-                store.read_only,
-                &store.pool.shown,
-            ) {
+            // Creating the tables is the library's own one-time set-up, not a lock the caller
+            // chose not to wait for: it waits for another process's creation as long as the
+            // server may take to answer, whatever busy_timeout_ms is.
+            let server_ms = u64::try_from(options.server_timeout.as_millis()).unwrap_or(u64::MAX);
+            let creating = Settings {
+                lock_timeout_ms: store.settings.lock_timeout_ms.max(server_ms),
+                ..store.settings
+            };
+            match schema::check(&mut conn, creating, store.read_only, &store.pool.shown) {
                 Ok(()) => {
                     store.pool.checkin(conn);
                     store.pool.set_schema_checked();

@@ -15,6 +15,10 @@
 //!   of deleted agents (the hash of the id, not the id, and the last version: the agent's next
 //!   first write takes the version after it).
 //!
+//! - `agent_settings(name, value)`: what the store remembers for every handle (see
+//!   `super::settings`), in the tables of a new database; one an older release created gets
+//!   it when a setting is first recorded, without a change of schema version.
+//!
 //! - since schema 4: a state is stored as its base (`value`, the state at version `base`) and
 //!   the patches after it (rows of `agent_changes` without `next`); `tail` counts their bytes,
 //!   `bytes` is the current state's size (see `super::delta`).
@@ -70,6 +74,10 @@ CREATE TABLE IF NOT EXISTS agent_deleted (
     id_hash bigint PRIMARY KEY,
     version bigint NOT NULL
 );
+CREATE TABLE IF NOT EXISTS agent_settings (
+    name text PRIMARY KEY,
+    value bigint NOT NULL
+);
 CREATE TABLE IF NOT EXISTS agent_state (
     agent text PRIMARY KEY,
     value text,
@@ -99,12 +107,15 @@ INSERT INTO agent_state_schema (singleton, version) VALUES (1, 4) ON CONFLICT (s
 
 /// SQLSTATEs of a lost race between processes creating the tables at once: try again. (42710,
 /// duplicate object: `CREATE TABLE IF NOT EXISTS` racing another creates the table's row type
-/// twice; seen in a clean-clone CI run of the test of 8 processes opening a new database.)
-const RACES: [&str; 5] = ["23505", "42P07", "42710", "40001", "40P01"];
+/// twice; seen in a clean-clone CI run of the test of 8 processes opening a new database.
+/// 55P03, lock not available: another connection's creation held a table's lock longer than
+/// the lock timeout.)
+const RACES: [&str; 6] = ["23505", "42P07", "42710", "40001", "40P01", "55P03"];
 
 /// Makes sure the database has this build's tables (creating them, unless `read_only`, with
-/// the handle's `settings` for that transaction), and refuses one whose schema is newer. Returns the failure as a [`Fault`], so the caller knows
-/// whether the connection is still good.
+/// `settings` for that transaction: the caller's, with a lock timeout long enough to wait for
+/// another process creating them), and refuses one whose schema is newer. Returns the failure
+/// as a [`Fault`], so the caller knows whether the connection is still good.
 pub(super) fn check(
     conn: &mut Conn,
     settings: Settings,
@@ -183,6 +194,14 @@ pub(super) fn check(
                     attempt += 1;
                     std::thread::sleep(Duration::from_millis(5 * u64::from(attempt)));
                     continue;
+                }
+                if code.as_deref() == Some("55P03") {
+                    return Err(Fault::Answered(Error::Busy(format!(
+                        "{shown}: cannot create the agent_state tables: another connection \
+                         kept them locked while creating them for longer than \
+                         server_timeout_ms, {attempt} times ({})",
+                        e.describe()
+                    ))));
                 }
                 return Err(classify(&e, "cannot create the agent_state tables"));
             }

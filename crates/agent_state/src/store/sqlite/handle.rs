@@ -14,7 +14,7 @@ use super::Sqlite;
 use crate::error::{Error, Result};
 use crate::store::{
     ChangeLog, Freshness, Head, LogRetention, LoggedChange, Mark, NewChange, Ownership,
-    StoreOptions, StoredRead, StoredState, Transactions,
+    StoreOptions, StoreSettings, StoredRead, StoredState, Transactions,
 };
 
 /// The [`Backend`](crate::store::Backend) of one handle on a SQLite file.
@@ -222,6 +222,16 @@ impl ChangeLog for SqliteAgent {
 
     fn replay_to(&self, version: u64) -> Result<Vec<LoggedChange>> {
         self.with(|c| c.replay_to(&self.agent, version))
+    }
+}
+
+impl StoreSettings for SqliteAgent {
+    fn stored_cap(&self) -> Result<Option<usize>> {
+        self.with(|c| c.stored_cap())
+    }
+
+    fn set_stored_cap(&self, bytes: usize) -> Result<()> {
+        self.with(|c| c.set_stored_cap(bytes))
     }
 }
 

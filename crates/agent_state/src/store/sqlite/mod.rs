@@ -35,6 +35,7 @@ mod handle;
 #[allow(unsafe_code)] // reads SQLite's shared memory without the connection's lock
 mod mark_watch;
 mod schema;
+mod settings;
 mod shared;
 #[allow(unsafe_code)] // reads SQLite's shared memory through its VFS
 mod wal_index;
