@@ -338,7 +338,10 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; TLS with libpq's
  * `sslmode`, `sslrootcert`, `sslcert`, `sslkey`: README's "Over TLS"). `options_json` is NULL for the defaults or a
  * NUL-terminated JSON object with any of: `"initial_state"` (object, default `{}`),
- * `"max_value_bytes"` (default 2097152), `"synchronous"` (`"full"`, the default: an
+ * `"max_value_bytes"` (this handle's cap on an encoded state and on an input document, 2 to
+ * 1000000000; absent: the store's cap, else 2097152), `"store_max_value_bytes"` (records a cap
+ * in the store, which every handle opened later without its own `"max_value_bytes"` uses, this
+ * one included; refused with `"read_only"`), `"synchronous"` (`"full"`, the default: an
  * acknowledged write survives power loss, on PostgreSQL `synchronous_commit=on`; or
  * `"normal"`: survives a crash of the process, on PostgreSQL `synchronous_commit=off`, whose
  * loss window is the server's `wal_writer_delay`), `"busy_timeout_ms"` (0 to 2147483647,
@@ -350,8 +353,9 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * `AGENT_ERR_UNAVAILABLE`: a connection attempt gets `server_timeout_ms`, a statement
  * `busy_timeout_ms + server_timeout_ms`; accepted and without effect on SQLite), `"read_only"`
  * (default false), `"change_log"` (`{"keep_last": N}` and/or `{"keep_seconds": T}`: switch the
- * agent's change log on, recorded in the store so that every handle logs its changes;
- * `false`: switch it off and drop it; absent: leave the store's setting), `"agent_id"` (a
+ * agent's change log on, recorded with the agent so that every handle of it logs its changes;
+ * `false`: switch it off and drop it; absent: leave the agent's setting; other agents of the
+ * store keep their own), `"agent_id"` (a
  * non-empty UTF-8 string of at most 255 bytes, without NUL: which agent of the store; required on
  * PostgreSQL; on a SQLite file absent means the file's single agent), `"max_connections"`
  * (PostgreSQL: the most connections this process keeps to the server, shared by all its
@@ -426,7 +430,9 @@ AgentStatus agent_get_state_versioned(AgentHandle h,
  * merge recursively, `null` deletes, everything else (arrays, scalars, tagged values) replaces —
  * in one `BEGIN IMMEDIATE` transaction that starts from the latest committed state. `*out`
  * (when `out` is not NULL) receives the full merged state. After the commit, the handle's
- * `on_state_changed` hooks run on this thread.
+ * `on_state_changed` hooks run on this thread. A merge whose result is the stored state byte
+ * for byte (`{}`, or members set to what they are) commits nothing: no new version, no hook,
+ * no validator call, no change-log entry; `*out` is the stored state.
  *
  * On any error but `AGENT_ERR_HOOK` nothing was written. `AGENT_ERR_HOOK` means the change
  * committed but a hook returned non-zero; `*out` is then empty (read the state again if needed).
@@ -446,7 +452,8 @@ AgentStatus agent_set_state(AgentHandle h,
 /**
  * Replaces the state with `next` (`len` bytes of JSON text: an object); nothing of the
  * previous state survives. Same transaction, hook, ownership and error rules as
- * `agent_set_state`; hooks see a NULL patch. A stored state that no longer decodes (changed
+ * `agent_set_state` (a replacement by the stored state's own bytes commits nothing); hooks see
+ * a NULL patch. A stored state that no longer decodes (changed
  * behind the library's back: reads and merges fail with `AGENT_ERR_STORAGE`) is repaired by a
  * replacement; hooks then see `{}` as `prev`.
  */

@@ -311,3 +311,41 @@ void test_json_test_suite_corpus(void)
     CHECK(files > 300);
     CHECK_STATUS(AGENT_OK, agent_close(h));
 }
+
+/* A store remembers the cap it was given (store_max_value_bytes): a handle opened later with
+ * the defaults writes the state a larger-capped handle stored; a handle's own smaller cap
+ * refuses, naming that cap and how to raise it. */
+void test_the_store_remembers_its_size_cap(void)
+{
+    /* 3,000,011 bytes: {"s":"zzz...z"} */
+    size_t n = 3000011;
+    char *big = malloc(n + 1);
+    AgentHandle a, b, c;
+    AgentBuffer out;
+    uint64_t v = 0;
+    memset(big, 'z', n);
+    memcpy(big, "{\"s\":\"", 6);
+    memcpy(big + n - 2, "\"}", 2);
+    big[n] = 0;
+    a = open_store("store_cap.db", "{\"store_max_value_bytes\":10000000}");
+    CHECK_STATUS(AGENT_OK, replace_s(a, big, NULL));
+    CHECK_STATUS(AGENT_OK, agent_close(a));
+    b = open_store("store_cap.db", NULL); /* the defaults: the store's cap */
+    CHECK_STATUS(AGENT_OK, set_s(b, "{\"small\":1}", NULL));
+    CHECK_STATUS(AGENT_OK, agent_get_state_versioned(b, &out, &v));
+    CHECK(v == 2 && out.len == n + 10);
+    agent_buffer_free(&out);
+    c = open_store("store_cap.db", "{\"max_value_bytes\":1000000}");
+    CHECK_STATUS(AGENT_ERR_TOO_LARGE, set_s(c, "{\"small\":2}", NULL));
+    CHECK_LAST_ERROR_HAS("this handle's max_value_bytes (1000000)");
+    CHECK_LAST_ERROR_HAS("store_max_value_bytes");
+    CHECK_STATUS(AGENT_OK, set_s(c, "{\"small\":1}", NULL)); /* changes nothing: not too large */
+    CHECK_STATUS(AGENT_OK, agent_get_state_versioned(c, &out, &v));
+    CHECK(v == 2);
+    agent_buffer_free(&out);
+    CHECK_OPEN_FAILS(AGENT_ERR_INVALID_ARGUMENT, tmp_path("store_cap.db"),
+                     "{\"read_only\":true,\"store_max_value_bytes\":100}");
+    CHECK_STATUS(AGENT_OK, agent_close(b));
+    CHECK_STATUS(AGENT_OK, agent_close(c));
+    free(big);
+}

@@ -33,14 +33,16 @@ void test_state_changed_hook_sees_next_prev_and_patch(void)
     CHECK(r.next && strcmp(r.next, "{\"z\":1}") == 0);
     CHECK(r.patch == NULL); /* NULL (and length 0) for a replacement */
 
-    /* an empty patch is still a committed change */
+    /* a write that changes nothing commits nothing: no delivery */
     CHECK_SET(h, "{}", "{\"z\":1}");
-    CHECK(r.calls == 4);
+    CHECK_SET(h, "{\"z\":1,\"gone\":null}", "{\"z\":1}");
+    CHECK_REPLACE(h, "{\"z\":1}", "{\"z\":1}");
+    CHECK(r.calls == 3);
 
     /* refused inputs are no change: no delivery */
     CHECK_STATUS(AGENT_ERR_JSON, set_s(h, "{", NULL));
     CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, replace_s(h, "[]", NULL));
-    CHECK(r.calls == 4);
+    CHECK(r.calls == 3);
     CHECK(r.bad_views == 0);
     CHECK(r.chain_breaks == 0);
     CHECK(r.freed == 0);

@@ -56,6 +56,8 @@ static const struct {
     TEST(test_codec_refuses_what_it_cannot_store),
     TEST(test_merge_result_must_be_storable),
     TEST(test_too_large_state_is_refused_and_nothing_written),
+    SQLITE_ONLY(test_the_store_remembers_its_size_cap,
+                "a store's cap is store-wide, and the suite's PostgreSQL agents share one database (the core's PostgreSQL tests use a database of their own)"),
     SQLITE_ONLY(test_storage_refuses_files_that_are_not_agent_stores,
                 "foreign and corrupt files"),
     SQLITE_ONLY(test_storage_errors_for_missing_directory_and_read_only,

@@ -34,6 +34,7 @@ void test_malformed_json_is_refused(void);
 void test_codec_refuses_what_it_cannot_store(void);
 void test_merge_result_must_be_storable(void);
 void test_too_large_state_is_refused_and_nothing_written(void);
+void test_the_store_remembers_its_size_cap(void);
 void test_tagged_values_are_accepted_and_round_trip(void);
 void test_tagged_values_are_leaves_for_merge(void);
 void test_json_test_suite_corpus(void);

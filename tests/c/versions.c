@@ -29,22 +29,26 @@ void test_get_state_versioned_reads_state_and_version_together(void)
     CHECK_VERSIONED(h, "{\"n\":1}", 1);
     CHECK_REPLACE(h, "{\"m\":2}", "{\"m\":2}");
     CHECK_VERSIONED(h, "{\"m\":2}", 2);
-    CHECK_SET(h, "{}", "{\"m\":2}"); /* an empty patch is a committed change too */
-    CHECK_VERSIONED(h, "{\"m\":2}", 3);
+    /* a write that changes nothing commits nothing: the version stays */
+    CHECK_SET(h, "{}", "{\"m\":2}");
+    CHECK_VERSIONED(h, "{\"m\":2}", 2);
+    CHECK_STATUS(AGENT_OK, set_if_s(h, 2, "{\"m\":2}", NULL, &v));
+    CHECK(v == 2);
+    CHECK_STATUS(AGENT_ERR_CONFLICT, set_if_s(h, 1, "{}", NULL, &v));
     /* refused writes do not count */
     CHECK_STATUS(AGENT_ERR_JSON, set_s(h, "{", NULL));
     CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, replace_s(h, "[]", NULL));
-    CHECK_VERSIONED(h, "{\"m\":2}", 3);
+    CHECK_VERSIONED(h, "{\"m\":2}", 2);
 
     /* every handle's commits count, and the version is stored with the state */
     other = open_store("versioned.db", NULL);
-    CHECK_VERSIONED(other, "{\"m\":2}", 3);
+    CHECK_VERSIONED(other, "{\"m\":2}", 2);
     CHECK_SET(other, "{\"o\":1}", "{\"m\":2,\"o\":1}");
-    CHECK_VERSIONED(h, "{\"m\":2,\"o\":1}", 4);
+    CHECK_VERSIONED(h, "{\"m\":2,\"o\":1}", 3);
     CHECK_STATUS(AGENT_OK, agent_close(other));
     CHECK_STATUS(AGENT_OK, agent_close(h));
     ro = open_store("versioned.db", "{\"read_only\":true}");
-    CHECK_VERSIONED(ro, "{\"m\":2,\"o\":1}", 4);
+    CHECK_VERSIONED(ro, "{\"m\":2,\"o\":1}", 3);
     CHECK_STATUS(AGENT_OK, agent_close(ro));
 }
 

@@ -328,3 +328,39 @@ TEST(hook_exception_in_one_agent_while_writing_another) {
     CHECK_EQ(a.get_state(), R"({"a":1})");
     CHECK_EQ(b.get_state(), R"({"via_a":1})");
 }
+
+namespace {
+// Whether Agent::on_state_changed accepts a callable of type F (it must not compile otherwise).
+template <class F, class = void>
+struct registers : std::false_type {};
+template <class F>
+struct registers<F, std::void_t<decltype(std::declval<Agent &>().on_state_changed(
+                        std::declval<F>()))>> : std::true_type {};
+}  // namespace
+
+TEST(hooks_of_the_reference_shape_next_prev) {
+    auto two = [](std::string_view, std::string_view) {};
+    auto three = [](std::string_view, std::string_view, std::optional<std::string_view>) {};
+    auto one = [](std::string_view) {};
+    auto four = [](std::string_view, std::string_view, std::string_view, int) {};
+    static_assert(registers<decltype(two)>::value, "fn(next, prev) is a hook");
+    static_assert(registers<decltype(three)>::value, "fn(next, prev, patch) is a hook");
+    static_assert(!registers<decltype(one)>::value, "fn(next) is refused at compile time");
+    static_assert(!registers<decltype(four)>::value, "fn of four arguments is refused");
+    Options options;
+    options.initial_state = R"({"status":"idle"})";
+    Agent agent = open_store(":memory:", options);
+    std::vector<std::pair<std::string, std::string>> seen;
+    agent.on_state_changed([&](std::string_view next, std::string_view prev) {
+        seen.emplace_back(std::string(next), std::string(prev));
+    });
+    {
+        auto sub = agent.subscribe([&](std::string_view, std::string_view) {});
+    }
+    agent.set_state(R"({"status":"processing"})");
+    CHECK_EQ(seen.size(), 1u);
+    if (seen.size() == 1) {
+        CHECK_EQ(seen[0].first, R"({"status":"processing"})");
+        CHECK_EQ(seen[0].second, R"({"status":"idle"})");
+    }
+}

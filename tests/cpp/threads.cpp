@@ -143,7 +143,9 @@ TEST(hook_exception_goes_to_the_writing_thread) {
     auto worker = [&](bool bad) {
         for (int i = 0; i < rounds; ++i) {
             try {
-                agent.replace_state(bad ? R"({"bad":1})" : R"({"good":1})");
+                // Each write differs from every other (a write that changes nothing is no
+                // change, and runs no hook).
+                agent.replace_state((bad ? R"({"bad":)" : R"({"good":)") + std::to_string(i) + "}");
                 ++clean;
             } catch (const std::runtime_error &) {
                 // A good write may follow a bad one: only the writer of "bad" sees the error.

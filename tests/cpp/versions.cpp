@@ -304,3 +304,40 @@ TEST(compare_and_set_loops_on_separate_agents_count_exactly) {
     CHECK_EQ(final_state.state, "{\"count\":" + std::to_string(successes.load()) + "}");
     CHECK_EQ(final_state.version, static_cast<std::uint64_t>(successes.load()));
 }
+
+TEST(a_write_that_changes_nothing_commits_nothing) {
+    Agent agent = open_store(path_in_dir("noop.db"));
+    std::vector<VersionedDelivery> log;
+    agent.on_change(change_recorder(log));
+    CHECK_EQ(agent.set_state_if(0, R"({"x":1,"list":[1,2]})").version, 1u);
+    // {} and members set to what they are: the same state, the same version, no delivery.
+    CHECK_EQ(agent.set_state("{}"), R"({"x":1,"list":[1,2]})");
+    CHECK_EQ(agent.set_state(R"({"x":1,"gone":null})"), R"({"x":1,"list":[1,2]})");
+    CHECK_EQ(agent.replace_state(R"({"x":1,"list":[1,2]})"), R"({"x":1,"list":[1,2]})");
+    const agent_state::Versioned same = agent.set_state_if(1, R"({"list":[1,2]})");
+    CHECK_EQ(same.version, 1u);
+    CHECK_EQ(same.state, R"({"x":1,"list":[1,2]})");
+    CHECK_ERROR(agent.set_state_if(0, "{}"), Status::conflict);  // the version is checked first
+    CHECK_EQ(agent.get_state_versioned().version, 1u);
+    CHECK_EQ(log.size(), 1u);
+    CHECK_EQ(agent.set_state_if(1, R"({"x":2})").version, 2u);
+    CHECK_EQ(log.size(), 2u);
+}
+
+TEST(options_store_max_value_bytes_to_json_and_the_store_keeps_it) {
+    Options options;
+    options.store_max_value_bytes = 4000000;
+    CHECK_EQ(options.to_json(), R"({"store_max_value_bytes":4000000})");
+    const auto file = path_in_dir("store_cap.db");
+    { Agent recorder = open_store(file, options); }
+    // Over the default cap (2097152), under the store's: a handle with the defaults writes it.
+    const std::string big = R"({"s":")" + std::string(3000000, 'z') + R"("})";
+    Agent later = open_store(file);
+    CHECK_EQ(later.replace_state(big).size(), big.size());
+    Options smaller;
+    smaller.max_value_bytes = 1000000;
+    Agent own = open_store(file, smaller);
+    const Error refused = CATCH_ERROR(own.set_state(R"({"t":1})"));
+    CHECK_EQ(status_text(refused.status()), status_text(Status::too_large));
+    CHECK(contains(refused.what(), "this handle's max_value_bytes (1000000)"));
+}

@@ -11,6 +11,7 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "agent_state.h"
@@ -222,8 +223,29 @@ public:
         return id;
     }
 
+    /// As on_state_changed(StateChangedFn), for a hook of the reference's shape,
+    /// `fn(next, prev)` (onStateChanged(next, prev)), without the patch. A callable that takes
+    /// neither (next, prev) nor (next, prev, patch) does not compile.
+    template <class F,
+              std::enable_if_t<detail::takes_next_prev_v<F> && !detail::takes_next_prev_patch_v<F>,
+                               int> = 0>
+    HookId on_state_changed(F fn) {
+        return on_state_changed(StateChangedFn(
+            [fn = std::move(fn)](std::string_view next, std::string_view prev,
+                                 std::optional<std::string_view>) mutable { fn(next, prev); }));
+    }
+
     /// As on_state_changed(), returning a Subscription that removes the hook when destroyed.
     [[nodiscard]] Subscription subscribe(StateChangedFn fn) {
+        const HookId id = on_state_changed(std::move(fn));
+        return Subscription(handle_.load(), id);
+    }
+
+    /// As subscribe(StateChangedFn), for a hook `fn(next, prev)`.
+    template <class F,
+              std::enable_if_t<detail::takes_next_prev_v<F> && !detail::takes_next_prev_patch_v<F>,
+                               int> = 0>
+    [[nodiscard]] Subscription subscribe(F fn) {
         const HookId id = on_state_changed(std::move(fn));
         return Subscription(handle_.load(), id);
     }

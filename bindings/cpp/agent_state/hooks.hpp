@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "agent_state.h"
@@ -55,6 +56,15 @@ using ChangeFn = std::function<void(const Change &change)>;
 using ValidatorFn = std::function<void(const Change &change)>;
 
 namespace detail {
+
+/// Whether a hook of type F can be called as the reference's onStateChanged(next, prev).
+template <class F>
+inline constexpr bool takes_next_prev_v =
+    std::is_invocable_v<F &, std::string_view, std::string_view>;
+/// Whether it can be called with the patch too (a StateChangedFn).
+template <class F>
+inline constexpr bool takes_next_prev_patch_v =
+    std::is_invocable_v<F &, std::string_view, std::string_view, std::optional<std::string_view>>;
 
 /// The first exception thrown by an on_state_changed hook during the current delivery loop of
 /// this thread (hooks run on the thread that made the change).

@@ -66,9 +66,12 @@ struct Options {
     /// JSON text of a plain object: the state shown while nothing is stored (default `{}`).
     /// It must be exactly one JSON value; the library checks the rest (object, codec, size).
     std::optional<std::string> initial_state;
-    /// The largest encoded state (and input document) accepted, in bytes: 2 to 1000000000
-    /// (default 2097152).
+    /// This handle's cap on an encoded state (and input document), in bytes: 2 to 1000000000
+    /// (unset: the store's cap, see store_max_value_bytes, else 2097152).
     std::optional<std::uint64_t> max_value_bytes;
+    /// Records a cap in the store, which every Agent opened later without its own
+    /// max_value_bytes uses (this one too): 2 to 1000000000. Refused with read_only.
+    std::optional<std::uint64_t> store_max_value_bytes;
     /// Commit durability (default Synchronous::full).
     std::optional<Synchronous> synchronous;
     /// How long a call waits for what another connection holds, in milliseconds: 0 to
@@ -83,8 +86,9 @@ struct Options {
     std::optional<std::uint64_t> server_timeout_ms;
     /// Open without writing: the store must exist, and every write fails with Status::storage.
     bool read_only = false;
-    /// The store's change log (see ChangeLog); unset leaves the store's setting as it is (off
-    /// for a new store).
+    /// The agent's change log (see ChangeLog), recorded with the agent for every handle of
+    /// it; unset leaves the agent's setting as it is (off for a new agent). Other agents of
+    /// the store keep their own.
     std::optional<ChangeLog> change_log;
     /// Which agent of the store: UTF-8, 1 to 255 bytes, no NUL byte. Required on PostgreSQL.
     /// On a SQLite file, unset is the file's single agent; with an id, one file holds many
@@ -119,6 +123,10 @@ inline std::string Options::to_json() const {
     if (max_value_bytes) {
         member("max_value_bytes");
         out += std::to_string(*max_value_bytes);
+    }
+    if (store_max_value_bytes) {
+        member("store_max_value_bytes");
+        out += std::to_string(*store_max_value_bytes);
     }
     if (synchronous) {
         member("synchronous");

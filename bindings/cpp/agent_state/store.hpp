@@ -24,8 +24,11 @@
 
 namespace agent_state {
 
-/// The page size of list_agents() and the batch size of expire_agents() by default.
+/// The page size of list_agents() by default.
 inline constexpr std::uint32_t default_list_limit = 100;
+/// The batch size of expire_agents() by default: the same in every binding and the command's
+/// `expire --batch`.
+inline constexpr std::uint32_t default_expire_limit = 1000;
 /// The largest page (list_agents) or batch (expire_agents) the library takes.
 inline constexpr std::uint32_t max_list_limit = 10000;
 
@@ -376,7 +379,8 @@ inline std::optional<std::uint64_t> delete_agent(std::string_view path, std::str
     return deleted;
 }
 
-/// Deletes, as delete_agent() does, at most `limit` (1 to max_list_limit) agents of the store
+/// Deletes, as delete_agent() does, at most `limit` (1 to max_list_limit, default
+/// default_expire_limit) agents of the store
 /// at `path` whose state was last written more than `idle` ago, the longest idle first, in one
 /// transaction, and returns them; with `dry_run`, deletes nothing and returns those it would
 /// delete. An agent written during the call is not deleted. A call costs what it deletes,
@@ -387,7 +391,7 @@ inline std::optional<std::uint64_t> delete_agent(std::string_view path, std::str
 /// `limit` out of range), and as delete_agent() but conflict.
 inline std::vector<AgentInfo> expire_agents(std::string_view path, std::chrono::milliseconds idle,
                                             const Options &options = Options(),
-                                            std::uint32_t limit = default_list_limit,
+                                            std::uint32_t limit = default_expire_limit,
                                             bool dry_run = false) {
     const std::string c_path = detail::store_text(path, "expire_agents", "the path");
     const std::string c_options = options.to_json();

@@ -16,7 +16,10 @@ use agent_state::Agent;
 /// `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; TLS with libpq's
 /// `sslmode`, `sslrootcert`, `sslcert`, `sslkey`: README's "Over TLS"). `options_json` is NULL for the defaults or a
 /// NUL-terminated JSON object with any of: `"initial_state"` (object, default `{}`),
-/// `"max_value_bytes"` (default 2097152), `"synchronous"` (`"full"`, the default: an
+/// `"max_value_bytes"` (this handle's cap on an encoded state and on an input document, 2 to
+/// 1000000000; absent: the store's cap, else 2097152), `"store_max_value_bytes"` (records a cap
+/// in the store, which every handle opened later without its own `"max_value_bytes"` uses, this
+/// one included; refused with `"read_only"`), `"synchronous"` (`"full"`, the default: an
 /// acknowledged write survives power loss, on PostgreSQL `synchronous_commit=on`; or
 /// `"normal"`: survives a crash of the process, on PostgreSQL `synchronous_commit=off`, whose
 /// loss window is the server's `wal_writer_delay`), `"busy_timeout_ms"` (0 to 2147483647,
@@ -28,8 +31,9 @@ use agent_state::Agent;
 /// `AGENT_ERR_UNAVAILABLE`: a connection attempt gets `server_timeout_ms`, a statement
 /// `busy_timeout_ms + server_timeout_ms`; accepted and without effect on SQLite), `"read_only"`
 /// (default false), `"change_log"` (`{"keep_last": N}` and/or `{"keep_seconds": T}`: switch the
-/// agent's change log on, recorded in the store so that every handle logs its changes;
-/// `false`: switch it off and drop it; absent: leave the store's setting), `"agent_id"` (a
+/// agent's change log on, recorded with the agent so that every handle of it logs its changes;
+/// `false`: switch it off and drop it; absent: leave the agent's setting; other agents of the
+/// store keep their own), `"agent_id"` (a
 /// non-empty UTF-8 string of at most 255 bytes, without NUL: which agent of the store; required on
 /// PostgreSQL; on a SQLite file absent means the file's single agent), `"max_connections"`
 /// (PostgreSQL: the most connections this process keeps to the server, shared by all its

@@ -62,7 +62,9 @@ pub unsafe extern "C" fn agent_get_state_versioned(
 /// merge recursively, `null` deletes, everything else (arrays, scalars, tagged values) replaces —
 /// in one `BEGIN IMMEDIATE` transaction that starts from the latest committed state. `*out`
 /// (when `out` is not NULL) receives the full merged state. After the commit, the handle's
-/// `on_state_changed` hooks run on this thread.
+/// `on_state_changed` hooks run on this thread. A merge whose result is the stored state byte
+/// for byte (`{}`, or members set to what they are) commits nothing: no new version, no hook,
+/// no validator call, no change-log entry; `*out` is the stored state.
 ///
 /// On any error but `AGENT_ERR_HOOK` nothing was written. `AGENT_ERR_HOOK` means the change
 /// committed but a hook returned non-zero; `*out` is then empty (read the state again if needed).
@@ -96,7 +98,8 @@ pub unsafe extern "C" fn agent_set_state(
 
 /// Replaces the state with `next` (`len` bytes of JSON text: an object); nothing of the
 /// previous state survives. Same transaction, hook, ownership and error rules as
-/// `agent_set_state`; hooks see a NULL patch. A stored state that no longer decodes (changed
+/// `agent_set_state` (a replacement by the stored state's own bytes commits nothing); hooks see
+/// a NULL patch. A stored state that no longer decodes (changed
 /// behind the library's back: reads and merges fail with `AGENT_ERR_STORAGE`) is repaired by a
 /// replacement; hooks then see `{}` as `prev`.
 #[no_mangle]
