@@ -29,7 +29,7 @@ type Agent struct {
 	closed int32 // atomic: 1 once Close succeeded
 }
 
-// Version returns the version of the C library, e.g. "0.1.0".
+// Version returns the version of the C library, e.g. "0.2.0".
 func Version() string { return C.GoString(C.agent_version()) }
 
 // Open opens (creating when absent, unless opts.ReadOnly) the agent store at path. ":memory:"
@@ -188,6 +188,9 @@ func (a *Agent) getState(ctx context.Context, op string) ([]byte, error) {
 // omit option is null, which deletes the member. To change only some members, build a Patch
 // (Patch{}.Set("status", "processing").Delete("lastReply")), use a patch type whose fields all
 // carry omitempty or omitzero, or a map.
+//
+// A patch that leaves the state as it is (an empty one, or one that writes what is stored)
+// commits nothing: no new version, no hook, no log entry; SetState returns the state.
 //
 // OnStateChanged hooks run before SetState returns, on this goroutine. If one fails, the change
 // is committed all the same and SetState returns a nil state and an error that matches ErrHook

@@ -128,7 +128,8 @@ func TestChangeLogOffAndOptions(t *testing.T) {
 	_, err = a.StateAt(1)
 	wantStatus(t, err, ErrGap, "StateAt")
 
-	// Switched on by one Agent, off by another: the setting belongs to the store.
+	// Switched on by one Agent, off by another on the same agent: the setting belongs to the
+	// agent (TestChangeLogIsPerAgent: not to the store).
 	path := tempDB(t)
 	on := openAgent(t, path, Options{ChangeLog: &ChangeLog{KeepLast: 10, KeepFor: time.Hour}})
 	on.SetState(map[string]any{"n": 1})
@@ -216,5 +217,44 @@ func TestOnChangeRegistration(t *testing.T) {
 		func() error { _, _, err := a.SetStateIf(0, map[string]any{}); return err },
 	} {
 		wantStatus(t, call(), ErrBadHandle)
+	}
+}
+
+// The change log is a setting of the agent, recorded with it in the store: another Agent on the
+// same agent logs without asking, while switching one agent's log on leaves the store's other
+// agents (another AgentID, a SQLite file's single agent) without one.
+func TestChangeLogIsPerAgent(t *testing.T) {
+	path, id := storeLocation(t)
+	if id == "" {
+		id = "logged"
+	}
+	open := func(id string, log *ChangeLog) *Agent {
+		a, err := Open(path, Options{AgentID: id, ChangeLog: log})
+		if err != nil {
+			t.Fatalf("Open(agent %q): %v", id, err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a
+	}
+	logged := open(id, &ChangeLog{KeepLast: 10})
+	sameAgent := open(id, nil)
+	otherID := id + "/other"
+	other := open(otherID, nil)
+	for i, a := range []*Agent{logged, sameAgent, other} {
+		if _, err := a.SetState(map[string]any{"n": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if changes, err := logged.ChangesSince(0); err != nil || len(changes) != 2 {
+		t.Fatalf("the logged agent: %d changes, %v; want its 2 writes", len(changes), err)
+	}
+	_, err := other.ChangesSince(0)
+	wantStatus(t, err, ErrInvalidArgument, "change log is off")
+	_, err = other.Poll()
+	wantStatus(t, err, ErrInvalidArgument, "change log is off")
+	if !onPostgres(t) {
+		single := open("", nil)
+		_, err = single.Poll()
+		wantStatus(t, err, ErrInvalidArgument, "change log is off")
 	}
 }

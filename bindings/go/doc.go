@@ -40,11 +40,23 @@
 // # Values
 //
 // Values are encoded by Marshal and decoded by Unmarshal, which follow encoding/json (struct
-// tags, omitempty, embedded structs, Marshaler/Unmarshaler...) and add the storage codec's
-// tagged values, lossless in both directions: time.Time is {"$date":...} (UTC, nanoseconds),
-// *big.Int {"$bigint":...}, []byte {"$arraybuffer":...}, and the types Map, Set, TypedArray and
-// RegExp their tagged forms. GetState decodes objects as map[string]any and numbers as
-// json.Number with their exact text; the *JSON methods exchange raw JSON text.
+// tags, omitempty and omitzero, embedded structs, Marshaler/Unmarshaler...) and add the storage
+// codec's tagged values, lossless in both directions: time.Time is {"$date":...} (UTC,
+// nanoseconds), *big.Int {"$bigint":...}, []byte {"$arraybuffer":...}, *regexp.Regexp a
+// {"$regexp":...} (a leading "(?i)", "(?m)", "(?s)" group as its flags), and the types Map, Set,
+// TypedArray and RegExp their tagged forms. GetState decodes objects as map[string]any and
+// numbers as json.Number with their exact text; the *JSON methods exchange raw JSON text.
+//
+// # Struct patches, Patch and Typed
+//
+// SetState takes a merge patch, and a struct given to it is a patch of every field it does not
+// omit: SetState(ConvState{Status: "processing"}) writes lastReply "" and at's zero time too,
+// unless those fields are tagged omitempty (or omitzero, for a time.Time or a struct). To
+// change only some members, build a Patch — Patch{}.Set("status", "processing").Delete("note")
+// — or use a map. Typed[T] (OpenTyped, NewTyped) reads and writes the state as a T: Get, Set
+// (a patch), Replace (a whole T), Update (fn changes the T read, and only what it changed is
+// written, compare-and-set) and typed OnStateChanged hooks; it changes the types only, never
+// what is stored.
 //
 // A time.Time is stored with the fraction of a second it has, in the shortest of 3, 6 or 9
 // digits that holds it exactly (time.Now() included, in years 0000-9999). Its location and
@@ -52,9 +64,10 @@
 // their exact value and digits, of any size; the library normalizes only an exponent marker
 // (1E2 is stored as 1e+2).
 //
-// Values with no JSON form — channels, functions, complex numbers, NaN, infinities, cycles,
-// strings that are not UTF-8, unsupported map keys — are ErrCodec errors found in Go, before
-// any call into the library; so are values the library would refuse or read back as another
+// Values with no JSON form — channels, functions, complex numbers, unsafe pointers, NaN,
+// infinities, strings that are not UTF-8, unsupported map keys, structs with no exported field,
+// a value that contains itself ("circular reference at /path") — are ErrCodec errors found in
+// Go, before any call into the library; so are values the library would refuse or read back as another
 // type: nesting deeper than 64 levels (at any depth), a map or struct whose only member is
 // named like a tag (map[string]any{"$date": ...} would come back as a time.Time; store the
 // time.Time, or json.RawMessage for tagged JSON text), and a Map or Set holding the same key
@@ -64,10 +77,11 @@
 //
 // # Versions, compare-and-set and validation
 //
-// Every commit gives the state the next version (1 for a store's first write; stored with the
-// state, shared by every Agent and process on the file). GetStateVersioned reads the state with
-// its version; SetStateIf and ReplaceStateIf write only if the state is still at that version,
-// and fail with ErrConflict, writing nothing, otherwise:
+// Every commit gives the agent's state the next version (1 for its first write; stored with
+// the state, shared by every Agent and process that opens that agent). A write whose result
+// equals the stored state commits nothing: no new version, no hook, no log entry. GetStateVersioned
+// reads the state with its version; SetStateIf and ReplaceStateIf write only if the state is
+// still at that version, and fail with ErrConflict, writing nothing, otherwise:
 //
 //	var s Counter
 //	v, err := a.GetStateVersionedInto(&s)
@@ -82,8 +96,10 @@
 // # The change log
 //
 // With Options.ChangeLog (a retention: the last KeepLast changes and/or those of the last
-// KeepFor), the store logs each change with its version, time, patch and next state. The
-// setting is recorded in the file, so every Agent on it logs. Poll then delivers to an Agent's
+// KeepFor), the agent's changes are logged, each with its version, time, patch and next state.
+// The setting belongs to the agent and is recorded in the store with it: every Agent that opens
+// that agent, in any process, then logs; the store's other agents (other AgentIDs of the file
+// or database) keep their own setting. Poll then delivers to an Agent's
 // hooks, once each and in commit order, the changes other Agents and processes committed (and
 // a write through the Agent delivers the pending ones first); ChangesSince returns the changes
 // after a version (to bring a reconnecting client up to date); StateAt reads an older state and
@@ -100,9 +116,11 @@
 //
 // The tables are created on first open. MaxConnections sizes the process's pool of connections
 // to the server (default 4); SyncFull and SyncNormal are synchronous_commit on and off;
-// BusyTimeout bounds the connect, every lock wait and every statement. An unreachable server, or
-// a lost connection, is an ErrUnavailable error: the call had no effect (unless the message says
-// a commit's outcome is unknown) and the Agent reconnects on its next call. On a SQLite file,
+// BusyTimeout bounds waiting for what other connections hold (the agent's row, a pooled
+// connection) and ServerTimeout a server that does not answer (a connection attempt, a
+// statement beyond its lock waits). An unreachable server, or a lost connection, is an
+// ErrUnavailable error: the call had no effect (unless the message says a commit's outcome is
+// unknown) and the Agent reconnects on its next call. On a SQLite file,
 // AgentID lets one file hold many isolated agents; the Agents with an id in one process share
 // one connection per file.
 //
@@ -116,7 +134,8 @@
 //
 // # Errors
 //
-// Every failure is an *Error carrying the library's status and message. Each status has a
+// Every failure is an *Error carrying the library's status and message; its text is
+// "agentstate: <Op>: <message>", the call named once. Each status has a
 // sentinel (ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage,
 // ErrBusy, ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrCancelled, ErrPanic) for errors.Is; statuses a newer
 // library may add match Status(n). The message is read in the same native call as the failing function (the library

@@ -58,8 +58,9 @@ var (
 	// foreign file, newer schema (SQLite); a PostgreSQL error other than an unreachable server
 	// (see ErrUnavailable).
 	ErrStorage error = StatusStorage
-	// ErrBusy: another connection held the store's write lock for longer than BusyTimeout, or
-	// the Agent was called from inside its own initial-state function.
+	// ErrBusy: another connection held what this call needed for longer than BusyTimeout (a
+	// SQLite file's write lock; on PostgreSQL the agent's row or a pooled connection), or the
+	// Agent was called from inside its own initial-state function or validator.
 	ErrBusy error = StatusBusy
 	// ErrHook: a hook failed (returned an error or panicked). For OnStateChanged hooks the
 	// change is committed all the same. The hook's error is wrapped: errors.Is and errors.As
@@ -77,8 +78,8 @@ var (
 	// retention (Poll, ChangesSince, StateAt, Restore). Poll returns it once, after delivering
 	// the changes that remain; the state itself is always current.
 	ErrGap error = StatusGap
-	// ErrUnavailable: the database server (PostgreSQL) could not be reached within BusyTimeout
-	// (refused, timed out, restarting), or the connection was lost. The call had no effect,
+	// ErrUnavailable: the database server (PostgreSQL) could not be reached or did not answer
+	// within ServerTimeout (refused, timed out, restarting), or the connection was lost. The call had no effect,
 	// except when the connection dropped while a commit was in flight: then the message says
 	// the commit's outcome is unknown (read the version to tell). The Agent stays usable: its
 	// next call reconnects, so retrying later is the remedy. A SQLite file never returns it.

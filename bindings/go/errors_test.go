@@ -51,7 +51,7 @@ func TestSentinelsAndUnknownStatuses(t *testing.T) {
 	if e.Error() != "agentstate: SetState: something new" {
 		t.Fatal(e.Error())
 	}
-	// The statuses of 0.2 have names and sentinels.
+	// The statuses of compare-and-set, validation and the change log have names and sentinels.
 	for s, name := range map[error]string{ErrConflict: "AGENT_ERR_CONFLICT", ErrRejected: "AGENT_ERR_REJECTED", ErrGap: "AGENT_ERR_GAP"} {
 		if s.(Status).String() != name || !errors.Is(&Error{Status: s.(Status)}, s) {
 			t.Errorf("%v: want %s", s, name)

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	agentstate "github.com/agent-state/agent-state/bindings/go"
@@ -74,6 +75,85 @@ func ExampleAgent_SetState_mergePatch() {
 	// Output: {"status":"processing","job":{"id":"j1","step":3}}
 }
 
+// A struct given to SetState is a patch of every field it does not omit: without omitempty
+// or omitzero, its zero values are written too.
+func ExampleAgent_SetState_structPatch() {
+	a, _ := agentstate.Open(":memory:", agentstate.Options{})
+	defer a.Close()
+	at := time.Date(2026, 11, 30, 3, 6, 44, 0, time.UTC)
+	a.ReplaceState(ConvState{Status: "idle", LastReply: "hello", At: at})
+
+	// Plain tags: lastReply and at are overwritten with "" and the zero time.
+	a.SetState(ConvState{Status: "processing"})
+	raw, _ := a.GetStateJSON()
+	fmt.Println(string(raw))
+
+	// A patch type that omits its zero fields (omitzero for the time.Time): only status.
+	type ConvPatch struct {
+		Status    string    `json:"status,omitempty"`
+		LastReply string    `json:"lastReply,omitempty"`
+		At        time.Time `json:"at,omitzero"`
+	}
+	a.ReplaceState(ConvState{Status: "idle", LastReply: "hello", At: at})
+	a.SetState(ConvPatch{Status: "processing"})
+	raw, _ = a.GetStateJSON()
+	fmt.Println(string(raw))
+	// Output:
+	// {"status":"processing","lastReply":"","at":{"$date":"0001-01-01T00:00:00.000Z"}}
+	// {"status":"processing","lastReply":"hello","at":{"$date":"2026-11-30T03:06:44.000Z"}}
+}
+
+// A Patch names the members it writes; nothing else of the state changes.
+func ExamplePatch() {
+	a, _ := agentstate.Open(":memory:", agentstate.Options{})
+	defer a.Close()
+	a.ReplaceStateJSON([]byte(`{"status":"idle","lastReply":"hello","job":{"id":"j1","step":2,"note":"retrying"}}`))
+
+	patch := agentstate.Patch{}.
+		Set("status", "processing").
+		Delete("lastReply").
+		Set("job", agentstate.Patch{}.Set("step", 3).Delete("note")) // a nested patch
+	b, _ := agentstate.Marshal(patch)
+	fmt.Println(string(b))
+
+	a.SetState(patch)
+	raw, _ := a.GetStateJSON()
+	fmt.Println(string(raw))
+	// Output:
+	// {"status":"processing","lastReply":null,"job":{"step":3,"note":null}}
+	// {"status":"processing","job":{"id":"j1","step":3}}
+}
+
+// Typed reads and writes the state as a Go type; Update writes only what the function changed.
+func ExampleOpenTyped() {
+	dir, _ := os.MkdirTemp("", "agentstate-example")
+	defer os.RemoveAll(dir)
+	conv, err := agentstate.OpenTyped[ConvState](filepath.Join(dir, "conv.db"), agentstate.Options{
+		InitialState: ConvState{Status: "idle"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conv.Close()
+	conv.OnStateChanged(func(next, prev ConvState) error {
+		fmt.Printf("%s -> %s\n", prev.Status, next.Status)
+		return nil
+	})
+
+	st, _ := conv.Set(agentstate.Patch{}.Set("status", "processing").Set("lastReply", "hi"))
+	fmt.Println(st.Status, st.LastReply)
+	st, _ = conv.Update(func(s *ConvState) error {
+		s.Status = "idle"
+		return nil
+	})
+	fmt.Println(st.Status, st.LastReply)
+	// Output:
+	// idle -> processing
+	// processing hi
+	// processing -> idle
+	// idle hi
+}
+
 func ExampleAgent_OnStateChanged_error() {
 	a, _ := agentstate.Open(":memory:", agentstate.Options{})
 	defer a.Close()
@@ -98,6 +178,7 @@ func ExampleMarshal() {
 		"map":   agentstate.Map{{Key: 1, Value: "one"}},
 		"set":   agentstate.Set{"a", "b"},
 		"re":    agentstate.RegExp{Source: "a+b", Flags: "gi"},
+		"goRe":  regexp.MustCompile(`(?i)^a+$`), // a leading (?i), (?m), (?s) group: the flags
 	})
 	fmt.Println(string(b), err)
 
@@ -107,7 +188,7 @@ func ExampleMarshal() {
 	_, err = agentstate.Marshal(map[string]any{"at": time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
 	fmt.Println(errors.Is(err, agentstate.ErrCodec))
 	// Output:
-	// {"at":{"$date":"2026-11-30T03:06:44.123Z"},"big":{"$bigint":"123456789012345678901234567890"},"bytes":{"$arraybuffer":"AQID"},"map":{"$map":[[1,"one"]]},"re":{"$regexp":{"source":"a+b","flags":"gi"}},"set":{"$set":["a","b"]}} <nil>
+	// {"at":{"$date":"2026-11-30T03:06:44.123Z"},"big":{"$bigint":"123456789012345678901234567890"},"bytes":{"$arraybuffer":"AQID"},"goRe":{"$regexp":{"source":"^a+$","flags":"i"}},"map":{"$map":[[1,"one"]]},"re":{"$regexp":{"source":"a+b","flags":"gi"}},"set":{"$set":["a","b"]}} <nil>
 	// {"$date":"2026-01-01T00:00:00.000001Z"}
 	// true
 }
@@ -175,7 +256,8 @@ func ExampleAgent_Poll() {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "conv.db")
 
-	// The change log is recorded in the store: every Agent on the file logs its changes.
+	// The change log is the agent's, recorded in the store with it: every Agent opened on
+	// this agent logs its changes (another AgentID of the file keeps its own setting).
 	watcher, err := agentstate.Open(path, agentstate.Options{ChangeLog: &agentstate.ChangeLog{KeepLast: 1000}})
 	if err != nil {
 		log.Fatal(err)

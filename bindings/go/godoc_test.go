@@ -1,6 +1,7 @@
 package agentstate
 
 import (
+	"fmt"
 	"go/ast"
 	"go/doc"
 	"go/parser"
@@ -95,4 +96,50 @@ var selfExplanatory = map[string]bool{
 	"MapEntry.Key": true, "MapEntry.Value": true,
 	"TypedArray.Type": true, "TypedArray.Data": true,
 	"RegExp.Source": true, "RegExp.Flags": true,
+}
+
+// Statements the README and the doc comments used to make that the library contradicts: the
+// change log is a setting of each agent, not of the store or the file (TestChangeLogIsPerAgent
+// shows it); a server that does not answer is bounded by ServerTimeout, not BusyTimeout; the
+// expiry batch is DefaultExpireLimit. They must not come back.
+func TestDocsDoNotContradictTheLibrary(t *testing.T) {
+	texts := map[string]string{}
+	files, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		name := f.Name()
+		if name == "README.md" || (strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go")) || name == "example_test.go" {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Comments wrap anywhere: compare with the line breaks and comment markers gone.
+			text := strings.NewReplacer("\n//\t", " ", "\n// ", " ", "\n//", " ", "\n\t// ", " ", "\n  ", " ", "\n", " ").Replace(string(b))
+			texts[name] = strings.Join(strings.Fields(text), " ")
+		}
+	}
+	for _, claim := range []string{
+		"recorded in the store file",
+		"the store's change log",
+		"the store's setting",
+		"every handle on the file",
+		"every Agent on the file",
+		"so every Agent on it logs",
+		"BusyTimeout bounds the connect",
+		"reached within BusyTimeout",
+		"release before",
+		"Library notes (0.",
+		"at most `limit` (0 is 100)",
+	} {
+		for name, text := range texts {
+			if strings.Contains(text, claim) {
+				t.Errorf("%s says %q, which the library contradicts", name, claim)
+			}
+		}
+	}
+	if want := fmt.Sprintf("0 is `DefaultExpireLimit`, %d,%03d", DefaultExpireLimit/1000, DefaultExpireLimit%1000); !strings.Contains(texts["README.md"], want) {
+		t.Errorf("README.md does not give the expiry batch as %q", want)
+	}
 }

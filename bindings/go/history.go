@@ -83,9 +83,10 @@ func (a *Agent) getStateVersioned(ctx context.Context, op string) ([]byte, uint6
 	return takeBuffer(&buf), uint64(version), nil
 }
 
-// SetStateIf is a compare-and-set SetState: it merges patch only if the store's version is
+// SetStateIf is a compare-and-set SetState: it merges patch only if the agent's version is
 // still expected (0: nothing stored yet) when the write transaction starts, and returns the
-// merged state and its new version. Otherwise it returns an error matching ErrConflict and
+// merged state and its new version (expected itself when the patch changes nothing: such a
+// write commits nothing). Otherwise it returns an error matching ErrConflict and
 // nothing is written. With GetStateVersioned it makes read-modify-write loops that never
 // overwrite another writer's change, in this process or another:
 //
@@ -110,7 +111,7 @@ func (a *Agent) SetStateIfJSON(expected uint64, patch []byte) (json.RawMessage, 
 }
 
 // ReplaceStateIf is a compare-and-set ReplaceState: it replaces the state with next only if
-// the store's version is still expected, and returns the new state and version; otherwise an
+// the agent's version is still expected, and returns the new state and version; otherwise an
 // error matching ErrConflict, with nothing written. Other errors as for SetStateIf.
 func (a *Agent) ReplaceStateIf(expected uint64, next any) (map[string]any, uint64, error) {
 	return a.writeValueIf(context.Background(), "ReplaceStateIf", expected, next, true)
@@ -316,7 +317,8 @@ func (a *Agent) stateAt(ctx context.Context, op string, version uint64) ([]byte,
 }
 
 // Restore is point-in-time recovery: it replaces the state with the state at version (as
-// StateAt finds it) as a new change, and returns the restored state and its new version.
+// StateAt finds it) as a new change, and returns the restored state and its new version (the
+// current one when the state at version is the current state: that commits nothing).
 // The validator gates it and hooks see it as a replacement (nil patch).
 //
 // Errors: those of StateAt and ReplaceState (ErrRejected, ErrHook, ...).

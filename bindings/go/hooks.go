@@ -39,14 +39,15 @@ type HookID uint64
 type Change struct {
 	// Next is the state after the change.
 	Next json.RawMessage
-	// Prev is the state before it (for a store's first change, the initial state of the Agent
+	// Prev is the state before it (for the agent's first change, the initial state of the Agent
 	// that made it).
 	Prev json.RawMessage
 	// Patch is the merge patch as applied (SetState and its forms); nil for a replacement
 	// (ReplaceState and its forms, Restore).
 	Patch json.RawMessage
-	// Version is the state's version after the change: 1 for a store's first write, one more
-	// for each commit. The validator sees the version the change would get.
+	// Version is the state's version after the change: 1 for the agent's first write, one more
+	// for each commit (a write that leaves the state as it is commits nothing, so it has no
+	// Change). The validator sees the version the change would get.
 	Version uint64
 }
 

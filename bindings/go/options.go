@@ -50,8 +50,8 @@ type Options struct {
 	ServerTimeout time.Duration
 	// ReadOnly opens an existing store for reading only; writes fail with ErrStorage.
 	ReadOnly bool
-	// ChangeLog switches the store's change log on (with a retention) or off; nil leaves the
-	// store's setting as it is. See ChangeLog.
+	// ChangeLog switches this agent's change log on (with a retention) or off; nil leaves the
+	// agent's setting as it is. See ChangeLog.
 	ChangeLog *ChangeLog
 	// AgentID names which agent of the store to open: valid UTF-8, at most 255 bytes (Open
 	// refuses anything else with ErrInvalidArgument). Required on PostgreSQL. On a SQLite
@@ -65,15 +65,17 @@ type Options struct {
 	MaxConnections int
 }
 
-// ChangeLog configures the change log of a store (the "change_log" open option): the recent
+// ChangeLog configures the change log of an agent (the "change_log" open option): its recent
 // changes, each with its version, time, patch and resulting state, written in the same
 // transaction as the change. Poll, ChangesSince, StateAt and Restore read it: without it, Poll
 // and ChangesSince fail with ErrInvalidArgument, and StateAt and Restore reach only the current
 // version and version 0 (ErrGap for the others).
 //
-// The setting is recorded in the store file: once switched on, every handle on the file, in
-// any process, logs its changes with this retention, whatever options it was opened with,
-// until an Open with another ChangeLog changes the retention or switches the log off.
+// The setting is the agent's, recorded in the store with it: once switched on, every Agent
+// opened on that agent (the same AgentID of the same file or database), in any process, logs
+// its changes with this retention, whatever options it was opened with, until an Open with
+// another ChangeLog changes the retention or switches the log off. The store's other agents
+// keep their own setting: switching one agent's log on does not switch another's on.
 //
 //	agentstate.Options{ChangeLog: &agentstate.ChangeLog{KeepLast: 1000}}         // on
 //	agentstate.Options{ChangeLog: &agentstate.ChangeLog{KeepFor: 24 * time.Hour}} // on
