@@ -220,8 +220,8 @@ def test_delete_returns_the_version_and_open_agents_see_the_initial_state(
     new_state, new_version = b.set_state_if(0, {"fresh": True})
     assert new_state == {"n": -1, "fresh": True}
     assert new_version > old
-    for _ in range(3):
-        a.set_state({"n": 10})
+    for k in range(3):  # three changes (a write that changes nothing commits nothing)
+        a.set_state({"n": 10 + k})
     with pytest.raises(ConflictError):
         a.set_state_if(old, {"stale": True})
     assert "stale" not in a.get_state()

@@ -97,9 +97,11 @@ def test_hook_exceptions_go_to_their_own_thread(mem: Agent) -> None:
 
     def writer(i: int) -> None:
         got = []
-        for _ in range(30):
+        for k in range(30):
             try:
-                mem.set_state({"who": i})
+                # Each write changes the state (one that changes nothing commits nothing and
+                # runs no hook).
+                mem.set_state({"who": i, "k": k})
                 got.append("ok")
             except HookError as e:
                 assert str(e.__cause__) == f"odd {i}"
