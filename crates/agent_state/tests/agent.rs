@@ -454,3 +454,35 @@ fn the_store_remembers_its_cap() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Creating a new store file is the library's own one-time set-up: handles opening a file that
+/// does not exist yet, each on its own connection (as separate processes would), all succeed,
+/// even with `busy_timeout_ms: 0`. (Handles with an agent id share one connection per file and
+/// take turns on it, which `busy_timeout_ms` does bound.)
+#[test]
+fn first_opens_of_a_new_file_succeed_with_no_busy_timeout() {
+    sqlite_only!("a new file (on PostgreSQL: tests/postgres, a new database)");
+    const THREADS: usize = 4;
+    for round in 0..8 {
+        let dir = TempDir::new("first_open");
+        let path = dir.file("new.db");
+        let barrier = Arc::new(std::sync::Barrier::new(THREADS));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let options = opts(json!({"busy_timeout_ms": 0}));
+                    barrier.wait();
+                    Agent::open(&path, &options)
+                        .map(drop)
+                        .map_err(|e| format!("round {round}, thread {t}: {e}"))
+                })
+            })
+            .collect();
+        let failures: Vec<String> = threads
+            .into_iter()
+            .filter_map(|t| t.join().unwrap().err())
+            .collect();
+        assert!(failures.is_empty(), "{failures:#?}");
+    }
+}

@@ -132,9 +132,11 @@ impl Sqlite {
             .map_err(|e| storage(path, "cannot configure", e))?;
         self.conn = Some(WatchedConnection::new(conn));
         let options = self.options.clone();
-        if let Err(e) = busy::during(options.busy_timeout, || {
-            self.check_and_init(&options, in_memory)
-        }) {
+        // Creating or upgrading the file is the library's own one-time set-up, not a lock the
+        // caller chose not to wait for: another connection doing it is waited for as long as
+        // server_timeout_ms too, whatever busy_timeout_ms is.
+        let setup = options.busy_timeout.max(options.server_timeout);
+        if let Err(e) = busy::during(setup, || self.check_and_init(&options, in_memory, setup)) {
             self.conn = None;
             return Err(e);
         }

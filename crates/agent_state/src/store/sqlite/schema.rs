@@ -44,7 +44,12 @@ pub const APPLICATION_ID: i32 = 0x4167_5374;
 pub const SCHEMA_VERSION: i32 = 5;
 
 impl Sqlite {
-    pub(super) fn check_and_init(&mut self, options: &StoreOptions, in_memory: bool) -> Result<()> {
+    pub(super) fn check_and_init(
+        &mut self,
+        options: &StoreOptions,
+        in_memory: bool,
+        setup_timeout: Duration,
+    ) -> Result<()> {
         // Reading the header first: nothing is written to a file we do not own.
         let kind = self.identify()?;
         if kind == FileKind::Empty && self.options.read_only {
@@ -55,7 +60,7 @@ impl Sqlite {
         }
         if !self.options.read_only {
             if !in_memory {
-                self.enable_wal(options.busy_timeout)?;
+                self.enable_wal(setup_timeout)?;
             }
             // `full` on a file: SQLite runs at NORMAL and this process's writers share the WAL's
             // syncs after their commits (see `group_sync`); every call still returns only
