@@ -246,12 +246,14 @@ fn a_deleted_agent_reads_as_new_and_its_versions_never_come_back() {
         first.version
     );
     assert_eq!(text(&first.state), r#"{"new":1}"#, "nothing of before");
-    for _ in 0..3 {
+    for more in 0..3 {
         let err = a
             .set_state_if(br#"{"stale":true}"#, Some(read_before))
             .unwrap_err();
         assert!(matches!(err, Error::Conflict(_)), "{err:?}");
-        again.set_state(br#"{"more":1}"#).unwrap();
+        again
+            .set_state(format!(r#"{{"more":{more}}}"#).as_bytes())
+            .unwrap();
     }
     // The handle from before follows the new incarnation.
     assert_eq!(a.get_state_versioned().unwrap().version, first.version + 3);
