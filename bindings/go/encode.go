@@ -321,10 +321,6 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 		}
 		return e.encode(v.Elem(), depth+1)
 	case reflect.Struct:
-		if opaqueStruct(t) {
-			return encErr("type %s has no exported fields: it would be stored as {} and read back empty "+
-				"(give the type a MarshalJSON or MarshalText method, or store what it holds)", t)
-		}
 		return e.structure(v, depth)
 	case reflect.Map:
 		return e.goMap(v, depth)

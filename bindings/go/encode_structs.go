@@ -8,6 +8,11 @@ import (
 )
 
 func (e *encoder) structure(v reflect.Value, depth int) error {
+	fields := cachedFields(v.Type())
+	if len(fields) == 0 && opaqueStruct(v.Type()) {
+		return encErr("type %s has no exported fields: it would be stored as {} and read back empty "+
+			"(give the type a MarshalJSON or MarshalText method, or store what it holds)", v.Type())
+	}
 	if err := e.enter(1); err != nil {
 		return err
 	}
@@ -16,7 +21,7 @@ func (e *encoder) structure(v reflect.Value, depth int) error {
 	first := true
 	written, only := 0, ""
 fields:
-	for _, f := range cachedFields(v.Type()) {
+	for _, f := range fields {
 		fv := v
 		for _, i := range f.index {
 			if fv.Kind() == reflect.Pointer {

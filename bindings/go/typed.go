@@ -249,15 +249,29 @@ func (t *Typed[T]) OnStateChanged(fn func(next, prev T) error) (HookID, error) {
 	return t.agent.register("Typed.OnStateChanged", &stateHook{fn: func(next, prev, _ json.RawMessage) error {
 		n, err := typedState[T]("Typed.OnStateChanged", next)
 		if err != nil {
-			return err
+			return hookDecodeError{"next", err.(*Error)}
 		}
 		p, err := typedState[T]("Typed.OnStateChanged", prev)
 		if err != nil {
-			return err
+			return hookDecodeError{"prev", err.(*Error)}
 		}
 		return fn(n, p)
 	}})
 }
+
+// hookDecodeError is a typed hook's failure to decode a state: the cause of the ErrHook error
+// of the call that made the change, which names the call already ("agentstate: SetState: ..."),
+// so its text leaves out its own "agentstate: Typed.OnStateChanged: ".
+type hookDecodeError struct {
+	which string // "next" or "prev"
+	err   *Error
+}
+
+func (e hookDecodeError) Error() string {
+	return "typed hook: cannot decode " + e.which + ": " + e.err.Message
+}
+
+func (e hookDecodeError) Unwrap() error { return e.err }
 
 // RemoveHook unregisters a hook (see Agent.RemoveHook).
 func (t *Typed[T]) RemoveHook(id HookID) error { return t.agent.RemoveHook(id) }

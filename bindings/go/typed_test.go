@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -192,9 +193,9 @@ func TestTypedOnStateChanged(t *testing.T) {
 		t.Fatalf("deliveries %+v", got)
 	}
 	_, err = a.SetStateJSON([]byte(`{"at":"not a date at all"}`))
-	e := wantStatus(t, err, ErrHook, "SetStateJSON", "cannot decode")
-	if !errors.Is(e.Err, ErrCodec) {
-		t.Fatalf("hook error %v does not match ErrCodec", e.Err)
+	e := wantStatus(t, err, ErrHook, "SetStateJSON", "typed hook: cannot decode next: cannot decode")
+	if !errors.Is(e.Err, ErrCodec) || strings.Count(err.Error(), "agentstate: ") != 1 {
+		t.Fatalf("hook error %q: cause %v, want one matching ErrCodec, the call named once", err, e.Err)
 	}
 	if err := conv.RemoveHook(id); err != nil {
 		t.Fatal(err)
