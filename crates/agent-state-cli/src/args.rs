@@ -73,12 +73,17 @@ pub struct Global {
     /// on PostgreSQL synchronous_commit on or off)
     #[arg(long, global = true, value_enum, value_name = "MODE")]
     pub synchronous: Option<Synchronous>,
-    /// Largest encoded state and input document accepted, in bytes (default: 2097152)
+    /// Largest encoded state and input document accepted, in bytes (default: the store's cap,
+    /// else 2097152)
     #[arg(long, global = true, value_name = "BYTES")]
     pub max_value_bytes: Option<u64>,
-    /// Switch the store's change log on ('{"keep_last":N}' and/or '{"keep_seconds":T}') or off
-    /// ('false') when a writing command opens it. This is the store's setting, recorded in the
-    /// file for every process, so no command ever changes it unless told
+    /// Record this cap in the store, for every handle opened later without its own
+    /// max_value_bytes (this command's too), when a writing command opens it
+    #[arg(long, global = true, value_name = "BYTES")]
+    pub store_max_value_bytes: Option<u64>,
+    /// Switch the agent's change log on ('{"keep_last":N}' and/or '{"keep_seconds":T}') or off
+    /// ('false') when a writing command opens it. This is the agent's setting, recorded in the
+    /// store for every process, so no command ever changes it unless told
     #[arg(long, global = true, value_name = "JSON")]
     pub change_log: Option<String>,
 }

@@ -56,10 +56,19 @@ fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
     if let Some(bytes) = global.max_value_bytes {
         map.insert("max_value_bytes".into(), bytes.into());
     }
+    if let Some(bytes) = global.store_max_value_bytes {
+        if access == Access::Read {
+            return Err(Failure::invalid(
+                "--store-max-value-bytes changes the store's setting; only commands that write \
+                 (set, replace, restore, import) take it",
+            ));
+        }
+        map.insert("store_max_value_bytes".into(), bytes.into());
+    }
     if let Some(spec) = &global.change_log {
         if access == Access::Read {
             return Err(Failure::invalid(
-                "--change-log changes the store's setting; only commands that write (set, \
+                "--change-log changes the agent's setting; only commands that write (set, \
                  replace, restore, import) take it",
             ));
         }
@@ -122,6 +131,12 @@ pub fn store_options(
         return Err(Failure::invalid(format!(
             "--change-log is an agent's setting, which `{command}` never changes; only commands \
              that write a state (set, replace, restore, import) take it"
+        )));
+    }
+    if global.store_max_value_bytes.is_some() {
+        return Err(Failure::invalid(format!(
+            "--store-max-value-bytes is recorded by the commands that write a state (set, \
+             replace, restore, import), not by `{command}`"
         )));
     }
     let mut map = connection_options(global, access);

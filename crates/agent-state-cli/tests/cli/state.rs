@@ -179,6 +179,24 @@ fn bad_documents_get_the_library_status_and_change_nothing() {
 }
 
 #[test]
+fn the_store_remembers_the_cap_a_write_recorded() {
+    let dir = TempDir::new("cli_store_cap");
+    let path = dir.file("s.db");
+    let p = arg(&path);
+    run(["--store-max-value-bytes", "48", "set", p, r#"{"a":1}"#]).ok();
+    // Later commands without a cap of their own use the store's.
+    let big = format!("{{\"a\":\"{}\"}}", "x".repeat(64));
+    run(["set", p, &big])
+        .failed("AGENT_ERR_TOO_LARGE")
+        .says("store_max_value_bytes (48)");
+    run(["--max-value-bytes", "1000", "set", p, &big]).ok();
+    // Only commands that write record it.
+    run(["--store-max-value-bytes", "100", "get", p])
+        .failed("AGENT_ERR_INVALID_ARGUMENT")
+        .says("--store-max-value-bytes");
+}
+
+#[test]
 fn read_only_refuses_writes_and_leaves_the_file_as_it_was() {
     let dir = TempDir::new("cli_read_only");
     let path = dir.file("s.db");
