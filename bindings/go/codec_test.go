@@ -407,7 +407,7 @@ func TestUnmarshalInto(t *testing.T) {
 	}
 }
 
-// Issue 26: time.Now() (nanoseconds, a monotonic clock reading, the local location) stores
+// time.Now() (nanoseconds, a monotonic clock reading, the local location) stores
 // without rounding and reads back Equal, in UTC, from a store file that is reopened.
 func TestTimeNowRoundTripsThroughAStoreFile(t *testing.T) {
 	path := tempDB(t)
