@@ -100,6 +100,8 @@ func TestCircularReferenceIsNamedWithItsPath(t *testing.T) {
 		{map[string]any{"a/b~c": []any{iface}}, "circular reference at /a~1b~0c/0: a value of type *interface {}"},
 		{map[string]any{"m": m}, "circular reference at /m/$map/0/1/0: a value of type agentstate.Map"},
 		{Patch{}.Set("p", map[string]any{"self": self}), "circular reference at /p/self/me"},
+		{selfPatch(), "circular reference at /self/self: a value of type *agentstate.Patch"},
+		{map[string]any{"m": selfMap()}, "circular reference at /m/$map/0/1: a value of type *agentstate.Map"},
 	}
 	a := openAgent(t, "", Options{})
 	for _, c := range cases {
@@ -118,4 +120,18 @@ func TestCircularReferenceIsNamedWithItsPath(t *testing.T) {
 	if _, err := a.SetState(map[string]any{"one": shared, "two": []any{shared, shared}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// selfPatch is a Patch holding a pointer to itself.
+func selfPatch() Patch {
+	var p Patch
+	p = p.Set("self", &p)
+	return p
+}
+
+// selfMap is a pointer to a Map whose only value is that pointer.
+func selfMap() *Map {
+	m := &Map{}
+	m.Set("k", m)
+	return m
 }

@@ -90,6 +90,12 @@ func (f *cycleFinder) walk(v reflect.Value) ([]string, reflect.Type, bool) {
 		}
 		return path, typ, ok
 	}
+	if t.Kind() == reflect.Pointer {
+		switch t.Elem() {
+		case mapType, setType, patchType: // containers written as tagged values (or a Patch)
+			return f.walk(v.Elem())
+		}
+	}
 	switch t {
 	case mapType:
 		for i := 0; i < v.Len(); i++ {
