@@ -4,9 +4,9 @@
 # venv.sh makes the virtual environment under target/pyvenv and (re)installs the package
 # itself (`pip install ./bindings/python`, which runs `cargo build --release --lib`, a no-op after
 # `make build`, and bundles target/release's library); this script
-# always reinstalls it (the library was just built), adds pytest, hypothesis and mypy, checks the
-# package with `mypy --strict`, then runs the suite. Exits non-zero on any failure (a type error
-# included). Works on a fresh Debian machine with Python 3.9+
+# always reinstalls it (the library was just built), adds pytest, hypothesis, mypy and pydantic,
+# checks the package and tests/typing_check.py with `mypy --strict`, then runs the suite. Exits
+# non-zero on any failure (a type error included). Works on a fresh Debian machine with Python 3.9+
 # (PYTHON=python3.x picks another interpreter).
 set -euo pipefail
 
@@ -25,14 +25,21 @@ AGENT_STATE_REINSTALL=1
 unset AGENT_STATE_REINSTALL
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-if ! "$PY" -c 'import pytest, hypothesis, mypy' >/dev/null 2>&1; then
-  "$PY" -m pip install --quiet "pytest>=7" "hypothesis>=6" "mypy>=1.8,<2"
+# pydantic: the package takes pydantic models as states without depending on pydantic; the
+# suite checks that with pydantic installed. mypy 1.11+ knows TypeVar defaults (typed state).
+if ! "$PY" -c 'import pytest, hypothesis, mypy, pydantic' >/dev/null 2>&1; then
+  "$PY" -m pip install --quiet "pytest>=7" "hypothesis>=6" "mypy>=1.11,<2" "pydantic>=2,<3"
 fi
 
 # The package's types, as its users' type checkers see them (it ships py.typed), for the oldest
 # Python it supports. The cache stays in target/.
 "$PY" -m mypy --strict --python-version 3.9 --cache-dir "$ROOT/target/mypy_cache" \
   "$ROOT/bindings/python/src/agent_state"
+# Typed state as a user's code sees it, against the installed package: tests/typing_check.py
+# asserts types and which lines are errors. For this interpreter's version: mypy reads the
+# installed pydantic's code for the models there, written for the interpreter it was installed
+# for (recent pydantic releases need Python 3.10 and use its syntax).
+"$PY" -m mypy --strict --cache-dir "$ROOT/target/mypy_cache" "$ROOT/bindings/python/tests/typing_check.py"
 
 # Run from a directory outside the source tree, so the installed package (with its bundled
 # library, and no AGENT_STATE_LIBRARY) is what the tests import.

@@ -205,7 +205,7 @@ class Delivery:
 
     # -- the bridge (the committing thread, in commit order) -----------------------------------
 
-    def bridge(self, change: Change) -> None:
+    def bridge(self, change: "Change[Any]") -> None:
         """The sync agent's hook: queues ``change`` for the coroutine hooks registered now."""
         hooks = self.hooks
         if not hooks:

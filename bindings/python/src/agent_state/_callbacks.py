@@ -42,7 +42,7 @@ import itertools
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import _native
 from ._async_hooks import AsyncHook
@@ -54,13 +54,15 @@ from .decoding import decode_state
 
 
 class CallbackTable(Dict[int, Callable[..., Any]]):
-    """An agent's registered callables by key (a dict that can be weakly referenced)."""
+    """An agent's registered callables by key (a dict that can be weakly referenced), and its
+    ``default`` encoder, which the initial-state hook's answer is encoded with."""
 
-    __slots__ = ("proxy", "__weakref__")
+    __slots__ = ("proxy", "default", "__weakref__")
 
-    def __init__(self) -> None:
+    def __init__(self, default: Optional[Callable[[Any], Any]] = None) -> None:
         super().__init__()
         self.proxy = weakref.proxy(self)
+        self.default = default
 
 
 #: Every registered key -> a weak proxy of the table holding its callable.
@@ -259,14 +261,15 @@ def _initial_state(user_data: int, out: Any, handed: Any = ()) -> int:
     # The answer counts once handed over: an interrupt before that fails the call.
     try:
         handed = []
-        fn = tables[user_data][user_data]
+        table = tables[user_data]
+        fn = table[user_data]
         returned: Any = []
         returned += _starmap(fn, ((),))
         value = returned[0]
         if isinstance(value, (str, bytes, bytearray, memoryview)):
             data = json_text(value, "initial state")
         else:
-            data = encode_state(value, "initial state")
+            data = encode_state(value, "initial state", table.default)
         handed += _starmap(_copy, ((data, out),))
         return 0
     except BaseException as exc:

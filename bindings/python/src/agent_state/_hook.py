@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _native
 from ._native import call
-from ._records import ChangeCallback, StateChangedCallback
 from .errors import ClosedError, InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,9 +27,7 @@ class Hook:
 
     __slots__ = ("_agent", "id", "callback", "_key", "__weakref__")
 
-    def __init__(
-        self, agent: "Agent", hook_id: int, callback: Union[StateChangedCallback, ChangeCallback], key: int
-    ) -> None:
+    def __init__(self, agent: "Agent[Any]", hook_id: int, callback: Callable[..., Any], key: int) -> None:
         self._agent = agent
         self.id = hook_id
         self.callback = callback

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import operator
 import os
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ._records import ChangeLogOption, InitialStateCallback, PathLike, Synchronous
 from .codec import encode_state, encode_value
@@ -102,16 +102,19 @@ def open_options(
     agent_id: Optional[str] = None,
     max_connections: Optional[int] = None,
     server_timeout_ms: Optional[int] = None,
+    default: Optional[Callable[[Any], Any]] = None,
 ) -> Tuple[Optional[bytes], Optional[InitialStateCallback]]:
     """The options JSON for ``agent_open`` (``None``: all defaults), and the initial-state hook
-    when ``initial_state`` is a callable (registered once the agent is open)."""
+    when ``initial_state`` is a callable (registered once the agent is open). ``initial_state``
+    is encoded with ``default`` (the agent's ``default`` option)."""
     options = []
     hook: Optional[InitialStateCallback] = None
     if initial_state is not None:
         if callable(initial_state) and not isinstance(initial_state, Mapping):
             hook = initial_state
         else:
-            options.append('"initial_state":' + encode_state(initial_state, "initial_state").decode("utf-8"))
+            encoded = encode_state(initial_state, "initial_state", default)
+            options.append('"initial_state":' + encoded.decode("utf-8"))
     for name, value in (
         ("max_value_bytes", max_value_bytes),
         ("synchronous", synchronous),

@@ -1,56 +1,121 @@
 """The records and signatures of the public API: the named tuples that :class:`~agent_state.Agent`
-returns and hands to callbacks, and the types of those callbacks and of the options."""
+returns and hands to callbacks, and the types of those callbacks and of the options.
+
+**Typed state.** ``Agent``, ``AsyncAgent`` and the records holding a state (``Change``,
+``Versioned``, ``LoggedChange``) are generic in the state's type, :data:`StateT`: a
+``TypedDict`` (or any ``Mapping[str, Any]``) that type checkers then see ``get_state()`` and the
+hooks' arguments as, ``Agent[ConvState]``. It defaults to ``Dict[str, Any]``, so a plain
+``Agent(...)`` is typed as before. Types only: at run time a state is always a ``dict``.
+
+The records are generic named tuples for type checkers; at run time, where a generic
+``NamedTuple`` needs Python 3.11, they are plain named tuples that may still be subscripted
+(``Versioned[ConvState]``).
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Any, Callable, Dict, Literal, Mapping, NamedTuple, Optional, Union
+import types
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Generic,
+    Literal,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Union,
+)
 
 State = Dict[str, Any]
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+    from typing_extensions import Protocol, TypeVar
 
-class Change(NamedTuple):
-    """One change of the state, as :meth:`Agent.on_change` hooks and the validator
-    (:meth:`Agent.set_validator`) see it. Fresh, decoded values: keep them as you like."""
+    #: The type of an agent's state, for type checkers (a TypedDict, or any Mapping[str, Any]).
+    StateT = TypeVar("StateT", bound=Mapping[str, Any], default=Dict[str, Any])
 
-    #: The state after the change.
-    next: State
-    #: The state before it (for a store's first change, the initial state of the agent that
-    #: made it).
-    prev: State
-    #: The merge patch as applied (``set_state`` and its forms); ``None`` for a replacement
-    #: (``replace_state`` and its forms, ``restore``).
-    patch: Optional[State]
-    #: The state's version after the change: 1 for a store's first write, one more for each
-    #: commit. The validator sees the version the change would get.
-    version: int
+    class PydanticModel(Protocol):
+        """A pydantic (v2) model instance, as far as this package uses it."""
 
+        def model_dump(self, *, exclude_unset: bool = ...) -> Dict[str, Any]: ...
 
-class Versioned(NamedTuple):
-    """A state together with its version, as :meth:`Agent.get_state_versioned`, the
-    compare-and-set writes and :meth:`Agent.restore` return it (a tuple:
-    ``state, version = agent.get_state_versioned()``)."""
+    #: A model instance that writes accept in place of a dict: a dataclass or a pydantic model.
+    StateModel = Union[DataclassInstance, PydanticModel]
 
-    #: The state (a fresh dict).
-    state: State
-    #: The number of changes committed to the store up to this state (0 while nothing is
-    #: stored: the state is then the initial state).
-    version: int
+    class Change(NamedTuple, Generic[StateT]):
+        next: StateT
+        prev: StateT
+        patch: Optional[State]
+        version: int
 
+    class Versioned(NamedTuple, Generic[StateT]):
+        state: StateT
+        version: int
 
-class LoggedChange(NamedTuple):
-    """One change retained by the store's change log, as :meth:`Agent.changes_since` returns
-    it."""
+    class LoggedChange(NamedTuple, Generic[StateT]):
+        version: int
+        at: _dt.datetime
+        patch: Optional[State]
+        next: StateT
 
-    #: The state's version after the change.
-    version: int
-    #: When the change was committed (millisecond precision, ``tzinfo=timezone.utc``).
-    at: _dt.datetime
-    #: The merge patch as applied; ``None`` for a replacement (``replace_state``, ``restore``).
-    patch: Optional[State]
-    #: The state after the change.
-    next: State
+else:
+    from typing import TypeVar
+
+    StateT = TypeVar("StateT", bound=Mapping[str, Any])
+    StateModel = Any
+
+    def _subscript(cls: Any, item: Any) -> Any:
+        # Versioned[ConvState] at run time (in a cast(), say): an alias of the plain class.
+        return types.GenericAlias(cls, item)
+
+    class Change(NamedTuple):
+        """One change of the state, as :meth:`Agent.on_change` hooks and the validator
+        (:meth:`Agent.set_validator`) see it. Fresh, decoded values: keep them as you like."""
+
+        #: The state after the change.
+        next: State
+        #: The state before it (for a store's first change, the initial state of the agent that
+        #: made it).
+        prev: State
+        #: The merge patch as applied (``set_state`` and its forms); ``None`` for a replacement
+        #: (``replace_state`` and its forms, ``restore``).
+        patch: Optional[State]
+        #: The state's version after the change: 1 for the agent's first write, one more for
+        #: each commit. The validator sees the version the change would get.
+        version: int
+
+    class Versioned(NamedTuple):
+        """A state together with its version, as :meth:`Agent.get_state_versioned`, the
+        compare-and-set writes and :meth:`Agent.restore` return it (a tuple:
+        ``state, version = agent.get_state_versioned()``)."""
+
+        #: The state (a fresh dict).
+        state: State
+        #: The number of changes committed to the agent's state up to this one (0 while
+        #: nothing is stored: the state is then the initial state).
+        version: int
+
+    class LoggedChange(NamedTuple):
+        """One change retained by the agent's change log, as :meth:`Agent.changes_since`
+        returns it."""
+
+        #: The state's version after the change.
+        version: int
+        #: When the change was committed (millisecond precision, ``tzinfo=timezone.utc``).
+        at: _dt.datetime
+        #: The merge patch as applied; ``None`` for a replacement (``replace_state``,
+        #: ``restore``).
+        patch: Optional[State]
+        #: The state after the change.
+        next: State
+
+    for _record in (Change, Versioned, LoggedChange):
+        _record.__class_getitem__ = classmethod(_subscript)
 
 
 class AgentInfo(NamedTuple):
@@ -86,8 +151,14 @@ ChangeCallback = Union[Callable[[Change], Any], StateChangedCallback]
 #: to commit: raising rejects it, returning (whatever the value) accepts it; see
 #: :meth:`Agent.set_validator`.
 ValidatorCallback = Union[Callable[[Change], Any], StateChangedCallback]
-#: ``callback()`` returning the initial state (a dict), or its raw JSON text (str or bytes).
-InitialStateCallback = Callable[[], Union[Mapping[str, Any], str, bytes]]
+#: ``callback()`` returning the initial state (a dict, a dataclass or pydantic model instance),
+#: or its raw JSON text (str or bytes).
+InitialStateCallback = Callable[[], Union[Mapping[str, Any], "StateModel", str, bytes]]
+#: A merge patch: a mapping, or a dataclass or pydantic model instance (the fields it sets).
+Patch = Union[Mapping[str, Any], "StateModel"]
+#: The ``default`` option: ``default(value)`` returns a storable stand-in for a value the codec
+#: cannot store (or raises), as ``json.dumps``'s ``default`` does.
+DefaultEncoder = Callable[[Any], Any]
 #: The ``change_log`` option: ``{"keep_last": N}`` and/or ``{"keep_seconds": T}`` (an int, or a
 #: ``timedelta`` rounded up to whole seconds) switch the log on; ``False`` switches it off.
 ChangeLogOption = Union[Mapping[str, Union[int, _dt.timedelta]], bool]

@@ -140,7 +140,9 @@ class StateCache:
         self.level = 0
         self.cold = 0
 
-    def decoded(self, text: str) -> Dict[str, Any]:
+    # decoded() and merged() give dicts, typed Any: the agent types them as its state type.
+
+    def decoded(self, text: str) -> Any:
         """``decode_state(text)``, from the snapshot when it is that text."""
         snap = self.snap
         if snap is not None and snap.text == text:
@@ -150,7 +152,7 @@ class StateCache:
             return snap.fresh()
         return self._miss(text)
 
-    def merged(self, patch: Optional[Mapping[str, Any]], text: str) -> Dict[str, Any]:
+    def merged(self, patch: Optional[Mapping[str, Any]], text: str) -> Any:
         """``decode_state(text)`` of the text a write of ``patch`` returned (None: not plain,
         nothing to predict), predicted from the snapshot when it can be."""
         if len(text) < _PREDICT_MIN:

@@ -9,7 +9,7 @@ import os
 import re
 import threading
 import weakref
-from typing import Any, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Mapping, Optional, Type, TypeVar, Union, overload
 
 from . import _callbacks, _inflight, _native
 from ._callbacks import CallbackTable
@@ -17,18 +17,20 @@ from ._hook import Hook
 from ._options import check_version as _version
 from ._options import open_options, store_path
 from ._native import call, call_text, call_text_versioned
+from ._models import build
 from ._snapshot import StateCache
 from ._records import (
     Change,
-    ChangeCallback,
     ChangeLogOption,
+    DefaultEncoder,
     InitialStateCallback,
     LoggedChange,
+    Patch,
     PathLike,
     State,
-    StateChangedCallback,
+    StateModel,
+    StateT,
     Synchronous,
-    ValidatorCallback,
     Versioned,
 )
 from .codec import encode_patch, encode_state, json_text
@@ -38,6 +40,14 @@ from .errors import AGENT_ERR_BAD_HANDLE, ClosedError, InvalidArgumentError
 __all__ = ["Agent", "library_version"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+M = TypeVar("M")
+#: A validator, returned as given (set_validator is a decorator).
+_V = TypeVar("_V", bound=Callable[..., Any])
+
+# The decoders give dicts; an agent's reads are typed as its state type (StateT: a TypedDict, or
+# Dict[str, Any] by default), which is a claim about those dicts for type checkers only. Typed
+# through these Any-returning names, a read needs no cast() call at run time.
+_decode_state: Callable[[Any], Any] = decode_state
 #: The password of a ``postgres[ql]://user:password@host`` URI.
 _PASSWORD = re.compile(r"^(postgres(?:ql)?://[^/@:]*:)[^/@]*@")
 
@@ -61,7 +71,7 @@ def library_version() -> str:
     return version.decode("ascii")
 
 
-class Agent:
+class Agent(Generic[StateT]):
     """An open agent store: one persistent JSON-object state, merged by RFC 7396.
 
     >>> with Agent("conv.db", initial_state={"status": "idle", "at": 0}) as agent:
@@ -76,8 +86,9 @@ class Agent:
             this build). ``str`` and ``bytes`` are passed to the library unchanged; only other
             path-like objects go through ``os.fspath`` (a ``pathlib.Path`` would collapse the
             URI's ``//``, so never wrap a URI in one).
-        initial_state: the state shown while nothing is stored: a dict, or a callable returning
-            one (called every time a default state is needed; it must not use this agent).
+        initial_state: the state shown while nothing is stored: a dict (or a dataclass or
+            pydantic model instance: all its fields), or a callable returning one (called every
+            time a default state is needed; it must not use this agent).
         max_value_bytes: the largest encoded state accepted (library default 2 MiB).
         synchronous: ``"full"`` (default: an acknowledged write survives power loss) or
             ``"normal"`` (survives a process crash); on PostgreSQL ``synchronous_commit`` on or
@@ -107,6 +118,17 @@ class Agent:
         max_connections: PostgreSQL: the most connections this process keeps to the server,
             shared by all its agents on it (1 to 1000, library default 4; the pool has the
             largest size any open asked for). A SQLite file has no pool and does not use it.
+        default: a function called with a value the codec cannot store, returning a storable
+            stand-in (or raising), as ``json.dumps``'s ``default``: used for every value
+            written through this agent. ``UUID``, ``Enum``, ``Decimal``, ``pathlib`` paths,
+            dataclasses and pydantic models have a mapping of their own and do not reach it.
+
+    **Typed state.** ``Agent[ConvState]`` (``ConvState`` a ``TypedDict``) makes type checkers
+    see ``get_state()``, the states the writes return and the hooks' states as a
+    ``ConvState``; ``agent: Agent[ConvState] = Agent(...)`` says the same. A plain ``Agent``
+    is ``Agent[Dict[str, Any]]``. Writes also take a dataclass or pydantic model instance
+    (:meth:`set_state`, :meth:`replace_state`), and :meth:`get_state_as` reads the state as
+    one.
 
     Every method may be called from any thread, on one shared ``Agent``; calls release the GIL
     while the library works. ``close()`` is idempotent; any other call after it raises
@@ -117,7 +139,7 @@ class Agent:
         self,
         path: PathLike,
         *,
-        initial_state: Union[Mapping[str, Any], InitialStateCallback, None] = None,
+        initial_state: Union[Mapping[str, Any], StateModel, InitialStateCallback, None] = None,
         max_value_bytes: Optional[int] = None,
         synchronous: Optional[Synchronous] = None,
         busy_timeout_ms: Optional[int] = None,
@@ -126,12 +148,16 @@ class Agent:
         agent_id: Optional[str] = None,
         max_connections: Optional[int] = None,
         server_timeout_ms: Optional[int] = None,
+        default: Optional[DefaultEncoder] = None,
     ) -> None:
         self._handle = 0
         self._lock = threading.Lock()
+        if default is not None and not callable(default):
+            raise TypeError(f"default must be callable, not {type(default).__name__}")
+        self._default = default
         # The callables the library may call for this agent, owned by it (see _callbacks): a
         # callable that refers back to the agent does not keep it from being collected.
-        self._callbacks = CallbackTable()
+        self._callbacks = CallbackTable(default)
         # The last state read or written, reused where the library's text proves it equal.
         self._cache = StateCache()
         raw_path = store_path(path)
@@ -147,6 +173,7 @@ class Agent:
             agent_id,
             max_connections,
             server_timeout_ms,
+            default,
         )
 
         lib = _native.library()
@@ -197,7 +224,7 @@ class Agent:
                         self._handle = 0
                         self._finalizer.detach()
 
-    def __enter__(self) -> "Agent":
+    def __enter__(self) -> "Agent[StateT]":
         self._h()
         return self
 
@@ -228,38 +255,64 @@ class Agent:
             raise ClosedError("the agent is closed")
         return call_text(_native._hot_get_state, handle)
 
-    def get_state(self) -> State:
+    def get_state(self) -> StateT:
         """The stored state, or the initial state while nothing is stored (reading never
         stores it). A fresh ``dict`` on every call."""
         handle = self._handle
         if not handle:
             raise ClosedError("the agent is closed")
-        return self._cache.decoded(call_text(_native._hot_get_state, handle))
+        state: StateT = self._cache.decoded(call_text(_native._hot_get_state, handle))
+        return state
 
-    def set_state(self, patch: Mapping[str, Any]) -> State:
+    def get_state_as(self, model: Type[M]) -> M:
+        """The state (as :meth:`get_state` reads it) as an instance of ``model``, a dataclass
+        or a pydantic model class: pydantic validates it (``model_validate``); a dataclass is
+        built from the state's members of its ``__init__`` fields (others are ignored),
+        each converted back by the field's type where the codec's mapping changed it (an
+        ``Enum`` from its value, a ``UUID``, a ``Decimal`` from the number's exact digits, a
+        ``pathlib`` path, a nested dataclass; also inside ``Optional``, lists, tuples and
+        dicts). A member the model requires and the state lacks raises what the model raises
+        (``TypeError``, pydantic's ``ValidationError``)."""
+        return build(model, self.get_state())
+
+    def set_state(self, patch: Patch) -> StateT:
         """Merges ``patch`` into the state by RFC 7396 (nested dicts merge, ``None`` deletes a
         key, anything else replaces) in one transaction, and returns the merged state.
+
+        ``patch`` is a dict (any mapping with ``str`` keys), or a dataclass or pydantic model
+        instance standing for the fields it sets: a pydantic model's fields set explicitly
+        (``model_dump(exclude_unset=True)``), a dataclass's fields whose value is not the
+        field's default (README, "Typed state").
 
         Hooks run after the commit, on this thread. If one raises, this call raises
         :class:`~agent_state.HookError` (the hook's exception as ``__cause__``) *after* the
         change committed. Values that cannot be stored raise
         :class:`~agent_state.CodecError` before anything is sent to the library.
         """
-        data, plain = encode_patch(patch)
+        data, plain = encode_patch(patch, "patch", self._default)
         handle = self._handle
         if not handle:
             raise ClosedError("the agent is closed")
         text = call_text(_native._hot_set_state, handle, data, len(data))
-        return self._cache.merged(patch if plain else None, text)
+        state: StateT = self._cache.merged(plain, text)
+        return state
 
-    def replace_state(self, state: Mapping[str, Any]) -> State:
+    # A plain agent's state may be any mapping; a typed one's is checked against its type.
+    @overload
+    def replace_state(self: "Agent[Dict[str, Any]]", state: Union[Mapping[str, Any], StateModel]) -> Dict[str, Any]: ...
+    @overload
+    def replace_state(self, state: Union[StateT, StateModel]) -> StateT: ...
+    def replace_state(self, state: Union[Mapping[str, Any], StateModel]) -> Any:
         """Replaces the whole state with ``state`` and returns it (as stored). Hooks see
-        ``patch=None``. Same transaction, hook and error rules as :meth:`set_state`."""
-        data = encode_state(state, "state")
+        ``patch=None``. Same transaction, hook and error rules as :meth:`set_state`.
+        ``state`` is a dict (any mapping with ``str`` keys), or a dataclass or pydantic model
+        instance (all its fields)."""
+        data = encode_state(state, "state", self._default)
         handle = self._handle
         if not handle:
             raise ClosedError("the agent is closed")
-        return decode_state(call_text(_native._hot_replace_state, handle, data, len(data)))
+        stored: StateT = _decode_state(call_text(_native._hot_replace_state, handle, data, len(data)))
+        return stored
 
     def set_state_json(self, patch: Union[str, bytes]) -> str:
         """:meth:`set_state` with raw JSON text in and out (malformed text raises
@@ -274,7 +327,7 @@ class Agent:
 
     # -- versions and compare-and-set -----------------------------------------------------------
 
-    def get_state_versioned(self) -> Versioned:
+    def get_state_versioned(self) -> Versioned[StateT]:
         """The state and its version, read together, as ``Versioned(state, version)``: the
         version is the number of changes committed to this store (0 while nothing is stored;
         the state is then the initial state). Pass it to :meth:`set_state_if` or
@@ -283,9 +336,10 @@ class Agent:
         if not handle:
             raise ClosedError("the agent is closed")
         text, version = call_text_versioned(_native._hot_get_state_versioned, handle)
-        return Versioned(self._cache.decoded(text), version)
+        state: StateT = self._cache.decoded(text)
+        return Versioned(state, version)
 
-    def set_state_if(self, expected_version: int, patch: Mapping[str, Any]) -> Versioned:
+    def set_state_if(self, expected_version: int, patch: Patch) -> Versioned[StateT]:
         """Compare-and-set :meth:`set_state`: merges ``patch`` only if the store's version is
         still ``expected_version`` (0: nothing stored yet) when the write transaction starts,
         and returns ``Versioned(merged state, new version)``. Otherwise raises
@@ -304,26 +358,34 @@ class Agent:
         Other errors, hooks and the validator as for :meth:`set_state` (on
         :class:`~agent_state.HookError` the change committed: read the state again).
         """
-        data, plain = encode_patch(patch)
+        data, plain = encode_patch(patch, "patch", self._default)
         expected = _version(expected_version, "expected_version")
         handle = self._handle
         if not handle:
             raise ClosedError("the agent is closed")
         text, version = call_text_versioned(_native._hot_set_state_if, handle, expected, data, len(data))
-        return Versioned(self._cache.merged(patch if plain else None, text), version)
+        state: StateT = self._cache.merged(plain, text)
+        return Versioned(state, version)
 
-    def replace_state_if(self, expected_version: int, state: Mapping[str, Any]) -> Versioned:
+    @overload
+    def replace_state_if(
+        self: "Agent[Dict[str, Any]]", expected_version: int, state: Union[Mapping[str, Any], StateModel]
+    ) -> Versioned[Dict[str, Any]]: ...
+    @overload
+    def replace_state_if(self, expected_version: int, state: Union[StateT, StateModel]) -> Versioned[StateT]: ...
+    def replace_state_if(self, expected_version: int, state: Union[Mapping[str, Any], StateModel]) -> Any:
         """Compare-and-set :meth:`replace_state`: replaces the state with ``state`` only if the
         store's version is still ``expected_version``, and returns ``Versioned(state, new
         version)``; otherwise raises :class:`~agent_state.ConflictError`, with nothing written.
         Other errors as for :meth:`set_state_if`."""
-        data = encode_state(state, "state")
+        data = encode_state(state, "state", self._default)
         expected = _version(expected_version, "expected_version")
         handle = self._handle
         if not handle:
             raise ClosedError("the agent is closed")
         text, version = call_text_versioned(_native._hot_replace_state_if, handle, expected, data, len(data))
-        return Versioned(decode_state(text), version)
+        stored: StateT = _decode_state(text)
+        return Versioned(stored, version)
 
     # -- the change log ------------------------------------------------------------------------
 
@@ -349,7 +411,7 @@ class Agent:
         """
         return _native.call_poll(self._h())
 
-    def changes_since(self, version: int) -> List[LoggedChange]:
+    def changes_since(self, version: int) -> List[LoggedChange[StateT]]:
         """The changes committed after ``version`` (by any agent or process), oldest first, as
         :class:`LoggedChange` tuples ``(version, at, patch, next)``; ``[]`` if ``version`` is
         the current one. What a client that reconnects with the state at ``version`` needs to
@@ -376,13 +438,14 @@ class Agent:
         milliseconds since the Unix epoch, ``patch`` null for a replacement)."""
         return call_text(_native._hot_changes_since, self._h(), _version(version, "version"))
 
-    def state_at(self, version: int) -> State:
+    def state_at(self, version: int) -> StateT:
         """The state at ``version``: the current one, one the change log retains, or 0 (the
         initial state). Raises :class:`~agent_state.GapError` (not retained, or the log is off)
         and :class:`~agent_state.InvalidArgumentError` (a future version)."""
-        return decode_state(call_text(_native._hot_get_state_at, self._h(), _version(version, "version")))
+        state: StateT = _decode_state(call_text(_native._hot_get_state_at, self._h(), _version(version, "version")))
+        return state
 
-    def restore(self, version: int) -> Versioned:
+    def restore(self, version: int) -> Versioned[StateT]:
         """Point-in-time recovery: replaces the state with the state at ``version`` (as
         :meth:`state_at` finds it) as a new change, and returns ``Versioned(restored state, new
         version)``. The validator gates it and hooks see it as a replacement (``patch`` None).
@@ -390,11 +453,15 @@ class Agent:
         text, new_version = call_text_versioned(
             _native._hot_restore_state, self._h(), _version(version, "version")
         )
-        return Versioned(decode_state(text), new_version)
+        state: StateT = _decode_state(text)
+        return Versioned(state, new_version)
 
     # -- hooks ---------------------------------------------------------------------------------
 
-    def on_state_changed(self, callback: StateChangedCallback) -> Hook:
+    def on_state_changed(
+        self,
+        callback: Union[Callable[[StateT, StateT], Any], Callable[[StateT, StateT, Optional[State]], Any]],
+    ) -> Hook:
         """Registers ``callback(next, prev)`` (the reference's ``onStateChanged(next, prev)``)
         or ``callback(next, prev, patch)`` to run after every committed change delivered to
         this agent's hooks, from any thread; usable as a decorator. (To see each change's
@@ -419,7 +486,14 @@ class Agent:
         """
         return self._register_hook(callback, "on_state_changed")
 
-    def on_change(self, callback: ChangeCallback) -> Hook:
+    def on_change(
+        self,
+        callback: Union[
+            Callable[["Change[StateT]"], Any],
+            Callable[[StateT, StateT], Any],
+            Callable[[StateT, StateT, Optional[State]], Any],
+        ],
+    ) -> Hook:
         """Registers ``callback(change)`` to run after every committed change delivered to this
         agent's hooks; usable as a decorator. :meth:`on_state_changed` with the version:
         ``change`` is a :class:`Change` ``(next, prev, patch, version)``. Same delivery,
@@ -476,7 +550,7 @@ class Agent:
         key = _callbacks.register(self._callbacks, callback)
         call(lib.agent_set_initial_state_hook, handle, _callbacks.INITIAL_STATE_TRAMPOLINE, key, _callbacks.FREE_TRAMPOLINE)
 
-    def set_validator(self, validator: Optional[ValidatorCallback]) -> Optional[ValidatorCallback]:
+    def set_validator(self, validator: Optional[_V]) -> Optional[_V]:
         """Sets ``validator(change)`` as this agent's validation gate (``None`` removes it) and
         returns it, so it may be used as a decorator (``@agent.set_validator``). A validator
         of ``(next, prev, patch)`` or ``(next, prev)`` is called with those, as hooks are

@@ -19,22 +19,23 @@ import ctypes
 import inspect
 import os
 import threading
-from typing import Any, Callable, List, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Generator, Generic, List, Mapping, Optional, Type, TypeVar, Union, overload
 
 from . import _callbacks, _native
 from ._async_hooks import AsyncHook, Call, Delivery
 from ._hook import Hook
 from ._records import (
     Change,
-    ChangeCallback,
     ChangeLogOption,
+    DefaultEncoder,
     InitialStateCallback,
     LoggedChange,
+    Patch,
     PathLike,
     State,
-    StateChangedCallback,
+    StateModel,
+    StateT,
     Synchronous,
-    ValidatorCallback,
     Versioned,
 )
 from .agent import Agent
@@ -43,6 +44,8 @@ from .errors import AgentError, InvalidArgumentError
 __all__ = ["AsyncAgent", "ChangeFeed"]
 
 _T = TypeVar("_T")
+M = TypeVar("M")
+_V = TypeVar("_V", bound=Callable[..., Any])
 
 #: The most worker threads the calls of all AsyncAgents of the process use at once. A call
 #: waiting for a lock or the server holds its worker (the GIL released), so the pool is sized
@@ -148,15 +151,19 @@ def _is_async_callable(callback: Any) -> bool:
     )
 
 
-class AsyncAgent:
+class AsyncAgent(Generic[StateT]):
     """An :class:`~agent_state.Agent` whose store calls are coroutines, for asyncio.
 
     >>> async def main():
-    ...     async with AsyncAgent("conv.db", initial_state={"status": "idle"}) as agent:
+    ...     async with AsyncAgent.open("conv.db", initial_state={"status": "idle"}) as agent:
     ...         return await agent.set_state({"status": "processing"})
 
-    Constructed with the arguments of :class:`~agent_state.Agent` (the store is opened at once,
-    synchronously). Each store call runs the sync agent's method on a worker thread of one
+    Opened with :meth:`open` (``agent = await AsyncAgent.open(path, **options)``), which
+    connects on a worker thread, or constructed with the same arguments, which opens the store
+    at once on the calling thread: in a coroutine, the event loop's, held for as long as the
+    open takes (on PostgreSQL, a connection to the server: up to ``server_timeout_ms``).
+    ``AsyncAgent[ConvState]`` types the state as :class:`~agent_state.Agent` does. Each store
+    call runs the sync agent's method on a worker thread of one
     module-level thread pool shared by every ``AsyncAgent`` of the process (at most
     ``max(32, os.cpu_count() + 4)`` threads; more concurrent calls queue), so the event loop is
     never blocked while a call waits for a lock, a pooled connection or the server.
@@ -186,7 +193,7 @@ class AsyncAgent:
         self,
         path: PathLike,
         *,
-        initial_state: Union[Mapping[str, Any], InitialStateCallback, None] = None,
+        initial_state: Union[Mapping[str, Any], StateModel, InitialStateCallback, None] = None,
         max_value_bytes: Optional[int] = None,
         synchronous: Optional[Synchronous] = None,
         busy_timeout_ms: Optional[int] = None,
@@ -195,8 +202,9 @@ class AsyncAgent:
         agent_id: Optional[str] = None,
         max_connections: Optional[int] = None,
         server_timeout_ms: Optional[int] = None,
+        default: Optional[DefaultEncoder] = None,
     ) -> None:
-        self._agent = Agent(
+        self._agent: Agent[StateT] = Agent(
             path,
             initial_state=initial_state,
             max_value_bytes=max_value_bytes,
@@ -207,8 +215,57 @@ class AsyncAgent:
             agent_id=agent_id,
             max_connections=max_connections,
             server_timeout_ms=server_timeout_ms,
+            default=default,
         )
         self._delivery = Delivery()
+
+    @classmethod
+    def open(
+        cls,
+        path: PathLike,
+        *,
+        initial_state: Union[Mapping[str, Any], StateModel, InitialStateCallback, None] = None,
+        max_value_bytes: Optional[int] = None,
+        synchronous: Optional[Synchronous] = None,
+        busy_timeout_ms: Optional[int] = None,
+        read_only: Optional[bool] = None,
+        change_log: Optional[ChangeLogOption] = None,
+        agent_id: Optional[str] = None,
+        max_connections: Optional[int] = None,
+        server_timeout_ms: Optional[int] = None,
+        default: Optional[DefaultEncoder] = None,
+    ) -> "Opening[StateT]":
+        """Opens the store as the constructor does (same arguments), on a worker thread of the
+        pool instead of the event loop's: ``agent = await AsyncAgent.open("conv.db")``, or
+        ``async with AsyncAgent.open("conv.db") as agent:`` (closed on exit).
+
+        The constructor opens on the calling thread, which in a coroutine is the loop's: on
+        PostgreSQL that is a connection to the server, up to ``server_timeout_ms``, during
+        which no other task runs. Cancelling the await (a timeout) ends an open still waiting
+        for the server or a lock as any call's cancellation does; an agent opened meanwhile is
+        closed.
+        """
+        options = dict(
+            initial_state=initial_state,
+            max_value_bytes=max_value_bytes,
+            synchronous=synchronous,
+            busy_timeout_ms=busy_timeout_ms,
+            read_only=read_only,
+            change_log=change_log,
+            agent_id=agent_id,
+            max_connections=max_connections,
+            server_timeout_ms=server_timeout_ms,
+            default=default,
+        )
+        return Opening(cls, path, options)
+
+    @classmethod
+    def _wrap(cls, agent: "Agent[StateT]") -> "AsyncAgent[StateT]":
+        """An AsyncAgent around an :class:`Agent` already open."""
+        self = cls.__new__(cls)
+        self._agent = agent
+        self._delivery = Delivery()
+        return self
 
     # -- running calls -------------------------------------------------------------------------
 
@@ -233,7 +290,7 @@ class AsyncAgent:
     # -- lifetime ------------------------------------------------------------------------------
 
     @property
-    def sync(self) -> Agent:
+    def sync(self) -> "Agent[StateT]":
         """The sync :class:`~agent_state.Agent` this object wraps (for hooks and validators,
         and for code that is not async)."""
         return self._agent
@@ -256,7 +313,7 @@ class AsyncAgent:
         self._delivery.clear()
         await self._run(self._agent.close)
 
-    async def __aenter__(self) -> "AsyncAgent":
+    async def __aenter__(self) -> "AsyncAgent[StateT]":
         self._agent._h()
         return self
 
@@ -268,20 +325,30 @@ class AsyncAgent:
 
     # -- state ---------------------------------------------------------------------------------
 
-    async def get_state(self) -> State:
+    async def get_state(self) -> StateT:
         """:meth:`Agent.get_state <agent_state.Agent.get_state>`, awaited."""
         return await self._run(self._agent.get_state)
+
+    async def get_state_as(self, model: Type[M]) -> M:
+        """:meth:`Agent.get_state_as <agent_state.Agent.get_state_as>`, awaited."""
+        return await self._run(self._agent.get_state_as, model)
 
     async def get_state_json(self) -> str:
         """:meth:`Agent.get_state_json <agent_state.Agent.get_state_json>`, awaited."""
         return await self._run(self._agent.get_state_json)
 
-    async def set_state(self, patch: Mapping[str, Any]) -> State:
+    async def set_state(self, patch: Patch) -> StateT:
         """:meth:`Agent.set_state <agent_state.Agent.set_state>`, awaited (hooks run on the
         worker thread before it returns)."""
         return await self._run(self._agent.set_state, patch)
 
-    async def replace_state(self, state: Mapping[str, Any]) -> State:
+    @overload
+    async def replace_state(
+        self: "AsyncAgent[Dict[str, Any]]", state: Union[Mapping[str, Any], StateModel]
+    ) -> Dict[str, Any]: ...
+    @overload
+    async def replace_state(self, state: Union[StateT, StateModel]) -> StateT: ...
+    async def replace_state(self, state: Union[Mapping[str, Any], StateModel]) -> Any:
         """:meth:`Agent.replace_state <agent_state.Agent.replace_state>`, awaited."""
         return await self._run(self._agent.replace_state, state)
 
@@ -293,15 +360,23 @@ class AsyncAgent:
         """:meth:`Agent.replace_state_json <agent_state.Agent.replace_state_json>`, awaited."""
         return await self._run(self._agent.replace_state_json, state)
 
-    async def get_state_versioned(self) -> Versioned:
+    async def get_state_versioned(self) -> Versioned[StateT]:
         """:meth:`Agent.get_state_versioned <agent_state.Agent.get_state_versioned>`, awaited."""
         return await self._run(self._agent.get_state_versioned)
 
-    async def set_state_if(self, expected_version: int, patch: Mapping[str, Any]) -> Versioned:
+    async def set_state_if(self, expected_version: int, patch: Patch) -> Versioned[StateT]:
         """:meth:`Agent.set_state_if <agent_state.Agent.set_state_if>`, awaited."""
         return await self._run(self._agent.set_state_if, expected_version, patch)
 
-    async def replace_state_if(self, expected_version: int, state: Mapping[str, Any]) -> Versioned:
+    @overload
+    async def replace_state_if(
+        self: "AsyncAgent[Dict[str, Any]]", expected_version: int, state: Union[Mapping[str, Any], StateModel]
+    ) -> Versioned[Dict[str, Any]]: ...
+    @overload
+    async def replace_state_if(
+        self, expected_version: int, state: Union[StateT, StateModel]
+    ) -> Versioned[StateT]: ...
+    async def replace_state_if(self, expected_version: int, state: Union[Mapping[str, Any], StateModel]) -> Any:
         """:meth:`Agent.replace_state_if <agent_state.Agent.replace_state_if>`, awaited."""
         return await self._run(self._agent.replace_state_if, expected_version, state)
 
@@ -312,7 +387,7 @@ class AsyncAgent:
         thread)."""
         return await self._run(self._agent.poll)
 
-    async def changes_since(self, version: int) -> List[LoggedChange]:
+    async def changes_since(self, version: int) -> List[LoggedChange[StateT]]:
         """:meth:`Agent.changes_since <agent_state.Agent.changes_since>`, awaited."""
         return await self._run(self._agent.changes_since, version)
 
@@ -320,15 +395,15 @@ class AsyncAgent:
         """:meth:`Agent.changes_since_json <agent_state.Agent.changes_since_json>`, awaited."""
         return await self._run(self._agent.changes_since_json, version)
 
-    async def state_at(self, version: int) -> State:
+    async def state_at(self, version: int) -> StateT:
         """:meth:`Agent.state_at <agent_state.Agent.state_at>`, awaited."""
         return await self._run(self._agent.state_at, version)
 
-    async def restore(self, version: int) -> Versioned:
+    async def restore(self, version: int) -> Versioned[StateT]:
         """:meth:`Agent.restore <agent_state.Agent.restore>`, awaited."""
         return await self._run(self._agent.restore, version)
 
-    def changes(self, *, interval: float = 0.1) -> "ChangeFeed":
+    def changes(self, *, interval: float = 0.1) -> "ChangeFeed[StateT]":
         """The change feed as an async iterator: yields every change delivered to this agent's
         hooks from this call on, in commit order, as :class:`~agent_state.Change` records: its
         own writes (through this object or :attr:`sync`), and the changes of other agents and
@@ -352,7 +427,10 @@ class AsyncAgent:
 
     # -- hooks (registered synchronously) ------------------------------------------------------
 
-    def on_state_changed(self, callback: StateChangedCallback) -> Union[Hook, AsyncHook]:
+    def on_state_changed(
+        self,
+        callback: Union[Callable[[StateT, StateT], Any], Callable[[StateT, StateT, Optional[State]], Any]],
+    ) -> Union[Hook, AsyncHook]:
         """:meth:`Agent.on_state_changed <agent_state.Agent.on_state_changed>`:
         ``callback(next, prev)`` or ``callback(next, prev, patch)`` (chosen from its
         signature; :class:`TypeError` for a callable of neither form), a plain function (run
@@ -363,7 +441,14 @@ class AsyncAgent:
             return self._add_coroutine_hook(callback, "on_state_changed")
         return self._agent.on_state_changed(callback)
 
-    def on_change(self, callback: ChangeCallback) -> Union[Hook, AsyncHook]:
+    def on_change(
+        self,
+        callback: Union[
+            Callable[["Change[StateT]"], Any],
+            Callable[[StateT, StateT], Any],
+            Callable[[StateT, StateT, Optional[State]], Any],
+        ],
+    ) -> Union[Hook, AsyncHook]:
         """:meth:`Agent.on_change <agent_state.Agent.on_change>`: ``callback(change)`` (or
         ``callback(next, prev[, patch])``), a plain or a coroutine function, as for
         :meth:`on_state_changed`."""
@@ -398,24 +483,69 @@ class AsyncAgent:
         _plain(callback, "initial-state hook")
         self._agent.set_initial_state_hook(callback)
 
-    def set_validator(self, validator: Optional[ValidatorCallback]) -> Optional[ValidatorCallback]:
+    def set_validator(self, validator: Optional[_V]) -> Optional[_V]:
         """:meth:`Agent.set_validator <agent_state.Agent.set_validator>`: a plain function (it
         runs inside the write transaction, on the worker thread)."""
         _plain(validator, "validator")
         return self._agent.set_validator(validator)
 
 
-class ChangeFeed:
+class Opening(Generic[StateT]):
+    """What :meth:`AsyncAgent.open` returns: await it for the open
+    :class:`AsyncAgent`, or use it as an async context manager (``async with
+    AsyncAgent.open(path) as agent:``), which closes the agent on exit."""
+
+    __slots__ = ("_cls", "_path", "_options", "_agent")
+
+    def __init__(self, cls: Any, path: PathLike, options: Dict[str, Any]) -> None:
+        self._cls = cls
+        self._path = path
+        self._options = options
+        self._agent: Optional[AsyncAgent[StateT]] = None
+
+    async def _open(self) -> "AsyncAgent[StateT]":
+        loop = asyncio.get_running_loop()
+        made: List[Agent[StateT]] = []
+
+        def make() -> "Agent[StateT]":
+            agent: Agent[StateT] = Agent(self._path, **self._options)
+            made.append(agent)
+            return agent
+
+        try:
+            agent = await offload(loop, Call(loop), make)
+        except BaseException:
+            # Cancelled once the open had succeeded: nobody gets the agent, so close it now.
+            for agent in made:
+                agent.close()
+            raise
+        opened: AsyncAgent[StateT] = self._cls._wrap(agent)
+        return opened
+
+    def __await__(self) -> Generator[Any, None, "AsyncAgent[StateT]"]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> "AsyncAgent[StateT]":
+        self._agent = await self._open()
+        return self._agent
+
+    async def __aexit__(self, *exc: Any) -> None:
+        agent, self._agent = self._agent, None
+        if agent is not None:
+            await agent.aclose()
+
+
+class ChangeFeed(Generic[StateT]):
     """What :meth:`AsyncAgent.changes` returns: an async iterator of
     :class:`~agent_state.Change` records, and an async context manager that closes it."""
 
-    def __init__(self, agent: AsyncAgent, interval: float) -> None:
+    def __init__(self, agent: "AsyncAgent[StateT]", interval: float) -> None:
         if not interval > 0:
             raise ValueError("interval must be a positive number of seconds")
         loop = asyncio.get_running_loop()
-        arrived: "asyncio.Queue[Change]" = asyncio.Queue()
+        arrived: "asyncio.Queue[Change[StateT]]" = asyncio.Queue()
 
-        def receive(change: Change) -> None:
+        def receive(change: "Change[StateT]") -> None:
             # From any thread, the loop's own included, through the loop's FIFO: commit order.
             try:
                 loop.call_soon_threadsafe(arrived.put_nowait, change)
@@ -428,10 +558,10 @@ class ChangeFeed:
         self._failure: Optional[BaseException] = None
         self._hook: Optional[Hook] = agent.sync.on_change(receive)
 
-    def __aiter__(self) -> "ChangeFeed":
+    def __aiter__(self) -> "ChangeFeed[StateT]":
         return self
 
-    async def __anext__(self) -> Change:
+    async def __anext__(self) -> "Change[StateT]":
         arrived = self._arrived
         while True:
             if self._hook is None:
@@ -458,7 +588,7 @@ class ChangeFeed:
         if hook is not None:
             hook.remove()
 
-    async def __aenter__(self) -> "ChangeFeed":
+    async def __aenter__(self) -> "ChangeFeed[StateT]":
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

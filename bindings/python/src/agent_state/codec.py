@@ -20,7 +20,15 @@ Python                                      JSON stored
 ``array.array``, :class:`TypedArray`        ``{"$typedarray": {"type": ..., "base64": ...}}``
 ``re.Pattern`` (str), :class:`RegExp`       ``{"$regexp": {"source": ..., "flags": ...}}``
 :class:`Tagged`                             ``{tag: value}``
+``uuid.UUID``                               string, ``str(u)``
+``enum.Enum``                               its ``value``, written as a value is
+``pathlib.PurePath``                        string, ``str(p)``
+dataclass / pydantic model instance         object of its fields (:mod:`agent_state._models`)
 ==========================================  ==================================================
+
+With a ``default`` function (the ``default`` option of ``Agent``, or of :func:`encode_value`),
+a value of any other type is written as what ``default(value)`` returns, as ``json.dumps``
+does; ``default`` raises to refuse it.
 
 Everything else raises :class:`~agent_state.CodecError` before any call into the library:
 functions and arbitrary objects, circular references, NaN and infinities, naive datetimes,
@@ -43,14 +51,18 @@ from __future__ import annotations
 import array
 import base64
 import datetime as _dt
+import enum
 import json
 import math
 import re
+import uuid
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, Callable, List, Set, Tuple
+from pathlib import PurePath
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .errors import CodecError, InvalidArgumentError
+from ._models import model_fields
 from .fast_encode import _encode_fast
 from .limits import MAX_DEPTH, MAX_SAFE_INTEGER
 from .values import (
@@ -114,13 +126,15 @@ class _Encoder:
     """One encoding run: output parts, the containers being encoded (cycle detection), the
     library's nesting level of the innermost one, and the path for error messages."""
 
-    __slots__ = ("out", "active", "path", "level")
+    __slots__ = ("out", "active", "path", "level", "default")
 
-    def __init__(self) -> None:
+    def __init__(self, default: Optional[Callable[[Any], Any]] = None) -> None:
         self.out: List[str] = []
         self.active: Set[int] = set()
         self.path: List[str] = []
         self.level = 0
+        #: Called for a value of no storable type (json.dumps's ``default``), or None.
+        self.default = default
 
     def fail(self, message: str) -> CodecError:
         where = "/" + "/".join(self.path) if self.path else "/"
@@ -314,9 +328,41 @@ class _Encoder:
             self.mapping(v, v.items())
         elif isinstance(v, (list, tuple)):
             self.sequence(v)
+        elif isinstance(v, enum.Enum):  # an IntEnum or a str Enum was written above, by value
+            self.value(v.value)
+        elif isinstance(v, uuid.UUID):
+            out.append(_encode_str(str(v)))
+        elif isinstance(v, PurePath):
+            out.append(_encode_str(str(v)))
         else:
-            what = getattr(type(v), "__qualname__", type(v).__name__)
-            raise self.fail(f"a value of type {what} cannot be stored")
+            members = model_fields(v, patch=False)
+            if members is not None:  # a dataclass or pydantic model inside a value: whole
+                self.mapping(v, members.items())
+            elif self.default is not None:
+                self.replaced(v)
+            else:
+                what = getattr(type(v), "__qualname__", type(v).__name__)
+                raise self.fail(f"a value of type {what} cannot be stored")
+
+    def replaced(self, v: Any) -> None:
+        """Writes what the ``default`` function returns for ``v``, a value of no storable
+        type, at ``v``'s place (same nesting level)."""
+        assert self.default is not None
+        ident = id(v)
+        what = getattr(type(v), "__qualname__", type(v).__name__)
+        if ident in self.active:
+            raise self.fail(f"the default function returned the value it was given (a {what}), which cannot be stored")
+        try:
+            stand_in = self.default(v)
+        except CodecError:
+            raise
+        except Exception as e:
+            raise self.fail(f"a value of type {what} cannot be stored (default raised {type(e).__name__}: {e})") from e
+        self.active.add(ident)
+        try:
+            self.value(stand_in)
+        finally:
+            self.active.discard(ident)
 
     def tagged(self, v: Any, tag: str, value: Any) -> None:
         """Writes ``{tag: value}`` (``v``, a ``Tagged``)."""
@@ -384,17 +430,19 @@ def _finish(enc: _Encoder) -> str:
     return text
 
 
-def encode_value(value: Any) -> str:
+def encode_value(value: Any, *, default: Optional[Callable[[Any], Any]] = None) -> str:
     """Encodes any storable value as compact JSON text (the form the library stores).
 
-    Raises :class:`~agent_state.CodecError` for values that cannot be stored.
+    ``default``, if given, is called for a value of no storable type and returns a storable
+    stand-in (or raises), as ``json.dumps``'s ``default``. Raises
+    :class:`~agent_state.CodecError` for values that cannot be stored.
     """
     t = type(value)
     if t is dict or t is list:
         text = _encode_fast(value)
         if text is not None and (text.isascii() or _utf8_ok(text)):
             return text
-    enc = _Encoder()
+    enc = _Encoder(default)
     enc.value(value)
     return _finish(enc)
 
@@ -407,36 +455,50 @@ def _utf8_ok(text: str) -> bool:
     return True
 
 
-def encode_state(value: Any, what: str = "state") -> bytes:
-    """Encodes a state or merge patch: a mapping with ``str`` keys, as UTF-8 JSON text.
+def encode_state(value: Any, what: str = "state", default: Optional[Callable[[Any], Any]] = None) -> bytes:
+    """Encodes a whole state: a mapping with ``str`` keys, or a dataclass or pydantic model
+    instance (all its fields), as UTF-8 JSON text.
 
-    Raises ``TypeError`` for a value that is not a mapping, :class:`~agent_state.InvalidArgumentError`
+    Raises ``TypeError`` for a value that is neither, :class:`~agent_state.InvalidArgumentError`
     for a mapping that is not a JSON object (non-``str`` keys, a :class:`JSMap`), and
     :class:`~agent_state.CodecError` for contents that cannot be stored.
     """
-    return encode_patch(value, what)[0]
+    return encode_patch(value, what, default, partial=False)[0]
 
 
-def encode_patch(value: Any, what: str = "patch") -> Tuple[bytes, bool]:
-    """:func:`encode_state`, and whether the fast path wrote it: True when ``value`` was plain
-    (``fast_encode._plain``), which lets ``_snapshot`` merge it into a known state itself."""
+def encode_patch(
+    value: Any,
+    what: str = "patch",
+    default: Optional[Callable[[Any], Any]] = None,
+    partial: bool = True,
+) -> Tuple[bytes, Optional[Dict[str, Any]]]:
+    """Encodes a merge patch (``partial``: a model instance gives the fields it sets) or a
+    whole state (not ``partial``: all of a model's fields), as :func:`encode_state`; and the
+    dict the fast path wrote, when it was plain (``fast_encode._plain``), which lets
+    ``_snapshot`` merge it into a known state itself (None otherwise)."""
+    if type(value) is not dict and not isinstance(value, Mapping):
+        members = model_fields(value, partial)
+        if members is not None:
+            value = members
     if type(value) is dict:
         text = _encode_fast(value)
         if text is not None:
             try:
-                return text.encode("utf-8"), True
+                return text.encode("utf-8"), value
             except UnicodeEncodeError:  # a lone surrogate: the slow path reports it
                 pass
-    return _encode_state_slow(value, what), False
+    return _encode_state_slow(value, what, default), None
 
 
-def _encode_state_slow(value: Any, what: str = "state") -> bytes:
+def _encode_state_slow(value: Any, what: str = "state", default: Optional[Callable[[Any], Any]] = None) -> bytes:
     """:func:`encode_state` without the fast path (every value through :class:`_Encoder`)."""
     if isinstance(value, Encodable) or not isinstance(value, Mapping):
         if isinstance(value, Mapping):  # a Mapping that encodes itself: a JSMap
             raise InvalidArgumentError(f"the {what} must be a JSON object (a dict with str keys), not a JSMap")
-        raise TypeError(f"the {what} must be a dict, not {type(value).__name__}")
-    enc = _Encoder()
+        raise TypeError(
+            f"the {what} must be a dict (or a dataclass or pydantic model instance), not {type(value).__name__}"
+        )
+    enc = _Encoder(default)
     items = list(value.items())
     for k, _ in items:
         if not isinstance(k, str):

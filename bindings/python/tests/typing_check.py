@@ -1,0 +1,132 @@
+"""Typed state, as a type checker sees it: run-tests.sh runs ``mypy --strict`` on this module
+(never imported by the suite). ``assert_type`` fails the run when a type is not the one named;
+each ``# type: ignore[code]`` marks a line that must be an error, since ``--strict`` reports
+an ignore that silences nothing ("unused type: ignore") as an error itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Dict, List, Optional, TypedDict
+
+import pydantic
+from typing_extensions import assert_type
+
+from agent_state import Agent, AsyncAgent, Change, LoggedChange, Versioned
+
+
+class ConvState(TypedDict):
+    status: str
+    lastReply: str
+    at: int
+
+
+@dataclasses.dataclass
+class ConvModel:
+    status: str = "idle"
+    lastReply: str = ""
+    at: int = 0
+
+
+class ConvPydantic(pydantic.BaseModel):
+    status: str = "idle"
+    at: int = 0
+
+
+def typed_reads(agent: Agent[ConvState]) -> None:
+    state = agent.get_state()
+    assert_type(state, ConvState)
+    assert_type(state["at"], int)
+    state["nope"]  # type: ignore[typeddict-item]
+    state["at"] = "soon"  # type: ignore[typeddict-item]
+    when: str = state["at"]  # type: ignore[assignment]
+    del when
+    versioned = agent.get_state_versioned()
+    assert_type(versioned, Versioned[ConvState])
+    current, version = versioned
+    assert_type(current, ConvState)
+    assert_type(version, int)
+    assert_type(agent.state_at(0), ConvState)
+    assert_type(agent.restore(0).state, ConvState)
+    for logged in agent.changes_since(0):
+        assert_type(logged, LoggedChange[ConvState])
+        assert_type(logged.next, ConvState)
+
+
+def typed_writes(agent: Agent[ConvState]) -> None:
+    assert_type(agent.set_state({"status": "processing"}), ConvState)
+    assert_type(agent.set_state(ConvModel(status="processing")), ConvState)
+    assert_type(agent.set_state(ConvPydantic(at=1)), ConvState)
+    assert_type(agent.set_state_if(1, {"at": 2}), Versioned[ConvState])
+    assert_type(agent.replace_state({"status": "idle", "lastReply": "", "at": 0}), ConvState)
+    agent.replace_state(ConvModel())
+    agent.replace_state({"status": "idle"})  # type: ignore[arg-type]
+    agent.replace_state_if(3, {"status": "idle", "lastReply": "", "at": "noon"})  # type: ignore[arg-type]
+    agent.set_state(5)  # type: ignore[arg-type]
+    assert_type(agent.get_state_as(ConvModel), ConvModel)
+    assert_type(agent.get_state_as(ConvPydantic), ConvPydantic)
+
+
+def typed_hooks(agent: Agent[ConvState]) -> None:
+    @agent.on_state_changed
+    def changed(next: ConvState, prev: ConvState) -> None:
+        assert_type(next["status"], str)
+
+    @agent.on_state_changed
+    def with_patch(next: ConvState, prev: ConvState, patch: Optional[Dict[str, Any]]) -> None: ...
+
+    @agent.on_change
+    def on_change(change: Change[ConvState]) -> None:
+        assert_type(change.next, ConvState)
+        assert_type(change.version, int)
+
+    @agent.set_validator
+    def validator(change: Change[ConvState]) -> None: ...
+
+    def wrong(next: List[int], prev: List[int]) -> None: ...
+
+    agent.on_state_changed(wrong)  # type: ignore[arg-type]
+
+
+def plain_agents_stay_dicts(path: str) -> None:
+    agent = Agent(path)
+    assert_type(agent, Agent[Dict[str, Any]])
+    assert_type(agent.get_state(), Dict[str, Any])
+    agent.get_state()["anything"] = [1, "two"]
+    agent.replace_state({"any": "mapping"})
+    assert_type(agent.replace_state(types.MappingProxyType({"any": "mapping"})), Dict[str, Any])
+    assert_type(agent.replace_state_if(1, ConvModel()), Versioned[Dict[str, Any]])
+    assert_type(agent.get_state_versioned().state, Dict[str, Any])
+
+    @agent.on_state_changed
+    def changed(next: Dict[str, Any], prev: Dict[str, Any], patch: Optional[Dict[str, Any]]) -> None: ...
+
+    @agent.on_change
+    def on_change(change: Change) -> None:
+        assert_type(change.next, Dict[str, Any])
+
+
+def constructed_typed(path: str) -> None:
+    assert_type(Agent[ConvState](path).get_state(), ConvState)
+    annotated: Agent[ConvState] = Agent(path, initial_state={"status": "idle", "lastReply": "", "at": 0})
+    assert_type(annotated.get_state()["lastReply"], str)
+
+
+async def async_agents(path: str) -> None:
+    typed = await AsyncAgent[ConvState].open(path)
+    assert_type(typed, AsyncAgent[ConvState])
+    assert_type(await typed.get_state(), ConvState)
+    assert_type(await typed.set_state(ConvModel(at=3)), ConvState)
+    assert_type((await typed.get_state_versioned()).state, ConvState)
+    assert_type(await typed.get_state_as(ConvModel), ConvModel)
+    (await typed.get_state())["nope"]  # type: ignore[typeddict-item]
+    async with AsyncAgent[ConvState].open(path) as opened:
+        assert_type(opened, AsyncAgent[ConvState])
+    plain = await AsyncAgent.open(path)
+    assert_type(plain, AsyncAgent[Dict[str, Any]])
+    assert_type(await plain.get_state(), Dict[str, Any])
+    assert_type(await plain.replace_state(types.MappingProxyType({"any": 1})), Dict[str, Any])
+    await typed.replace_state({"status": "idle"})  # type: ignore[arg-type]
+    async with plain.changes() as feed:
+        async for change in feed:
+            assert_type(change, Change[Dict[str, Any]])
