@@ -7,8 +7,9 @@
 
 Every commit gets the next version (``get_state_versioned``, compare-and-set with
 ``set_state_if``/``replace_state_if``); a validator (``set_validator``) can reject changes before
-they commit; with the ``change_log`` option, ``poll`` delivers other agents' and processes'
-changes to the hooks, and ``changes_since``, ``state_at`` and ``restore`` read the history.
+they commit; with the agent's ``change_log`` option on, ``poll`` delivers the changes other
+handles and processes made to the hooks, and ``changes_since``, ``state_at`` and ``restore`` read
+the history.
 ``list_agents``, ``delete_agent`` and ``expire_agents`` (and their ``_async`` coroutines) list,
 delete (erase) and expire a store's agents.
 

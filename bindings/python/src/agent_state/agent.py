@@ -9,7 +9,7 @@ import os
 import re
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Mapping, Optional, Type, TypeVar, Union, overload
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Type, TypeVar, Union, overload
 
 from . import _callbacks, _inflight, _native
 from ._callbacks import CallbackTable
@@ -82,14 +82,16 @@ class Agent(Generic[StateT]):
         path: the store file (created when absent, mode 0600), ``":memory:"`` for a private
             in-memory store, or a PostgreSQL connection URI (a ``str`` or ``bytes`` starting
             with ``postgres://`` or ``postgresql://``, libpq syntax, e.g.
-            ``"postgresql:///app?host=/var/run/postgresql&port=5432&user=app"``; no TLS in
-            this build). ``str`` and ``bytes`` are passed to the library unchanged; only other
+            ``"postgresql:///app?host=/var/run/postgresql&port=5432&user=app"``; TLS as libpq
+            sets it up, ``sslmode=verify-full&sslrootcert=...``: the main README's "Over TLS").
+            ``str`` and ``bytes`` are passed to the library unchanged; only other
             path-like objects go through ``os.fspath`` (a ``pathlib.Path`` would collapse the
             URI's ``//``, so never wrap a URI in one).
         initial_state: the state shown while nothing is stored: a dict (or a dataclass or
             pydantic model instance: all its fields), or a callable returning one (called every
             time a default state is needed; it must not use this agent).
-        max_value_bytes: the largest encoded state accepted (library default 2 MiB).
+        max_value_bytes: the largest encoded state accepted (``None``: the cap recorded in the
+            store, if one was, else the library's default, 2 MiB).
         synchronous: ``"full"`` (default: an acknowledged write survives power loss) or
             ``"normal"`` (survives a process crash); on PostgreSQL ``synchronous_commit`` on or
             off.
@@ -102,13 +104,15 @@ class Agent(Generic[StateT]):
             ``busy_timeout_ms + server_timeout_ms``; past it a frozen or partitioned server
             raises :class:`~agent_state.UnavailableError`. Accepted and unused on SQLite.
         read_only: open the store read-only (writes raise :class:`~agent_state.StorageError`).
-        change_log: the store's change log, which :meth:`poll`, :meth:`changes_since`,
+        change_log: the agent's change log, which :meth:`poll`, :meth:`changes_since`,
             :meth:`state_at` and :meth:`restore` read: ``{"keep_last": N}`` and/or
             ``{"keep_seconds": T}`` (T an int or a ``timedelta``, rounded up to whole seconds;
             with both, both limits apply; the newest change is always kept) switch it on,
-            ``False`` switches it off and drops it, ``None`` (the default) leaves the store's
-            setting. The setting is recorded in the store: every handle on the agent, in any
-            process, then logs its changes, whatever options it was opened with.
+            ``False`` switches it off and drops it, ``None`` (the default) leaves the agent's
+            setting. The setting is the agent's (the one ``agent_id`` names, or the file's
+            single agent), recorded in the store: every handle on that agent, in any process,
+            then logs its changes, whatever options it was opened with; other agents of the
+            store keep their own setting.
         agent_id: which agent of the store (a non-empty ``str`` of at most 255 UTF-8 bytes).
             Required on PostgreSQL. On a SQLite file, ``None`` (the default) is the file's
             single agent as before; with an id, one file holds many isolated agents (state,
@@ -299,7 +303,9 @@ class Agent(Generic[StateT]):
 
     # A plain agent's state may be any mapping; a typed one's is checked against its type.
     @overload
-    def replace_state(self: "Agent[Dict[str, Any]]", state: Union[Mapping[str, Any], StateModel]) -> Dict[str, Any]: ...
+    def replace_state(
+        self: "Agent[Dict[str, Any]]", state: Union[Mapping[str, Any], StateModel]
+    ) -> Dict[str, Any]: ...
     @overload
     def replace_state(self, state: Union[StateT, StateModel]) -> StateT: ...
     def replace_state(self, state: Union[Mapping[str, Any], StateModel]) -> Any:
@@ -329,9 +335,10 @@ class Agent(Generic[StateT]):
 
     def get_state_versioned(self) -> Versioned[StateT]:
         """The state and its version, read together, as ``Versioned(state, version)``: the
-        version is the number of changes committed to this store (0 while nothing is stored;
-        the state is then the initial state). Pass it to :meth:`set_state_if` or
-        :meth:`replace_state_if` to write only if nobody wrote in between."""
+        version counts the changes committed to this agent's state, through any handle or
+        process (0 while nothing is stored; the state is then the initial state). Pass it to
+        :meth:`set_state_if` or :meth:`replace_state_if` to write only if nobody wrote in
+        between."""
         handle = self._handle
         if not handle:
             raise ClosedError("the agent is closed")
@@ -340,7 +347,7 @@ class Agent(Generic[StateT]):
         return Versioned(state, version)
 
     def set_state_if(self, expected_version: int, patch: Patch) -> Versioned[StateT]:
-        """Compare-and-set :meth:`set_state`: merges ``patch`` only if the store's version is
+        """Compare-and-set :meth:`set_state`: merges ``patch`` only if the state's version is
         still ``expected_version`` (0: nothing stored yet) when the write transaction starts,
         and returns ``Versioned(merged state, new version)``. Otherwise raises
         :class:`~agent_state.ConflictError` and writes nothing. With
@@ -372,10 +379,12 @@ class Agent(Generic[StateT]):
         self: "Agent[Dict[str, Any]]", expected_version: int, state: Union[Mapping[str, Any], StateModel]
     ) -> Versioned[Dict[str, Any]]: ...
     @overload
-    def replace_state_if(self, expected_version: int, state: Union[StateT, StateModel]) -> Versioned[StateT]: ...
+    def replace_state_if(
+        self, expected_version: int, state: Union[StateT, StateModel]
+    ) -> Versioned[StateT]: ...
     def replace_state_if(self, expected_version: int, state: Union[Mapping[str, Any], StateModel]) -> Any:
         """Compare-and-set :meth:`replace_state`: replaces the state with ``state`` only if the
-        store's version is still ``expected_version``, and returns ``Versioned(state, new
+        state's version is still ``expected_version``, and returns ``Versioned(state, new
         version)``; otherwise raises :class:`~agent_state.ConflictError`, with nothing written.
         Other errors as for :meth:`set_state_if`."""
         data = encode_state(state, "state", self._default)
@@ -391,12 +400,14 @@ class Agent(Generic[StateT]):
 
     def poll(self) -> int:
         """Delivers to this agent's hooks (:meth:`on_state_changed`, :meth:`on_change`), on
-        this thread and in commit order, every change that other agents or processes committed
-        since this agent's last delivery, each once, with its real ``prev``, ``next``, ``patch``
-        and version; returns how many it delivered.
+        this thread and in commit order, every change that other handles on the same agent (other
+        ``Agent`` objects, other processes) committed since this handle's last delivery, each
+        once, with its real ``prev``, ``next``, ``patch`` and version; returns how many it
+        delivered.
 
-        Needs the change log (the ``change_log`` option, on this or any agent of the store):
-        without it, raises :class:`~agent_state.InvalidArgumentError`. The library starts no
+        Needs the agent's change log (the ``change_log`` option, given when this or another
+        handle on the same agent opened it; another agent's log does not count): without it,
+        raises :class:`~agent_state.InvalidArgumentError`. The library starts no
         thread: call it when convenient (a timer, an event loop). Changes committed before this
         agent was opened are not delivered; a write through this agent first delivers the
         pending ones itself, so its hooks see one ordered history.
@@ -412,10 +423,10 @@ class Agent(Generic[StateT]):
         return _native.call_poll(self._h())
 
     def changes_since(self, version: int) -> List[LoggedChange[StateT]]:
-        """The changes committed after ``version`` (by any agent or process), oldest first, as
-        :class:`LoggedChange` tuples ``(version, at, patch, next)``; ``[]`` if ``version`` is
-        the current one. What a client that reconnects with the state at ``version`` needs to
-        catch up. Needs the change log.
+        """The changes committed after ``version`` (through any handle or process), oldest
+        first, as :class:`LoggedChange` tuples ``(version, at, patch, next)``; ``[]`` if
+        ``version`` is the current one. What a client that reconnects with the state at
+        ``version`` needs to catch up. Needs the agent's change log.
 
         Raises :class:`~agent_state.GapError` (the log no longer holds all of them: send the
         whole state instead), :class:`~agent_state.InvalidArgumentError` (the log is off, or
@@ -442,7 +453,8 @@ class Agent(Generic[StateT]):
         """The state at ``version``: the current one, one the change log retains, or 0 (the
         initial state). Raises :class:`~agent_state.GapError` (not retained, or the log is off)
         and :class:`~agent_state.InvalidArgumentError` (a future version)."""
-        state: StateT = _decode_state(call_text(_native._hot_get_state_at, self._h(), _version(version, "version")))
+        text = call_text(_native._hot_get_state_at, self._h(), _version(version, "version"))
+        state: StateT = _decode_state(text)
         return state
 
     def restore(self, version: int) -> Versioned[StateT]:
@@ -474,8 +486,9 @@ class Agent(Generic[StateT]):
         Delivery is on the thread that made the change, after the commit, in commit order
         (each ``prev`` is the previous ``next``), hooks in registration order. ``patch`` is the
         merge patch, or ``None`` for :meth:`replace_state`. The changes delivered are those
-        made through this agent and, with the change log on, those of other agents and
-        processes, delivered by :meth:`poll` or ahead of this agent's next write. A hook may
+        made through this agent and, with the agent's change log on, those of other handles on
+        the same agent and other processes, delivered by :meth:`poll` or ahead of this agent's
+        next write. A hook may
         read and change the state (a nested change is delivered after the hook returns),
         register or remove hooks and close the agent. An exception it raises makes the
         triggering call raise :class:`~agent_state.HookError` after the commit, whose message

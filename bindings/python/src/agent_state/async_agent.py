@@ -19,7 +19,20 @@ import ctypes
 import inspect
 import os
 import threading
-from typing import Any, Callable, Dict, Generator, Generic, List, Mapping, Optional, Type, TypeVar, Union, overload
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Generator,
+    Generic,
+    List,
+    Mapping,
+    Optional,
+    Type,
+    TypeVar,
+    Union,
+    overload,
+)
 
 from . import _callbacks, _native
 from ._async_hooks import AsyncHook, Call, Delivery
@@ -376,7 +389,9 @@ class AsyncAgent(Generic[StateT]):
     async def replace_state_if(
         self, expected_version: int, state: Union[StateT, StateModel]
     ) -> Versioned[StateT]: ...
-    async def replace_state_if(self, expected_version: int, state: Union[Mapping[str, Any], StateModel]) -> Any:
+    async def replace_state_if(
+        self, expected_version: int, state: Union[Mapping[str, Any], StateModel]
+    ) -> Any:
         """:meth:`Agent.replace_state_if <agent_state.Agent.replace_state_if>`, awaited."""
         return await self._run(self._agent.replace_state_if, expected_version, state)
 
@@ -406,10 +421,10 @@ class AsyncAgent(Generic[StateT]):
     def changes(self, *, interval: float = 0.1) -> "ChangeFeed[StateT]":
         """The change feed as an async iterator: yields every change delivered to this agent's
         hooks from this call on, in commit order, as :class:`~agent_state.Change` records: its
-        own writes (through this object or :attr:`sync`), and the changes of other agents and
-        processes (the ``change_log`` option must be on), which it fetches by awaiting
-        :meth:`poll` whenever it has nothing to yield, then every ``interval`` seconds while
-        nothing comes. No thread waits for it meanwhile: each poll is one short call on the
+        own writes (through this object or :attr:`sync`), and the changes of other handles on
+        the same agent and other processes (the agent's ``change_log`` must be on), which it
+        fetches by awaiting :meth:`poll` whenever it has nothing to yield, then every
+        ``interval`` seconds while nothing comes. No thread waits for it meanwhile: each poll is one short call on the
         pool. Call it from a coroutine (it registers a hook at once, on the running loop).
 
         >>> async with agent.changes() as feed:   # doctest: +SKIP

@@ -214,7 +214,8 @@ class HookError(AgentError):
     For a write (``set_state``, ``replace_state``, their ``_if`` forms, ``restore``) this is
     raised *after* the change committed: the state is changed all the same, and the call returns
     no state (read it again if needed). For ``poll()`` every delivery still happened
-    (``.delivered`` counts them).
+    (``.delivered`` counts them). The message names the first exception a Python hook raised,
+    type and text (``on_state_changed hook 1 raised RuntimeError: websocket send failed``).
 
     Attributes:
         exceptions: the exceptions raised by the Python hooks that ran during the call, in the

@@ -39,6 +39,10 @@ __all__ = [
 
 _T = TypeVar("_T")
 
+#: expire_agents' default batch: the ``agent-state expire`` command's ``--batch`` default (the C
+#: function takes no default: a limit of 0 is refused).
+DEFAULT_EXPIRE_LIMIT = 1000
+
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _MS = _dt.timedelta(milliseconds=1)
 _MAX_INT64 = 2**63 - 1
@@ -185,7 +189,7 @@ def expire_agents(
     path: PathLike,
     idle_for: _dt.timedelta,
     *,
-    limit: int = 1000,
+    limit: int = DEFAULT_EXPIRE_LIMIT,
     dry_run: bool = False,
     synchronous: Optional[Synchronous] = None,
     busy_timeout_ms: Optional[int] = None,
@@ -287,7 +291,7 @@ async def expire_agents_async(
     path: PathLike,
     idle_for: _dt.timedelta,
     *,
-    limit: int = 1000,
+    limit: int = DEFAULT_EXPIRE_LIMIT,
     dry_run: bool = False,
     synchronous: Optional[Synchronous] = None,
     busy_timeout_ms: Optional[int] = None,
