@@ -19,7 +19,7 @@ cargo build --release --lib --quiet
 mkdir -p target/profile
 cc -O2 -Iinclude bench/profile/writes.c -o target/profile/writes \
     -Ltarget/release -Wl,-rpath,"$root/target/release" -lagent_state
-phases='PROGRAM TOTALS|agent_state::agent::Agent>::set_state_if |agent_state::agent::Agent>::replace_state_if |agent_state::agent::Agent::open |accept::patch |accept::state |Snapshot::merge_entries|Snapshot::merge |Sqlite::begin_write |entries::<impl agent_state::store::sqlite::Sqlite>::write_state |Sqlite>::log_change |Sqlite::commit |Hooks::deliver_all |drop_in_place<agent_state::hooks::StateChange> |sqlite3_prepare_v3 |sqlite3_close |agent_state::agent::Agent::close '
+phases='PROGRAM TOTALS|agent_state::agent::Agent>::set_state_if |agent_state::agent::Agent>::replace_state_if |agent_state::agent::Agent::open |accept::patch |accept::state |Snapshot::merge_entries|Snapshot::merge |Sqlite::begin_write |entries::<impl agent_state::backends::sqlite::Sqlite>::write_state |Sqlite>::log_change |Sqlite::commit |Hooks::deliver_all |drop_in_place<agent_state::hooks::StateChange> |sqlite3_prepare_v3 |sqlite3_close |agent_state::agent::Agent::close '
 run() {
     valgrind --tool=callgrind --callgrind-out-file="target/profile/cg.$1" \
         target/profile/writes "$mode" "$size" "$1" "$extra" >/dev/null 2>&1

@@ -25,7 +25,7 @@ pub enum Access {
 
 /// Whether `store` names a PostgreSQL server rather than a SQLite file (the library's rule).
 pub fn is_server(store: &Path) -> bool {
-    agent_state::store::server_uri(store).is_some()
+    agent_state::internals::server_uri(store).is_some()
 }
 
 /// `store` for reports and messages: a connection URI's password replaced by `***`.

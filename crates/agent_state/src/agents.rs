@@ -21,9 +21,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::backends;
 use crate::error::{Error, Result};
 use crate::options::{OpenOptions, MAX_AGENT_ID_BYTES};
-use crate::store::{self, now_ms};
+use crate::store::now_ms;
 pub use crate::store::{AgentInfo, AgentQuery, MAX_LIST_LIMIT};
 
 /// The agents with a state stored in the store at `path` that `query` selects, ordered by id
@@ -44,7 +45,7 @@ pub fn list_agents(
         check_text(after, "after")?;
     }
     crate::cancel::check("before it began")?;
-    store::open_agents(path, &options.store_options())?.list_agents(query)
+    backends::open_agents(path, &options.store_options())?.list_agents(query)
 }
 
 /// Deletes the agent `id` of the store at `path`: its state, its versions and its change log
@@ -68,7 +69,14 @@ pub fn delete_agent(
         ));
     }
     crate::cancel::check("before it began")?;
-    store::open_agents(path, &options.store_options())?.delete_agent(id, if_version)
+    let allow = |stored: u64| match if_version {
+        Some(expected) if expected != stored => Err(Error::Conflict(format!(
+            "expected version {expected}, but the agent is at version {stored}; nothing was \
+             deleted"
+        ))),
+        _ => Ok(()),
+    };
+    backends::open_agents(path, &options.store_options())?.delete_agent(id, &allow)
 }
 
 /// Deletes, as [`delete_agent`] does, at most `limit` agents (1 to [`MAX_LIST_LIMIT`]) of the
@@ -87,7 +95,7 @@ pub fn expire_agents(
     let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
     crate::cancel::check("before it began")?;
     let before = now_ms().saturating_sub(idle_ms);
-    store::open_agents(path, &options.store_options())?.expire_agents(before, limit, dry_run)
+    backends::open_agents(path, &options.store_options())?.expire_agents(before, limit, dry_run)
 }
 
 fn check_limit(limit: usize) -> Result<()> {

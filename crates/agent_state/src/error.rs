@@ -4,7 +4,7 @@
 //! [`ErrorKind`], which has a stable number: the C ABI's status and the command's exit code are
 //! made from it. Messages are written for people: they say what was wrong with which input,
 //! never just "error". The core knows no backend: each one converts its own errors
-//! (`store::sqlite::error`, `store::postgres::error`).
+//! (`backends::sqlite::error`, `backends::postgres::error`).
 
 /// Result alias used throughout the core.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -189,7 +189,7 @@ pub enum Error {
     Cancelled(String),
     /// Internal to the write path, never returned by the agent: an optimistic write found the
     /// stored version moved since the state it was computed from; nothing was written, and the
-    /// write is retried under a lock (see [`crate::store::Transactions::optimistic`]).
+    /// write is retried under a lock (see `store::Transactions::optimistic`).
     #[error("storage error: the state changed during an optimistic write (internal; retried)")]
     Stale,
 }

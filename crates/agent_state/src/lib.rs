@@ -134,10 +134,12 @@
 //! # The modules
 //!
 //! [`value`] (JSON states: strict input, the storage codec, RFC 7396 merge, immutable shared
-//! snapshots), [`store`] (what the agent needs from storage, and the SQLite and PostgreSQL
-//! backends), [`hooks`] (hook delivery in commit order), [`options`] and [`agent`] (the API,
-//! split by job), [`agents`] (a store's agents as a whole: list, delete, expire). `unsafe` is allowed only in the SQLite backend's OS glue (its WAL-index
-//! watcher) and in the fork watcher both backends use (`store::process`).
+//! snapshots), `store` (what the agent needs from storage, as traits that name no backend),
+//! `backends` (the SQLite and PostgreSQL backends behind them, and the one place that picks
+//! one for a path), [`hooks`] (hook delivery in commit order), [`options`] and [`agent`] (the
+//! API, split by job), [`agents`] (a store's agents as a whole: list, delete, expire). `unsafe`
+//! is allowed only in the SQLite backend's OS glue (its WAL-index watcher) and in the fork
+//! watcher every backend uses (`store::process`).
 
 #![deny(missing_docs)]
 
@@ -145,13 +147,15 @@
 pub mod agent;
 #[cfg(feature = "store")]
 pub mod agents;
+#[cfg(feature = "store")]
+mod backends;
 pub mod cancel;
 pub mod error;
 pub mod hooks;
 #[cfg(feature = "store")]
 pub mod options;
 #[cfg(feature = "store")]
-pub mod store;
+mod store;
 pub mod value;
 
 #[cfg(feature = "store")]
@@ -166,6 +170,19 @@ pub use options::OpenOptions;
 #[cfg(feature = "store")]
 pub use store::Synchronous;
 pub use value::snapshot::Snapshot;
+
+/// What the crate's own tests and tools need of its internals (the storage formats' version
+/// numbers, the delta storage's bound, how a path names a server). Not part of the API: no
+/// stability promise, hidden from the documentation.
+#[cfg(feature = "store")]
+#[doc(hidden)]
+pub mod internals {
+    #[cfg(feature = "postgres")]
+    pub use crate::backends::postgres::SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION;
+    pub use crate::backends::server_uri;
+    pub use crate::backends::sqlite::{APPLICATION_ID, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION};
+    pub use crate::store::MAX_PATCHES;
+}
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -342,7 +342,7 @@ fn a_schema_2_file_is_upgraded_in_place_keeping_state_version_and_log() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, agent_state::store::sqlite::SCHEMA_VERSION);
+    assert_eq!(version, agent_state::internals::SQLITE_SCHEMA_VERSION);
 }
 
 #[test]

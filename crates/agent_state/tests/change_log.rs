@@ -156,7 +156,7 @@ fn the_log_can_be_switched_off_and_old_stores_are_migrated() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, agent_state::store::sqlite::SCHEMA_VERSION);
+    assert_eq!(version, agent_state::internals::SQLITE_SCHEMA_VERSION);
     let b = Agent::open(&path, &opts(json!({"change_log": false}))).unwrap();
     assert!(matches!(b.changes_since(0), Err(Error::InvalidArgument(_))));
     b.set_state(br#"{"after":1}"#).unwrap();

@@ -168,7 +168,7 @@ fn the_stored_patches_stay_bounded() {
         patched += i64::from(count > 0);
     }
     assert!(
-        most as u64 <= agent_state::store::MAX_PATCHES,
+        most as u64 <= agent_state::internals::MAX_PATCHES,
         "{most} patch rows"
     );
     assert!(
@@ -202,7 +202,7 @@ fn a_store_of_schema_4_upgrades_with_its_states() {
                  ('big', CAST('{big}' AS BLOB), 7), ('small', CAST('{{\"s\":1}}' AS BLOB), 3);
              PRAGMA application_id = {};
              PRAGMA user_version = 4;",
-            agent_state::store::sqlite::APPLICATION_ID
+            agent_state::internals::APPLICATION_ID
         ))
         .unwrap();
     }

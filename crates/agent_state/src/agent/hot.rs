@@ -8,12 +8,11 @@
 //! trusts the copy when (1) the handle's publication counter ([`Hot`]) is the one the copy was
 //! made under: the handle is open, and none of its writes ended since; (2) the process has not
 //! forked since (a child never trusts what its parent read); (3) the commit mark is still the
-//! copy's ([`MarkWatch::unchanged`]): no connection, in any process, committed since the state
+//! copy's ([`CommitWatch::unchanged`]): no connection, in any process, committed since the state
 //! was confirmed. Every test only reads shared memory; the read hands out a clone of the
 //! thread's own `Arc<Held>`, whose count only this thread and its buffers touch.
 //!
-//! Anything else (a miss, a backend without a commit mark such as PostgreSQL, a read-only or
-//! in-memory store, nothing stored yet, another thread's slot in use) takes the locked path,
+//! Anything else (a miss, a backend without a commit watch, a store that offers none, nothing stored yet, another thread's slot in use) takes the locked path,
 //! which leaves a fresh copy behind when the state it confirmed has a mark.
 //!
 //! Memory: a thread keeps at most [`SLOTS`] copies, each replaced by the next handle whose id
@@ -25,7 +24,7 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::store::{process, Mark, MarkWatch, Reader};
+use crate::store::{process, CommitWatch, Mark};
 use crate::value::snapshot::Snapshot;
 
 /// Copies one thread keeps, one per slot (a handle's slot is its id modulo this).
@@ -102,21 +101,19 @@ struct Kept {
     publication: u64,
     generation: u64,
     mark: Mark,
-    watch: Arc<MarkWatch>,
+    watch: Arc<dyn CommitWatch>,
     held: Arc<Held>,
 }
 
-/// One thread's copies, and its slot for reading commit marks (made with the first copy).
+/// One thread's copies.
 struct Copies {
     kept: [Option<Kept>; SLOTS],
-    reader: Option<Reader>,
 }
 
 thread_local! {
     static COPIES: RefCell<Copies> = const {
         RefCell::new(Copies {
             kept: [const { None }; SLOTS],
-            reader: None,
         })
     };
 }
@@ -136,7 +133,7 @@ pub(super) fn lookup(agent: u64, hot: &Hot) -> Option<Arc<Held>> {
             let trusted = copy.agent == agent
                 && hot.publication() == copy.publication
                 && process::generation() == copy.generation
-                && copy.watch.unchanged(copies.reader.as_ref()?, &copy.mark);
+                && copy.watch.unchanged(&copy.mark);
             trusted.then(|| Arc::clone(&copy.held))
         })
         .ok()
@@ -150,7 +147,7 @@ pub(super) fn lookup(agent: u64, hot: &Hot) -> Option<Arc<Held>> {
 pub(super) fn keep(
     agent: u64,
     publication: u64,
-    seen: Option<(Mark, Arc<MarkWatch>)>,
+    seen: Option<(Mark, Arc<dyn CommitWatch>)>,
     state: Arc<Snapshot>,
     version: u64,
 ) -> Arc<Held> {
@@ -169,7 +166,6 @@ pub(super) fn keep(
     // The copy it replaces is dropped after the borrow ends.
     let _replaced = COPIES.try_with(|copies| {
         let mut copies = copies.try_borrow_mut().ok()?;
-        copies.reader.get_or_insert_with(Reader::new);
         copies.kept[slot(agent)].replace(copy)
     });
     held

@@ -4,7 +4,7 @@
 //! (reads of a hot handle, from the thread's own copy, without the lock),
 //! `write` (set, replace, restore: the write path), `feed` (other handles' changes to this
 //! handle's hooks, `poll`), `history` (the change log's queries), `hooks` (hook slots and
-//! the re-entry guard). Storage is reached only through [`crate::store::Backend`]; values come
+//! the re-entry guard). Storage is reached only through `store::Backend`; values come
 //! in only through `value::accept` (a patch, a state, a stored state) and change only by
 //! `Snapshot::merge`.
 
@@ -27,10 +27,11 @@ use self::cache::{Cache, Context};
 use self::cap::Cap;
 pub use self::hot::Held;
 use self::hot::Hot;
+use crate::backends;
 use crate::error::{Error, Result};
 use crate::hooks::{Hooks, InitialStateHook, Validator};
 use crate::options::{LogRetention, OpenOptions, MAX_MAX_VALUE_BYTES};
-use crate::store::{self, Backend, Retire, Txn};
+use crate::store::{Backend, Retire, Txn};
 use crate::value::accept::{self, StateInput};
 use crate::value::snapshot::Snapshot;
 
@@ -113,7 +114,7 @@ impl Agent {
         // (the store's is known once the store is open, and checked then).
         let max = options.max_value_bytes.unwrap_or(MAX_MAX_VALUE_BYTES);
         let initial = Arc::new(accept::state(StateInput::InitialOption(initial), max)?);
-        let mut store = store::open(path, &options.store_options())?;
+        let mut store = backends::open(path, &options.store_options())?;
         let stored_cap = Self::store_cap(&mut *store, options);
         store.end_call();
         let cap = Cap::resolve(options, stored_cap?);
@@ -247,7 +248,7 @@ impl Agent {
 
     /// The state with its version, as [`Agent::get_state_versioned`], in a holder of this
     /// thread's: when nothing was committed since this thread's last read of the handle, it
-    /// takes no lock and writes no memory another thread reads (see [`hot`]). For callers that
+    /// takes no lock and writes no memory another thread reads (see the `hot` module). For callers that
     /// hand out many reads of one handle on several threads (the C ABI's buffers share it).
     pub fn read(&self) -> Result<Arc<Held>> {
         self.refuse_reentry()?;
@@ -266,7 +267,7 @@ impl Agent {
         // The mark the cache recorded was read before its state was confirmed: while it is
         // unchanged, so is the state (cache.rs). Copies are made only from such a mark.
         let seen = view.cache.as_ref().and_then(Cache::mark);
-        let seen = seen.zip(seen.and_then(|_| store.mark_watch()));
+        let seen = seen.zip(seen.and_then(|_| store.commit_watch()));
         let publication = self.hot.publication();
         Ok(hot::keep(
             self.id,
@@ -376,7 +377,7 @@ impl Drop for Call<'_> {
 }
 
 /// The store's way in after a `fork()`: an inherited connection is closed (safely, see
-/// [`crate::store::sqlite::fork`]) when no call holds the handle's lock.
+/// the backend's fork handling) when no call holds the handle's lock.
 impl Retire for Mutex<Option<Inner>> {
     fn try_retire(&self) -> bool {
         let mut guard = match self.try_lock() {

@@ -183,7 +183,7 @@ impl Agent {
     }
 
     /// The change made under the row's lock from the latest state. A server that serializes
-    /// transactions optimistically (CockroachDB; PostgreSQL above READ COMMITTED) may abort it
+    /// transactions optimistically (CockroachDB; others above READ COMMITTED) may abort it
     /// to resolve a conflict with another (`Error::Stale` from the backend: nothing written);
     /// it is made again, at most [`SERIALIZATION_RETRIES`] times, then fails with
     /// [`Error::Busy`].

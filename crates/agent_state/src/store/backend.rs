@@ -15,7 +15,6 @@
 
 use std::sync::{Arc, Weak};
 
-use super::sqlite::MarkWatch;
 use super::{AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange};
 use crate::error::Result;
 
@@ -42,7 +41,7 @@ impl<
 /// An owner of a connection that can be asked to let go of one inherited across `fork()`.
 pub trait Retire: Send + Sync {
     /// Closes the owner's connection if it was inherited (see
-    /// [`sqlite::fork`](super::sqlite::fork)) and returns true; returns false, doing nothing,
+    /// `fork()`) and returns true; returns false, doing nothing,
     /// when the owner is busy (its lock is held).
     fn try_retire(&self) -> bool;
 }
@@ -50,8 +49,8 @@ pub trait Retire: Send + Sync {
 /// The connection belongs to this process, for the length of one call.
 ///
 /// These exist because of `fork()`: a connection opened by a parent process must be neither
-/// used nor closed the ordinary way in the child (a SQLite file's locks belong to the parent,
-/// a server connection's socket is shared with it), so every call first makes sure of the
+/// used nor closed the ordinary way in the child (a file's locks belong to the parent, a
+/// server connection's socket is shared with it), so every call first makes sure of the
 /// connection, and a child lets go of what it inherited without touching it. The fork count
 /// they compare is [`process`](super::process). `end_call` exists because handles may share
 /// one connection and take turns on it, a turn lasting one call.
@@ -87,8 +86,8 @@ pub trait Freshness {
 
     /// The commit mark as any thread may read it, without this connection or its lock, for as
     /// long as it holds the `Arc` (a dead watch confirms nothing). `None` where there is no
-    /// commit mark, or no such view of it (every backend but SQLite's WAL files).
-    fn mark_watch(&self) -> Option<Arc<MarkWatch>> {
+    /// commit mark, or no such view of it (the default).
+    fn commit_watch(&self) -> Option<Arc<dyn CommitWatch>> {
         None
     }
 
@@ -105,8 +104,8 @@ pub trait Freshness {
     /// atomic read (its own read, outside a transaction; inside one, as the transaction sees
     /// them). The test that a cached state is still current once the cheaper ones above say
     /// "something changed" or are unavailable: it transfers no state. `None` when the backend
-    /// has no such test worth making (a SQLite file's single agent: any commit is to it, and
-    /// the state is re-read, which also sees a write made behind the library's back).
+    /// has no such test worth making (a store of one agent: any commit is to it, and the state
+    /// is re-read, which also sees a write made behind the library's back).
     fn head(&self) -> Result<Option<Head>>;
 
     /// The stamp of the state as this handle last read or wrote it (see [`Head::stamp`]); 0
@@ -116,6 +115,15 @@ pub trait Freshness {
     }
 }
 
+/// A view of a store's commit mark that any thread may read without the connection or its
+/// lock: what lets a hot read trust its own copy of the state (`agent::hot`).
+pub trait CommitWatch: Send + Sync {
+    /// True when the connection is open and its commit mark is still `mark`: nothing was
+    /// committed since `mark` was read. False when unsure (a commit under way, the connection
+    /// closing): the caller then takes the locked path.
+    fn unchanged(&self, mark: &Mark) -> bool;
+}
+
 /// What [`Freshness::head`] reads: enough to tell that a cached state is still the stored one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Head {
@@ -123,7 +131,7 @@ pub struct Head {
     pub version: u64,
     /// The change log's retention; `None` when the log is off.
     pub log: Option<LogRetention>,
-    /// A number written with each state (0 where the backend has none: SQLite). On a server
+    /// A number written with each state (0 where the backend has none). On a server
     /// whose replication is asynchronous, a failover can lose the last versions, and the same
     /// version numbers are then written again with other states: the stamp tells them apart.
     pub stamp: u64,
@@ -147,8 +155,8 @@ pub trait Transactions {
     /// [`Transactions::commit`] writes only if the stored version is still the one the change
     /// was computed from; otherwise it fails with [`Error::Stale`](crate::error::Error::Stale),
     /// nothing written, and the caller retries with [`Transactions::begin_write`] under a lock
-    /// (`optimistic` false). Backends whose write transactions are cheap to lock (SQLite)
-    /// always say false.
+    /// (`optimistic` false). Backends whose write transactions are cheap to lock (an embedded
+    /// file) always say false.
     fn optimistic(&self) -> bool {
         false
     }
@@ -228,13 +236,14 @@ pub trait Agents: Send {
     fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentInfo>>;
 
     /// Deletes agent `id`'s state, versions and change log in one transaction and returns the
-    /// version it had (`None`: nothing was stored, nothing done). With `if_version`, only if
-    /// the state is at that version (0: nothing stored), else
-    /// [`Error::Conflict`](crate::error::Error::Conflict). The agent's change-log setting
-    /// stays, and its tombstone (the hash of its id, [`id_hash`](super::id_hash), and the
-    /// deleted version) is kept for [`StoredState::first_version`]. On SQLite, once it returns no byte of what was deleted is left in the file or its
-    /// WAL.
-    fn delete_agent(&self, id: &str, if_version: Option<u64>) -> Result<Option<u64>>;
+    /// version it had (`None`: nothing was stored, nothing done). `allow` is asked first,
+    /// inside that transaction, with the stored version (0: nothing stored); its error
+    /// (a compare-and-set's conflict, decided above the backends) is returned and nothing is
+    /// deleted. The agent's change-log setting stays, and its tombstone (the hash of its id,
+    /// [`id_hash`](super::id_hash), and the deleted version) is kept for
+    /// [`StoredState::first_version`]. Once it returns, no byte of what was deleted is left in
+    /// the store's files where the backend controls them (an embedded file and its journal).
+    fn delete_agent(&self, id: &str, allow: &dyn Fn(u64) -> Result<()>) -> Result<Option<u64>>;
 
     /// Deletes (unless `dry_run`) and returns at most `limit` agents whose state was last
     /// written before `before_ms`, the longest idle first, in one transaction; an agent written

@@ -77,6 +77,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::backends;
     use crate::error::Error;
     use crate::store::{self, StoreOptions, Synchronous};
 
@@ -89,7 +90,7 @@ mod tests {
             agent_id: None,
             max_connections: 1,
         };
-        store::open(Path::new(":memory:"), &options).unwrap()
+        backends::open(Path::new(":memory:"), &options).unwrap()
     }
 
     fn stored_version(store: &dyn Backend) -> Option<u64> {

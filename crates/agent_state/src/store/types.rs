@@ -9,8 +9,7 @@ use crate::value::snapshot::Snapshot;
 
 /// An opaque mark of the store's last commit (see
 /// [`Freshness::commit_mark`](super::Freshness::commit_mark)): equal marks mean no commit in
-/// between. Backends fill it with what identifies a commit for them (SQLite: its WAL-index
-/// header, 48 bytes).
+/// between. A backend fills it with what identifies a commit for it (up to 48 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark(pub [u32; 12]);
 
@@ -49,7 +48,7 @@ pub fn id_hash(id: &str) -> i64 {
 /// One agent of a store, as a listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentInfo {
-    /// Its `agent_id` (`""`: a SQLite file's single agent, opened without one).
+    /// Its `agent_id` (`""`: a file's single agent, opened without one).
     pub id: String,
     /// Its state's version.
     pub version: u64,
@@ -122,8 +121,8 @@ pub struct LoggedChange {
     /// handles cannot know. It also marks where an incarnation of the agent begins.
     pub prev: Option<Vec<u8>>,
     /// The state after the change (compact JSON), when the backend stored it: always for a
-    /// replacement; for a merge, at least at every [`CHECKPOINT_EVERY`]th version (a large state's:
-    /// at its bases, at most [`MAX_PATCHES`] apart) and at the
+    /// replacement; for a merge, at least every few versions, as the backend chooses (a large
+    /// state's: at its bases, at most [`MAX_PATCHES`] apart) and at the
     /// first change logged after a break, so that any logged state is rebuilt from a stored
     /// one by at most that many patches (see
     /// [`ChangeLog::replay_to`](super::ChangeLog::replay_to)).
@@ -164,11 +163,6 @@ impl std::fmt::Debug for NewChange<'_> {
     }
 }
 
-/// A small state's full copy is stored in the log at least at every this many versions (a large
-/// state's at each of its bases, at most [`MAX_PATCHES`] apart): with those, the most patches
-/// replayed to rebuild a logged state.
-pub const CHECKPOINT_EVERY: u64 = 32;
-
 /// A state of at most this many bytes is written whole at every write: below a page, storing
 /// a patch costs as much as the state.
 pub const SMALL_STATE: usize = 2048;
@@ -200,7 +194,7 @@ pub struct StoreOptions {
     pub server_timeout: Duration,
     /// Refuse every write; never modify the store.
     pub read_only: bool,
-    /// Which agent of the store; `None`: a SQLite file's single agent (refused by servers).
+    /// Which agent of the store; `None`: a file's single agent (refused by servers).
     pub agent_id: Option<String>,
     /// On a server: the most connections this process keeps to it (shared by its handles).
     pub max_connections: usize,

@@ -239,7 +239,7 @@ fn a_schema_1_database_is_upgraded_keeping_every_state_and_read_only_is_told_why
         .query_one("SELECT version FROM agent_state_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(version, agent_state::store::postgres::SCHEMA_VERSION);
+    assert_eq!(version, agent_state::internals::POSTGRES_SCHEMA_VERSION);
     // Upgraded through schema 3: the agents are listed, with a time of last write.
     let listed = agent_state::list_agents(
         std::path::Path::new(&db_uri),

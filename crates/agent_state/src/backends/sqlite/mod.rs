@@ -20,9 +20,9 @@ use self::error::storage;
 use self::fork::{FileId, Tracker};
 use self::schema::create_private_file;
 use self::wal_index::WatchedConnection;
-use super::process;
-use super::{Mark, StoreOptions};
 use crate::error::{Error, Result};
+use crate::store::process;
+use crate::store::{Mark, StoreOptions};
 
 mod agents;
 mod busy;
@@ -41,8 +41,8 @@ mod shared;
 mod wal_index;
 
 pub use agents::SqliteAgents;
-pub use handle::{open, SqliteAgent};
-pub use mark_watch::{MarkWatch, Reader};
+pub use handle::open;
+pub use mark_watch::MarkWatch;
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 
 /// One connection to a store file, private to the process that opened it: after a `fork()`,

@@ -11,7 +11,12 @@ use rusqlite::OptionalExtension;
 
 use super::Sqlite;
 use crate::error::{Error, Result};
-use crate::store::{LogRetention, LoggedChange, NewChange, CHECKPOINT_EVERY};
+use crate::store::{LogRetention, LoggedChange, NewChange};
+
+/// A small state's full copy is stored in the log at least at every this many versions (a large
+/// state's at each of its bases, at most [`MAX_PATCHES`](crate::store::MAX_PATCHES) apart):
+/// with those, the most patches replayed to rebuild a logged state.
+pub const CHECKPOINT_EVERY: u64 = 32;
 
 /// Pruning runs at every this many versions, deleting in one statement what retention no
 /// longer keeps (reads hide it meanwhile).

@@ -4,7 +4,8 @@
 //! The mark is the WAL-index header in SQLite's mapping of the shared memory (see
 //! [`super::wal_index`]). That mapping lives as long as the connection: reading it from a thread
 //! that holds no lock could race with the connection closing (and SQLite unmapping the memory).
-//! So each reader announces, in a slot of its own thread (a [`Reader`]), which watch it is reading, and
+//! So each reader announces, in a slot of its own thread (a `Reader`, one per thread, made at its
+//! first read), which watch it is reading, and
 //! [`MarkWatch::retire`], which runs before the connection closes, marks the watch dead and
 //! waits until no slot names it. A reader writes only its own slot (its own cache line): two
 //! threads reading one handle never write a line the other reads.
@@ -21,7 +22,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::store::{process, Mark};
+use std::cell::OnceCell;
+
+use crate::store::{process, CommitWatch, Mark};
 
 /// A lock-free view of one connection's commit mark, shared (by `Arc`) with the threads that
 /// copied a snapshot validated against it; it owns nothing of the connection.
@@ -56,14 +59,14 @@ fn slots() -> MutexGuard<'static, Vec<Arc<Slot>>> {
 
 /// A thread's slot, registered for as long as it lives. It must stay on its thread (it is
 /// neither `Send` nor `Sync`): two threads announcing in one slot would hide each other.
-pub struct Reader {
+struct Reader {
     slot: Arc<Slot>,
     _one_thread: PhantomData<*const ()>,
 }
 
 impl Reader {
     /// A new slot, registered (takes a lock: once per thread, not once per read).
-    pub fn new() -> Reader {
+    fn new() -> Reader {
         let slot = Arc::new(Slot::default());
         slots().push(Arc::clone(&slot));
         Reader {
@@ -85,6 +88,20 @@ impl Drop for Reader {
     }
 }
 
+thread_local! {
+    /// This thread's slot, made at its first read of a watch and unregistered when it exits.
+    static READER: OnceCell<Reader> = const { OnceCell::new() };
+}
+
+impl CommitWatch for MarkWatch {
+    #[inline]
+    fn unchanged(&self, mark: &Mark) -> bool {
+        READER
+            .try_with(|reader| self.unchanged_for(reader.get_or_init(Reader::new), mark))
+            .unwrap_or(false) // the thread is exiting: take the locked path
+    }
+}
+
 impl MarkWatch {
     /// A watch of the header at `header`, which must stay mapped until [`MarkWatch::retire`].
     pub(super) fn new(header: NonNull<AtomicU32>) -> MarkWatch {
@@ -102,7 +119,7 @@ impl MarkWatch {
     /// The first copy alone is enough to confirm a known mark: SQLite writes it last, so while
     /// every word still reads as before, the commit that changes it has not finished.
     #[inline]
-    pub fn unchanged(&self, reader: &Reader, mark: &Mark) -> bool {
+    fn unchanged_for(&self, reader: &Reader, mark: &Mark) -> bool {
         let slot = &reader.slot;
         let now = process::generation();
         if slot.generation.load(Ordering::Relaxed) != now {

@@ -73,8 +73,8 @@ impl Agents for SqliteAgents {
         self.during(|c| c.list_agents(query))
     }
 
-    fn delete_agent(&self, id: &str, if_version: Option<u64>) -> Result<Option<u64>> {
-        let deleted = self.during(|c| c.in_write(|c| c.delete_one(id, if_version, None)))?;
+    fn delete_agent(&self, id: &str, allow: &dyn Fn(u64) -> Result<()>) -> Result<Option<u64>> {
+        let deleted = self.during(|c| c.in_write(|c| c.delete_one(id, Some(allow), None)))?;
         // Also when nothing was stored: a deletion whose erasure a reader held up is finished.
         self.during(|c| c.erase(self.busy_timeout))?;
         Ok(deleted)
@@ -169,7 +169,7 @@ impl Sqlite {
     fn delete_one(
         &self,
         id: &str,
-        if_version: Option<u64>,
+        allow: Option<&dyn Fn(u64) -> Result<()>>,
         idle_before: Option<i64>,
     ) -> Result<Option<u64>> {
         let fail = |e| self.storage_err("cannot delete the agent", e);
@@ -189,14 +189,8 @@ impl Sqlite {
             })
             .optional()?;
         let stored = row.filter(|r| r.1).map(|r| r.0);
-        if let Some(expected) = if_version {
-            let version = stored.unwrap_or(0);
-            if expected != version {
-                return Err(Error::Conflict(format!(
-                    "expected version {expected}, but the agent is at version {version}; \
-                     nothing was deleted"
-                )));
-            }
+        if let Some(allow) = allow {
+            allow(stored.unwrap_or(0))?;
         }
         let (Some(version), Some((_, _, keeps_log, written))) = (stored, row) else {
             return Ok(None);

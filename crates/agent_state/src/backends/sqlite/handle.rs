@@ -13,8 +13,8 @@ use super::shared::Shared;
 use super::Sqlite;
 use crate::error::{Error, Result};
 use crate::store::{
-    ChangeLog, Freshness, Head, LogRetention, LoggedChange, Mark, NewChange, Ownership,
-    StoreOptions, StoreSettings, StoredRead, StoredState, Transactions,
+    ChangeLog, CommitWatch, Freshness, Head, LogRetention, LoggedChange, Mark, NewChange,
+    Ownership, StoreOptions, StoreSettings, StoredRead, StoredState, Transactions,
 };
 
 /// The [`Backend`](crate::store::Backend) of one handle on a SQLite file.
@@ -122,8 +122,9 @@ impl Freshness for SqliteAgent {
         self.shared.conn().commit_mark()
     }
 
-    fn mark_watch(&self) -> Option<Arc<MarkWatch>> {
-        self.shared.conn().mark_watch()
+    fn commit_watch(&self) -> Option<Arc<dyn CommitWatch>> {
+        let watch: Arc<MarkWatch> = self.shared.conn().mark_watch()?;
+        Some(watch)
     }
 
     fn refresh(&self) -> Result<()> {

@@ -40,8 +40,8 @@ use self::conn::{Conn, Limits, Settings};
 use self::error::{classify, Fault, PgResult};
 use self::pool::Pool;
 use self::stamp::Stamps;
-use super::{process, LogRetention, LoggedChange, NewChange, StoreOptions};
 use crate::error::{Error, Result};
+use crate::store::{process, LogRetention, LoggedChange, NewChange, StoreOptions};
 
 mod agents;
 mod backend;

@@ -93,7 +93,7 @@ impl Agents for Postgres {
         Ok(rows.iter().map(info).collect())
     }
 
-    fn delete_agent(&self, id: &str, if_version: Option<u64>) -> Result<Option<u64>> {
+    fn delete_agent(&self, id: &str, allow: &dyn Fn(u64) -> Result<()>) -> Result<Option<u64>> {
         let id = id.to_string();
         self.deleting(|store| {
             let row = store.in_txn("cannot delete the agent", |open| {
@@ -103,15 +103,7 @@ impl Agents for Postgres {
                 .as_ref()
                 .filter(|r| r.get::<_, bool>(1))
                 .map(|r| r.get::<_, i64>(0) as u64);
-            if let Some(expected) = if_version {
-                let version = stored.unwrap_or(0);
-                if expected != version {
-                    return Err(Error::Conflict(format!(
-                        "expected version {expected}, but the agent is at version {version}; \
-                         nothing was deleted"
-                    )));
-                }
-            }
+            allow(stored.unwrap_or(0))?;
             let Some(version) = stored else {
                 return Ok(None);
             };
