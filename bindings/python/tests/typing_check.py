@@ -37,9 +37,10 @@ def typed_reads(agent: Agent[ConvState]) -> None:
     state = agent.get_state()
     assert_type(state, ConvState)
     assert_type(state["at"], int)
-    state["nope"]  # type: ignore[typeddict-item]
-    state["at"] = "soon"  # type: ignore[typeddict-item]
-    when: str = state["at"]  # type: ignore[assignment]
+    state["nope"]  # type: ignore[typeddict-item]  # a key ConvState does not have
+    state[1]  # type: ignore[literal-required]  # a key of the wrong type
+    state["at"] = "soon"  # type: ignore[typeddict-item]  # a value of the wrong type
+    when: str = state["at"]  # type: ignore[assignment]  # an int is no str
     del when
     versioned = agent.get_state_versioned()
     assert_type(versioned, Versioned[ConvState])
@@ -60,9 +61,9 @@ def typed_writes(agent: Agent[ConvState]) -> None:
     assert_type(agent.set_state_if(1, {"at": 2}), Versioned[ConvState])
     assert_type(agent.replace_state({"status": "idle", "lastReply": "", "at": 0}), ConvState)
     agent.replace_state(ConvModel())
-    agent.replace_state({"status": "idle"})  # type: ignore[arg-type]
+    agent.replace_state({"status": "idle"})  # type: ignore[arg-type]  # keys missing
     agent.replace_state_if(3, {"status": "idle", "lastReply": "", "at": "noon"})  # type: ignore[arg-type]
-    agent.set_state(5)  # type: ignore[arg-type]
+    agent.set_state(5)  # type: ignore[arg-type]  # not a mapping or a model
     assert_type(agent.get_state_as(ConvModel), ConvModel)
     assert_type(agent.get_state_as(ConvPydantic), ConvPydantic)
 
