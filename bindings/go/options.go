@@ -31,8 +31,13 @@ type Options struct {
 	// and RegExp.
 	InitialState any
 	// MaxValueBytes caps the encoded state, and every input document, in bytes (2 to
-	// 1000000000); 0 means the library's default, 2097152.
+	// 1000000000); 0 means the store's cap (StoreMaxValueBytes, recorded by an earlier open),
+	// else the library's default, 2097152.
 	MaxValueBytes int
+	// StoreMaxValueBytes records a cap in the store (2 to 1000000000), which every Agent
+	// opened later with MaxValueBytes 0 uses, this one too; 0 leaves the store's setting.
+	// Refused with ReadOnly.
+	StoreMaxValueBytes int
 	// Synchronous is SyncFull or SyncNormal; "" means SyncFull.
 	Synchronous Synchronous
 	// BusyTimeout is how long a call waits for what another connection holds before failing
@@ -149,6 +154,9 @@ func (o Options) optionsJSON() (string, error) {
 	}
 	if o.MaxValueBytes != 0 {
 		parts = append(parts, `"max_value_bytes":`+strconv.Itoa(o.MaxValueBytes))
+	}
+	if o.StoreMaxValueBytes != 0 {
+		parts = append(parts, `"store_max_value_bytes":`+strconv.Itoa(o.StoreMaxValueBytes))
 	}
 	if o.Synchronous != "" {
 		b, err := Marshal(string(o.Synchronous))
