@@ -1,5 +1,6 @@
-"""The callbacks the C library calls: five ``CFUNCTYPE`` trampolines, and the tables of the
-Python callables they run.
+"""The callbacks the C library calls: module-level ``CFUNCTYPE`` trampolines (one per way of
+calling a hook or a validator, one for the initial-state hook, one to free), and the tables of
+the Python callables they run.
 
 **Tables.** The library holds plain function pointers (the module-level trampolines below,
 alive as long as the module) and, as ``user_data``, an integer key. The callable of a key lives
