@@ -46,7 +46,7 @@ pub fn oldest_retained(agent: &Agent, version: u64) -> Result<u64, Failure> {
         let mid = low + (high - low) / 2;
         match agent.state_at(mid) {
             Ok(_) => high = mid,
-            Err(Error::Gap(_)) => low = mid + 1,
+            Err(Error::Gap { .. }) => low = mid + 1,
             Err(e) => return Err(Failure::context(&format!("version {mid}"), e)),
         }
     }

@@ -138,7 +138,7 @@ fn change_log(agent: &Agent, version: Option<u64>, verdict: &mut Verdict) -> Val
     for v in (1..version).rev() {
         match agent.state_at(v) {
             Ok(_) => checked += 1,
-            Err(Error::Gap(_)) => break,
+            Err(Error::Gap { .. }) => break,
             Err(e) => {
                 verdict.fail(
                     Status::of(&e),

@@ -39,7 +39,7 @@ pub fn history(
         };
         match agent.changes_since(after) {
             Ok(changes) => return out.document(&changes),
-            Err(Error::Gap(_)) if attempt < ATTEMPTS => continue,
+            Err(Error::Gap { .. }) if attempt < ATTEMPTS => continue,
             Err(e) => return Err(changelog::explain(e)),
         }
     }

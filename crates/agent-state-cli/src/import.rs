@@ -49,7 +49,7 @@ pub fn import(
         let written = agent
             .replace_state_if(&record.state, expected)
             .map_err(|e| match e {
-                Error::Conflict(m) => Failure::new(
+                Error::Conflict { message: m, .. } => Failure::new(
                     Status::CONFLICT,
                     format!(
                         "line {number}: the store already holds a state ({m}); --force replaces it"

@@ -91,7 +91,9 @@ pub fn watch(store: &Path, global: &Global, interval: Duration) -> Result<(), Fa
             Ok(()) => {}
             // Some changes were pruned before this watch saw them: say so, and go on from the
             // current state (the next line is still a true state, its version tells the jump).
-            Err(Error::Gap(m)) => eprintln!("agent-state: {}: {m}", Status::GAP.name()),
+            Err(Error::Gap { message: m, .. }) => {
+                eprintln!("agent-state: {}: {m}", Status::GAP.name())
+            }
             Err(e) => {
                 let printed = printer
                     .failure

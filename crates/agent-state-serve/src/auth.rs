@@ -24,7 +24,7 @@ impl Token {
     pub fn generate() -> Result<Token> {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes)
-            .map_err(|e| Error::Storage(format!("cannot draw a random token: {e}")))?;
+            .map_err(|e| Error::Storage(format!("cannot draw a random token: {e}").into()))?;
         Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
     }
 

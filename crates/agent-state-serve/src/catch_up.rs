@@ -50,7 +50,7 @@ pub fn start(agent: &Agent, since: Option<u64>) -> Result<Start, Failure> {
             None => Ok(snapshot_of(agent)?),
         },
         // Older than the log keeps, or no log: the whole state.
-        Err(Error::Gap(_)) => Ok(snapshot_of(agent)?),
+        Err(Error::Gap { .. }) => Ok(snapshot_of(agent)?),
         Err(e) if is_log_off(&e.to_string()) => Ok(snapshot_of(agent)?),
         Err(e) => Err(e.into()),
     }

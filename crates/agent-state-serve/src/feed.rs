@@ -90,7 +90,7 @@ impl Feeds {
         thread::Builder::new()
             .name(format!("feed {id}"))
             .spawn(move || run(agent, hook_id, weak, events, last))
-            .map_err(|e| Error::Storage(format!("cannot start a feed thread: {e}")))?;
+            .map_err(|e| Error::Storage(format!("cannot start a feed thread: {e}").into()))?;
         Ok(feed)
     }
 }
@@ -131,7 +131,7 @@ fn run(
     while feed.strong_count() > 0 {
         match agent.poll() {
             Ok(_) => {}
-            Err(Error::Gap(_)) => {
+            Err(Error::Gap { .. }) => {
                 let _ = events.send(Event::Resync);
             }
             Err(e) if is_log_off(&e.to_string()) => snapshot_if_moved(&agent, &events, &last),

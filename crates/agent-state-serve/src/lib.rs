@@ -66,7 +66,7 @@ pub fn serve(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         .enable_all()
         .thread_name("serve")
         .build()
-        .map_err(|e| Error::Storage(format!("cannot start the server's runtime: {e}")))?;
+        .map_err(|e| Error::Storage(format!("cannot start the server's runtime: {e}").into()))?;
     let result = runtime.block_on(run(config, ready));
     runtime.shutdown_timeout(STOP_GRACE);
     result
@@ -75,10 +75,12 @@ pub fn serve(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
 async fn run(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|e| Error::Unavailable(format!("cannot listen on {}: {e}", config.listen)))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| Error::Unavailable(format!("cannot listen on {}: {e}", config.listen)))?;
+        .map_err(|e| {
+            Error::Unavailable(format!("cannot listen on {}: {e}", config.listen).into())
+        })?;
+    let bound = listener.local_addr().map_err(|e| {
+        Error::Unavailable(format!("cannot listen on {}: {e}", config.listen).into())
+    })?;
     let handles = Arc::new(handles::Handles::new(config.store, config.options));
     let (stop, stopping) = tokio::sync::watch::channel(false);
     // Every stream holds a sender; none is ever sent on: the receiver ends when all are gone.
@@ -102,7 +104,7 @@ async fn run(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
             let _ = stop.send(true);
         })
         .await
-        .map_err(|e| Error::Unavailable(format!("the server failed: {e}")));
+        .map_err(|e| Error::Unavailable(format!("the server failed: {e}").into()));
     // The upgraded streams are not the HTTP server's to wait for: they are closing with 1001,
     // and a runtime that shuts down drops its tasks where they are.
     let _ = tokio::time::timeout(STOP_GRACE, streams_ended.recv()).await;

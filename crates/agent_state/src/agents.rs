@@ -70,10 +70,14 @@ pub fn delete_agent(
     }
     crate::cancel::check("before it began")?;
     let allow = |stored: u64| match if_version {
-        Some(expected) if expected != stored => Err(Error::Conflict(format!(
-            "expected version {expected}, but the agent is at version {stored}; nothing was \
-             deleted"
-        ))),
+        Some(expected) if expected != stored => Err(Error::Conflict {
+            expected,
+            actual: stored,
+            message: format!(
+                "expected version {expected}, but the agent is at version {stored}; nothing was \
+                 deleted"
+            ),
+        }),
         _ => Ok(()),
     };
     backends::open_agents(path, &options.store_options())?.delete_agent(id, &allow)

@@ -1,10 +1,19 @@
 //! The one error type of the safe core.
 //!
-//! Each variant is a failure a caller can act on differently, and [`Error::kind`] names its
+//! Each variant is a failure a caller can act on differently; the enum is `#[non_exhaustive]`,
+//! so a new kind of failure is not a breaking change (match the variants you act on, and
+//! [`Error::kind`] or a catch-all for the rest). Variants a caller acts on carry typed fields
+//! ([`Error::Conflict`]'s versions, [`Error::Gap`]'s range); a backend's own error is kept as
+//! the [`source`](std::error::Error::source) of [`Error::Storage`], [`Error::Busy`],
+//! [`Error::Unavailable`] and [`Error::Auth`] ([`Detail`]). [`Error::kind`] names its
 //! [`ErrorKind`], which has a stable number: the C ABI's status and the command's exit code are
 //! made from it. Messages are written for people: they say what was wrong with which input,
 //! never just "error". The core knows no backend: each one converts its own errors
 //! (`backends::sqlite::error`, `backends::postgres::error`).
+
+use std::fmt;
+use std::ops::RangeInclusive;
+use std::sync::Arc;
 
 /// Result alias used throughout the core.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -110,12 +119,12 @@ impl Error {
             Error::Json(_) => ErrorKind::Json,
             Error::Codec(_) => ErrorKind::Codec,
             Error::TooLarge(_) => ErrorKind::TooLarge,
-            Error::Storage(_) | Error::Corrupt(_) | Error::Stale => ErrorKind::Storage,
+            Error::Storage(_) | Error::Corrupt(_) | Error::Stale(_) => ErrorKind::Storage,
             Error::Busy(_) => ErrorKind::Busy,
             Error::Hook(_) => ErrorKind::Hook,
-            Error::Conflict(_) => ErrorKind::Conflict,
+            Error::Conflict { .. } => ErrorKind::Conflict,
             Error::Rejected(_) => ErrorKind::Rejected,
-            Error::Gap(_) => ErrorKind::Gap,
+            Error::Gap { .. } => ErrorKind::Gap,
             Error::Unavailable(_) => ErrorKind::Unavailable,
             Error::Auth(_) => ErrorKind::Auth,
             Error::Cancelled(_) => ErrorKind::Cancelled,
@@ -123,73 +132,224 @@ impl Error {
     }
 }
 
+/// The message of an error the store reported, with the backend's own error behind it (its
+/// [`source`](std::error::Error::source)) when there is one. Reads as the message (`Deref` to
+/// `str`, `Display`); compares by the message alone.
+#[derive(Clone, Default)]
+pub struct Detail {
+    message: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Detail {
+    /// A message with the backend's error behind it.
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Detail {
+        Detail {
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The same source under another message (a message completed with its context).
+    pub fn map(self, f: impl FnOnce(String) -> String) -> Detail {
+        Detail {
+            message: f(self.message),
+            source: self.source,
+        }
+    }
+
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<String> for Detail {
+    fn from(message: String) -> Detail {
+        Detail {
+            message,
+            source: None,
+        }
+    }
+}
+
+impl From<&str> for Detail {
+    fn from(message: &str) -> Detail {
+        Detail::from(message.to_string())
+    }
+}
+
+impl std::ops::Deref for Detail {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Debug for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            None => fmt::Debug::fmt(&self.message, f),
+            Some(source) => write!(f, "{:?} (source: {source:?})", self.message),
+        }
+    }
+}
+
+impl PartialEq for Detail {
+    fn eq(&self, other: &Detail) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for Detail {}
+
 /// Everything that can go wrong in the core.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// A required argument was missing, an option was unknown or ill-typed, or a patch/state was
     /// not a JSON object.
-    #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// The agent was closed (possibly by another thread) before or during the call; at the C
-    /// boundary also a handle that was never issued.
-    #[error("the handle is not open (it was closed, or never issued)")]
+    /// boundary also a handle that was never issued (`AGENT_ERR_BAD_HANDLE`).
     Closed,
     /// The input is not well-formed JSON (syntax, invalid UTF-8, lone surrogate, nesting beyond
     /// the parser's limit).
-    #[error("malformed JSON: {0}")]
     Json(String),
     /// The input is JSON but not a value the storage codec accepts (duplicate member names,
     /// a number outside the double range, a malformed tagged value, nesting beyond the cap).
-    #[error("codec error: {0}")]
     Codec(String),
-    /// The encoded state (or an input document) exceeds `max_value_bytes`.
-    #[error("too large: {0}")]
+    /// The encoded state (or an input document) exceeds the handle's cap (`max_value_bytes`,
+    /// or the store's); the message says which cap and how to raise it.
     TooLarge(String),
     /// The store failed: an I/O error, a full disk, a read-only store, a corrupt or foreign
-    /// file, or the database server's error answer to a statement. (Each backend turns its
-    /// own errors into these kinds, in its own module.)
-    #[error("storage error: {0}")]
-    Storage(String),
+    /// file, or the database server's error answer to a statement (its error is the source).
+    Storage(Detail),
     /// The stored state cannot be decoded (the file was changed behind the library's back).
     /// Reads and merges fail; a replacement repairs it.
-    #[error("storage error: the stored state is corrupt: {0}")]
     Corrupt(String),
     /// Another connection held what the call needs (a lock, every pooled connection) for
     /// longer than `busy_timeout_ms`, or the handle is busy computing its initial state on
     /// this very thread.
-    #[error("busy: {0}")]
-    Busy(String),
-    /// A compare-and-set found another version than the expected one; nothing was written.
-    #[error("conflict: {0}")]
-    Conflict(String),
+    Busy(Detail),
+    /// A compare-and-set found another version than the expected one; nothing was written
+    /// (or deleted).
+    Conflict {
+        /// The version the caller expected.
+        expected: u64,
+        /// The version the store holds (0: nothing stored).
+        actual: u64,
+        /// What was refused, in words.
+        message: String,
+    },
     /// The validation gate rejected the change; nothing was written.
-    #[error("rejected: {0}")]
     Rejected(String),
-    /// The change log no longer holds changes that were asked for (pruned by its retention).
-    #[error("gap in the change log: {0}")]
-    Gap(String),
+    /// The change log no longer holds changes that were asked for (pruned by its retention,
+    /// or gone with a deletion of the agent).
+    Gap {
+        /// The versions whose changes are missing.
+        missing: RangeInclusive<u64>,
+        /// What is missing, in words.
+        message: String,
+    },
     /// A hook reported failure. For `on_state_changed` the change is committed all the same.
-    #[error("hook failed: {0}")]
     Hook(String),
     /// The database server could not be reached or the connection was lost (refused, timed
     /// out, restarted). The call had no effect, unless the message says a commit's outcome is
     /// unknown (the state's version then tells). The next call reconnects.
-    #[error("unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(Detail),
     /// The connection to the database server could not be secured or authenticated: the TLS
     /// handshake failed (a certificate not trusted, expired or for another host; the server
     /// offers no TLS where `sslmode` requires it, or wants a client certificate), or the server
     /// refused the credentials (a wrong password, no `pg_hba.conf` entry). Unlike
     /// [`Error::Unavailable`], retrying the same settings will not help.
-    #[error("cannot secure or authenticate the connection: {0}")]
-    Auth(String),
+    Auth(Detail),
     /// The call's cancel token fired, or its deadline passed, while the call waited (for a
     /// lock, a connection or the server; see [`crate::Cancel`]): nothing was written.
-    #[error("cancelled: {0}")]
     Cancelled(String),
-    /// Internal to the write path, never returned by the agent: an optimistic write found the
-    /// stored version moved since the state it was computed from; nothing was written, and the
-    /// write is retried under a lock (see `store::Transactions::optimistic`).
-    #[error("storage error: the state changed during an optimistic write (internal; retried)")]
-    Stale,
+    /// Internal to the write path, never returned by the agent (and not constructible outside
+    /// the crate): an optimistic write found the stored version moved since the state it was
+    /// computed from; nothing was written, and the write is retried under a lock.
+    #[doc(hidden)]
+    Stale(Internal),
+}
+
+/// The payload of [`Error::Stale`], which only the crate constructs.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Internal(());
+
+impl Error {
+    /// The same error with `source` behind it, when its kind carries a [`Detail`] (the others
+    /// are returned as they are).
+    pub(crate) fn with_source(
+        self,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        let attach = |d: Detail| Detail::with_source(d.message, source);
+        match self {
+            Error::Storage(d) => Error::Storage(attach(d)),
+            Error::Busy(d) => Error::Busy(attach(d)),
+            Error::Unavailable(d) => Error::Unavailable(attach(d)),
+            Error::Auth(d) => Error::Auth(attach(d)),
+            other => other,
+        }
+    }
+
+    /// The internal "retry under a lock" signal of the write path (see `Error::Stale`).
+    pub(crate) fn stale() -> Error {
+        Error::Stale(Internal(()))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::Closed => f.write_str("the handle is not open (it was closed, or never issued)"),
+            Error::Json(m) => write!(f, "malformed JSON: {m}"),
+            Error::Codec(m) => write!(f, "codec error: {m}"),
+            Error::TooLarge(m) => write!(f, "too large: {m}"),
+            Error::Storage(m) => write!(f, "storage error: {m}"),
+            Error::Corrupt(m) => write!(f, "storage error: the stored state is corrupt: {m}"),
+            Error::Busy(m) => write!(f, "busy: {m}"),
+            Error::Conflict { message, .. } => write!(f, "conflict: {message}"),
+            Error::Rejected(m) => write!(f, "rejected: {m}"),
+            Error::Gap { message, .. } => write!(f, "gap in the change log: {message}"),
+            Error::Hook(m) => write!(f, "hook failed: {m}"),
+            Error::Unavailable(m) => write!(f, "unavailable: {m}"),
+            Error::Auth(m) => write!(f, "cannot secure or authenticate the connection: {m}"),
+            Error::Cancelled(m) => write!(f, "cancelled: {m}"),
+            Error::Stale(_) => f.write_str(
+                "storage error: the state changed during an optimistic write (internal; retried)",
+            ),
+        }
+    }
+}
+
+/// The source of a store's error is the backend's own error, when the backend gave one.
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Storage(d) | Error::Busy(d) | Error::Unavailable(d) | Error::Auth(d) => {
+                d.source()
+            }
+            _ => None,
+        }
+    }
 }

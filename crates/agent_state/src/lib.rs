@@ -50,7 +50,7 @@
 //! let v = agent.set_state_if(br#"{"n": 1}"#, Some(0))?;
 //! assert_eq!(v.version, 1);
 //! let stale = agent.replace_state_if(br#"{"n": 9}"#, Some(0));
-//! assert!(matches!(stale, Err(Error::Conflict(_))));
+//! assert!(matches!(stale, Err(Error::Conflict { .. })));
 //! # Ok::<(), agent_state::Error>(())
 //! ```
 //!
@@ -163,7 +163,7 @@ pub use agent::{Agent, Held, Versioned};
 #[cfg(feature = "store")]
 pub use agents::{delete_agent, expire_agents, list_agents, AgentInfo, AgentQuery};
 pub use cancel::Cancel;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Detail, Error, ErrorKind, Result};
 pub use hooks::{InitialStateHook, Patch, StateChange, StateChangedHook, Validator};
 #[cfg(feature = "store")]
 pub use options::OpenOptions;

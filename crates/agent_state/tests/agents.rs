@@ -99,7 +99,7 @@ fn agents_of_one_file_are_isolated_in_state_version_initial_state_log_and_hooks(
     // A CAS on one agent is judged by that agent's version only.
     assert!(matches!(
         b.set_state_if(br#"{"x":1}"#, Some(2)),
-        Err(Error::Conflict(_))
+        Err(Error::Conflict { .. })
     ));
     assert_eq!(b.set_state_if(br#"{"x":1}"#, Some(1)).unwrap().version, 2);
     drop((a, b, single));
@@ -168,7 +168,7 @@ fn threads_writing_agents_that_share_a_connection_lose_no_update() {
                         let patch = format!(r#"{{"n":{}}}"#, n + 1);
                         match common.set_state_if(patch.as_bytes(), Some(v.version)) {
                             Ok(_) => break,
-                            Err(Error::Conflict(_)) => continue,
+                            Err(Error::Conflict { .. }) => continue,
                             Err(e) => panic!("{e}"),
                         }
                     }

@@ -88,12 +88,12 @@ fn changes_since_state_at_and_restore() {
     assert_eq!(since[1]["next"], json!({"n": 5}));
     assert!(since[1]["at"].as_i64().unwrap() > 1_700_000_000_000);
     assert_eq!(a.changes_since(5).unwrap(), b"[]");
-    assert!(matches!(a.changes_since(1), Err(Error::Gap(_))));
+    assert!(matches!(a.changes_since(1), Err(Error::Gap { .. })));
     assert!(matches!(a.changes_since(9), Err(Error::InvalidArgument(_))));
     assert_eq!(text(&a.state_at(3).unwrap()), r#"{"n":3}"#);
     assert_eq!(text(&a.state_at(5).unwrap()), r#"{"n":5}"#);
     assert_eq!(text(&a.state_at(0).unwrap()), "{}");
-    assert!(matches!(a.state_at(2), Err(Error::Gap(_))));
+    assert!(matches!(a.state_at(2), Err(Error::Gap { .. })));
     let restored = a.restore(3).unwrap();
     assert_eq!(
         (restored.version, text(&restored.state)),
@@ -117,7 +117,7 @@ fn pruned_changes_are_reported_as_a_gap_and_the_rest_delivered() {
     // Retained: 4 and 5. 4's predecessor is gone, so only 5 can be delivered exactly.
     let err = a.poll().unwrap_err();
     assert!(
-        matches!(&err, Error::Gap(m) if m.contains("changes 1 to 4")),
+        matches!(&err, Error::Gap { message: m, missing } if m.contains("changes 1 to 4") && *missing == (1..=4)),
         "{err}"
     );
     assert_eq!(rec.seen.lock().unwrap().len(), 1);
@@ -185,7 +185,7 @@ fn a_write_delivers_pending_changes_before_its_own_pruning() {
     assert_eq!(versions, vec![3, 4]);
     let err = a.poll().unwrap_err();
     assert!(
-        matches!(&err, Error::Gap(m) if m.contains("changes 1 to 2")),
+        matches!(&err, Error::Gap { message: m, .. } if m.contains("changes 1 to 2")),
         "{err}"
     );
 }
@@ -256,7 +256,7 @@ fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
     assert_eq!(fresh.get_state_versioned().unwrap().version, 480);
     assert!(matches!(
         a.set_state_if(br#"{"late":1}"#, Some(479)),
-        Err(Error::Conflict(_))
+        Err(Error::Conflict { .. })
     ));
 }
 
@@ -382,7 +382,7 @@ fn a_long_history_of_patches_rebuilds_every_retained_state_exactly() {
         {
             match a.state_at(v) {
                 Ok(s) if kept => assert_eq!(text(&s), committed[v as usize], "version {v}"),
-                Err(Error::Gap(_)) if !kept => {}
+                Err(Error::Gap { .. }) if !kept => {}
                 other => panic!("version {v} (kept: {kept}): {other:?}"),
             }
         }
@@ -401,7 +401,7 @@ fn a_long_history_of_patches_rebuilds_every_retained_state_exactly() {
     }
     assert!(matches!(
         fresh.changes_since(WRITES - KEEP - 1),
-        Err(Error::Gap(_))
+        Err(Error::Gap { .. })
     ));
     // What a SQLite file holds: at most the retained changes plus the pruning slack (16) and
     // the base they are rebuilt from (32), and full states only at checkpoints and replacements.
@@ -430,7 +430,7 @@ fn a_lower_retention_hides_older_changes_at_once() {
         a.set_state(format!(r#"{{"i":{i}}}"#).as_bytes()).unwrap();
     }
     let b = open(&store, &opts(json!({"change_log": {"keep_last": 5}}))).unwrap();
-    assert!(matches!(b.changes_since(10), Err(Error::Gap(_))));
+    assert!(matches!(b.changes_since(10), Err(Error::Gap { .. })));
     let since: Value = serde_json::from_slice(&b.changes_since(15).unwrap()).unwrap();
     assert_eq!(since.as_array().unwrap().len(), 5);
     assert_eq!(text(&b.state_at(16).unwrap()), r#"{"i":15}"#);
@@ -452,7 +452,7 @@ fn a_log_switched_off_and_on_behind_a_writers_back_still_rebuilds_its_next_chang
     drop(open(&store, &opts(log)).unwrap());
     let next = a.set_state(br#"{"j":1}"#).unwrap();
     assert_eq!(text(&a.state_at(6).unwrap()), text(&next));
-    assert!(matches!(a.state_at(5), Err(Error::Gap(_))));
+    assert!(matches!(a.state_at(5), Err(Error::Gap { .. })));
     let fresh = open(&store, &OpenOptions::default()).unwrap();
     let since: Value = serde_json::from_slice(&fresh.changes_since(5).unwrap()).unwrap();
     assert_eq!(since[0]["next"].to_string(), text(&next));

@@ -125,7 +125,7 @@ fn switching_the_log_keeps_a_large_state() {
     assert_eq!(changes(before.1), 0);
     assert!(matches!(
         b.changes_since(before.1 - 1),
-        Err(agent_state::Error::Gap(_))
+        Err(agent_state::Error::Gap { .. })
     ));
     for n in 11..=20 {
         b.set_state(&patch(n)).unwrap();

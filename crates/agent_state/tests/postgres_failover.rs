@@ -452,7 +452,7 @@ fn asynchronous_replication_loses_what_the_standby_lacked_and_no_cache_hides_it(
     let err = writer
         .set_state_if(br#"{"cas":true}"#, Some(10))
         .unwrap_err();
-    assert!(matches!(err, Error::Conflict(_)), "{err}");
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
     // Versions 6 to 10 again, with other states. The reader must not take version 10 for the
     // one it had cached.
     for i in 1..=5 {

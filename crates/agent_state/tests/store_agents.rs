@@ -211,7 +211,7 @@ fn a_deleted_agent_reads_as_new_and_its_versions_never_come_back() {
 
     // A version that is not the agent's: a conflict, nothing deleted.
     let err = delete_agent(&path, &no_options(), &id, Some(read_before - 1)).unwrap_err();
-    assert!(matches!(err, Error::Conflict(_)), "{err:?}");
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
     assert_eq!(a.get_state_versioned().unwrap().version, read_before);
 
     assert_eq!(
@@ -237,7 +237,7 @@ fn a_deleted_agent_reads_as_new_and_its_versions_never_come_back() {
     let err = a
         .set_state_if(br#"{"stale":true}"#, Some(read_before))
         .unwrap_err();
-    assert!(matches!(err, Error::Conflict(_)), "{err:?}");
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
     let again = open(&place, &opts(json!({}))).unwrap();
     let first = again.set_state_if(br#"{"new":1}"#, Some(0)).unwrap();
     assert!(
@@ -250,7 +250,7 @@ fn a_deleted_agent_reads_as_new_and_its_versions_never_come_back() {
         let err = a
             .set_state_if(br#"{"stale":true}"#, Some(read_before))
             .unwrap_err();
-        assert!(matches!(err, Error::Conflict(_)), "{err:?}");
+        assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
         again
             .set_state(format!(r#"{{"more":{more}}}"#).as_bytes())
             .unwrap();

@@ -34,7 +34,7 @@ fn compare_and_set_writes_only_at_the_expected_version() {
     let a = open(&dir.store("a.db"), &OpenOptions::default()).unwrap();
     assert!(matches!(
         a.set_state_if(br#"{"x":1}"#, Some(5)),
-        Err(Error::Conflict(_))
+        Err(Error::Conflict { .. })
     ));
     assert_eq!(
         a.get_state_versioned().unwrap().version,
@@ -44,7 +44,7 @@ fn compare_and_set_writes_only_at_the_expected_version() {
     assert_eq!(a.set_state_if(br#"{"x":1}"#, Some(0)).unwrap().version, 1);
     assert!(matches!(
         a.replace_state_if(br#"{"y":1}"#, Some(0)),
-        Err(Error::Conflict(_))
+        Err(Error::Conflict { .. })
     ));
     assert_eq!(text(&a.get_state().unwrap()), r#"{"x":1}"#);
     assert_eq!(
@@ -83,7 +83,7 @@ fn read_modify_write_loops_on_many_handles_count_exactly() {
                         Ok(_) => {
                             successes.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(Error::Conflict(_)) => {
+                        Err(Error::Conflict { .. }) => {
                             conflicts.fetch_add(1, Ordering::Relaxed);
                         }
                         Err(e) => panic!("{e}"),
@@ -216,7 +216,7 @@ fn a_write_that_changes_nothing_commits_nothing() {
         assert!(
             matches!(
                 a.set_state_if(patch.as_bytes(), Some(1)),
-                Err(Error::Conflict(_))
+                Err(Error::Conflict { .. })
             ),
             "{patch}: compare-and-set is checked before anything else"
         );
@@ -266,4 +266,27 @@ fn a_write_that_changes_nothing_is_judged_against_the_latest_state() {
     let v = b.set_state_if(br#"{"y":0}"#, None).unwrap();
     assert_eq!(v.version, 6);
     assert_eq!(text(&v.state), r#"{"x":1,"y":0}"#);
+}
+
+/// A conflict carries the versions a caller acts on, and a store's failure keeps the backend's
+/// own error as its source.
+#[test]
+fn errors_carry_what_callers_act_on() {
+    let dir = TempDir::new("errors");
+    let a = open(&dir.store("a.db"), &OpenOptions::default()).unwrap();
+    a.set_state(br#"{"x":1}"#).unwrap();
+    match a.set_state_if(br#"{"x":2}"#, Some(7)) {
+        Err(Error::Conflict {
+            expected, actual, ..
+        }) => assert_eq!((expected, actual), (7, 1)),
+        other => panic!("{other:?}"),
+    }
+    if common::sqlite() {
+        let missing = dir.file("no-such-dir").join("a.db");
+        let err = Agent::open(&missing, &OpenOptions::default()).unwrap_err();
+        assert!(matches!(err, Error::Storage(_)), "{err:?}");
+        let source =
+            std::error::Error::source(&err).unwrap_or_else(|| panic!("no source: {err:?}"));
+        assert!(!source.to_string().is_empty());
+    }
 }

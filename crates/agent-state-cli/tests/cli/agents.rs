@@ -279,7 +279,7 @@ fn rm_deletes_one_agent_and_open_handles_find_it_gone() {
         let now = a.get_state_versioned().unwrap();
         assert_eq!((now.state.json(), now.version), (&b"{}"[..], 0));
         let err = a.set_state_if(br#"{"n":4}"#, Some(3)).unwrap_err();
-        assert!(matches!(err, Error::Conflict(_)), "{err:?}");
+        assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
         let again = a.set_state_if(br#"{"again":1}"#, None).unwrap();
         assert!(
             again.version > 3,

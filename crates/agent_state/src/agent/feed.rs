@@ -42,11 +42,14 @@ impl Agent {
                 if let Some((from, to)) = gap {
                     return (
                         delivered,
-                        Err(Error::Gap(format!(
-                            "changes {from} to {to} were pruned from the change log before this \
-                             handle delivered them; the state is current, those intermediate \
-                             changes are lost"
-                        ))),
+                        Err(Error::Gap {
+                            missing: from..=to,
+                            message: format!(
+                                "changes {from} to {to} were pruned from the change log before \
+                                 this handle delivered them; the state is current, those \
+                                 intermediate changes are lost"
+                            ),
+                        }),
                     );
                 }
                 (delivered, delivery)

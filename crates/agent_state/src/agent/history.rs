@@ -23,11 +23,14 @@ impl Agent {
         }
         if after > current.version {
             if after < txn.first_version()? {
-                return Err(Error::Gap(format!(
-                    "version {after} was the agent's before it was deleted; the history of a \
-                     deleted agent is gone (the state is at version {})",
-                    current.version
-                )));
+                return Err(Error::Gap {
+                    missing: after + 1..=current.version.max(after + 1),
+                    message: format!(
+                        "version {after} was the agent's before it was deleted; the history of \
+                         a deleted agent is gone (the state is at version {})",
+                        current.version
+                    ),
+                });
             }
             return Err(Error::InvalidArgument(format!(
                 "version {after} is in the future (the state is at version {})",
@@ -45,10 +48,19 @@ impl Agent {
             && !from_start
             && changes.first().map(|c| c.version) != Some(after + 1)
         {
-            return Err(Error::Gap(format!(
-                "the change log no longer holds the changes after version {after} (oldest retained: {})",
-                changes.first().map(|c| c.version.to_string()).unwrap_or_else(|| "none".into())
-            )));
+            // Missing: the changes after `after` up to the oldest one retained (or all of them).
+            let last_missing = changes.first().map_or(current.version, |c| c.version - 1);
+            return Err(Error::Gap {
+                missing: after + 1..=last_missing.max(after + 1),
+                message: format!(
+                    "the change log no longer holds the changes after version {after} (oldest \
+                     retained: {})",
+                    changes
+                        .first()
+                        .map(|c| c.version.to_string())
+                        .unwrap_or_else(|| "none".into())
+                ),
+            });
         }
         // Each change's state: stored, or the previous one merged with its patch (the first
         // one's predecessor rebuilt from the log when needed).
@@ -90,9 +102,10 @@ impl Agent {
                     None => false, // the log is off: it retains nothing
                 };
                 if !retained {
-                    return Err(Error::Gap(format!(
-                        "version {version} is not retained by the change log"
-                    )));
+                    return Err(Error::Gap {
+                        missing: version..=version,
+                        message: format!("version {version} is not retained by the change log"),
+                    });
                 }
                 Some(replay::rebuild(&*txn, version)?.ok_or_else(|| unrebuildable(version))?)
             }

@@ -78,7 +78,8 @@ impl Agent {
             return Err(Error::Busy(
                 "called from inside this agent's own initial-state hook or validator (which run \
                  under its lock); they must not use their own handle"
-                    .to_string(),
+                    .to_string()
+                    .into(),
             ));
         }
         Ok(())

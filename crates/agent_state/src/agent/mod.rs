@@ -224,10 +224,11 @@ impl Agent {
         written.map_err(|e| match e {
             // The server aborted the transaction to resolve a conflict (write::locked_write):
             // nothing was written; the caller may try again.
-            Error::Stale => Error::Busy(
+            Error::Stale(_) => Error::Busy(
                 "the server aborted the change log's setting to resolve a conflict with \
                  another transaction; nothing was written, try again"
-                    .to_string(),
+                    .to_string()
+                    .into(),
             ),
             e => e,
         })

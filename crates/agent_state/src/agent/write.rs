@@ -121,7 +121,7 @@ impl Agent {
                     // Computed from a cache the store still confirms: the failure stands (the
                     // validator or initial-state hook is not asked twice).
                     Err(e)
-                        if !matches!(e, Error::Stale)
+                        if !matches!(e, Error::Stale(_))
                             && cache::confirmed(&**store, &view.cache)? =>
                     {
                         return Err(e)
@@ -201,15 +201,18 @@ impl Agent {
                 Ok(outcome)
             });
             match attempt {
-                Err(Error::Stale) => view.cache = None,
+                Err(Error::Stale(_)) => view.cache = None,
                 other => return other,
             }
         }
-        Err(Error::Busy(format!(
-            "the server aborted the write {SERIALIZATION_RETRIES} times in a row to resolve \
+        Err(Error::Busy(
+            format!(
+                "the server aborted the write {SERIALIZATION_RETRIES} times in a row to resolve \
              conflicts with other transactions (SQLSTATE 40001 or 40P01); nothing was written, \
              try again"
-        )))
+            )
+            .into(),
+        ))
     }
 
     /// Inside the write transaction: read the latest state, compute the next one, check it
@@ -231,7 +234,7 @@ impl Agent {
                 if current.version == 0 && store.optimistic() {
                     // A first write's version depends on the agent's tombstone: it is made
                     // under the row's lock, before the initial-state hook is asked (once).
-                    return Err(Error::Stale);
+                    return Err(Error::stale());
                 }
                 let (prev, stored) = match &current.stored {
                     Some(state) => (Arc::clone(state), true),
@@ -255,9 +258,14 @@ impl Agent {
         };
         if let Some(expected) = expected {
             if expected != version {
-                return Err(Error::Conflict(format!(
-                    "expected version {expected}, but the state is at version {version}; nothing was written"
-                )));
+                return Err(Error::Conflict {
+                    expected,
+                    actual: version,
+                    message: format!(
+                        "expected version {expected}, but the state is at version {version}; \
+                         nothing was written"
+                    ),
+                });
             }
         }
         // Merged without a cap first: a change that leaves the stored state as it is writes

@@ -153,7 +153,7 @@ pub trait Transactions {
     /// True while the open write transaction is *optimistic*: it took no lock, so the caller
     /// computes the change from its cached state without reading, and
     /// [`Transactions::commit`] writes only if the stored version is still the one the change
-    /// was computed from; otherwise it fails with [`Error::Stale`](crate::error::Error::Stale),
+    /// was computed from; otherwise it fails with `Error::Stale` (internal),
     /// nothing written, and the caller retries with [`Transactions::begin_write`] under a lock
     /// (`optimistic` false). Backends whose write transactions are cheap to lock (an embedded
     /// file) always say false.

@@ -136,10 +136,14 @@ mod tests {
         let attempt = || -> crate::error::Result<()> {
             let txn = Txn::write(&*store)?;
             write_first(&txn)?;
-            Err(Error::Conflict("stop".into()))?;
+            Err(Error::Conflict {
+                expected: 1,
+                actual: 2,
+                message: "stop".into(),
+            })?;
             txn.commit()
         };
-        assert!(matches!(attempt(), Err(Error::Conflict(_))));
+        assert!(matches!(attempt(), Err(Error::Conflict { .. })));
         assert_eq!(stored_version(&*store), None);
         // The connection is usable again: no transaction was left open.
         let txn = Txn::write(&*store).unwrap();

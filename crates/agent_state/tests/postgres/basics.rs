@@ -145,7 +145,7 @@ fn compare_and_set_sees_through_a_stale_cache() {
     // a's cache says version 1; the store is at 2.
     let err = a.set_state_if(br#"{"n":3}"#, Some(1)).unwrap_err();
     assert!(
-        matches!(&err, Error::Conflict(m) if m.contains("at version 2")),
+        matches!(&err, Error::Conflict { message: m, .. } if m.contains("at version 2")),
         "{err}"
     );
     let v = a.set_state_if(br#"{"m":1}"#, Some(2)).unwrap();

@@ -65,7 +65,7 @@ fn compare_and_set_loops_count_exactly() {
                             Some(v.version),
                         ) {
                             Ok(_) => break,
-                            Err(Error::Conflict(_)) => {
+                            Err(Error::Conflict { .. }) => {
                                 conflicts.fetch_add(1, Ordering::Relaxed);
                             }
                             Err(e) => panic!("{e}"),

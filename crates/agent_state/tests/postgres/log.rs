@@ -94,5 +94,5 @@ fn keep_seconds_prunes_old_entries_but_never_the_newest() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(versions, vec![3]);
-    assert!(matches!(a.changes_since(1), Err(Error::Gap(_))));
+    assert!(matches!(a.changes_since(1), Err(Error::Gap { .. })));
 }

@@ -133,6 +133,9 @@ fn busy_timeout_zero_is_busy_at_once_while_another_session_holds_the_row() {
             matches!(&err, Error::Busy(m) if m.contains("held the agent's row")),
             "{err}"
         );
+        // The server's own error stays behind it, with its SQLSTATE's message.
+        let source = std::error::Error::source(&err).expect("the server's error as the source");
+        assert!(source.to_string().contains("lock timeout"), "{source}");
     }
     let took = t0.elapsed();
     // Reads take no row lock: served while the row is held, and nothing was written.

@@ -39,7 +39,7 @@ impl Postgres {
             self.begin(Kind::Locked, |open| open.conn.begin(self.settings))?;
             let attempt = f(self).and_then(|v| self.commit().map(|()| v));
             match attempt {
-                Err(Error::Stale) => self.rollback(),
+                Err(Error::Stale(_)) => self.rollback(),
                 other => {
                     self.rollback();
                     return other;
@@ -49,7 +49,8 @@ impl Postgres {
         Err(Error::Busy(
             "the server aborted the deletion 10 times in a row to resolve conflicts with other \
              transactions (SQLSTATE 40001 or 40P01); nothing was deleted, try again"
-                .to_string(),
+                .to_string()
+                .into(),
         ))
     }
 

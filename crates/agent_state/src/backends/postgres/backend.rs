@@ -150,7 +150,8 @@ impl Transactions for Postgres {
             self.end(open);
             return Err(Error::Storage(
                 "cannot commit: a statement of the transaction failed; it was rolled back"
-                    .to_string(),
+                    .to_string()
+                    .into(),
             ));
         }
         if open.kind == Kind::Optimistic {
@@ -172,11 +173,11 @@ impl Transactions for Postgres {
                 }
                 Ok(false) => {
                     self.pool.checkin(open.conn);
-                    Err(Error::Stale)
+                    Err(Error::stale())
                 }
                 Err(e) if error::conflict(&e) => {
                     self.pool.checkin(open.conn);
-                    Err(Error::Stale)
+                    Err(Error::stale())
                 }
                 Err(e) => match classify(&e, "cannot commit") {
                     // Nothing reached the server (it closed the connection before), or the
@@ -184,7 +185,7 @@ impl Transactions for Postgres {
                     // under a lock, on a new connection.
                     Fault::Lost(_) if error::unsent(&e) || error::read_only(&e) => {
                         self.pool.discard(open.conn, true);
-                        Err(Error::Stale)
+                        Err(Error::stale())
                     }
                     Fault::Lost(_) => {
                         self.pool.discard(open.conn, true);
@@ -213,7 +214,9 @@ impl Transactions for Postgres {
                     Err(match open.kind {
                         Kind::Read if e.timed_out() => err,
                         Kind::Read => Error::Unavailable(
-                            "the connection to the PostgreSQL server was lost".to_string(),
+                            "the connection to the PostgreSQL server was lost"
+                                .to_string()
+                                .into(),
                         ),
                         _ => error::unknown_outcome(&e),
                     })
@@ -224,7 +227,7 @@ impl Transactions for Postgres {
                     // A serialization failure at the commit: nothing written; the agent runs
                     // a locked write again (see `Postgres::in_txn`).
                     if open.kind == Kind::Locked && error::conflict(&e) {
-                        return Err(Error::Stale);
+                        return Err(Error::stale());
                     }
                     Err(err)
                 }
@@ -286,7 +289,9 @@ impl StoredState for Postgres {
         match kind {
             None => Err(no_transaction()),
             Some(Kind::Read) => Err(Error::Storage(
-                "cannot write inside a read transaction (internal)".to_string(),
+                "cannot write inside a read transaction (internal)"
+                    .to_string()
+                    .into(),
             )),
             Some(Kind::Optimistic) => {
                 let (pending, after) =
@@ -323,7 +328,9 @@ impl StoredState for Postgres {
         let kind = self.txn.borrow().as_ref().map(|o| o.kind);
         if kind != Some(Kind::Locked) {
             return Err(Error::Storage(
-                "a state's base is rewritten only under the row's lock (internal)".to_string(),
+                "a state's base is rewritten only under the row's lock (internal)"
+                    .to_string()
+                    .into(),
             ));
         }
         let state = text(state)?;
@@ -364,7 +371,8 @@ impl ChangeLog for Postgres {
         if kind != Some(Kind::Locked) {
             return Err(Error::Storage(
                 "the change log's setting is written only under the row's lock (internal)"
-                    .to_string(),
+                    .to_string()
+                    .into(),
             ));
         }
         let json = retention.map(|r| r.to_json());
@@ -454,7 +462,9 @@ impl Postgres {
                 })
             }
             Some(Kind::Read) => Err(Error::Storage(
-                "cannot write inside a read transaction (internal)".to_string(),
+                "cannot write inside a read transaction (internal)"
+                    .to_string()
+                    .into(),
             )),
             None => Err(no_transaction()),
         }

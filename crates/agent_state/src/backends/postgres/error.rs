@@ -116,54 +116,77 @@ pub(super) fn classify(e: &PgError, what: &str) -> Fault {
             )))
         }
         PgError::TimedOut(_) => {
-            return Fault::Lost(Error::Unavailable(format!(
-                "{what}: {}, as when it is frozen or the network is cut; the connection was \
+            return Fault::Lost(Error::Unavailable(
+                format!(
+                    "{what}: {}, as when it is frozen or the network is cut; the connection was \
                  given up",
-                e.describe()
-            )))
+                    e.describe()
+                )
+                .into(),
+            ))
         }
     };
     let Some(db) = e.as_db_error() else {
-        return Fault::Lost(Error::Unavailable(format!(
-            "{what}: the connection to the PostgreSQL server failed: {}",
-            describe(e)
-        )));
+        return Fault::Lost(Error::Unavailable(
+            format!(
+                "{what}: the connection to the PostgreSQL server failed: {}",
+                describe(e)
+            )
+            .into(),
+        ));
     };
     let code = db.code().code();
     let text = describe(e);
-    match code {
+    // The server's own error (its SQLSTATE, message, detail) stays behind ours as its source.
+    let fault = match code {
         // Under a lock, as in PostgreSQL's READ COMMITTED, these should not happen; servers that
         // serialize transactions optimistically (CockroachDB) abort some: the caller may retry.
         // (The optimistic commit turns them into Error::Stale, retried under a lock.)
-        "40001" | "40P01" => Fault::Answered(Error::Busy(format!(
-            "{what}: the server aborted the transaction to resolve a conflict with another; \
+        "40001" | "40P01" => Fault::Answered(Error::Busy(
+            format!(
+                "{what}: the server aborted the transaction to resolve a conflict with another; \
              nothing was written, try again ({text})"
-        ))),
+            )
+            .into(),
+        )),
         // This library sets no statement_timeout: the server's or the role's own setting, or
         // an administrator's pg_cancel_backend, cancelled the statement.
-        "57014" => Fault::Answered(Error::Busy(format!(
-            "{what}: the server cancelled the statement (its statement_timeout, or an \
+        "57014" => Fault::Answered(Error::Busy(
+            format!(
+                "{what}: the server cancelled the statement (its statement_timeout, or an \
              administrator); nothing was written, try again ({text})"
-        ))),
-        "55P03" => Fault::Answered(Error::Busy(format!(
-            "{what}: another connection held the agent's row for longer than busy_timeout_ms \
+            )
+            .into(),
+        )),
+        "55P03" => Fault::Answered(Error::Busy(
+            format!(
+                "{what}: another connection held the agent's row for longer than busy_timeout_ms \
              ({text})"
-        ))),
+            )
+            .into(),
+        )),
         // read_only_sql_transaction: the server is a standby, or was demoted by a failover
         // (or is read-only by default). Every connection to it is as useless for writing: the
         // pool drops them, and the next connection goes to a server that takes writes, if
         // target_session_attrs asks for one. Nothing was written.
-        "25006" => Fault::Lost(Error::Unavailable(format!(
-            "{what}: the server does not accept writes now (a standby, or demoted by a \
+        "25006" => Fault::Lost(Error::Unavailable(
+            format!(
+                "{what}: the server does not accept writes now (a standby, or demoted by a \
              failover); the connection was dropped, and the next call connects again \
              (target_session_attrs=read-write finds the writable host of a multi-host URI): \
              {text}"
-        ))),
+            )
+            .into(),
+        )),
         // admin_shutdown, crash_shutdown, cannot_connect_now, connection exceptions
         c if c.starts_with("57P") || c.starts_with("08") => Fault::Lost(Error::Unavailable(
-            format!("{what}: the PostgreSQL server ended the connection: {text}"),
+            format!("{what}: the PostgreSQL server ended the connection: {text}").into(),
         )),
-        _ => Fault::Answered(Error::Storage(format!("{what}: {text}"))),
+        _ => Fault::Answered(Error::Storage(format!("{what}: {text}").into())),
+    };
+    match fault {
+        Fault::Answered(e) => Fault::Answered(e.with_source(db.clone())),
+        Fault::Lost(e) => Fault::Lost(e.with_source(db.clone())),
     }
 }
 
@@ -194,12 +217,15 @@ pub(super) fn conflict(e: &PgError) -> bool {
 /// commit was sent, or the server did not answer it in time.
 pub(super) fn unknown_outcome(e: &PgError) -> Error {
     match e {
-        PgError::TimedOut(limit) => Error::Unavailable(format!(
-            "cannot commit: {}: the outcome is unknown; read the state's version to tell",
-            timed_out_text(*limit)
-        )),
+        PgError::TimedOut(limit) => Error::Unavailable(
+            format!(
+                "cannot commit: {}: the outcome is unknown; read the state's version to tell",
+                timed_out_text(*limit)
+            )
+            .into(),
+        ),
         PgError::Client(_) | PgError::Cancelled => {
-            Error::Unavailable(super::sql::UNKNOWN_OUTCOME.to_string())
+            Error::Unavailable(super::sql::UNKNOWN_OUTCOME.to_string().into())
         }
     }
 }

@@ -182,9 +182,9 @@ impl Target {
             why.join("; ")
         );
         Err(if refused {
-            Error::Auth(message)
+            Error::Auth(message.into())
         } else {
-            Error::Unavailable(message)
+            Error::Unavailable(message.into())
         })
     }
 }

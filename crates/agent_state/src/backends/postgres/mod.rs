@@ -18,7 +18,7 @@
 //! - optimistic write: no statement until the commit, which is one transaction in one round
 //!   trip (`BEGIN` with the settings, one statement, `COMMIT`, pipelined) whose statement writes
 //!   only if the stored version and log setting are still those the change was computed from
-//!   ([`Error::Stale`] otherwise, nothing written).
+//!   (`Error::Stale` otherwise, nothing written).
 //!
 //! Every statement is unnamed and no setting outlives its transaction (see `conn`): the same
 //! through a connection pooler in transaction or session mode (PgBouncer) as directly.
@@ -259,9 +259,12 @@ impl Postgres {
         let mut slot = self.txn.borrow_mut();
         let open = slot.as_mut().ok_or_else(no_transaction)?;
         if open.failed {
-            return Err(Error::Storage(format!(
-                "{what}: an earlier statement of this transaction failed; it was rolled back"
-            )));
+            return Err(Error::Storage(
+                format!(
+                    "{what}: an earlier statement of this transaction failed; it was rolled back"
+                )
+                .into(),
+            ));
         }
         match f(open) {
             Ok(v) => Ok(v),
@@ -278,7 +281,7 @@ impl Postgres {
                 // number of times.
                 Fault::Answered(_) if open.kind == Kind::Locked && error::conflict(&e) => {
                     open.failed = true;
-                    Err(Error::Stale)
+                    Err(Error::stale())
                 }
                 Fault::Answered(err) => {
                     open.failed = true;
@@ -328,7 +331,7 @@ impl Postgres {
                         self.end(open);
                         // As in `in_txn`: the agent runs a locked write again.
                         if kind == Kind::Locked && error::conflict(&e) {
-                            return Err(Error::Stale);
+                            return Err(Error::stale());
                         }
                         return Err(err);
                     }
@@ -355,10 +358,13 @@ impl Postgres {
 
     fn refuse_writes(&self) -> Result<()> {
         if self.read_only {
-            return Err(Error::Storage(format!(
-                "{}: the store was opened read_only; writes are refused",
-                self.pool.shown
-            )));
+            return Err(Error::Storage(
+                format!(
+                    "{}: the store was opened read_only; writes are refused",
+                    self.pool.shown
+                )
+                .into(),
+            ));
         }
         Ok(())
     }
@@ -394,12 +400,17 @@ impl PendingLog {
 }
 
 fn no_transaction() -> Error {
-    Error::Storage("no transaction is open (internal)".to_string())
+    Error::Storage("no transaction is open (internal)".to_string().into())
 }
 
 fn text(bytes: &[u8]) -> Result<&str> {
-    std::str::from_utf8(bytes)
-        .map_err(|_| Error::Storage("a value to store is not UTF-8 text (internal)".to_string()))
+    std::str::from_utf8(bytes).map_err(|_| {
+        Error::Storage(
+            "a value to store is not UTF-8 text (internal)"
+                .to_string()
+                .into(),
+        )
+    })
 }
 
 fn opt_text(bytes: Option<&[u8]>) -> Result<Option<&str>> {

@@ -146,12 +146,15 @@ impl Pool {
             cancel::check("while waiting for a connection of the pool")?;
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::Busy(format!(
-                    "all {} connections of this process to the server are in use (option \
+                return Err(Error::Busy(
+                    format!(
+                        "all {} connections of this process to the server are in use (option \
                      max_connections); waited {} ms (busy_timeout_ms)",
-                    state.capacity,
-                    wait.as_millis()
-                )));
+                        state.capacity,
+                        wait.as_millis()
+                    )
+                    .into(),
+                ));
             }
             state.waiting += 1;
             // In slices, so that a fired cancel token is seen within cancel::POLL.

@@ -131,22 +131,31 @@ pub(super) fn check(
             Ok(Some(row)) => {
                 let version: i32 = row.get(0);
                 return if version > SCHEMA_VERSION {
-                    Err(Fault::Answered(Error::Storage(format!(
+                    Err(Fault::Answered(Error::Storage(
+                        format!(
                         "{shown}: the database holds agent_state schema version {version}, newer \
                          than this library's ({SCHEMA_VERSION}); upgrade the library (the \
                          database was not changed)"
-                    ))))
+                    )
+                        .into(),
+                    )))
                 } else if version < 1 {
-                    Err(Fault::Answered(Error::Storage(format!(
-                        "{shown}: the database holds an unknown agent_state schema version \
+                    Err(Fault::Answered(Error::Storage(
+                        format!(
+                            "{shown}: the database holds an unknown agent_state schema version \
                          {version}"
-                    ))))
+                        )
+                        .into(),
+                    )))
                 } else if version < SCHEMA_VERSION && read_only {
-                    Err(Fault::Answered(Error::Storage(format!(
+                    Err(Fault::Answered(Error::Storage(
+                        format!(
                         "{shown}: the database holds agent_state schema version {version}, and \
                          the store was opened read_only (open it once without read_only to \
                          upgrade it to version {SCHEMA_VERSION}; older builds then refuse it)"
-                    ))))
+                    )
+                        .into(),
+                    )))
                 } else if version < SCHEMA_VERSION {
                     let upgrade = if version == 1 {
                         UPGRADE_1.to_string()
@@ -179,10 +188,13 @@ pub(super) fn check(
             Err(e) => return Err(classify(&e, "cannot read the schema version")),
         }
         if read_only {
-            return Err(Fault::Answered(Error::Storage(format!(
-                "{shown}: the database has no agent_state tables, and the store was opened \
+            return Err(Fault::Answered(Error::Storage(
+                format!(
+                    "{shown}: the database has no agent_state tables, and the store was opened \
                  read_only (open it once without read_only to create them)"
-            ))));
+                )
+                .into(),
+            )));
         }
         // One simple query: the statements run in one implicit transaction, which the settings
         // are local to.
@@ -196,12 +208,15 @@ pub(super) fn check(
                     continue;
                 }
                 if code.as_deref() == Some("55P03") {
-                    return Err(Fault::Answered(Error::Busy(format!(
-                        "{shown}: cannot create the agent_state tables: another connection \
+                    return Err(Fault::Answered(Error::Busy(
+                        format!(
+                            "{shown}: cannot create the agent_state tables: another connection \
                          kept them locked while creating them for longer than \
                          server_timeout_ms, {attempt} times ({})",
-                        e.describe()
-                    ))));
+                            e.describe()
+                        )
+                        .into(),
+                    )));
                 }
                 return Err(classify(&e, "cannot create the agent_state tables"));
             }

@@ -43,19 +43,21 @@ impl SqliteAgents {
             ));
         }
         if !path.exists() {
-            return Err(Error::Storage(format!(
-                "{}: no agent store here",
-                path.display()
-            )));
+            return Err(Error::Storage(
+                format!("{}: no agent store here", path.display()).into(),
+            ));
         }
         let conn = Sqlite::open(path, options)?;
         if conn.schema() < super::SCHEMA_VERSION {
-            return Err(Error::Storage(format!(
-                "{}: this store predates listing and deletion (schema version {}); open it \
+            return Err(Error::Storage(
+                format!(
+                    "{}: this store predates listing and deletion (schema version {}); open it \
                  once for writing to upgrade it",
-                path.display(),
-                conn.schema()
-            )));
+                    path.display(),
+                    conn.schema()
+                )
+                .into(),
+            ));
         }
         Ok(SqliteAgents {
             conn,
@@ -240,12 +242,15 @@ impl Sqlite {
                 return Ok(());
             }
             if cancel::current().is_some_and(|t| t.is_cancelled()) || started.elapsed() >= timeout {
-                return Err(Error::Busy(format!(
-                    "{}: the agent was deleted, but another connection's read kept earlier \
+                return Err(Error::Busy(
+                    format!(
+                        "{}: the agent was deleted, but another connection's read kept earlier \
                      copies of its pages in the WAL past the busy timeout; delete it again to \
                      erase them",
-                    self.path.display()
-                )));
+                        self.path.display()
+                    )
+                    .into(),
+                ));
             }
             std::thread::sleep(cancel::POLL.min(Duration::from_millis(10)));
         }

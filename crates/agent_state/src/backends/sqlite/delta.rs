@@ -275,7 +275,9 @@ impl Sqlite {
         .map_err(|e| self.storage_err("cannot write", e))?;
         if updated != 1 {
             return Err(Error::Storage(
-                "the agent's row vanished inside the write transaction (internal)".to_string(),
+                "the agent's row vanished inside the write transaction (internal)"
+                    .to_string()
+                    .into(),
             ));
         }
         Ok(())

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::error::Error;
+use crate::error::{Detail, Error};
 
 /// A lock held by another connection for longer than the busy timeout is [`Error::Busy`], which
 /// a caller may retry; anything else (I/O, a full disk, a read-only or corrupt file, a file of
@@ -13,9 +13,12 @@ impl From<rusqlite::Error> for Error {
         use rusqlite::ErrorCode;
         match e.sqlite_error_code() {
             Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
-                Error::Busy(format!("the store is locked by another connection ({e})"))
+                Error::Busy(Detail::with_source(
+                    format!("the store is locked by another connection ({e})"),
+                    e,
+                ))
             }
-            _ => Error::Storage(e.to_string()),
+            _ => Error::Storage(Detail::with_source(e.to_string(), e)),
         }
     }
 }
@@ -24,7 +27,7 @@ impl From<rusqlite::Error> for Error {
 /// the step (a busy store's message is already complete).
 pub(super) fn storage(path: &Path, what: &str, e: rusqlite::Error) -> Error {
     match Error::from(e) {
-        Error::Storage(m) => Error::Storage(format!("{}: {what}: {m}", path.display())),
+        Error::Storage(m) => Error::Storage(m.map(|m| format!("{}: {what}: {m}", path.display()))),
         other => other,
     }
 }

@@ -147,7 +147,8 @@ pub fn recover(file: FileId, timeout: Duration) -> Result<()> {
                         "this process was forked while a call on a handle to this store was in \
                          the middle of a transaction; the store cannot be used in the child \
                          process (open handles after fork, or fork outside calls)"
-                            .to_string(),
+                            .to_string()
+                            .into(),
                     ));
                 }
                 // An owner that is gone dropped its connection (closing an inherited one the
@@ -165,7 +166,8 @@ pub fn recover(file: FileId, timeout: Duration) -> Result<()> {
                 "a handle inherited from the parent process is still in use by a thread that \
                  was inside a call when the process forked; its connection cannot be released \
                  in the child"
-                    .to_string(),
+                    .to_string()
+                    .into(),
             ));
         }
         std::thread::sleep(pause);

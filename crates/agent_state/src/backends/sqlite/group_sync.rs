@@ -122,11 +122,14 @@ impl WalSync {
     /// otherwise leave without the WAL's entry.
     fn sync(&self, file: Option<Arc<File>>) -> Result<Arc<File>> {
         let failed = |what: &str, e: std::io::Error| {
-            Error::Storage(format!(
+            Error::Storage(
+                format!(
                 "{}: the write was committed, but {what} failed, so it may not survive a power \
                  loss: {e}",
                 self.wal.display()
-            ))
+            )
+                .into(),
+            )
         };
         let file = match file {
             Some(file) => file,

@@ -55,12 +55,15 @@ pub fn open(path: &Path, options: &StoreOptions) -> Result<SqliteAgent> {
         _ => Shared::private(Sqlite::open(path, options)?),
     };
     if options.agent_id.is_some() && shared.conn().schema() < super::SCHEMA_VERSION {
-        return Err(Error::Storage(format!(
-            "{}: this store predates agent ids (schema version {}); open it once for writing \
+        return Err(Error::Storage(
+            format!(
+                "{}: this store predates agent ids (schema version {}); open it once for writing \
              to upgrade it",
-            path.display(),
-            shared.conn().schema()
-        )));
+                path.display(),
+                shared.conn().schema()
+            )
+            .into(),
+        ));
     }
     let epoch = shared.epoch();
     Ok(SqliteAgent {

@@ -89,10 +89,9 @@ impl Sqlite {
         store.connect()?;
         if !store.in_memory() {
             let file = FileId::of(path).ok_or_else(|| {
-                Error::Storage(format!(
-                    "{}: the store file vanished while opening",
-                    path.display()
-                ))
+                Error::Storage(
+                    format!("{}: the store file vanished while opening", path.display()).into(),
+                )
             })?;
             store.tracker = Some(Tracker::new(file, generation));
         }
@@ -211,11 +210,14 @@ impl Sqlite {
     fn conn(&self) -> Result<&WatchedConnection> {
         match &self.conn {
             Some(conn) if self.generation == process::generation() => Ok(conn),
-            _ => Err(Error::Storage(format!(
-                "{}: the process forked during this call; the call was not completed in the \
+            _ => Err(Error::Storage(
+                format!(
+                    "{}: the process forked during this call; the call was not completed in the \
                  child process",
-                self.path.display()
-            ))),
+                    self.path.display()
+                )
+                .into(),
+            )),
         }
     }
 
@@ -279,19 +281,25 @@ impl Sqlite {
     /// Starts a write transaction, taking the write lock now (waiting up to the busy timeout).
     pub(super) fn begin_write(&self) -> Result<()> {
         if self.options.read_only {
-            return Err(Error::Storage(format!(
-                "{}: the store was opened read_only; writes are refused",
-                self.path.display()
-            )));
+            return Err(Error::Storage(
+                format!(
+                    "{}: the store was opened read_only; writes are refused",
+                    self.path.display()
+                )
+                .into(),
+            ));
         }
         // A file deleted or replaced since it was opened would take the write where no one
         // can read it again: refuse instead of acknowledging a lost write (costs one stat).
         if self.conn()?.has_moved() {
-            return Err(Error::Storage(format!(
-                "{}: the store file was deleted, moved or replaced after it was opened; \
+            return Err(Error::Storage(
+                format!(
+                    "{}: the store file was deleted, moved or replaced after it was opened; \
                  reopen the store (this write was not made)",
-                self.path.display()
-            )));
+                    self.path.display()
+                )
+                .into(),
+            ));
         }
         let mut stmt = self.conn()?.prepare_cached("BEGIN IMMEDIATE")?;
         stmt.execute([])

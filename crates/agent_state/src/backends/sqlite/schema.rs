@@ -53,10 +53,13 @@ impl Sqlite {
         // Reading the header first: nothing is written to a file we do not own.
         let kind = self.identify()?;
         if kind == FileKind::Empty && self.options.read_only {
-            return Err(Error::Storage(format!(
-                "{}: no agent store here to open read-only",
-                self.path.display()
-            )));
+            return Err(Error::Storage(
+                format!(
+                    "{}: no agent store here to open read-only",
+                    self.path.display()
+                )
+                .into(),
+            ));
         }
         if !self.options.read_only {
             if !in_memory {
@@ -222,10 +225,13 @@ impl Sqlite {
             match attempt {
                 Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
                 Ok(mode) => {
-                    return Err(Error::Storage(format!(
-                        "{}: cannot enable WAL (journal_mode is {mode})",
-                        self.path.display()
-                    )))
+                    return Err(Error::Storage(
+                        format!(
+                            "{}: cannot enable WAL (journal_mode is {mode})",
+                            self.path.display()
+                        )
+                        .into(),
+                    ))
                 }
                 Err(e) => match Error::from(e) {
                     Error::Busy(_) if started.elapsed() < busy_timeout => {
@@ -234,10 +240,9 @@ impl Sqlite {
                     }
                     Error::Busy(m) => return Err(Error::Busy(m)),
                     Error::Storage(m) => {
-                        return Err(Error::Storage(format!(
-                            "{}: cannot enable WAL: {m}",
-                            self.path.display()
-                        )))
+                        return Err(Error::Storage(
+                            format!("{}: cannot enable WAL: {m}", self.path.display()).into(),
+                        ))
                     }
                     other => return Err(other),
                 },
@@ -260,7 +265,7 @@ impl Sqlite {
         };
         let (app, version, objects) = read().map_err(|e| match Error::from(e) {
             Error::Storage(m) => {
-                Error::Storage(format!("{}: not an agent store ({m})", self.path.display()))
+                Error::Storage(format!("{}: not an agent store ({m})", self.path.display()).into())
             }
             other => other,
         })?;
@@ -271,19 +276,22 @@ impl Sqlite {
             return Err(Error::Storage(format!(
                 "{}: not an agent store (an SQLite database of another application, application_id {app:#x})",
                 self.path.display()
-            )));
+            ).into()));
         }
         if version > SCHEMA_VERSION {
             return Err(Error::Storage(format!(
                 "{}: written by a newer release (schema version {version}, this release reads up to {SCHEMA_VERSION})",
                 self.path.display()
-            )));
+            ).into()));
         }
         if version < 1 {
-            return Err(Error::Storage(format!(
-                "{}: agent store with unknown schema version {version}",
-                self.path.display()
-            )));
+            return Err(Error::Storage(
+                format!(
+                    "{}: agent store with unknown schema version {version}",
+                    self.path.display()
+                )
+                .into(),
+            ));
         }
         Ok(FileKind::Store(version))
     }
@@ -360,9 +368,9 @@ pub(super) fn create_private_file(path: &Path) -> Result<()> {
     {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(Error::Storage(format!(
-            "{}: cannot create the store file: {e}",
-            path.display()
+        Err(e) => Err(Error::Storage(crate::error::Detail::with_source(
+            format!("{}: cannot create the store file: {e}", path.display()),
+            e,
         ))),
     }
 }

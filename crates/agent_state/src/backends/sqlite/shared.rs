@@ -178,7 +178,8 @@ impl Turn {
                  this thread (a validator or initial-state hook of another agent of the same \
                  file); that call holds the connection until it ends, so this one cannot wait \
                  for it"
-                    .to_string(),
+                    .to_string()
+                    .into(),
             ));
         }
         let deadline = Instant::now() + timeout;
@@ -186,11 +187,14 @@ impl Turn {
             cancel::check("while waiting for its turn on a shared store connection")?;
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::Busy(format!(
-                    "another handle sharing this store connection held it for longer than \
+                return Err(Error::Busy(
+                    format!(
+                        "another handle sharing this store connection held it for longer than \
                      busy_timeout_ms ({} ms)",
-                    timeout.as_millis()
-                )));
+                        timeout.as_millis()
+                    )
+                    .into(),
+                ));
             }
             holder = self
                 .free
