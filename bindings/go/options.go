@@ -35,7 +35,7 @@ type Options struct {
 	// else the library's default, 2097152.
 	MaxValueBytes int
 	// StoreMaxValueBytes records a cap in the store (2 to 1000000000), which every Agent
-	// opened later with MaxValueBytes 0 uses, this one too; 0 leaves the store's setting.
+	// opened later with MaxValueBytes 0 uses, this one too; 0 leaves the store's cap as it is.
 	// Refused with ReadOnly.
 	StoreMaxValueBytes int
 	// Synchronous is SyncFull or SyncNormal; "" means SyncFull.
