@@ -9,9 +9,9 @@ use std::fmt;
 
 // The value layer's insides (the scanner, the member-wise merge, the slow references) come
 // through its one door for differential checks, `value::testing` (feature `fuzzing`).
-use agent_state::value::testing;
-use agent_state::value::{codec, json, merge};
-use agent_state::{Error, Snapshot};
+use agent_state_value::testing;
+use agent_state_value::{codec, json, merge};
+use agent_state_value::{Error, Snapshot};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 

@@ -73,7 +73,7 @@ fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
             ));
         }
         let value = agent_state::value::json::parse(spec.as_bytes())
-            .map_err(|e| Failure::context("--change-log", e))?;
+            .map_err(|e| Failure::context("--change-log", e.into()))?;
         map.insert("change_log".into(), value);
     }
     from_map(map)

@@ -37,7 +37,7 @@ pub fn encode(agent: Option<&str>, version: u64, state: &Snapshot) -> Vec<u8> {
 /// state; the state is then encoded back to compact JSON, which for a state the library
 /// exported gives back its exact bytes, and the library checks it again when it is written.
 pub fn decode(line: &[u8], number: usize) -> Result<Record, Failure> {
-    let at = |e| Failure::context(&format!("line {number}"), e);
+    let at = |e: agent_state::value::Error| Failure::context(&format!("line {number}"), e.into());
     let bad = |what: &str| Failure::invalid(format!("line {number}: {what}"));
     let Value::Object(mut map) = agent_state::value::json::parse(line).map_err(at)? else {
         return Err(bad(

@@ -342,6 +342,23 @@ impl fmt::Display for Error {
     }
 }
 
+/// The value layer's failures are the core's of the same kind, with the same message.
+impl From<agent_state_value::Error> for Error {
+    fn from(e: agent_state_value::Error) -> Error {
+        use agent_state_value::Error as V;
+        match e {
+            V::InvalidArgument(m) => Error::InvalidArgument(m),
+            V::Json(m) => Error::Json(m),
+            V::Codec(m) => Error::Codec(m),
+            V::TooLarge(m) => Error::TooLarge(m),
+            V::Corrupt(m) => Error::Corrupt(m),
+            // The value layer's enum may grow; a kind it adds is reported as a codec failure
+            // until the core names it.
+            other => Error::Codec(other.to_string()),
+        }
+    }
+}
+
 /// The source of a store's error is the backend's own error, when the backend gave one.
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {

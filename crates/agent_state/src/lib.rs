@@ -143,38 +143,29 @@
 
 #![deny(missing_docs)]
 
-#[cfg(feature = "store")]
 pub mod agent;
-#[cfg(feature = "store")]
 pub mod agents;
-#[cfg(feature = "store")]
 mod backends;
 pub mod cancel;
 pub mod error;
 pub mod hooks;
-#[cfg(feature = "store")]
 pub mod options;
-#[cfg(feature = "store")]
 mod store;
-pub mod value;
 
-#[cfg(feature = "store")]
 pub use agent::{Agent, Held, Versioned};
-#[cfg(feature = "store")]
+/// The state value (its own crate, `agent_state_value`): JSON, the codec, merge, snapshots.
+pub use agent_state_value as value;
 pub use agents::{delete_agent, expire_agents, list_agents, AgentInfo, AgentQuery};
 pub use cancel::Cancel;
 pub use error::{Detail, Error, ErrorKind, Result};
 pub use hooks::{InitialStateHook, Patch, StateChange, StateChangedHook, Validator};
-#[cfg(feature = "store")]
 pub use options::OpenOptions;
-#[cfg(feature = "store")]
 pub use store::Synchronous;
 pub use value::snapshot::Snapshot;
 
 /// What the crate's own tests and tools need of its internals (the storage formats' version
 /// numbers, the delta storage's bound, how a path names a server). Not part of the API: no
 /// stability promise, hidden from the documentation.
-#[cfg(feature = "store")]
 #[doc(hidden)]
 pub mod internals {
     #[cfg(feature = "postgres")]

@@ -70,7 +70,10 @@ impl Agent {
         };
         let answer = self.locked_hook(|| hook.initial_state());
         let text = answer.map_err(|m| Error::Hook(format!("initial-state hook: {m}")))?;
-        accept::state(StateInput::HookAnswer(&text), self.cap.bytes).map(Arc::new)
+        Ok(Arc::new(accept::state(
+            StateInput::HookAnswer(&text),
+            self.cap.bytes,
+        )?))
     }
 
     pub(super) fn refuse_reentry(&self) -> Result<()> {

@@ -32,14 +32,14 @@ pub(super) fn merge_stored(
     version: u64,
 ) -> Result<Arc<Snapshot>> {
     let corrupt = |e: Error| Error::Corrupt(format!("the stored patch of version {version}: {e}"));
-    let patch = json::parse(patch).map_err(corrupt)?;
+    let patch = json::parse(patch).map_err(|e| corrupt(e.into()))?;
     if !patch.is_object() {
         return Err(corrupt(Error::InvalidArgument("not an object".into())));
     }
     // The writer's size cap held when it merged; a replay never refuses what was committed.
     let next = prev
         .merge(&Patch::from_value(patch), usize::MAX)
-        .map_err(corrupt)?;
+        .map_err(|e| corrupt(e.into()))?;
     Ok(Arc::new(next))
 }
 

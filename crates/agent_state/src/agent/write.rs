@@ -55,7 +55,7 @@ impl Agent {
     /// otherwise [`Error::Conflict`] and nothing is written. Returns the new state and version.
     pub fn set_state_if(&self, patch: &[u8], expected: Option<u64>) -> Result<Versioned> {
         self.refuse_reentry()?;
-        let patch = accept::patch(patch, self.cap.bytes).map_err(|e| self.cap.explain(e))?;
+        let patch = accept::patch(patch, self.cap.bytes).map_err(|e| self.cap.explain(e.into()))?;
         self.change(Change::Merge(patch), expected)
     }
 
@@ -70,7 +70,7 @@ impl Agent {
         self.refuse_reentry()?;
         // The encoded size is checked in `apply`, after the expected version, as always.
         let next = accept::state(StateInput::Replacement(next), self.cap.bytes)
-            .map_err(|e| self.cap.explain(e))?;
+            .map_err(|e| self.cap.explain(e.into()))?;
         self.change(Change::Replace(Arc::new(next)), expected)
     }
 

@@ -1,11 +1,15 @@
-//! The state value: everything about JSON states that needs no storage.
+//! The state value of agent_state: everything about JSON states that needs no storage.
+//!
+//! A crate of its own so that what a state is can be read, tested and fuzzed without a store:
+//! the core (`agent_state`) and the fuzz targets depend on it; it knows nothing of storage, C
+//! or Node.
 //!
 //! [`json`] (strict I-JSON input), [`codec`] (which values may be stored), [`merge`]
 //! (RFC 7396 on values), [`snapshot`] (immutable shared states, and [`Snapshot::merge`], the
 //! one way a patch is applied), [`patch`] (the one patch type: what is merged, and what hooks
 //! receive), and `accept`, the one way bytes from outside (a caller's patch or state, an
 //! initial-state hook's answer, an entry read back from the store) become a checked patch or
-//! state, or a precise error. It knows nothing of storage or C: the fuzz targets link only this.
+//! state, or a precise error ([`error::Error`]).
 //!
 //! A write goes `accept::patch` → [`Patch`] → [`Snapshot::merge`] → [`Snapshot::json`].
 //! Behind those, the scanner (`scan`: checks and encodes a document's text in one pass, without
@@ -17,8 +21,10 @@
 //! [`Snapshot::json`]: snapshot::Snapshot::json
 //! [`Patch`]: patch::Patch
 
-pub(crate) mod accept;
+#[doc(hidden)]
+pub mod accept;
 pub mod codec;
+pub mod error;
 pub mod json;
 pub mod merge;
 pub mod patch;
@@ -27,3 +33,7 @@ pub mod snapshot;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod testing;
+
+pub use error::{Error, Result};
+pub use patch::Patch;
+pub use snapshot::Snapshot;

@@ -225,7 +225,7 @@ fn identity(value: &Value) -> Vec<u8> {
             key.extend_from_slice(&x.to_bits().to_be_bytes());
             key
         }
-        other => crate::value::json::to_vec(other),
+        other => crate::json::to_vec(other),
     }
 }
 
@@ -404,8 +404,8 @@ mod tests {
         bad(json!({"m": {"$map": [[1]]}}));
         bad(json!({"m": {"$map": [[1, 2], [1, 3]]}}));
         bad(json!({"s": {"$set": [1, 1]}}));
-        bad(crate::value::json::parse(br#"{"s":{"$set":[1,1.0]}}"#).unwrap());
-        bad(crate::value::json::parse(br#"{"s":{"$set":[0,-0]}}"#).unwrap());
+        bad(crate::json::parse(br#"{"s":{"$set":[1,1.0]}}"#).unwrap());
+        bad(crate::json::parse(br#"{"s":{"$set":[0,-0]}}"#).unwrap());
         bad(json!({"m": {"$map": [[{"a": 1}, 1], [{"a": 1}, 2]]}}));
         bad(json!({"a": {"$arraybuffer": "AAE"}}));
         bad(json!({"a": {"$arraybuffer": "AAF="}}));
@@ -419,12 +419,11 @@ mod tests {
 
     #[test]
     fn numbers_out_of_double_range_fail() {
-        let v = crate::value::json::parse(br#"{"n":1e400}"#).unwrap();
+        let v = crate::json::parse(br#"{"n":1e400}"#).unwrap();
         assert!(validate(&v, 1).is_err());
-        let v = crate::value::json::parse(br#"{"n":-1e400}"#).unwrap();
+        let v = crate::json::parse(br#"{"n":-1e400}"#).unwrap();
         assert!(validate(&v, 1).is_err());
-        let v = crate::value::json::parse(br#"{"n":1e-400,"m":123456789012345678901234567890}"#)
-            .unwrap();
+        let v = crate::json::parse(br#"{"n":1e-400,"m":123456789012345678901234567890}"#).unwrap();
         assert!(validate(&v, 1).is_ok());
     }
 

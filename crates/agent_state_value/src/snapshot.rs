@@ -29,10 +29,10 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
+use crate::codec;
 use crate::error::{Error, Result};
-use crate::value::codec;
-use crate::value::merge::merge_patch;
-use crate::value::scan::Scanned;
+use crate::merge::merge_patch;
+use crate::scan::Scanned;
 
 /// One top-level member of a state.
 #[derive(Debug)]

@@ -5,8 +5,8 @@ use serde_json::{Map, Value};
 
 use super::{accept, scan};
 use crate::error::Result;
-use crate::value::patch::Patch;
-use crate::value::snapshot::Snapshot;
+use crate::patch::Patch;
+use crate::snapshot::Snapshot;
 
 /// The scanner's compact encoding of `input`, or `None` when it leaves it to the steps.
 pub fn scan(input: &[u8]) -> Option<Vec<u8>> {

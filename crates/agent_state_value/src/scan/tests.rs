@@ -1,7 +1,7 @@
 //! The scanner against the slow path, spelling by spelling.
 
 use super::*;
-use crate::value::{codec, json, snapshot::Snapshot};
+use crate::{codec, json, snapshot::Snapshot};
 
 /// The slow path's encoding, or `None` when it refuses.
 fn reference(input: &[u8]) -> Option<Vec<u8>> {

@@ -45,7 +45,7 @@ impl Patch {
 
     /// A patch given as a value: one checked by the accept pipeline (a plain, codec-checked
     /// object), or one the change log holds, as its writer applied it.
-    pub(crate) fn from_value(value: Value) -> Patch {
+    pub fn from_value(value: Value) -> Patch {
         Patch(Arc::new(Inner {
             scanned: None,
             value: OnceLock::from(value),

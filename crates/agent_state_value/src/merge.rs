@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::codec;
 use crate::error::Result;
-use crate::value::codec;
 
 /// Merges `patch` into `target` in place; `depth` is the nesting level of `target` (1 for a
 /// state). Both inputs must already be codec-valid. The only way the result can be invalid is an
@@ -99,7 +99,7 @@ mod tests {
         let stored = json!({"status":"processing","job":{"id":"j1","step":2,"note":"retrying"}});
         let got = rfc(stored, json!({"job":{"step":3,"note":null}}));
         assert_eq!(
-            crate::value::json::to_vec(&got),
+            crate::json::to_vec(&got),
             br#"{"status":"processing","job":{"id":"j1","step":3}}"#
         );
     }
@@ -110,10 +110,7 @@ mod tests {
             json!({"z":1,"a":2,"m":3}),
             json!({"a":null,"q":4,"z":5,"b":6}),
         );
-        assert_eq!(
-            crate::value::json::to_vec(&got),
-            br#"{"z":5,"m":3,"q":4,"b":6}"#
-        );
+        assert_eq!(crate::json::to_vec(&got), br#"{"z":5,"m":3,"q":4,"b":6}"#);
     }
 
     #[test]

@@ -13,13 +13,10 @@
 //! [`Error::Corrupt`] (the file was changed behind the library's back), not the caller's
 //! fault.
 //!
-//! Text first tries the scanner ([`super::scan`]), which checks and encodes it in one pass
+//! Text first tries the scanner (`scan`), which checks and encodes it in one pass
 //! without building a value; whatever the scanner does not vouch for (an error of any kind,
 //! tagged values) takes the steps above, so the verdict, the message and the bytes are the same
 //! either way. Nothing outside this module knows which way an input went.
-
-// Without the store, only the fuzz targets' door (`value::testing`) calls in.
-#![cfg_attr(not(feature = "store"), allow(dead_code))]
 
 use serde_json::Value;
 
@@ -31,9 +28,9 @@ use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
 
 /// A whole state from outside, by where it comes from (which names it in messages).
-pub(crate) enum StateInput<'a> {
+pub enum StateInput<'a> {
     /// A caller's replacement (`replace_state`), as text. Its *encoded* size is not checked
-    /// here but where the change is applied, after the expected version ([`Snapshot::fits`]).
+    /// here but where the change is applied, after the expected version.
     Replacement(&'a [u8]),
     /// An initial-state hook's answer, as text.
     HookAnswer(&'a [u8]),
@@ -42,7 +39,7 @@ pub(crate) enum StateInput<'a> {
 }
 
 /// A caller's merge patch, checked as far as a patch can be (its merge checks the rest).
-pub(crate) fn patch(text: &[u8], max: usize) -> Result<Patch> {
+pub fn patch(text: &[u8], max: usize) -> Result<Patch> {
     if text.len() <= max {
         if let Some(scanned) = scan::scan(text) {
             return Ok(Patch::scanned(Snapshot::from_scanned(scanned)));
@@ -52,7 +49,7 @@ pub(crate) fn patch(text: &[u8], max: usize) -> Result<Patch> {
 }
 
 /// A whole state, checked and encoded.
-pub(crate) fn state(input: StateInput<'_>, max: usize) -> Result<Snapshot> {
+pub fn state(input: StateInput<'_>, max: usize) -> Result<Snapshot> {
     match input {
         StateInput::Replacement(text) => parse_text(text, max, "state"),
         StateInput::HookAnswer(text) => {
@@ -76,7 +73,7 @@ pub(crate) fn state(input: StateInput<'_>, max: usize) -> Result<Snapshot> {
 }
 
 /// A state read back from the store; any failure is [`Error::Corrupt`].
-pub(crate) fn stored(bytes: &[u8]) -> Result<Snapshot> {
+pub fn stored(bytes: &[u8]) -> Result<Snapshot> {
     match scan::scan(bytes) {
         Some(scanned) => Ok(Snapshot::from_scanned(scanned)),
         None => stored_by_steps(bytes),
@@ -178,7 +175,7 @@ pub(crate) mod reference {
     }
 
     /// [`stored`](super::stored) by the steps alone.
-    pub(crate) fn stored(bytes: &[u8]) -> Result<Snapshot> {
+    pub fn stored(bytes: &[u8]) -> Result<Snapshot> {
         stored_by_steps(bytes)
     }
 }

@@ -1,7 +1,7 @@
 //! Snapshots: their encoding, and the merge against the value merge.
 
 use super::*;
-use crate::value::patch::Patch;
+use crate::patch::Patch;
 use serde_json::json;
 
 /// The value merge: the patch given as a value.
@@ -44,9 +44,9 @@ fn merge_snapshot_equals_the_value_merge() {
                "$date": "2026-01-01T00:00:00Z"}),
     ];
     for patch in patches {
-        let text = crate::value::json::to_vec(&patch);
+        let text = crate::json::to_vec(&patch);
         let expected = merge_value(&prev, &obj(patch.clone()), 1 << 20);
-        let scanned = match crate::value::scan::scan(&text) {
+        let scanned = match crate::scan::scan(&text) {
             Some(scanned) => Snapshot::from_scanned(scanned),
             None => continue, // `$` names go the value way: nothing to compare
         };
@@ -57,13 +57,13 @@ fn merge_snapshot_equals_the_value_merge() {
         }
     }
     // A patch repeating the whole state keeps every member shared with it.
-    let whole = Snapshot::from_scanned(crate::value::scan::scan(prev.json()).unwrap());
+    let whole = Snapshot::from_scanned(crate::scan::scan(prev.json()).unwrap());
     let whole_value = whole.to_value();
     let next = merge_scanned(&prev, whole, 1 << 20).unwrap();
     assert_eq!(next.json(), {
         let mut v = prev.to_value();
         merge_patch(&mut v, &whole_value, 1).unwrap();
-        crate::value::json::to_vec(&v)
+        crate::json::to_vec(&v)
     });
     assert!(Arc::ptr_eq(&prev.members()[0], &next.members()[0]));
 }
@@ -111,7 +111,7 @@ fn merge_checks_size_and_tag_shape() {
 
 mod scanned_tests {
     use super::*;
-    use crate::value::scan::scan;
+    use crate::scan::scan;
     use serde_json::json;
 
     #[test]
@@ -129,8 +129,7 @@ mod scanned_tests {
         assert_eq!(s.members()[1].value(), &json!({"c": ["é"]}));
         assert_eq!(s.members()[2].value(), &Value::Null);
         let expected =
-            crate::value::json::parse(r#"{"a":1e+2,"bA\n":{"c":["é"]},"":null}"#.as_bytes())
-                .unwrap();
+            crate::json::parse(r#"{"a":1e+2,"bA\n":{"c":["é"]},"":null}"#.as_bytes()).unwrap();
         assert_eq!(s.to_value(), expected);
         // A merge re-encodes only what it touches and keeps the others' bytes.
         let patch = json!({"bA\n": {"d": 1}});
