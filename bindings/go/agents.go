@@ -191,22 +191,6 @@ func newStoreCall(op, path string, opts Options) (storeCall, error) {
 	return storeCall{path: C.CString(path), options: C.CString(optJSON)}, nil
 }
 
-// run makes the store call f under ctx (its cancel token given to f); a failure is the
-// library's error, or ctx's when the token ended the call.
-func (s storeCall) run(ctx context.Context, op string, f func(token C.AgentCancel, cerr **C.char) C.int32_t) error {
-	cc, err := startCancel(ctx, op)
-	if err != nil {
-		return err
-	}
-	var cerr *C.char
-	rc := f(cc.token, &cerr)
-	cc.end()
-	if rc != 0 {
-		return cancelCause(ctx, libError(op, rc, cerr, 0))
-	}
-	return nil
-}
-
 func (s storeCall) free() {
 	C.free(unsafe.Pointer(s.path))
 	C.free(unsafe.Pointer(s.options))
@@ -261,8 +245,8 @@ func listAgents(ctx context.Context, op, path string, opts Options, q ListQuery)
 	}
 	defer s.free()
 	var buf C.AgentBuffer
-	err = s.run(ctx, op, func(token C.AgentCancel, cerr **C.char) C.int32_t {
-		return C.agentstate_store_list(s.path, s.options, prefix, after, limit, &buf, token, cerr)
+	err = libCall(ctx, op, cCall{}, func(c cCall) C.int32_t {
+		return C.agentstate_store_list(s.path, s.options, prefix, after, limit, &buf, c.token, c.err)
 	})
 	if err != nil {
 		return nil, err
@@ -289,8 +273,8 @@ func deleteAgent(ctx context.Context, op, path string, opts Options, id string, 
 	}
 	defer s.free()
 	var deleted C.uint64_t
-	err = s.run(ctx, op, func(token C.AgentCancel, cerr **C.char) C.int32_t {
-		return C.agentstate_store_delete(s.path, s.options, cid, C.int64_t(ifVersion), &deleted, token, cerr)
+	err = libCall(ctx, op, cCall{}, func(c cCall) C.int32_t {
+		return C.agentstate_store_delete(s.path, s.options, cid, C.int64_t(ifVersion), &deleted, c.token, c.err)
 	})
 	if err != nil {
 		return 0, false, err
@@ -320,8 +304,8 @@ func expireAgents(ctx context.Context, op, path string, opts Options, idle time.
 		dry = 1
 	}
 	var buf C.AgentBuffer
-	err = s.run(ctx, op, func(token C.AgentCancel, cerr **C.char) C.int32_t {
-		return C.agentstate_store_expire(s.path, s.options, C.uint64_t(idleMs), climit, dry, &buf, token, cerr)
+	err = libCall(ctx, op, cCall{}, func(c cCall) C.int32_t {
+		return C.agentstate_store_expire(s.path, s.options, C.uint64_t(idleMs), climit, dry, &buf, c.token, c.err)
 	})
 	if err != nil {
 		return nil, err

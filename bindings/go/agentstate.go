@@ -62,9 +62,11 @@ func Open(path string, opts Options) (*Agent, error) {
 	copts := C.CString(optJSON)
 	defer C.free(unsafe.Pointer(copts))
 	var h C.AgentHandle
-	var cerr *C.char
-	if rc := C.agentstate_open(cpath, copts, &h, &cerr); rc != 0 {
-		return nil, libError("Open", rc, cerr, 0)
+	err = libCall(context.Background(), "Open", cCall{}, func(c cCall) C.int32_t {
+		return C.agentstate_open(cpath, copts, &h, c.err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	a := &Agent{h: h}
 	runtime.SetFinalizer(a, (*Agent).finalize)
@@ -157,21 +159,9 @@ func (a *Agent) GetStateJSON() (json.RawMessage, error) {
 }
 
 func (a *Agent) getState(ctx context.Context, op string) ([]byte, error) {
-	cc, err := startCancel(ctx, op)
-	if err != nil {
-		return nil, err
-	}
-	var buf C.AgentBuffer
-	var cerr *C.char
-	call := newCallContext()
-	rc := C.agentstate_get_state(a.handle(), &buf, call, cc.token, &cerr)
-	cc.end()
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return nil, cancelCause(ctx, libError(op, rc, cerr, call))
-	}
-	dropHookErrors(call)
-	return takeBuffer(&buf), nil
+	return a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
+		return C.agentstate_get_state(c.h, out, c.ctx, c.token, c.err)
+	})
 }
 
 // SetState merges patch into the state by RFC 7396 (JSON Merge Patch: members merge
@@ -246,28 +236,70 @@ func inputPtr(data []byte) *C.uint8_t {
 }
 
 func (a *Agent) write(ctx context.Context, op string, data []byte, replace bool) ([]byte, error) {
+	p, n := inputPtr(data), C.size_t(len(data))
+	out, err := a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
+		if replace {
+			return C.agentstate_replace_state(c.h, p, n, out, c.ctx, c.token, c.err)
+		}
+		return C.agentstate_set_state(c.h, p, n, out, c.ctx, c.token, c.err)
+	})
+	runtime.KeepAlive(data)
+	return out, err
+}
+
+// cCall is what the shim's wrappers take besides the call's own arguments.
+type cCall struct {
+	h     C.AgentHandle // the Agent's handle (0 in a call on a store, or Open)
+	ctx   C.uintptr_t   // the Go call in progress, whose hooks' errors come back to it (0: none)
+	token C.AgentCancel // the call's cancel token (0: none)
+	err   **C.char      // where the wrapper puts a failure's message
+}
+
+// libCall makes the library call f under ctx (f gets c with the call's cancel token and where
+// its message goes) and returns its failure as an error: the library's, wrapping the errors
+// of the hooks that ran for c.ctx, or ctx's when the token ended the call.
+func libCall(ctx context.Context, op string, c cCall, f func(c cCall) C.int32_t) error {
 	cc, err := startCancel(ctx, op)
+	if err != nil {
+		return err
+	}
+	var cerr *C.char
+	c.token, c.err = cc.token, &cerr
+	rc := f(c)
+	cc.end()
+	if rc != 0 {
+		return cancelCause(ctx, libError(op, rc, cerr, c.ctx))
+	}
+	if c.ctx != 0 {
+		dropHookErrors(c.ctx)
+	}
+	return nil
+}
+
+// call is libCall on a, as a Go call of its own: its hooks' errors come back to it.
+func (a *Agent) call(ctx context.Context, op string, f func(c cCall) C.int32_t) error {
+	err := libCall(ctx, op, cCall{h: a.handle(), ctx: newCallContext()}, f)
+	runtime.KeepAlive(a)
+	return err
+}
+
+// callBuffer is call for a function that returns a buffer: its bytes, copied into Go memory
+// (the buffer freed).
+func (a *Agent) callBuffer(ctx context.Context, op string, f func(c cCall, out *C.AgentBuffer) C.int32_t) ([]byte, error) {
+	var buf C.AgentBuffer
+	err := a.call(ctx, op, func(c cCall) C.int32_t { return f(c, &buf) })
 	if err != nil {
 		return nil, err
 	}
-	p := inputPtr(data)
-	var buf C.AgentBuffer
-	var cerr *C.char
-	call := newCallContext()
-	var rc C.int32_t
-	if replace {
-		rc = C.agentstate_replace_state(a.handle(), p, C.size_t(len(data)), &buf, call, cc.token, &cerr)
-	} else {
-		rc = C.agentstate_set_state(a.handle(), p, C.size_t(len(data)), &buf, call, cc.token, &cerr)
-	}
-	cc.end()
-	runtime.KeepAlive(a)
-	runtime.KeepAlive(data)
-	if rc != 0 {
-		return nil, cancelCause(ctx, libError(op, rc, cerr, call))
-	}
-	dropHookErrors(call)
 	return takeBuffer(&buf), nil
+}
+
+// setupCall is libCall on a for the calls that register or remove its hooks: never cancelled,
+// and no hook of theirs runs during them.
+func (a *Agent) setupCall(op string, f func(c cCall) C.int32_t) error {
+	err := libCall(context.Background(), op, cCall{h: a.handle()}, f)
+	runtime.KeepAlive(a)
+	return err
 }
 
 // takeBuffer copies a library buffer into Go memory and frees it.

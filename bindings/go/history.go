@@ -27,6 +27,12 @@ func (a *Agent) GetStateVersioned() (map[string]any, uint64, error) {
 
 func (a *Agent) getStateVersionedValue(ctx context.Context, op string) (map[string]any, uint64, error) {
 	data, version, err := a.getStateVersioned(ctx, op)
+	return decodeVersioned(op, data, version, err)
+}
+
+// decodeVersioned decodes (as decodeState) the state of a call that returns a state and its
+// version, or passes on the call's error.
+func decodeVersioned(op string, data []byte, version uint64, err error) (map[string]any, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
@@ -65,22 +71,11 @@ func (a *Agent) getStateVersionedInto(ctx context.Context, op string, v any) (ui
 }
 
 func (a *Agent) getStateVersioned(ctx context.Context, op string) ([]byte, uint64, error) {
-	cc, err := startCancel(ctx, op)
-	if err != nil {
-		return nil, 0, err
-	}
-	var buf C.AgentBuffer
 	var version C.uint64_t
-	var cerr *C.char
-	call := newCallContext()
-	rc := C.agentstate_get_state_versioned(a.handle(), &buf, &version, call, cc.token, &cerr)
-	cc.end()
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return nil, 0, cancelCause(ctx, libError(op, rc, cerr, call))
-	}
-	dropHookErrors(call)
-	return takeBuffer(&buf), uint64(version), nil
+	data, err := a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
+		return C.agentstate_get_state_versioned(c.h, out, &version, c.ctx, c.token, c.err)
+	})
+	return withVersion(data, version, err)
 }
 
 // SetStateIf is a compare-and-set SetState: it merges patch only if the agent's version is
@@ -130,40 +125,29 @@ func (a *Agent) writeValueIf(ctx context.Context, op string, expected uint64, v 
 		return nil, 0, e
 	}
 	out, version, err := a.writeIf(ctx, op, expected, data, replace)
-	if err != nil {
-		return nil, 0, err
-	}
-	st, err := decodeState(op, out)
-	if err != nil {
-		return nil, 0, err
-	}
-	return st, version, nil
+	return decodeVersioned(op, out, version, err)
 }
 
 func (a *Agent) writeIf(ctx context.Context, op string, expected uint64, data []byte, replace bool) ([]byte, uint64, error) {
-	cc, err := startCancel(ctx, op)
+	p, n, exp := inputPtr(data), C.size_t(len(data)), C.uint64_t(expected)
+	var version C.uint64_t
+	out, err := a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
+		if replace {
+			return C.agentstate_replace_state_if(c.h, exp, p, n, out, &version, c.ctx, c.token, c.err)
+		}
+		return C.agentstate_set_state_if(c.h, exp, p, n, out, &version, c.ctx, c.token, c.err)
+	})
+	runtime.KeepAlive(data)
+	return withVersion(out, version, err)
+}
+
+// withVersion is the result of a call that returns a state and its version: nothing but the
+// error when there is one.
+func withVersion(data []byte, version C.uint64_t, err error) ([]byte, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	p := inputPtr(data)
-	var buf C.AgentBuffer
-	var version C.uint64_t
-	var cerr *C.char
-	call := newCallContext()
-	var rc C.int32_t
-	if replace {
-		rc = C.agentstate_replace_state_if(a.handle(), C.uint64_t(expected), p, C.size_t(len(data)), &buf, &version, call, cc.token, &cerr)
-	} else {
-		rc = C.agentstate_set_state_if(a.handle(), C.uint64_t(expected), p, C.size_t(len(data)), &buf, &version, call, cc.token, &cerr)
-	}
-	cc.end()
-	runtime.KeepAlive(a)
-	runtime.KeepAlive(data)
-	if rc != 0 {
-		return nil, 0, cancelCause(ctx, libError(op, rc, cerr, call))
-	}
-	dropHookErrors(call)
-	return takeBuffer(&buf), uint64(version), nil
+	return data, uint64(version), nil
 }
 
 // Poll delivers to this Agent's hooks (OnStateChanged, OnChange), on this goroutine and in
@@ -187,21 +171,11 @@ func (a *Agent) Poll() (n int, err error) {
 }
 
 func (a *Agent) poll(ctx context.Context, op string) (int, error) {
-	cc, err := startCancel(ctx, op)
-	if err != nil {
-		return 0, err
-	}
 	var delivered C.size_t
-	var cerr *C.char
-	call := newCallContext()
-	rc := C.agentstate_poll(a.handle(), &delivered, call, cc.token, &cerr)
-	cc.end()
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return int(delivered), cancelCause(ctx, libError(op, rc, cerr, call))
-	}
-	dropHookErrors(call)
-	return int(delivered), nil
+	err := a.call(ctx, op, func(c cCall) C.int32_t {
+		return C.agentstate_poll(c.h, &delivered, c.ctx, c.token, c.err)
+	})
+	return int(delivered), err
 }
 
 // LoggedChange is one change retained by the change log, as ChangesSince returns it.
@@ -258,21 +232,9 @@ func (a *Agent) ChangesSinceJSON(version uint64) (json.RawMessage, error) {
 }
 
 func (a *Agent) changesSince(ctx context.Context, op string, version uint64) ([]byte, error) {
-	cc, err := startCancel(ctx, op)
-	if err != nil {
-		return nil, err
-	}
-	var buf C.AgentBuffer
-	var cerr *C.char
-	call := newCallContext()
-	rc := C.agentstate_changes_since(a.handle(), C.uint64_t(version), &buf, call, cc.token, &cerr)
-	cc.end()
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return nil, cancelCause(ctx, libError(op, rc, cerr, call))
-	}
-	dropHookErrors(call)
-	return takeBuffer(&buf), nil
+	return a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
+		return C.agentstate_changes_since(c.h, C.uint64_t(version), out, c.ctx, c.token, c.err)
+	})
 }
 
 // StateAt returns the state at version (decoded as by GetState): the current version, one the
@@ -299,21 +261,9 @@ func (a *Agent) StateAtJSON(version uint64) (json.RawMessage, error) {
 }
 
 func (a *Agent) stateAt(ctx context.Context, op string, version uint64) ([]byte, error) {
-	cc, err := startCancel(ctx, op)
-	if err != nil {
-		return nil, err
-	}
-	var buf C.AgentBuffer
-	var cerr *C.char
-	call := newCallContext()
-	rc := C.agentstate_get_state_at(a.handle(), C.uint64_t(version), &buf, call, cc.token, &cerr)
-	cc.end()
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return nil, cancelCause(ctx, libError(op, rc, cerr, call))
-	}
-	dropHookErrors(call)
-	return takeBuffer(&buf), nil
+	return a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
+		return C.agentstate_get_state_at(c.h, C.uint64_t(version), out, c.ctx, c.token, c.err)
+	})
 }
 
 // Restore is point-in-time recovery: it replaces the state with the state at version (as
@@ -328,14 +278,7 @@ func (a *Agent) Restore(version uint64) (map[string]any, uint64, error) {
 
 func (a *Agent) restoreValue(ctx context.Context, op string, version uint64) (map[string]any, uint64, error) {
 	data, v, err := a.restore(ctx, op, version)
-	if err != nil {
-		return nil, 0, err
-	}
-	st, err := decodeState(op, data)
-	if err != nil {
-		return nil, 0, err
-	}
-	return st, v, nil
+	return decodeVersioned(op, data, v, err)
 }
 
 // RestoreJSON is Restore with the restored state as compact JSON.
@@ -344,20 +287,9 @@ func (a *Agent) RestoreJSON(version uint64) (json.RawMessage, uint64, error) {
 }
 
 func (a *Agent) restore(ctx context.Context, op string, version uint64) ([]byte, uint64, error) {
-	cc, err := startCancel(ctx, op)
-	if err != nil {
-		return nil, 0, err
-	}
-	var buf C.AgentBuffer
 	var newVersion C.uint64_t
-	var cerr *C.char
-	call := newCallContext()
-	rc := C.agentstate_restore_state(a.handle(), C.uint64_t(version), &buf, &newVersion, call, cc.token, &cerr)
-	cc.end()
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return nil, 0, cancelCause(ctx, libError(op, rc, cerr, call))
-	}
-	dropHookErrors(call)
-	return takeBuffer(&buf), uint64(newVersion), nil
+	data, err := a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
+		return C.agentstate_restore_state(c.h, C.uint64_t(version), out, &newVersion, c.ctx, c.token, c.err)
+	})
+	return withVersion(data, newVersion, err)
 }

@@ -100,12 +100,12 @@ func (a *Agent) register(op string, hook *stateHook) (HookID, error) {
 	h := cgo.NewHandle(hook)
 	atomic.AddInt64(&liveHooks, 1)
 	var id C.uint64_t
-	var cerr *C.char
 	// On failure the library has already called free_user_data, which deleted h.
-	rc := C.agentstate_on_state_changed(a.handle(), C.uintptr_t(h), &id, &cerr)
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return 0, libError(op, rc, cerr, 0)
+	err := a.setupCall(op, func(c cCall) C.int32_t {
+		return C.agentstate_on_state_changed(c.h, C.uintptr_t(h), &id, c.err)
+	})
+	if err != nil {
+		return 0, err
 	}
 	return HookID(id), nil
 }
@@ -132,13 +132,9 @@ func (a *Agent) OnChange(fn ChangeFunc) (HookID, error) {
 // inside the hook; it is released when that delivery ends. Errors: ErrInvalidArgument (no such
 // hook on this Agent), ErrBadHandle.
 func (a *Agent) RemoveHook(id HookID) error {
-	var cerr *C.char
-	rc := C.agentstate_remove_hook(a.handle(), C.uint64_t(id), &cerr)
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return libError("RemoveHook", rc, cerr, 0)
-	}
-	return nil
+	return a.setupCall("RemoveHook", func(c cCall) C.int32_t {
+		return C.agentstate_remove_hook(c.h, C.uint64_t(id), c.err)
+	})
 }
 
 // SetInitialStateFunc sets the function that supplies the initial state, taking precedence over
@@ -156,13 +152,9 @@ func (a *Agent) SetInitialStateFunc(fn InitialStateFunc) error {
 		h = cgo.NewHandle(&initialHook{fn: fn})
 		atomic.AddInt64(&liveHooks, 1)
 	}
-	var cerr *C.char
-	rc := C.agentstate_set_initial_state_hook(a.handle(), C.uintptr_t(h), &cerr)
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return libError("SetInitialStateFunc", rc, cerr, 0)
-	}
-	return nil
+	return a.setupCall("SetInitialStateFunc", func(c cCall) C.int32_t {
+		return C.agentstate_set_initial_state_hook(c.h, C.uintptr_t(h), c.err)
+	})
 }
 
 // SetValidator sets the validation gate of this Agent; nil removes it. fn sees every change
@@ -186,13 +178,9 @@ func (a *Agent) SetValidator(fn ValidateFunc) error {
 		h = cgo.NewHandle(&validatorHook{fn: fn})
 		atomic.AddInt64(&liveHooks, 1)
 	}
-	var cerr *C.char
-	rc := C.agentstate_set_validator(a.handle(), C.uintptr_t(h), &cerr)
-	runtime.KeepAlive(a)
-	if rc != 0 {
-		return libError("SetValidator", rc, cerr, 0)
-	}
-	return nil
+	return a.setupCall("SetValidator", func(c cCall) C.int32_t {
+		return C.agentstate_set_validator(c.h, C.uintptr_t(h), c.err)
+	})
 }
 
 // protect runs a hook, turning a panic (also panic(nil)) into a *PanicError.

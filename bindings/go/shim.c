@@ -47,209 +47,109 @@ static int32_t fail(int32_t rc, char **err) {
     return rc;
 }
 
+// The one way a library call is made here, in the order every wrapper needs: bind the call's
+// cancel token (a failure to bind is the call's failure, and the call is not made), make `ctx`
+// the thread's call context for the hooks the call runs, make the call, copy a failure's
+// message (before anything else calls the library and replaces it), then put back the outer
+// call's context and token. Returns the call's status from the enclosing function. `token` 0
+// keeps the thread's binding; `ctx` current_ctx keeps the thread's context (the store calls,
+// during which no hook runs); `ctx` 0 hides the outer call's context from hooks registered or
+// freed by this call.
+#define RETURN_CALL(ctx, token, err, call)                                                        \
+    do {                                                                                          \
+        AgentCancel saved_token_;                                                                 \
+        int32_t rc_ = bind_token((token), &saved_token_);                                         \
+        if (rc_ != AGENT_OK) {                                                                    \
+            return fail(rc_, (err));                                                              \
+        }                                                                                         \
+        uintptr_t saved_ctx_ = current_ctx;                                                       \
+        current_ctx = (ctx);                                                                      \
+        rc_ = fail((call), (err));                                                                \
+        current_ctx = saved_ctx_;                                                                 \
+        restore_token((token), saved_token_);                                                     \
+        return rc_;                                                                               \
+    } while (0)
+
 int32_t agentstate_open(const char *path, const char *options_json, AgentHandle *out, char **err) {
     return fail(agent_open(path, options_json, out), err);
 }
 
 int32_t agentstate_close(AgentHandle h, char **err) {
-    uintptr_t saved = current_ctx;
-    current_ctx = 0;
-    int32_t rc = agent_close(h);
-    current_ctx = saved;
-    return fail(rc, err);
+    RETURN_CALL(0, 0, err, agent_close(h));
 }
 
 int32_t agentstate_get_state(AgentHandle h, AgentBuffer *out, uintptr_t ctx, AgentCancel token,
                              char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_get_state(h, out), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_get_state(h, out));
 }
 
 int32_t agentstate_set_state(AgentHandle h, const uint8_t *patch, size_t len, AgentBuffer *out,
                              uintptr_t ctx, AgentCancel token, char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_set_state(h, patch, len, out), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_set_state(h, patch, len, out));
 }
 
 int32_t agentstate_replace_state(AgentHandle h, const uint8_t *next, size_t len, AgentBuffer *out,
                                  uintptr_t ctx, AgentCancel token, char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_replace_state(h, next, len, out), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_replace_state(h, next, len, out));
 }
 
 int32_t agentstate_get_state_versioned(AgentHandle h, AgentBuffer *out, uint64_t *out_version,
                                        uintptr_t ctx, AgentCancel token, char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_get_state_versioned(h, out, out_version), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_get_state_versioned(h, out, out_version));
 }
 
 int32_t agentstate_set_state_if(AgentHandle h, uint64_t expected, const uint8_t *patch,
                                 size_t len, AgentBuffer *out, uint64_t *out_version,
                                 uintptr_t ctx, AgentCancel token, char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_set_state_if(h, expected, patch, len, out, out_version), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_set_state_if(h, expected, patch, len, out, out_version));
 }
 
 int32_t agentstate_replace_state_if(AgentHandle h, uint64_t expected, const uint8_t *next,
                                     size_t len, AgentBuffer *out, uint64_t *out_version,
                                     uintptr_t ctx, AgentCancel token, char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_replace_state_if(h, expected, next, len, out, out_version), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_replace_state_if(h, expected, next, len, out, out_version));
 }
 
 int32_t agentstate_poll(AgentHandle h, size_t *out_delivered, uintptr_t ctx, AgentCancel token,
                         char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_poll(h, out_delivered), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_poll(h, out_delivered));
 }
 
 int32_t agentstate_changes_since(AgentHandle h, uint64_t after, AgentBuffer *out, uintptr_t ctx,
                                  AgentCancel token, char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_changes_since(h, after, out), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_changes_since(h, after, out));
 }
 
 int32_t agentstate_get_state_at(AgentHandle h, uint64_t version, AgentBuffer *out, uintptr_t ctx,
                                 AgentCancel token, char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_get_state_at(h, version, out), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_get_state_at(h, version, out));
 }
 
 int32_t agentstate_restore_state(AgentHandle h, uint64_t version, AgentBuffer *out,
                                  uint64_t *out_version, uintptr_t ctx, AgentCancel token,
                                  char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    uintptr_t saved = current_ctx;
-    current_ctx = ctx;
-    rc = fail(agent_restore_state(h, version, out, out_version), err);
-    current_ctx = saved;
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(ctx, token, err, agent_restore_state(h, version, out, out_version));
 }
 
 int32_t agentstate_store_list(const char *path, const char *options_json, const char *prefix,
                               const char *after, uint32_t limit, AgentBuffer *out,
                               AgentCancel token, char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    rc = fail(agent_store_list(path, options_json, prefix, after, limit, out), err);
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(current_ctx, token, err,
+                agent_store_list(path, options_json, prefix, after, limit, out));
 }
 
 int32_t agentstate_store_delete(const char *path, const char *options_json, const char *agent_id,
                                 int64_t if_version, uint64_t *out_deleted_version,
                                 AgentCancel token, char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    rc = fail(agent_store_delete(path, options_json, agent_id, if_version, out_deleted_version),
-              err);
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(current_ctx, token, err,
+                agent_store_delete(path, options_json, agent_id, if_version, out_deleted_version));
 }
 
 int32_t agentstate_store_expire(const char *path, const char *options_json, uint64_t idle_ms,
                                 uint32_t limit, int dry_run, AgentBuffer *out, AgentCancel token,
                                 char **err) {
-    AgentCancel saved_token;
-    int32_t rc = bind_token(token, &saved_token);
-    if (rc != AGENT_OK) {
-        return fail(rc, err);
-    }
-    rc = fail(agent_store_expire(path, options_json, idle_ms, limit, dry_run, out), err);
-    restore_token(token, saved_token);
-    return rc;
+    RETURN_CALL(current_ctx, token, err,
+                agent_store_expire(path, options_json, idle_ms, limit, dry_run, out));
 }
 
 // The library's hook signatures, forwarding to the //export'ed Go functions with the context of
@@ -273,47 +173,27 @@ static void free_trampoline(void *user_data) {
 }
 
 int32_t agentstate_on_state_changed(AgentHandle h, uintptr_t hook, uint64_t *out_id, char **err) {
-    uintptr_t saved = current_ctx;
-    current_ctx = 0;
-    int32_t rc = agent_on_state_changed(h, state_changed_trampoline, (void *)hook, free_trampoline,
-                                        out_id);
-    current_ctx = saved;
-    return fail(rc, err);
+    RETURN_CALL(0, 0, err,
+                agent_on_state_changed(h, state_changed_trampoline, (void *)hook, free_trampoline,
+                                       out_id));
 }
 
 int32_t agentstate_remove_hook(AgentHandle h, uint64_t id, char **err) {
-    uintptr_t saved = current_ctx;
-    current_ctx = 0;
-    int32_t rc = agent_remove_hook(h, id);
-    current_ctx = saved;
-    return fail(rc, err);
+    RETURN_CALL(0, 0, err, agent_remove_hook(h, id));
 }
 
 int32_t agentstate_set_initial_state_hook(AgentHandle h, uintptr_t hook, char **err) {
-    uintptr_t saved = current_ctx;
-    current_ctx = 0;
-    int32_t rc;
-    if (hook == 0) {
-        rc = agent_set_initial_state_hook(h, NULL, NULL, NULL);
-    } else {
-        rc = agent_set_initial_state_hook(h, initial_state_trampoline, (void *)hook,
-                                          free_trampoline);
-    }
-    current_ctx = saved;
-    return fail(rc, err);
+    RETURN_CALL(0, 0, err,
+                hook == 0 ? agent_set_initial_state_hook(h, NULL, NULL, NULL)
+                          : agent_set_initial_state_hook(h, initial_state_trampoline,
+                                                         (void *)hook, free_trampoline));
 }
 
 int32_t agentstate_set_validator(AgentHandle h, uintptr_t hook, char **err) {
-    uintptr_t saved = current_ctx;
-    current_ctx = 0;
-    int32_t rc;
-    if (hook == 0) {
-        rc = agent_set_validator(h, NULL, NULL, NULL);
-    } else {
-        rc = agent_set_validator(h, validate_trampoline, (void *)hook, free_trampoline);
-    }
-    current_ctx = saved;
-    return fail(rc, err);
+    RETURN_CALL(0, 0, err,
+                hook == 0 ? agent_set_validator(h, NULL, NULL, NULL)
+                          : agent_set_validator(h, validate_trampoline, (void *)hook,
+                                                free_trampoline));
 }
 
 int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err) {
