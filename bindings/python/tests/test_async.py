@@ -312,6 +312,10 @@ def test_the_loop_is_not_blocked_while_writes_wait_for_a_lock(
     a = open_async(busy_timeout_ms=30_000)
 
     def attempt(n: int) -> float:
+        # The holder's write ({"holder": True}) must be a change to take the lock: a write that
+        # leaves the state as it is commits nothing, so the previous attempt's is undone first.
+        if n:
+            a.sync.set_state({"holder": None})
         held = hold_lock(holder)  # held before the loop starts: its start is not measured
 
         async def main() -> float:
