@@ -42,7 +42,7 @@ $(LIB): FORCE
 FORCE:
 
 header:
-	AGENT_STATE_BLESS=1 $(CARGO) test -p agent_state_ffi --test header
+	AGENT_STATE_BLESS=1 $(CARGO) test -p agent_state_ffi --test header --test surface
 
 demo: build
 	@mkdir -p $(BUILD)

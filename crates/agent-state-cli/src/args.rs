@@ -140,7 +140,7 @@ pub enum Command {
         /// The store: a file path or a postgresql:// URI
         store: Option<PathBuf>,
     },
-    /// Print the change log (needs the store's change log)
+    /// Print the change log (needs the agent's change log)
     ///
     /// A JSON array of {"version", "at" (ms since the epoch), "patch" (null for a replacement),
     /// "next"}, oldest first, as the library's changes_since gives it. Without the change log:
@@ -176,7 +176,7 @@ pub enum Command {
         #[arg(long)]
         versioned: bool,
     },
-    /// Follow the state's changes, one JSON line each (needs the store's change log)
+    /// Follow the state's changes, one JSON line each (needs the agent's change log)
     ///
     /// Prints {"version": V, "state": ...} for the state when it starts, then one such line
     /// for each change any process commits, in commit order, until interrupted (SIGINT or

@@ -1,4 +1,4 @@
-//! What the store's change log holds, found through the library's public calls only.
+//! What an agent's change log holds, found through the library's public calls only.
 //!
 //! The library tells whether the log is on (`changes_since` refuses with INVALID_ARGUMENT when
 //! it is off) and which versions it retains (`state_at` answers AGENT_ERR_GAP for a pruned

@@ -113,7 +113,7 @@ fn from_map(map: Map<String, Value>) -> Result<OpenOptions, Failure> {
 
 /// The open options of `ls`, `rm` and `expire` (`command`), which open the store, not one of
 /// its agents: the connection's options. The agent's own are refused rather than ignored:
-/// `--change-log` (the store's setting, changed only by a command that writes an agent) and,
+/// `--change-log` (the agent's setting, changed only by a command that writes an agent) and,
 /// unless `agent_allowed` (`rm`, which names its agent with it), `--agent`.
 pub fn store_options(
     global: &Global,

@@ -2,7 +2,7 @@
 //!
 //! The library starts no thread: a handle's `poll` delivers to its `on_state_changed` hooks the
 //! changes other handles committed since its last delivery, in commit order, each once (it
-//! needs the store's change log). So: open read-only, register a hook that prints a line, and
+//! needs the agent's change log). So: open read-only, register a hook that prints a line, and
 //! poll every interval until SIGINT or SIGTERM sets a flag.
 
 use std::path::Path;

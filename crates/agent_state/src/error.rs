@@ -110,6 +110,59 @@ impl ErrorKind {
     }
 }
 
+impl ErrorKind {
+    /// What the kind means, in one sentence: the text every binding's documentation of the
+    /// status carries (see the surface description, `include/agent_state_surface.json`).
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgument => {
+                "A required argument was missing, an option was unknown or ill-typed, or a patch \
+                 or state was not a JSON object."
+            }
+            ErrorKind::Closed => "The handle was closed (or, in C, never issued).",
+            ErrorKind::Json => {
+                "The input is not well-formed JSON (syntax, invalid UTF-8, a lone surrogate, \
+                 nesting of 128 levels or more)."
+            }
+            ErrorKind::Codec => {
+                "The input is JSON the storage codec refuses (duplicate member names, a number \
+                 outside the double range, a malformed tagged value, nesting beyond 64 levels)."
+            }
+            ErrorKind::TooLarge => {
+                "The input, or the state a change would produce, is over the size cap (the \
+                 handle's max_value_bytes, or the store's); nothing was written."
+            }
+            ErrorKind::Storage => {
+                "The store failed: I/O, a full disk, a read-only or foreign store, a newer \
+                 schema, or the server's error answer."
+            }
+            ErrorKind::Busy => {
+                "Another connection held what the call needs for longer than busy_timeout_ms; \
+                 nothing was written."
+            }
+            ErrorKind::Hook => {
+                "A hook failed; for on_state_changed the change is committed all the same."
+            }
+            ErrorKind::Conflict => {
+                "A compare-and-set found another version than expected; nothing was written."
+            }
+            ErrorKind::Rejected => "The validator rejected the change; nothing was written.",
+            ErrorKind::Gap => "The change log no longer holds the changes asked for.",
+            ErrorKind::Unavailable => {
+                "The server could not be reached or stopped answering; the call had no effect \
+                 unless the message says a commit's outcome is unknown."
+            }
+            ErrorKind::Auth => {
+                "The connection could not be secured or authenticated (TLS, certificates, \
+                 credentials)."
+            }
+            ErrorKind::Cancelled => {
+                "The call's cancel token fired, or its deadline passed; nothing was written."
+            }
+        }
+    }
+}
+
 impl Error {
     /// The kind of this error: what to act on, and its stable number.
     pub fn kind(&self) -> ErrorKind {

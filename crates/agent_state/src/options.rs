@@ -50,8 +50,8 @@ pub struct OpenOptions {
     pub server_timeout_ms: u64,
     /// Refuse every write and never modify the store (option `read_only`).
     pub read_only: bool,
-    /// `Some(Some(_))`: switch the store's change log on with this retention; `Some(None)`:
-    /// switch it off; `None`: leave the store's setting as it is.
+    /// `Some(Some(_))`: switch the agent's change log on with this retention; `Some(None)`:
+    /// switch it off; `None`: leave the agent's setting as it is.
     pub change_log: Option<Option<LogRetention>>,
     /// Which agent of the store (`None`: a SQLite file's single agent; required on PostgreSQL).
     pub agent_id: Option<String>,
@@ -76,10 +76,230 @@ impl Default for OpenOptions {
     }
 }
 
+/// What values an open option takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OptionKind {
+    /// A JSON object (a state).
+    Object,
+    /// An integer in `min..=max`.
+    Integer {
+        /// The smallest value accepted.
+        min: u64,
+        /// The largest value accepted.
+        max: u64,
+    },
+    /// One of these strings.
+    Choice(&'static [&'static str]),
+    /// `true` or `false`.
+    Bool,
+    /// A non-empty UTF-8 string of at most this many bytes, without NUL.
+    Text {
+        /// The longest string accepted, in bytes.
+        max_bytes: usize,
+    },
+    /// The change log's retention (`{"keep_last": N, "keep_seconds": T}`, at least one, each
+    /// 1 to [`MAX_RETENTION`]) or `false`.
+    Retention,
+}
+
+/// Which backends an option applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Applies {
+    /// Every backend.
+    All,
+    /// A PostgreSQL server only (accepted, and without effect, elsewhere).
+    Postgres,
+}
+
+/// One open option, as every language's binding and the documentation describe it: the one
+/// definition they are generated from or checked against (see [`OPTIONS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct OptionSpec {
+    /// The JSON key.
+    pub name: &'static str,
+    /// The values it takes.
+    pub kind: OptionKind,
+    /// Its default as JSON text, when it has a fixed one.
+    pub default: Option<&'static str>,
+    /// What happens when it is absent, in words (the default, or where it comes from).
+    pub when_absent: &'static str,
+    /// Which backends it applies to.
+    pub applies: Applies,
+    /// What it does, in one or two sentences.
+    pub doc: &'static str,
+}
+
+/// Every open option, in the order the documentation lists them. [`OpenOptions::from_json`]
+/// checks each value against its entry here, so the ranges and the messages cannot drift from
+/// what the bindings and the documentation say (they are generated from, or checked against,
+/// the surface description this table is written into: `include/agent_state_surface.json`).
+pub const OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "initial_state",
+        kind: OptionKind::Object,
+        default: Some("{}"),
+        when_absent: "{}",
+        applies: Applies::All,
+        doc: "The state shown while nothing is stored; never stored by a read.",
+    },
+    OptionSpec {
+        name: "max_value_bytes",
+        kind: OptionKind::Integer {
+            min: 2,
+            max: MAX_MAX_VALUE_BYTES as u64,
+        },
+        default: None,
+        when_absent: "the store's cap (store_max_value_bytes), else 2097152",
+        applies: Applies::All,
+        doc: "This handle's cap on the encoded state and on input documents, in bytes.",
+    },
+    OptionSpec {
+        name: "store_max_value_bytes",
+        kind: OptionKind::Integer {
+            min: 2,
+            max: MAX_MAX_VALUE_BYTES as u64,
+        },
+        default: None,
+        when_absent: "the store's setting is left as it is",
+        applies: Applies::All,
+        doc: "Records this cap in the store, for every handle opened later without its own \
+              max_value_bytes (this one too). Refused with read_only.",
+    },
+    OptionSpec {
+        name: "synchronous",
+        kind: OptionKind::Choice(&["full", "normal"]),
+        default: Some("\"full\""),
+        when_absent: "\"full\"",
+        applies: Applies::All,
+        doc: "\"full\": an acknowledged write survives power loss; \"normal\": it survives a \
+              crash of the process.",
+    },
+    OptionSpec {
+        name: "busy_timeout_ms",
+        kind: OptionKind::Integer {
+            min: 0,
+            max: i32::MAX as u64,
+        },
+        default: Some("5000"),
+        when_absent: "5000",
+        applies: Applies::All,
+        doc: "How long a call waits for what another connection holds (a lock, a pooled \
+              connection); 0 fails at once. Never how long an uncontended statement takes.",
+    },
+    OptionSpec {
+        name: "server_timeout_ms",
+        kind: OptionKind::Integer {
+            min: 1,
+            max: i32::MAX as u64,
+        },
+        default: Some("10000"),
+        when_absent: "10000",
+        applies: Applies::Postgres,
+        doc: "How long the server may take to answer before the call fails as unavailable.",
+    },
+    OptionSpec {
+        name: "read_only",
+        kind: OptionKind::Bool,
+        default: Some("false"),
+        when_absent: "false",
+        applies: Applies::All,
+        doc: "Refuse every write and never modify the store.",
+    },
+    OptionSpec {
+        name: "change_log",
+        kind: OptionKind::Retention,
+        default: None,
+        when_absent: "the agent's setting is left as it is (off for a new agent)",
+        applies: Applies::All,
+        doc: "Switches this agent's change log on with this retention, recorded for every \
+              handle of the agent, or off (false), dropping it.",
+    },
+    OptionSpec {
+        name: "agent_id",
+        kind: OptionKind::Text {
+            max_bytes: MAX_AGENT_ID_BYTES,
+        },
+        default: None,
+        when_absent: "a file's single agent; required on PostgreSQL",
+        applies: Applies::All,
+        doc: "Which agent of the store.",
+    },
+    OptionSpec {
+        name: "max_connections",
+        kind: OptionKind::Integer {
+            min: 1,
+            max: MAX_MAX_CONNECTIONS as u64,
+        },
+        default: Some("4"),
+        when_absent: "4",
+        applies: Applies::Postgres,
+        doc: "The most connections this process keeps to the server, shared by its handles.",
+    },
+];
+
+impl OptionSpec {
+    /// The entry of option `name`.
+    pub fn named(name: &str) -> Option<&'static OptionSpec> {
+        OPTIONS.iter().find(|o| o.name == name)
+    }
+
+    /// `value` checked against the option's kind (the same words for every option of a kind).
+    fn check<'v>(&self, value: &'v Value) -> Result<Checked<'v>> {
+        let bad = |expected: String| {
+            Error::InvalidArgument(format!(
+                "option {:?} must be {expected}, got {value}",
+                self.name
+            ))
+        };
+        match self.kind {
+            OptionKind::Object if value.is_object() => Ok(Checked::Value(value)),
+            OptionKind::Object => Err(bad("a JSON object".into())),
+            OptionKind::Integer { min, max } => value
+                .as_u64()
+                .filter(|n| (min..=max).contains(n))
+                .map(Checked::Integer)
+                .ok_or_else(|| bad(format!("an integer from {min} to {max}"))),
+            OptionKind::Choice(choices) => value
+                .as_str()
+                .filter(|s| choices.contains(s))
+                .map(Checked::Text)
+                .ok_or_else(|| {
+                    let quoted: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
+                    bad(quoted.join(" or "))
+                }),
+            OptionKind::Bool => value
+                .as_bool()
+                .map(Checked::Bool)
+                .ok_or_else(|| bad("true or false".into())),
+            OptionKind::Text { max_bytes } => value
+                .as_str()
+                .filter(|s| !s.is_empty() && s.len() <= max_bytes && !s.contains('\0'))
+                .map(Checked::Text)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "a non-empty string of at most {max_bytes} bytes (UTF-8), without NUL"
+                    ))
+                }),
+            OptionKind::Retention => Ok(Checked::Value(value)),
+        }
+    }
+}
+
+/// An option's value, checked against its kind.
+enum Checked<'v> {
+    Value(&'v Value),
+    Integer(u64),
+    Text(&'v str),
+    Bool(bool),
+}
+
 impl OpenOptions {
-    /// Parses options from a JSON object. Unknown keys and ill-typed values are
-    /// [`Error::InvalidArgument`]; malformed JSON is [`Error::Json`]. The initial state's own
-    /// codec and size checks happen when the agent opens.
+    /// Parses options from a JSON object; each value is checked against its entry in
+    /// [`OPTIONS`]. Unknown keys and ill-typed values are [`Error::InvalidArgument`]; malformed
+    /// JSON is [`Error::Json`]. The initial state's own codec and size checks happen when the
+    /// agent opens.
     pub fn from_json(text: &[u8]) -> Result<OpenOptions> {
         let value = crate::value::json::parse(text)?;
         let Value::Object(map) = value else {
@@ -88,78 +308,48 @@ impl OpenOptions {
             ));
         };
         let mut options = OpenOptions::default();
-        for (key, value) in map {
-            let bad = |expected: &str| {
-                Error::InvalidArgument(format!("option {key:?} must be {expected}, got {value}"))
+        for (key, value) in &map {
+            let Some(spec) = OptionSpec::named(key) else {
+                let known: Vec<&str> = OPTIONS.iter().map(|o| o.name).collect();
+                return Err(Error::InvalidArgument(format!(
+                    "unknown option {key:?} (known: {})",
+                    known.join(", ")
+                )));
             };
-            match key.as_str() {
-                "initial_state" => {
-                    if !value.is_object() {
-                        return Err(bad("a JSON object"));
-                    }
-                    options.initial_state = Some(value);
+            let checked = spec.check(value)?;
+            let int = |c: &Checked| match c {
+                Checked::Integer(n) => *n,
+                _ => 0,
+            };
+            match (key.as_str(), checked) {
+                ("initial_state", Checked::Value(v)) => options.initial_state = Some(v.clone()),
+                ("max_value_bytes", c) => options.max_value_bytes = Some(int(&c) as usize),
+                ("store_max_value_bytes", c) => {
+                    options.store_max_value_bytes = Some(int(&c) as usize)
                 }
-                "max_value_bytes" | "store_max_value_bytes" => {
-                    let bytes = value
-                        .as_u64()
-                        .and_then(|n| usize::try_from(n).ok())
-                        .filter(|n| (2..=MAX_MAX_VALUE_BYTES).contains(n))
-                        .ok_or_else(|| bad("an integer from 2 to 1000000000"))?;
-                    if key == "max_value_bytes" {
-                        options.max_value_bytes = Some(bytes);
+                ("synchronous", Checked::Text(t)) => {
+                    options.synchronous = if t == "normal" {
+                        Synchronous::Normal
                     } else {
-                        options.store_max_value_bytes = Some(bytes);
+                        Synchronous::Full
                     }
                 }
-                "synchronous" => {
-                    options.synchronous = match value.as_str() {
-                        Some("full") => Synchronous::Full,
-                        Some("normal") => Synchronous::Normal,
-                        _ => return Err(bad("\"full\" or \"normal\"")),
-                    };
-                }
-                "busy_timeout_ms" => {
-                    options.busy_timeout_ms = value
-                        .as_u64()
-                        .filter(|n| *n <= i32::MAX as u64)
-                        .ok_or_else(|| bad("an integer from 0 to 2147483647"))?;
-                }
-                "server_timeout_ms" => {
-                    options.server_timeout_ms = value
-                        .as_u64()
-                        .filter(|n| (1..=i32::MAX as u64).contains(n))
-                        .ok_or_else(|| bad("an integer from 1 to 2147483647"))?;
-                }
-                "read_only" => {
-                    options.read_only = value.as_bool().ok_or_else(|| bad("true or false"))?;
-                }
-                "change_log" => {
-                    options.change_log = Some(match value {
+                ("busy_timeout_ms", c) => options.busy_timeout_ms = int(&c),
+                ("server_timeout_ms", c) => options.server_timeout_ms = int(&c),
+                ("read_only", Checked::Bool(b)) => options.read_only = b,
+                ("change_log", Checked::Value(v)) => {
+                    options.change_log = Some(match v {
                         Value::Bool(false) => None,
-                        other => Some(LogRetention::from_value(&other)?),
-                    });
+                        other => Some(LogRetention::from_value(other)?),
+                    })
                 }
-                "agent_id" => {
-                    let id = value
-                        .as_str()
-                        .filter(|s| {
-                            !s.is_empty() && s.len() <= MAX_AGENT_ID_BYTES && !s.contains('\0')
-                        })
-                        .ok_or_else(|| {
-                            bad("a non-empty string of at most 255 bytes (UTF-8), without NUL")
-                        })?;
-                    options.agent_id = Some(id.to_string());
-                }
-                "max_connections" => {
-                    options.max_connections = value
-                        .as_u64()
-                        .and_then(|n| usize::try_from(n).ok())
-                        .filter(|n| (1..=MAX_MAX_CONNECTIONS).contains(n))
-                        .ok_or_else(|| bad("an integer from 1 to 1000"))?;
-                }
-                _ => {
+                ("agent_id", Checked::Text(t)) => options.agent_id = Some(t.to_string()),
+                ("max_connections", c) => options.max_connections = int(&c) as usize,
+                // Every entry of OPTIONS is read above (a unit test holds that); an entry added
+                // without its line here is refused rather than silently ignored.
+                (name, _) => {
                     return Err(Error::InvalidArgument(format!(
-                        "unknown option {key:?} (known: initial_state, max_value_bytes, store_max_value_bytes, synchronous, busy_timeout_ms, server_timeout_ms, read_only, change_log, agent_id, max_connections)"
+                        "option {name:?} is described but not read by this build"
                     )))
                 }
             }
@@ -182,6 +372,63 @@ impl OpenOptions {
             read_only: self.read_only,
             agent_id: self.agent_id.clone(),
             max_connections: self.max_connections,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every described option is read (none is refused as "not read by this build"), and its
+    /// fixed default is what an absent option gives.
+    #[test]
+    fn every_described_option_is_read_and_its_default_holds() {
+        let samples = |o: &OptionSpec| -> &'static str {
+            match o.kind {
+                OptionKind::Object => "{}",
+                OptionKind::Integer { .. } => "100",
+                OptionKind::Choice(_) => "\"normal\"",
+                OptionKind::Bool => "false",
+                OptionKind::Text { .. } => "\"x\"",
+                OptionKind::Retention => "{\"keep_last\":1}",
+            }
+        };
+        for o in OPTIONS {
+            let text = format!("{{\"{}\":{}}}", o.name, samples(o));
+            OpenOptions::from_json(text.as_bytes()).unwrap_or_else(|e| panic!("{}: {e}", o.name));
+        }
+        let d = OpenOptions::default();
+        let defaults = [
+            (
+                "synchronous",
+                "\"full\"",
+                d.synchronous == Synchronous::Full,
+            ),
+            (
+                "busy_timeout_ms",
+                "5000",
+                d.busy_timeout_ms == DEFAULT_BUSY_TIMEOUT_MS,
+            ),
+            (
+                "server_timeout_ms",
+                "10000",
+                d.server_timeout_ms == DEFAULT_SERVER_TIMEOUT_MS,
+            ),
+            ("read_only", "false", !d.read_only),
+            (
+                "max_connections",
+                "4",
+                d.max_connections == DEFAULT_MAX_CONNECTIONS,
+            ),
+        ];
+        for (name, text, holds) in defaults {
+            assert_eq!(
+                OptionSpec::named(name).unwrap().default,
+                Some(text),
+                "{name}"
+            );
+            assert!(holds, "{name}");
         }
     }
 }

@@ -66,7 +66,8 @@ impl Agent {
             let current = cache::current(&*txn, &mut view.cache, Context::ReadTransaction)?;
             if current.log.is_none() {
                 return Err(Error::InvalidArgument(
-                    "the change log is off: open the store with the change_log option".to_string(),
+                    "the change log is off for this agent: open it with the change_log option"
+                        .to_string(),
                 ));
             }
             self.foreign_changes(&*txn, &view.cursor, &current)?

@@ -18,7 +18,7 @@ impl Agent {
         let current = cache::current(&*txn, &mut view.cache, Context::ReadTransaction)?;
         if current.log.is_none() {
             return Err(Error::InvalidArgument(
-                "the change log is off: open the store with the change_log option".into(),
+                "the change log is off for this agent: open it with the change_log option".into(),
             ));
         }
         if after > current.version {
