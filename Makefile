@@ -27,7 +27,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
-.PHONY: all build header demo test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
+.PHONY: all build header demo check test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-readme test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
         dist install uninstall test-install
 
@@ -48,6 +48,17 @@ demo: build
 	@mkdir -p $(BUILD)
 	$(CC) -std=c99 -Wall -Wextra -Werror -O2 -Iinclude examples/demo.c -o $(BUILD)/demo $(LDFLAGS_TEST)
 	$(BUILD)/demo demo.db
+
+# The inner loop: format, clippy, every Rust suite and the C suite, on SQLite only. Needs no root,
+# no server and no network (the PostgreSQL variants say they were skipped; AGENT_STATE_TEST_NO_SERVERS
+# keeps the suites that would start servers of their own from doing so). `make test` is the gate.
+check:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	env -u AGENT_STATE_TEST_PG_URI -u CI AGENT_STATE_TEST_NO_SERVERS=1 $(CARGO) test --workspace
+	$(MAKE) --no-print-directory build $(BUILD)/test_c
+	env -u AGENT_STATE_TEST_PG_URI AGENT_STATE_TEST_BACKEND=sqlite $(BUILD)/test_c
+	@echo "make check: passed (SQLite only; make test runs everything, on both backends)"
 
 # Every suite, with a throwaway PostgreSQL server (tests/pg/with-server.sh) whose URI the suites
 # find in AGENT_STATE_TEST_PG_URI: each runs against SQLite and PostgreSQL. Around them, the TLS
