@@ -24,7 +24,8 @@ use libfuzzer_sys::fuzz_target;
 // Link the library: its #[no_mangle] exports are the C ABI under test.
 extern crate agent_state_ffi;
 
-#[path = "abi_sequence_c_api.rs"]
+// The header's declarations, shared with the ABI crate's tests and benchmarks.
+#[path = "../../crates/agent_state_ffi/tests/support/abi.rs"]
 mod c_api;
 use c_api::*;
 
@@ -130,7 +131,7 @@ unsafe extern "C" fn on_changed(p: *mut c_void, c: *const AgentStateChange) -> i
         return 0;
     }
     DEPTH.with(|d| d.set(d.get() + 1));
-    let mut b = EMPTY;
+    let mut b = AgentBuffer::EMPTY;
     let rc = match ud.kind % 6 {
         1 => 7,
         2 => {
@@ -172,7 +173,7 @@ unsafe extern "C" fn validator(p: *mut c_void, c: *const AgentStateChange, messa
         }
         2 => 3,
         3 => {
-            let mut b = EMPTY;
+            let mut b = AgentBuffer::EMPTY;
             let st = agent_get_state(ud.h, &mut b);
             assert_eq!(st, AGENT_ERR_BUSY, "own handle from its validator must be BUSY");
             agent_buffer_free(&mut b);
@@ -196,7 +197,7 @@ unsafe extern "C" fn initial(p: *mut c_void, out: *mut AgentBuffer) -> i32 {
         3 => 5,
         4 => 0,
         5 => {
-            let mut b = EMPTY;
+            let mut b = AgentBuffer::EMPTY;
             let st = agent_get_state(ud.h, &mut b);
             assert_eq!(st, AGENT_ERR_BUSY, "own handle from its initial-state hook must be BUSY");
             agent_buffer_free(&mut b);
@@ -266,7 +267,7 @@ impl Run<'_> {
     }
 
     unsafe fn step(&mut self) {
-        let mut buf = EMPTY;
+        let mut buf = AgentBuffer::EMPTY;
         let with_out = self.b.below(5) != 0;
         let out: *mut AgentBuffer = if with_out { &mut buf } else { std::ptr::null_mut() };
         let version = if self.b.below(4) == 0 { u64::from(self.b.byte()) << 40 } else { u64::from(self.b.below(12)) };
@@ -329,7 +330,7 @@ impl Run<'_> {
             9 => {
                 let h = self.handle();
                 let ud = self.ud(h);
-                let f: ChangedFn = if self.b.below(16) == 0 { None } else { Some(on_changed) };
+                let f: AgentStateChangedFn = if self.b.below(16) == 0 { None } else { Some(on_changed) };
                 let mut id = 777u64;
                 let out_id: *mut u64 = if self.b.below(16) == 0 { std::ptr::null_mut() } else { &mut id };
                 let st = agent_on_state_changed(h, f, ud, Some(free_ud), out_id);
@@ -346,7 +347,7 @@ impl Run<'_> {
             11 => {
                 let h = self.handle();
                 let ud = self.ud(h);
-                let f: InitialFn = if self.b.below(6) == 0 { None } else { Some(initial) };
+                let f: AgentInitialStateFn = if self.b.below(6) == 0 { None } else { Some(initial) };
                 check_status(agent_set_initial_state_hook(h, f, ud, Some(free_ud)), "set_initial_state_hook");
             }
             12 => {
@@ -376,7 +377,7 @@ impl Run<'_> {
                 let h = self.handle();
                 let mut expected = version;
                 if self.b.below(2) == 0 {
-                    let mut cur = EMPTY;
+                    let mut cur = AgentBuffer::EMPTY;
                     if agent_get_state_versioned(h, &mut cur, &mut expected) != AGENT_OK {
                         expected = 0;
                     }
@@ -421,7 +422,7 @@ impl Run<'_> {
             20 => {
                 let h = self.handle();
                 let ud = self.ud(h);
-                let f: ValidateFn = if self.b.below(6) == 0 { None } else { Some(validator) };
+                let f: AgentValidateFn = if self.b.below(6) == 0 { None } else { Some(validator) };
                 check_status(agent_set_validator(h, f, ud, Some(free_ud)), "set_validator");
             }
             _ => {

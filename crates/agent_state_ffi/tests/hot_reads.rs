@@ -5,42 +5,20 @@
 // It calls the C ABI as a C program would, which takes `unsafe` (each block has its SAFETY note).
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::CString;
 use std::sync::{Arc, Barrier};
 
-// Links the library, whose exported `agent_*` symbols the declarations below resolve to.
+// Links the library, whose exported `agent_*` symbols the declarations resolve to.
 extern crate agent_state_ffi;
 
-#[repr(C)]
-struct AgentBuffer {
-    data: *const u8,
-    len: usize,
-    owner: *mut c_void,
-}
+#[path = "support/abi.rs"]
+mod abi;
+use abi::*;
 
 // SAFETY: a buffer may be read and freed from any thread (its contract in the header).
 unsafe impl Send for AgentBuffer {}
 
-extern "C" {
-    fn agent_open(path: *const c_char, options: *const c_char, out: *mut u64) -> i32;
-    fn agent_close(h: u64) -> i32;
-    fn agent_get_state(h: u64, out: *mut AgentBuffer) -> i32;
-    fn agent_get_state_versioned(h: u64, out: *mut AgentBuffer, version: *mut u64) -> i32;
-    fn agent_replace_state(h: u64, next: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
-    fn agent_buffer_free(buf: *mut AgentBuffer);
-}
-
-const OK: i32 = 0;
-const BAD_HANDLE: i32 = 2;
 const THREADS: usize = 4;
-
-fn empty() -> AgentBuffer {
-    AgentBuffer {
-        data: std::ptr::null(),
-        len: 0,
-        owner: std::ptr::null_mut(),
-    }
-}
 
 fn bytes(b: &AgentBuffer) -> Vec<u8> {
     // SAFETY: a filled buffer has `len` readable bytes at `data`.
@@ -52,18 +30,18 @@ fn open(path: &std::path::Path) -> u64 {
     let mut h = 0;
     // SAFETY: valid NUL-terminated strings and out pointer.
     let rc = unsafe { agent_open(p.as_ptr(), std::ptr::null(), &mut h) };
-    assert_eq!(rc, OK);
+    assert_eq!(rc, AGENT_OK);
     h
 }
 
 fn replace(h: u64, next: &[u8]) {
     // SAFETY: `next` is valid for its length; no output requested.
     let rc = unsafe { agent_replace_state(h, next.as_ptr(), next.len(), std::ptr::null_mut()) };
-    assert_eq!(rc, OK);
+    assert_eq!(rc, AGENT_OK);
 }
 
 fn read(h: u64) -> (i32, AgentBuffer) {
-    let mut b = empty();
+    let mut b = AgentBuffer::EMPTY;
     // SAFETY: a valid out pointer.
     let rc = unsafe { agent_get_state(h, &mut b) };
     (rc, b)
@@ -88,32 +66,32 @@ fn a_close_on_one_thread_fails_later_reads_on_every_thread_and_buffers_stay() {
             let (hot, closed) = (hot.clone(), closed.clone());
             std::thread::spawn(move || {
                 let (rc, first) = read(h);
-                assert_eq!(rc, OK);
+                assert_eq!(rc, AGENT_OK);
                 let (rc, mut second) = read(h);
-                assert_eq!(rc, OK);
+                assert_eq!(rc, AGENT_OK);
                 // SAFETY: a buffer this test filled, freed once.
                 unsafe { agent_buffer_free(&mut second) };
                 hot.wait();
-                // Reads racing the close succeed or fail with BAD_HANDLE, nothing else.
+                // Reads racing the close succeed or fail with AGENT_ERR_BAD_HANDLE, nothing else.
                 loop {
                     let (rc, mut b) = read(h);
                     // SAFETY: a buffer this test filled (or left empty), freed once.
                     unsafe { agent_buffer_free(&mut b) };
                     match rc {
-                        OK => continue,
-                        BAD_HANDLE => break,
+                        AGENT_OK => continue,
+                        AGENT_ERR_BAD_HANDLE => break,
                         rc => panic!("a read racing close failed with {rc}"),
                     }
                 }
                 closed.wait();
                 let (rc, b) = read(h);
-                assert_eq!(rc, BAD_HANDLE);
+                assert_eq!(rc, AGENT_ERR_BAD_HANDLE);
                 assert!(b.data.is_null() && b.owner.is_null());
                 let mut version = 7;
-                let mut b = empty();
+                let mut b = AgentBuffer::EMPTY;
                 // SAFETY: valid out pointers.
                 let rc = unsafe { agent_get_state_versioned(h, &mut b, &mut version) };
-                assert_eq!((rc, version), (BAD_HANDLE, 0));
+                assert_eq!((rc, version), (AGENT_ERR_BAD_HANDLE, 0));
                 // Handed to the main thread, which reads and frees it after this one exits.
                 first
             })
@@ -121,7 +99,7 @@ fn a_close_on_one_thread_fails_later_reads_on_every_thread_and_buffers_stay() {
         .collect();
     hot.wait();
     // SAFETY: closing a handle this test opened.
-    assert_eq!(unsafe { agent_close(h) }, OK);
+    assert_eq!(unsafe { agent_close(h) }, AGENT_OK);
     closed.wait();
     for t in threads {
         let mut b = t.join().unwrap();
@@ -130,7 +108,7 @@ fn a_close_on_one_thread_fails_later_reads_on_every_thread_and_buffers_stay() {
         unsafe { agent_buffer_free(&mut b) };
     }
     // SAFETY: closing twice is refused, never undefined.
-    assert_eq!(unsafe { agent_close(h) }, BAD_HANDLE);
+    assert_eq!(unsafe { agent_close(h) }, AGENT_ERR_BAD_HANDLE);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -140,12 +118,12 @@ fn buffers_of_one_thread_keep_their_bytes_across_writes_and_frees_elsewhere() {
     let h = open(&dir.join("s.db"));
     replace(h, br#"{"v":1}"#);
     let (rc, old) = read(h);
-    assert_eq!(rc, OK);
+    assert_eq!(rc, AGENT_OK);
     let (rc, hot) = read(h);
-    assert_eq!(rc, OK);
+    assert_eq!(rc, AGENT_OK);
     replace(h, br#"{"v":2}"#);
     let (rc, new) = read(h);
-    assert_eq!(rc, OK);
+    assert_eq!(rc, AGENT_OK);
     assert_eq!(bytes(&new), br#"{"v":2}"#);
     // Freed on another thread, read there first.
     std::thread::spawn(move || {
@@ -162,6 +140,6 @@ fn buffers_of_one_thread_keep_their_bytes_across_writes_and_frees_elsewhere() {
     .join()
     .unwrap();
     // SAFETY: closing a handle this test opened.
-    assert_eq!(unsafe { agent_close(h) }, OK);
+    assert_eq!(unsafe { agent_close(h) }, AGENT_OK);
     let _ = std::fs::remove_dir_all(&dir);
 }

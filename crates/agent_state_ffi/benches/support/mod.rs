@@ -5,57 +5,25 @@
 // It calls the C ABI as a C program would, which takes `unsafe` (each block has its SAFETY note).
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{CStr, CString};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-// Links the library, whose exported `agent_*` symbols the declarations below resolve to.
+// Links the library, whose exported `agent_*` symbols the declarations resolve to.
 extern crate agent_state_ffi;
 
 use serde_json::{Map, Value};
 
-#[repr(C)]
-struct AgentBuffer {
-    data: *const u8,
-    len: usize,
-    owner: *mut c_void,
-}
-
-extern "C" {
-    fn agent_open(path: *const c_char, options: *const c_char, out: *mut u64) -> i32;
-    fn agent_close(h: u64) -> i32;
-    fn agent_get_state(h: u64, out: *mut AgentBuffer) -> i32;
-    fn agent_set_state(h: u64, patch: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
-    fn agent_replace_state(h: u64, next: *const u8, len: usize, out: *mut AgentBuffer) -> i32;
-    fn agent_buffer_free(buf: *mut AgentBuffer);
-    fn agent_last_error() -> *const c_char;
-    fn agent_store_list(
-        path: *const c_char,
-        options: *const c_char,
-        prefix: *const c_char,
-        after: *const c_char,
-        limit: u32,
-        out: *mut AgentBuffer,
-    ) -> i32;
-    fn agent_store_expire(
-        path: *const c_char,
-        options: *const c_char,
-        idle_ms: u64,
-        limit: u32,
-        dry_run: i32,
-        out: *mut AgentBuffer,
-    ) -> i32;
-}
+// The header's declarations, shared with the tests and the ABI fuzz target.
+#[path = "../../tests/support/abi.rs"]
+mod abi;
+use abi::*;
 
 /// `agent_store_list` of the store at `path`: a page of `limit` after `after`; returns the
 /// JSON's length (the page is read, as a caller would).
 pub fn store_list(path: &CStr, after: &CStr, limit: u32) -> usize {
-    let mut b = AgentBuffer {
-        data: std::ptr::null(),
-        len: 0,
-        owner: std::ptr::null_mut(),
-    };
+    let mut b = AgentBuffer::EMPTY;
     // SAFETY: valid NUL-terminated strings and out pointer; the buffer is freed below.
     check(
         unsafe {
@@ -79,11 +47,7 @@ pub fn store_list(path: &CStr, after: &CStr, limit: u32) -> usize {
 /// `agent_store_expire` of the store at `path` as a dry run: the `limit` longest idle agents
 /// idle for more than `idle_ms`; returns the JSON's length.
 pub fn store_expire_dry(path: &CStr, idle_ms: u64, limit: u32) -> usize {
-    let mut b = AgentBuffer {
-        data: std::ptr::null(),
-        len: 0,
-        owner: std::ptr::null_mut(),
-    };
+    let mut b = AgentBuffer::EMPTY;
     // SAFETY: valid NUL-terminated string and out pointer; the buffer is freed below.
     check(
         unsafe { agent_store_expire(path.as_ptr(), std::ptr::null(), idle_ms, limit, 1, &mut b) },
@@ -121,11 +85,7 @@ impl Abi {
     }
     /// get_state, touching the first and last byte as a reader would.
     pub fn get(&self) -> usize {
-        let mut b = AgentBuffer {
-            data: std::ptr::null(),
-            len: 0,
-            owner: std::ptr::null_mut(),
-        };
+        let mut b = AgentBuffer::EMPTY;
         // SAFETY: valid out pointer; the buffer is freed below.
         check(
             unsafe { agent_get_state(self.0, &mut b) },
@@ -139,11 +99,7 @@ impl Abi {
     }
     /// get_state's bytes, copied out (for the benches' checks, not their timed loops).
     pub fn state(&self) -> Vec<u8> {
-        let mut b = AgentBuffer {
-            data: std::ptr::null(),
-            len: 0,
-            owner: std::ptr::null_mut(),
-        };
+        let mut b = AgentBuffer::EMPTY;
         // SAFETY: valid out pointer; the buffer is freed below.
         check(
             unsafe { agent_get_state(self.0, &mut b) },
