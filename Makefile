@@ -155,11 +155,11 @@ test-readme: build
 	bash tests/readme/run.sh
 	python3 tests/surface/check_tables.py README.md
 
-# `agent-state serve`'s JavaScript client (bindings/js), with Node's test runner against the
-# real server; then the inspector page in a real headless Chromium (Debian's chromium and
-# chromium-driver, installed when missing; the screenshot goes to target/inspector/).
+# `agent-state serve`'s JavaScript client (crates/agent-state-serve/client), with Node's test
+# runner against the real server; then the inspector page in a real headless Chromium (Debian's
+# chromium and chromium-driver, installed when missing; the screenshot goes to target/inspector/).
 test-js:
-	bash bindings/js/run-tests.sh
+	bash crates/agent-state-serve/client/run-tests.sh
 
 test-inspector:
 	bash tests/inspector/run.sh

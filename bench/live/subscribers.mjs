@@ -1,5 +1,6 @@
 // The subscribers of bench/live/run.sh: one Node process holding N watch streams on one agent,
-// each through the real JS client (bindings/js/src/index.js) and keeping its own copy.
+// each through the real JS client (crates/agent-state-serve/client/src/index.js) and keeping its
+// own copy.
 //
 //   node --experimental-websocket subscribers.mjs --url http://HOST:PORT --agent ID
 //        --token-file F --n N --ready-file R --out OUT.json [--workers W] [--client PATH]
@@ -153,7 +154,7 @@ async function workerMain() {
 // The main thread: starts the workers, tells run.sh when all are ready, gathers the figures.
 function parseArgs(argv) {
   const a = { workers: 0, ramp: 100, connect: 60, settle: 30, maxWait: 3600,
-    client: new URL('../../bindings/js/src/index.js', import.meta.url).href };
+    client: new URL('../../crates/agent-state-serve/client/src/index.js', import.meta.url).href };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i].replace(/^--/, '');
     const v = argv[i + 1];

@@ -1,4 +1,4 @@
-// agent_state inspector. The server inlines this file right after bindings/js/src/index.js in one
+// agent_state inspector. The server inlines this file right after client/src/index.js in one
 // module, so `watch` and `applyMergePatch` are in scope; everything here lives inside one arrow
 // function so that no name of ours can collide with the client's. States are untrusted: the DOM
 // is built with createElement/textContent only. Styling is by class (the CSP forbids style=).

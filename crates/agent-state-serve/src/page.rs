@@ -2,7 +2,7 @@
 //! the binary, served under a Content-Security-Policy that allows exactly those two inline
 //! texts (by hash) and requests to this server, nothing else.
 //!
-//! The script is the JavaScript client (`bindings/js/src/index.js`, one module without
+//! The script is the JavaScript client (`client/src/index.js`, one module without
 //! imports) followed by the page's own code, so the page follows the state the way any client
 //! of the package does.
 
@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 const HTML: &str = include_str!("../page/inspector.html");
 const CSS: &str = include_str!("../page/inspector.css");
-const CLIENT: &str = include_str!("../../../bindings/js/src/index.js");
+const CLIENT: &str = include_str!("../client/src/index.js");
 const SCRIPT: &str = include_str!("../page/inspector.js");
 
 /// The assembled page and its policy, made once at start.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of the JavaScript client (bindings/js): builds the agent-state CLI, whose `serve` the
+# Tests of the JavaScript client of `agent-state serve` (crates/agent-state-serve/client): builds the agent-state CLI, whose `serve` the
 # live tests start as a child process (and whose `set`/`replace` write the store), then runs
 # Node's own test runner on test/. Works from any directory and on a fresh Debian machine:
 # installs Node from the system packages when it is missing. Node 20 needs
@@ -7,7 +7,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
+root="$(cd "$here/../../.." && pwd)"
 
 if ! command -v node >/dev/null 2>&1; then
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
@@ -29,7 +29,7 @@ fi
 want="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
 have="$(node -p "require('$here/package.json').version")"
 if [ "$want" != "$have" ]; then
-    echo "run-tests.sh: bindings/js/package.json says version $have, Cargo.toml $want" >&2
+    echo "run-tests.sh: crates/agent-state-serve/client/package.json says version $have, Cargo.toml $want" >&2
     exit 1
 fi
 

@@ -11,7 +11,7 @@ import { createInterface } from "node:readline";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 // run-tests.sh passes the binary it built; by default the checkout's release build.
-export const CLI = process.env.AGENT_STATE_CLI ?? resolve(HERE, "../../../target/release/agent-state");
+export const CLI = process.env.AGENT_STATE_CLI ?? resolve(HERE, "../../../../target/release/agent-state");
 export const CLIENT = resolve(HERE, "../src/index.js");
 
 // Generous: the machine running the suite may be loaded (2 cores, other builds).
