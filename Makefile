@@ -75,20 +75,16 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# Every Rust suite of the workspace on SQLite (the core's doc tests too), then the suites of the
-# library's behaviour (one source for both backends, crates/agent_state/tests/common) and the
-# conformance vectors' Rust runner again on the PostgreSQL server AGENT_STATE_TEST_PG_URI names
-# (skipped, and said so, without one outside CI).
+# Every Rust suite of the workspace (the core's doc tests too), once. Each test of the library's
+# behaviour (and of `agent-state serve`) is declared once and runs as two tests, NAME::sqlite and
+# NAME::postgres (#[each_backend], crates/test-support): the PostgreSQL ones on the server
+# AGENT_STATE_TEST_PG_URI names (skipped, and said so, without one outside CI).
 test-rust:
 	$(CARGO) test --workspace
-	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent_state --test agent --test hooks --test versions \
-	  --test change_log --test agents --test conformance --test store_agents --test store_agents_race \
-	  --test delta
-	AGENT_STATE_TEST_BACKEND=postgres $(CARGO) test -p agent-state-cli --test serve
 
-# The suites test-rust runs on PostgreSQL, and the backend's tests of its semantics, through
-# PgBouncer in front of that server, in transaction then in session mode
-# (tests/pg/pooler-suites.sh, tests/pg/bouncer.sh: pgbouncer is installed when missing).
+# The PostgreSQL variants of the tests test-rust runs (those named ::postgres), and the backend's
+# tests of its semantics, through PgBouncer in front of that server, in transaction then in
+# session mode (tests/pg/pooler-suites.sh, tests/pg/bouncer.sh: pgbouncer is installed when missing).
 test-pooler:
 	CARGO=$(CARGO) bash tests/pg/pooler-suites.sh
 

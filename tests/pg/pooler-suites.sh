@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# make test-pooler: the suites of the library's behaviour and the PostgreSQL backend's tests of
-# its semantics, through PgBouncer (tests/pg/bouncer.sh) in front of the test server, in
-# transaction mode and then in session mode. The server is the one tests/pg/with-server.sh
-# started (AGENT_STATE_TEST_PG_DIR, its Unix socket's directory); each bouncer is stopped when
-# its run ends, also on failure or interrupt. Without such a server the run is skipped with a
-# notice, except under CI=true, where that is a failure.
+# make test-pooler: the PostgreSQL variants of the workspace's tests (#[each_backend] declares
+# each as NAME::sqlite and NAME::postgres: a test-name filter picks them, whichever file they
+# are in) and the PostgreSQL backend's tests of its semantics, through PgBouncer
+# (tests/pg/bouncer.sh) in front of the test server, in transaction mode and then in session
+# mode. The server is the one tests/pg/with-server.sh started (AGENT_STATE_TEST_PG_DIR, its Unix
+# socket's directory); each bouncer is stopped when its run ends, also on failure or interrupt.
+# Without such a server the run is skipped with a notice, except under CI=true, where that is a
+# failure.
 #
 # Left out of the backend's tests (crates/agent_state/tests/postgres): crash:: and freeze::
 # (they start and stop servers of their own, never through the pooler), pool::two_hundred_..
@@ -40,9 +42,7 @@ for mode in transaction session; do
         unset AGENT_STATE_TEST_PG_DIR
         export AGENT_STATE_TEST_PG_URI=$uri AGENT_STATE_TEST_PG_POOLER=$mode \
             AGENT_STATE_TEST_PG_SERVER_URI=$server_uri
-        AGENT_STATE_TEST_BACKEND=postgres "$cargo" test -p agent_state --test agent --test hooks \
-            --test versions --test change_log --test agents --test conformance --test store_agents \
-            --test delta
+        "$cargo" test --workspace --test '*' -- ::postgres
         "$cargo" test -p agent_state --test postgres -- --skip crash:: --skip freeze:: \
             --skip pool::two_hundred_handles_share_at_most_max_connections \
             --skip pool::round_trips_of_a_write_and_of_a_read_of_a_current_cache

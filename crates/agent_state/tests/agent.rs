@@ -1,6 +1,7 @@
 //! Behaviour of the safe Rust API: persistence, initial state, transactions, concurrency (hooks:
 //! hooks.rs).
-//! On either backend (see tests/common), but for the tests of SQLite files, which say so.
+//! On either backend (`#[each_backend]`, crates/test-support), but for the tests of SQLite files,
+//! which say so.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,10 +9,11 @@ use std::sync::Arc;
 use agent_state::{Agent, Error, OpenOptions};
 use serde_json::{json, Value};
 
-mod common;
-use common::{open, opts, text, write_behind_the_back, Recorder, TempDir};
+use test_support::{
+    each_backend, open, opts, sqlite_only, text, write_behind_the_back, Recorder, TempDir,
+};
 
-#[test]
+#[each_backend]
 fn reference_page_flow_and_persistence() {
     let dir = TempDir::new("flow");
     let store = dir.store("conv.db");
@@ -43,7 +45,7 @@ fn reference_page_flow_and_persistence() {
     assert_eq!(text(&s), r#"{"fresh":true}"#);
 }
 
-#[test]
+#[each_backend]
 fn reading_never_persists_the_default() {
     let dir = TempDir::new("default");
     let store = dir.store("a.db");
@@ -62,7 +64,7 @@ fn reading_never_persists_the_default() {
     assert_eq!(text(&c.get_state().unwrap()), r#"{"v":2,"w":3}"#);
 }
 
-#[test]
+#[each_backend]
 fn failed_writes_change_nothing() {
     let dir = TempDir::new("failed");
     let store = dir.store("a.db");
@@ -101,7 +103,7 @@ fn failed_writes_change_nothing() {
     assert_eq!(text(&b.get_state().unwrap()), r#"{"$bigint":"5","x":1}"#);
 }
 
-#[test]
+#[each_backend]
 fn options_are_checked() {
     for bad in [
         json!({"nope": 1}),
@@ -202,7 +204,7 @@ fn new_files_are_private_and_read_only_refuses_writes() {
     ));
 }
 
-#[test]
+#[each_backend]
 fn threads_on_one_agent_lose_nothing_and_hooks_chain_in_commit_order() {
     const THREADS: usize = 8;
     const EACH: usize = 150;
@@ -239,7 +241,7 @@ fn threads_on_one_agent_lose_nothing_and_hooks_chain_in_commit_order() {
     }
 }
 
-#[test]
+#[each_backend]
 fn two_handles_on_one_file_see_each_others_commits() {
     let dir = TempDir::new("two");
     let store = dir.store("a.db");
@@ -281,7 +283,7 @@ fn two_handles_on_one_file_see_each_others_commits() {
     assert_eq!(text(&b.get_state().unwrap()), expect);
 }
 
-#[test]
+#[each_backend]
 fn snapshots_outlive_changes_and_close() {
     let dir = TempDir::new("snap");
     let a = open(&dir.store("a.db"), &OpenOptions::default()).unwrap();
@@ -293,7 +295,7 @@ fn snapshots_outlive_changes_and_close() {
     assert_eq!(*old.json_with_nul().last().unwrap(), 0);
 }
 
-#[test]
+#[each_backend]
 fn reads_see_commits_of_any_other_connection() {
     let dir = TempDir::new("foreign_commit");
     let store = dir.store("a.db");
@@ -318,7 +320,7 @@ fn reads_see_commits_of_any_other_connection() {
     assert_eq!(text(&a.get_state().unwrap()), r#"{"n":200}"#);
 }
 
-#[test]
+#[each_backend]
 fn a_corrupt_stored_state_fails_reads_and_merges_and_a_replace_repairs_it() {
     let dir = TempDir::new("corrupt");
     let store = dir.store("a.db");
@@ -340,7 +342,7 @@ fn a_corrupt_stored_state_fails_reads_and_merges_and_a_replace_repairs_it() {
     );
 }
 
-#[test]
+#[each_backend]
 fn a_store_whose_state_no_longer_decodes_still_opens() {
     let dir = TempDir::new("corrupt_open");
     let store = dir.store("a.db");
@@ -376,7 +378,7 @@ fn writes_to_a_deleted_store_are_refused_not_lost() {
 
 /// A file's single agent re-reads its state on any commit to the file: even a write made
 /// behind the library's back that leaves the version as it was is seen (a named agent, or a
-/// PostgreSQL one, goes by its version instead: see `common::write_behind_the_back`).
+/// PostgreSQL one, goes by its version instead: see `test_support::write_behind_the_back`).
 #[test]
 fn the_single_agent_of_a_file_sees_a_foreign_write_that_keeps_the_version() {
     sqlite_only!("SQLite's own commit counters, and a raw write to its file");

@@ -2,15 +2,14 @@
 //! them, shared connections (10,000 handles under 1,024 file descriptors), no lost updates
 //! across agents sharing a connection, calls between agents from a validator, and the upgrade
 //! of older files. The tests of SQLite files alone say so; the rest run on PostgreSQL too, where
-//! the agents are those of one database (see tests/common).
+//! the agents are those of one database (`#[each_backend]`, crates/test-support).
 
 use std::sync::{Arc, Mutex};
 
 use agent_state::{Agent, Error, StateChange, StateChangedHook, Validator};
 use serde_json::json;
 
-mod common;
-use common::{open, opts, text, Place, TempDir};
+use test_support::{each_backend, open, opts, sqlite_only, text, Place, TempDir};
 
 #[derive(Default)]
 struct Recorder {
@@ -41,7 +40,7 @@ fn file_agent(path: &std::path::Path, id: &str, extra: serde_json::Value) -> Age
     Agent::open(path, &opts(o)).unwrap()
 }
 
-#[test]
+#[each_backend]
 fn agents_of_one_file_are_isolated_in_state_version_initial_state_log_and_hooks() {
     let dir = TempDir::new("agents_isolated");
     let store = dir.store("many.db");
@@ -126,7 +125,7 @@ fn agents_of_one_file_are_isolated_in_state_version_initial_state_log_and_hooks(
     }
 }
 
-#[test]
+#[each_backend]
 fn another_handles_write_to_the_same_agent_is_seen_and_others_do_not_disturb_it() {
     let dir = TempDir::new("agents_fresh");
     let store = dir.store("many.db");
@@ -146,7 +145,7 @@ fn another_handles_write_to_the_same_agent_is_seen_and_others_do_not_disturb_it(
     assert_eq!(text(&a1.get_state().unwrap()), r#"{"n":"other"}"#);
 }
 
-#[test]
+#[each_backend]
 fn threads_writing_agents_that_share_a_connection_lose_no_update() {
     let dir = TempDir::new("agents_threads");
     let store = Arc::new(dir.store("many.db"));
@@ -345,7 +344,7 @@ fn a_schema_2_file_is_upgraded_in_place_keeping_state_version_and_log() {
     assert_eq!(version, agent_state::internals::SQLITE_SCHEMA_VERSION);
 }
 
-#[test]
+#[each_backend]
 fn agent_id_must_be_a_non_empty_string_of_at_most_255_bytes() {
     let dir = TempDir::new("agents_ids");
     let store = dir.store("many.db");
@@ -361,7 +360,7 @@ fn agent_id_must_be_a_non_empty_string_of_at_most_255_bytes() {
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{bad}: {r:?}");
     }
     // 254 bytes; on PostgreSQL the test's namespace comes before the ids, so less there.
-    let long = "é".repeat(if common::sqlite() { 127 } else { 80 });
+    let long = "é".repeat(if test_support::sqlite() { 127 } else { 80 });
     let a = agent(&store, &long, json!({}));
     a.set_state(br#"{"ok":1}"#).unwrap();
     // Ids are exact: no folding of case or normalization.

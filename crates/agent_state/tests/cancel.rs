@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use agent_state::{Agent, Cancel, Error, ErrorKind, OpenOptions};
 use serde_json::json;
 
-mod common;
-use common::{fire_after, opts, text, TempDir};
+use test_support::{fire_after, opts, text, TempDir};
 
 fn open(path: &std::path::Path, busy_ms: u64) -> Agent {
     let options: OpenOptions = opts(json!({"busy_timeout_ms": busy_ms}));

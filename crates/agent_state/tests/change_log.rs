@@ -1,16 +1,19 @@
 //! The change log through the safe Rust API: poll, changes_since, state_at, restore, pruning
 //! and its gaps, switching the log, and histories long enough to cross its checkpoints. On
-//! either backend (see tests/common), but for the tests of SQLite files, which say so.
+//! either backend (`#[each_backend]`, crates/test-support), but for the tests of SQLite files,
+//! which say so.
 
 use std::sync::{Arc, Mutex};
 
 use agent_state::{Agent, Error, OpenOptions, StateChange, StateChangedHook};
 use serde_json::{json, Value};
 
-mod common;
-use common::{open, opts, text, write_behind_the_back, Place, TempDir, VersionRecorder};
+use test_support::{
+    each_backend, open, opts, sqlite_only, text, write_behind_the_back, Place, TempDir,
+    VersionRecorder,
+};
 
-#[test]
+#[each_backend]
 fn poll_delivers_other_handles_changes_once_in_commit_order() {
     let dir = TempDir::new("poll");
     let store = dir.store("a.db");
@@ -69,7 +72,7 @@ fn poll_delivers_other_handles_changes_once_in_commit_order() {
     assert!(matches!(c.poll(), Err(Error::InvalidArgument(_))));
 }
 
-#[test]
+#[each_backend]
 fn changes_since_state_at_and_restore() {
     let dir = TempDir::new("pitr");
     let a = open(
@@ -103,7 +106,7 @@ fn changes_since_state_at_and_restore() {
     assert_eq!(last[0]["patch"], Value::Null, "a restore is a replacement");
 }
 
-#[test]
+#[each_backend]
 fn pruned_changes_are_reported_as_a_gap_and_the_rest_delivered() {
     let dir = TempDir::new("gap");
     let store = dir.store("a.db");
@@ -167,7 +170,7 @@ fn the_log_can_be_switched_off_and_old_stores_are_migrated() {
     assert_eq!(logged, 0);
 }
 
-#[test]
+#[each_backend]
 fn a_write_delivers_pending_changes_before_its_own_pruning() {
     let dir = TempDir::new("prune_order");
     let store = dir.store("a.db");
@@ -190,7 +193,7 @@ fn a_write_delivers_pending_changes_before_its_own_pruning() {
     );
 }
 
-#[test]
+#[each_backend]
 fn the_first_change_is_delivered_with_the_writers_initial_state() {
     let dir = TempDir::new("first");
     let store = dir.store("a.db");
@@ -209,7 +212,7 @@ fn the_first_change_is_delivered_with_the_writers_initial_state() {
     assert_eq!(seen[0].2, r#"{"theirs":1,"x":1}"#);
 }
 
-#[test]
+#[each_backend]
 fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
     // Poll, changes_since and state_at read inside a read transaction while other handles
     // commit; what they see must never be taken for the newest state afterwards.
@@ -260,7 +263,7 @@ fn a_handle_reading_in_transactions_while_others_commit_stays_current() {
     ));
 }
 
-#[test]
+#[each_backend]
 fn repairing_a_corrupt_state_is_logged_like_any_replacement() {
     let dir = TempDir::new("repair_logged");
     let store = dir.store("a.db");
@@ -301,7 +304,7 @@ impl StateChangedHook for WritesOnce {
     }
 }
 
-#[test]
+#[each_backend]
 fn a_hook_writing_during_a_batch_of_deliveries_does_not_deadlock() {
     for poll in [false, true] {
         let dir = TempDir::new("batch_nested");
@@ -331,7 +334,7 @@ fn a_hook_writing_during_a_batch_of_deliveries_does_not_deadlock() {
 /// history much longer than both periods, every retained version's state, every delivery and
 /// every `changes_since` is exactly what the writer committed, pruned versions are gaps, and
 /// the file holds few full states.
-#[test]
+#[each_backend]
 fn a_long_history_of_patches_rebuilds_every_retained_state_exactly() {
     const KEEP: u64 = 45;
     const WRITES: u64 = 300;
@@ -421,7 +424,7 @@ fn a_long_history_of_patches_rebuilds_every_retained_state_exactly() {
 }
 
 /// A lower retention, set by a later open, takes effect at once, before any new write.
-#[test]
+#[each_backend]
 fn a_lower_retention_hides_older_changes_at_once() {
     let dir = TempDir::new("retention_change");
     let store = dir.store("a.db");
@@ -439,7 +442,7 @@ fn a_lower_retention_hides_older_changes_at_once() {
 /// A handle that logged the last change does not assume the log still holds it when the log
 /// was switched off and on again meanwhile (which dropped it): its next change is stored in
 /// full, and is rebuilt exactly.
-#[test]
+#[each_backend]
 fn a_log_switched_off_and_on_behind_a_writers_back_still_rebuilds_its_next_change() {
     let dir = TempDir::new("log_off_on");
     let store = dir.store("a.db");

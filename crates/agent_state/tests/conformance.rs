@@ -16,11 +16,9 @@
 //!
 //! One line per vector (`ok`, `FAIL` with the reason, `skip` for a vector restricted to other
 //! runners or backends), then the skipped count and "N passed, M failed"; the test fails when
-//! any vector failed. The store is a fresh SQLite file per vector, or with
-//! `AGENT_STATE_TEST_BACKEND=postgres` a fresh agent `rust_<pid>_<start>_<n>` of the server
-//! `AGENT_STATE_TEST_PG_URI` (tests/common/mod.rs: skipped without it, a failure under CI=true).
-
-mod common;
+//! any vector failed. It runs on each backend (`#[each_backend]`, crates/test-support): the store
+//! is a fresh SQLite file per vector, or a fresh agent `rust_<pid>_<start>_<n>` of the server
+//! `AGENT_STATE_TEST_PG_URI` (skipped without it, a failure under CI=true).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use agent_state::{Agent, Error, OpenOptions, StateChange, StateChangedHook, Validator};
 use serde_json::{Map, Value};
 
-use common::{Place, TempDir};
+use test_support::{each_backend, Place, TempDir};
 
 /// This runner's name in the vectors' `runners` lists (and its agent ids' prefix).
 const RUNNER: &str = "rust";
@@ -400,9 +398,9 @@ fn drop_store(path: &Path, agent_id: &Option<String>) {
     }
 }
 
-#[test]
+#[each_backend]
 fn conformance_vectors() {
-    let backend = if common::sqlite() {
+    let backend = if test_support::sqlite() {
         "sqlite"
     } else {
         "postgres"

@@ -1,13 +1,13 @@
 //! Delta storage: a state stored as its base and the patches after it reads back exactly
 //! (bytes, member order, numbers) cold, by a handle that catches up, and after the log is
 //! switched; the stored patches stay bounded; an older file upgrades with its states. On
-//! either backend (see tests/common), but for the tests of SQLite files, which say so.
+//! either backend (`#[each_backend]`, crates/test-support), but for the tests of SQLite files,
+//! which say so.
 
 use agent_state::{Agent, OpenOptions};
 use serde_json::json;
 
-mod common;
-use common::{open, opts, text, Place, TempDir};
+use test_support::{each_backend, open, opts, server_client, sqlite_only, text, Place, TempDir};
 
 /// A member of about 200 bytes.
 fn filler(i: usize) -> String {
@@ -76,17 +76,17 @@ fn history_reads_back_exactly(options: serde_json::Value) {
     assert_eq!(text(&a.get_state().unwrap()), text(&from_b));
 }
 
-#[test]
+#[each_backend]
 fn a_large_state_reads_back_exactly_across_many_patches() {
     history_reads_back_exactly(json!({"synchronous": "normal"}));
 }
 
-#[test]
+#[each_backend]
 fn a_large_state_with_the_log_on_reads_back_exactly() {
     history_reads_back_exactly(json!({"synchronous": "normal", "change_log": {"keep_last": 10}}));
 }
 
-#[test]
+#[each_backend]
 fn logged_states_of_a_large_state_are_rebuilt_exactly() {
     let dir = TempDir::new("delta_state_at");
     let place = dir.store("a.db");
@@ -102,7 +102,7 @@ fn logged_states_of_a_large_state_are_rebuilt_exactly() {
     }
 }
 
-#[test]
+#[each_backend]
 fn switching_the_log_keeps_a_large_state() {
     let dir = TempDir::new("delta_switch");
     let place = dir.store("a.db");
@@ -230,12 +230,12 @@ fn a_store_of_schema_4_upgrades_with_its_states() {
 
 /// On PostgreSQL, a write to a large state with the log off stores its patch: the row's base
 /// stays behind its version, and the patch rows hold no state.
-#[test]
+#[each_backend]
 fn a_large_state_on_the_server_stores_patches() {
     let dir = TempDir::new("delta_server");
     let place = dir.store("a.db");
     let Place::Postgres { uri, agent } = &place else {
-        eprintln!("skipped: PostgreSQL's own rows (AGENT_STATE_TEST_BACKEND=postgres)");
+        eprintln!("skipped on SQLite: PostgreSQL's own rows");
         return;
     };
     let a = open(&place, &opts(json!({"synchronous": "normal"}))).unwrap();
@@ -243,11 +243,7 @@ fn a_large_state_on_the_server_stores_patches() {
     for n in 1..=10 {
         a.set_state(&patch(n)).unwrap();
     }
-    let server = std::env::var("AGENT_STATE_TEST_PG_SERVER_URI")
-        .ok()
-        .filter(|s| !s.is_empty());
-    let mut client =
-        postgres::Client::connect(server.as_deref().unwrap_or(uri), postgres::NoTls).unwrap();
+    let mut client = server_client(uri);
     let row = client
         .query_one(
             "SELECT s.version - s.base,

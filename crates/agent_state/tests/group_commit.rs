@@ -7,8 +7,7 @@ use std::collections::BTreeSet;
 use agent_state::Agent;
 use serde_json::{json, Value};
 
-mod common;
-use common::{opts, TempDir};
+use test_support::{opts, sqlite_only, TempDir};
 
 #[test]
 fn concurrent_durable_writers_each_get_their_own_version_and_keep_every_write() {

@@ -1,6 +1,6 @@
 //! Hooks through the safe Rust API: what `on_state_changed` hooks see, in which order, what a
 //! hook may do (write, close, fail after the commit), and the initial-state hook. On either
-//! backend (see tests/common).
+//! backend (`#[each_backend]`, crates/test-support).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,10 +8,9 @@ use std::sync::{Arc, Mutex};
 use agent_state::{Agent, Error, InitialStateHook, OpenOptions, StateChange, StateChangedHook};
 use serde_json::json;
 
-mod common;
-use common::{open, opts, text, Recorder, TempDir};
+use test_support::{each_backend, open, opts, text, Recorder, TempDir};
 
-#[test]
+#[each_backend]
 fn hooks_see_next_prev_patch_and_can_fail_after_commit() {
     let dir = TempDir::new("hooks");
     let a = open(
@@ -79,7 +78,7 @@ impl StateChangedHook for Echo {
     }
 }
 
-#[test]
+#[each_backend]
 fn nested_changes_from_a_hook_are_delivered_after_it_returns() {
     let dir = TempDir::new("nested");
     let a = Arc::new(open(&dir.store("a.db"), &OpenOptions::default()).unwrap());
@@ -101,7 +100,7 @@ fn nested_changes_from_a_hook_are_delivered_after_it_returns() {
     a.close().unwrap();
 }
 
-#[test]
+#[each_backend]
 fn closing_from_inside_a_hook_is_safe() {
     struct Closer(Mutex<Option<Arc<Agent>>>);
     impl StateChangedHook for Closer {
@@ -121,7 +120,7 @@ fn closing_from_inside_a_hook_is_safe() {
     assert_eq!(a.set_state(br#"{"x":2}"#).unwrap_err(), Error::Closed);
 }
 
-#[test]
+#[each_backend]
 fn initial_state_hook_is_called_each_time_and_cannot_reenter() {
     struct Counter {
         calls: AtomicUsize,

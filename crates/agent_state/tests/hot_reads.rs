@@ -1,14 +1,13 @@
 //! Reads of a hot handle (agent/hot.rs): each thread's own copy of the state is trusted only
 //! while nothing was committed since, so a read that starts after a commit returned sees it,
-//! on every thread; and after the handle closed, no copy is trusted.
-
-mod common;
+//! on every thread; and after the handle closed, no copy is trusted. On either backend
+//! (`#[each_backend]`, crates/test-support).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
 use agent_state::{Agent, Error, OpenOptions};
-use common::{open, write_behind_the_back, TempDir};
+use test_support::{each_backend, open, write_behind_the_back, TempDir};
 
 const THREADS: usize = 4;
 const ROUNDS: u64 = 60;
@@ -71,7 +70,7 @@ fn state(n: u64) -> Vec<u8> {
     format!(r#"{{"n":{n}}}"#).into_bytes()
 }
 
-#[test]
+#[each_backend]
 fn reads_on_many_threads_see_every_commit_of_another_handle() {
     let dir = TempDir::new("hot_other_handle");
     let place = dir.store("s.db");
@@ -83,7 +82,7 @@ fn reads_on_many_threads_see_every_commit_of_another_handle() {
 }
 
 /// The same with agent ids: both handles share one connection of this process.
-#[test]
+#[each_backend]
 fn reads_on_many_threads_see_every_commit_of_a_handle_on_the_same_connection() {
     let dir = TempDir::new("hot_shared_connection");
     let place = dir.store("s.db").agent("a");
@@ -94,7 +93,7 @@ fn reads_on_many_threads_see_every_commit_of_a_handle_on_the_same_connection() {
     });
 }
 
-#[test]
+#[each_backend]
 fn reads_on_many_threads_see_every_commit_of_the_handle_itself() {
     let dir = TempDir::new("hot_own_handle");
     let reader = Arc::new(open(&dir.store("s.db"), &OpenOptions::default()).unwrap());
@@ -104,7 +103,7 @@ fn reads_on_many_threads_see_every_commit_of_the_handle_itself() {
     });
 }
 
-#[test]
+#[each_backend]
 fn reads_on_many_threads_see_a_commit_made_behind_the_librarys_back() {
     let dir = TempDir::new("hot_behind");
     let place = dir.store("s.db");
@@ -115,7 +114,7 @@ fn reads_on_many_threads_see_a_commit_made_behind_the_librarys_back() {
     });
 }
 
-#[test]
+#[each_backend]
 fn reads_that_start_after_close_fail_on_every_thread() {
     let dir = TempDir::new("hot_close");
     let place = dir.store("s.db");
@@ -159,7 +158,7 @@ fn reads_that_start_after_close_fail_on_every_thread() {
 }
 
 /// A thread that read many handles keeps copies of a few only; every handle still reads right.
-#[test]
+#[each_backend]
 fn a_thread_reading_many_handles_reads_each_right() {
     let dir = TempDir::new("hot_many");
     let agents: Vec<Agent> = (0..20)

@@ -3,10 +3,8 @@
 //! other's commits (one test, alone in its binary: it forks).
 #![allow(unsafe_code)] // fork(), pipe() and _exit(), to test the child's behaviour
 
-mod common;
-
 use agent_state::{Agent, OpenOptions};
-use common::{open, TempDir};
+use test_support::{open, sqlite_only, TempDir};
 
 fn version_of(agent: &Agent) -> u64 {
     let v = agent.get_state_versioned().unwrap();

@@ -1,4 +1,4 @@
-//! A store's agents as a whole (issue 23): listing (order, pages, prefixes, what an entry
+//! A store's agents as a whole: listing (order, pages, prefixes, what an entry
 //! says), deletion (what open handles see, their hooks and feed, versions that never go back,
 //! compare-and-set), erasure from a SQLite file's bytes, and expiry. Both backends; races with
 //! other processes are in `store_agents_race.rs`.
@@ -13,8 +13,7 @@ use agent_state::{
 };
 use serde_json::json;
 
-mod common;
-use common::{open, opts, text, Place, TempDir};
+use test_support::{each_backend, open, opts, server_client, sqlite_only, text, Place, TempDir};
 
 /// Where the store of `place` is, and the prefix of this test's agents in it (on PostgreSQL
 /// the test's namespace; on SQLite the file is the test's own).
@@ -66,7 +65,7 @@ impl StateChangedHook for Recorder {
     }
 }
 
-#[test]
+#[each_backend]
 fn a_listing_is_ordered_by_id_paged_and_filtered_by_prefix() {
     let dir = TempDir::new("list");
     let base = dir.store("s.db");
@@ -190,7 +189,7 @@ fn a_files_single_agent_is_listed_with_the_empty_id() {
     assert!(!missing.exists());
 }
 
-#[test]
+#[each_backend]
 fn a_deleted_agent_reads_as_new_and_its_versions_never_come_back() {
     let dir = TempDir::new("delete");
     let base = dir.store("s.db");
@@ -260,7 +259,7 @@ fn a_deleted_agent_reads_as_new_and_its_versions_never_come_back() {
     assert!(list(&path, &id, None, 10).len() == 1);
 }
 
-#[test]
+#[each_backend]
 fn hooks_and_the_feed_see_a_deletion_as_one_change_to_the_initial_state() {
     let dir = TempDir::new("delete_feed");
     let base = dir.store("s.db");
@@ -412,11 +411,7 @@ fn age(place: &Place, days: i64) {
             assert_eq!(n, 1);
         }
         Place::Postgres { uri, agent } => {
-            let server = std::env::var("AGENT_STATE_TEST_PG_SERVER_URI")
-                .ok()
-                .filter(|s| !s.is_empty());
-            let n = postgres::Client::connect(server.as_deref().unwrap_or(uri), postgres::NoTls)
-                .unwrap()
+            let n = server_client(uri)
                 .execute(SQL, &[&at, &grain, agent])
                 .unwrap();
             assert_eq!(n, 1);
@@ -431,7 +426,7 @@ fn now() -> i64 {
         .as_millis() as i64
 }
 
-#[test]
+#[each_backend]
 fn expiry_deletes_the_idle_agents_in_bounded_batches_longest_idle_first() {
     let dir = TempDir::new("expire");
     let base = dir.store("s.db");
@@ -480,7 +475,7 @@ fn expiry_deletes_the_idle_agents_in_bounded_batches_longest_idle_first() {
     );
 }
 
-#[test]
+#[each_backend]
 fn history_can_be_bounded_by_age() {
     let dir = TempDir::new("history_age");
     let place = dir.store("s.db");
@@ -492,7 +487,7 @@ fn history_can_be_bounded_by_age() {
     assert_eq!(changes.as_array().unwrap().len(), 5, "all within the hour");
 }
 
-#[test]
+#[each_backend]
 fn store_functions_refuse_bad_input_with_a_specific_error() {
     let dir = TempDir::new("bad");
     let base = dir.store("s.db");
@@ -514,7 +509,7 @@ fn store_functions_refuse_bad_input_with_a_specific_error() {
     assert!(matches!(err, Error::Storage(_)), "{err:?}");
 }
 
-#[test]
+#[each_backend]
 fn a_fired_cancel_token_ends_a_store_call_before_it_begins() {
     let dir = TempDir::new("cancel");
     let base = dir.store("s.db");

@@ -1,5 +1,5 @@
-//! Deletion and expiry racing writers in other processes (issue 23), on either backend (see
-//! tests/common): the writers are this test binary run again as child processes
+//! Deletion and expiry racing writers in other processes, on either backend (`#[each_backend]`,
+//! crates/test-support): the writers are this test binary run again as child processes
 //! (`race_child`), each acknowledging its writes on stdout; the parent deletes (or expires)
 //! the agent meanwhile. Afterwards the state must be exactly the writes acknowledged after
 //! the last deletion: none torn, none of an acknowledged write ordered after a deletion lost,
@@ -14,8 +14,7 @@ use std::time::Duration;
 use agent_state::{delete_agent, expire_agents, OpenOptions};
 use serde_json::{json, Value};
 
-mod common;
-use common::{open, opts, Place, TempDir};
+use test_support::{each_backend, open, opts, Place, TempDir};
 
 const WRITERS: usize = 3;
 const WRITES: usize = 150;
@@ -145,7 +144,7 @@ impl Race {
             .unwrap()
             .get_state()
             .unwrap();
-        let state: Value = serde_json::from_str(&common::text(&state)).unwrap();
+        let state: Value = serde_json::from_str(&test_support::text(&state)).unwrap();
         let present: BTreeSet<String> = state.as_object().unwrap().keys().cloned().collect();
         let expected: BTreeSet<String> = acked
             .iter()
@@ -189,7 +188,7 @@ fn options() -> OpenOptions {
     opts(json!({"busy_timeout_ms": 30_000}))
 }
 
-#[test]
+#[each_backend]
 fn a_deletion_racing_writers_in_other_processes_loses_no_acknowledged_later_write() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = TempDir::new("race_delete");
@@ -202,7 +201,7 @@ fn a_deletion_racing_writers_in_other_processes_loses_no_acknowledged_later_writ
     });
 }
 
-#[test]
+#[each_backend]
 fn expiry_racing_writers_in_other_processes_deletes_no_agent_written_during_it() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = TempDir::new("race_expire");

@@ -1,5 +1,5 @@
 //! Versions, compare-and-set and the validation gate (the change log: change_log.rs). On either
-//! backend (see tests/common).
+//! backend (`#[each_backend]`, crates/test-support).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -7,10 +7,9 @@ use std::sync::{Arc, Mutex};
 use agent_state::{Agent, Error, OpenOptions, StateChange, Validator};
 use serde_json::{json, Value};
 
-mod common;
-use common::{open, opts, text, TempDir, VersionRecorder};
+use test_support::{each_backend, open, opts, text, TempDir, VersionRecorder};
 
-#[test]
+#[each_backend]
 fn every_commit_gets_the_next_version_and_it_persists() {
     let dir = TempDir::new("versions");
     let store = dir.store("a.db");
@@ -28,7 +27,7 @@ fn every_commit_gets_the_next_version_and_it_persists() {
     assert_eq!(b.get_state_versioned().unwrap().version, 3);
 }
 
-#[test]
+#[each_backend]
 fn compare_and_set_writes_only_at_the_expected_version() {
     let dir = TempDir::new("cas");
     let a = open(&dir.store("a.db"), &OpenOptions::default()).unwrap();
@@ -53,7 +52,7 @@ fn compare_and_set_writes_only_at_the_expected_version() {
     );
 }
 
-#[test]
+#[each_backend]
 fn read_modify_write_loops_on_many_handles_count_exactly() {
     const HANDLES: usize = 4;
     const EACH: usize = 60;
@@ -118,7 +117,7 @@ impl Validator for NoNegative {
     }
 }
 
-#[test]
+#[each_backend]
 fn the_validator_gates_changes_before_commit() {
     let dir = TempDir::new("gate");
     let a = Arc::new(open(&dir.store("a.db"), &OpenOptions::default()).unwrap());
@@ -176,7 +175,7 @@ impl Validator for CountingGate {
 /// A write whose result is the stored state, byte for byte, changes nothing: no commit, no
 /// version, no hook, no validator call, no change-log entry; it returns the current state and
 /// version, and compare-and-set still checks the version first.
-#[test]
+#[each_backend]
 fn a_write_that_changes_nothing_commits_nothing() {
     let dir = TempDir::new("noop");
     let store = dir.store("a.db");
@@ -245,7 +244,7 @@ fn a_write_that_changes_nothing_commits_nothing() {
 /// Whether a write changes anything is decided against the latest stored state, never a stale
 /// copy: a write that would change nothing by what this handle last saw, after another handle
 /// changed the state, is a change.
-#[test]
+#[each_backend]
 fn a_write_that_changes_nothing_is_judged_against_the_latest_state() {
     let dir = TempDir::new("noop_latest");
     let store = dir.store("a.db");
@@ -270,7 +269,7 @@ fn a_write_that_changes_nothing_is_judged_against_the_latest_state() {
 
 /// A conflict carries the versions a caller acts on, and a store's failure keeps the backend's
 /// own error as its source.
-#[test]
+#[each_backend]
 fn errors_carry_what_callers_act_on() {
     let dir = TempDir::new("errors");
     let a = open(&dir.store("a.db"), &OpenOptions::default()).unwrap();
@@ -281,7 +280,7 @@ fn errors_carry_what_callers_act_on() {
         }) => assert_eq!((expected, actual), (7, 1)),
         other => panic!("{other:?}"),
     }
-    if common::sqlite() {
+    if test_support::sqlite() {
         let missing = dir.file("no-such-dir").join("a.db");
         let err = Agent::open(&missing, &OpenOptions::default()).unwrap_err();
         assert!(matches!(err, Error::Storage(_)), "{err:?}");

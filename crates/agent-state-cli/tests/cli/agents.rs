@@ -122,11 +122,7 @@ fn age(b: &Backend, id: &str, days: i64) {
     let grain = at - at.rem_euclid(60_000);
     const SQL: &str = "UPDATE agent_state SET written_ms = $1, written_grain = $2 WHERE agent = $3";
     let n = if b.pg {
-        let server = std::env::var("AGENT_STATE_TEST_PG_SERVER_URI")
-            .ok()
-            .filter(|s| !s.is_empty());
-        postgres::Client::connect(server.as_deref().unwrap_or(&b.store), postgres::NoTls)
-            .unwrap()
+        test_support::server_client(&b.store)
             .execute(SQL, &[&at, &grain, &b.id(id)])
             .unwrap() as usize
     } else {

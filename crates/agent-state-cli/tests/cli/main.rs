@@ -2,10 +2,6 @@
 //! SQLite files in a fresh temporary directory, and checks what it prints, its exit code and
 //! what the library then finds in the store.
 
-// The helpers of the core's own tests (temporary stores on either backend).
-#[path = "../../../agent_state/tests/common/mod.rs"]
-mod common;
-
 mod agents;
 mod check;
 mod interface;
@@ -22,7 +18,7 @@ use std::process::{Command, Output, Stdio};
 use agent_state::Agent;
 use serde_json::json;
 
-pub use common::{opts, TempDir};
+pub use test_support::{opts, TempDir};
 
 /// The binary under test, built by cargo for this test target.
 pub const BIN: &str = env!("CARGO_BIN_EXE_agent-state");

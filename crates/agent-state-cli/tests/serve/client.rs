@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Message, WebSocket};
 
-use crate::common::TempDir;
+use test_support::{Place, TempDir};
 
 pub const TOKEN: &str = "serve-test-token-0123456789";
 
@@ -218,13 +218,13 @@ pub fn merge(target: &Value, patch: &Value) -> Value {
 }
 
 /// The store argument of a place, and the id the server knows its agent by.
-pub fn store_and_id(place: &crate::common::Place) -> (String, String) {
+pub fn store_and_id(place: &Place) -> (String, String) {
     match place {
-        crate::common::Place::Sqlite { path, agent } => (
+        Place::Sqlite { path, agent } => (
             path.to_str().unwrap().to_string(),
             agent.clone().unwrap_or_default(),
         ),
-        crate::common::Place::Postgres { uri, agent } => (uri.clone(), agent.clone()),
+        Place::Postgres { uri, agent } => (uri.clone(), agent.clone()),
     }
 }
 

@@ -3,9 +3,9 @@
 use serde_json::json;
 
 use crate::client::{escaped, request, store_and_id, Server, TOKEN};
-use crate::common::{open, opts, TempDir};
+use test_support::{each_backend, open, opts, TempDir};
 
-#[test]
+#[each_backend]
 fn without_the_token_every_path_is_401_and_says_nothing_more() {
     let dir = TempDir::new("serve_auth");
     let place = dir.store("auth.db");
@@ -48,7 +48,7 @@ fn without_the_token_every_path_is_401_and_says_nothing_more() {
     assert_eq!(server.watch_refused(&format!("{agent}/watch")), 401);
 }
 
-#[test]
+#[each_backend]
 fn the_endpoints_answer_the_library_s_states_and_say_what_is_wrong() {
     let dir = TempDir::new("serve_endpoints");
     let place = dir.store("endpoints.db");
@@ -162,7 +162,7 @@ fn the_endpoints_answer_the_library_s_states_and_say_what_is_wrong() {
     );
 }
 
-#[test]
+#[each_backend]
 fn the_inspector_page_is_served_under_a_strict_policy() {
     let dir = TempDir::new("serve_page");
     let place = dir.store("page.db");

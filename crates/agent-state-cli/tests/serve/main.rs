@@ -1,9 +1,6 @@
 //! `agent-state serve` end to end: the real binary as a child process, real sockets, writes
-//! by this (another) process through the library; on SQLite, and on PostgreSQL with
-//! AGENT_STATE_TEST_BACKEND=postgres (as `make test` runs it).
-
-#[path = "../../../agent_state/tests/common/mod.rs"]
-mod common;
+//! by this (another) process through the library; each test on SQLite and on PostgreSQL
+//! (`#[each_backend]`, crates/test-support), but for those of SQLite or of the command line alone.
 
 mod client;
 mod endpoints;

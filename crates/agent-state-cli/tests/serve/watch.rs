@@ -5,14 +5,14 @@ use serde_json::{json, Value};
 use tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::client::{escaped, store_and_id, Server};
-use crate::common::{open, opts, TempDir};
+use test_support::{each_backend, open, opts, sqlite_only, TempDir};
 
 fn stored(agent: &agent_state::Agent) -> (u64, Value) {
     let v = agent.get_state_versioned().unwrap();
     (v.version, serde_json::from_slice(v.state.json()).unwrap())
 }
 
-#[test]
+#[each_backend]
 fn streams_start_where_the_client_is_and_carry_every_change_in_order() {
     let dir = TempDir::new("serve_watch");
     let place = dir.store("watch.db").agent("bot 1/α");
@@ -74,7 +74,7 @@ fn streams_start_where_the_client_is_and_carry_every_change_in_order() {
     assert_eq!((late.kinds.len(), &late.state), (12, &state));
 }
 
-#[test]
+#[each_backend]
 fn a_client_far_behind_gets_the_state_not_hundreds_of_changes() {
     let dir = TempDir::new("serve_far");
     let place = dir.store("far.db").agent("far");
@@ -104,7 +104,7 @@ fn a_client_far_behind_gets_the_state_not_hundreds_of_changes() {
     assert_eq!(near.state, stored(&writer).1);
 }
 
-#[test]
+#[each_backend]
 fn a_since_in_the_future_or_an_unknown_agent_is_refused_before_the_upgrade() {
     let dir = TempDir::new("serve_refusals");
     let place = dir.store("refusals.db").agent("known");
@@ -131,7 +131,7 @@ fn a_since_in_the_future_or_an_unknown_agent_is_refused_before_the_upgrade() {
     );
 }
 
-#[test]
+#[each_backend]
 fn without_a_change_log_each_new_version_comes_as_a_snapshot() {
     let dir = TempDir::new("serve_nolog");
     let place = dir.store("nolog.db").agent("quiet");
@@ -151,7 +151,7 @@ fn without_a_change_log_each_new_version_comes_as_a_snapshot() {
 
 #[test]
 fn a_subscriber_that_stops_reading_is_closed_with_4001_not_buffered() {
-    crate::sqlite_only!("the backlog is the server's, the same on every backend; SQLite writes the big changes fast");
+    sqlite_only!("the backlog is the server's, the same on every backend; SQLite writes the big changes fast");
     let dir = TempDir::new("serve_slow");
     let place = dir.store("slow.db");
     let writer = open(
@@ -185,7 +185,7 @@ fn a_subscriber_that_stops_reading_is_closed_with_4001_not_buffered() {
     );
 }
 
-#[test]
+#[each_backend]
 fn a_stopping_server_closes_its_streams_with_1001_and_exits_0() {
     let dir = TempDir::new("serve_stop");
     let place = dir.store("stop.db");

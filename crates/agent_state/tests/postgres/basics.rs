@@ -4,8 +4,8 @@ use std::path::Path;
 
 use agent_state::{Agent, Error, OpenOptions};
 use serde_json::json;
+use test_support::text;
 
-use crate::common::text;
 use crate::{admin, open, server_or_skip, unique, with_param};
 
 #[test]

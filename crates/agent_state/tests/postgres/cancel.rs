@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use agent_state::{Cancel, Error, ErrorKind};
 use serde_json::json;
+use test_support::fire_after;
 
-use crate::common::fire_after;
 use crate::crash::Server;
 use crate::freeze::Frozen;
 use crate::{open, server_or_skip, unique, RowLock};

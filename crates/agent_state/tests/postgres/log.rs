@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use agent_state::{Error, StateChange, StateChangedHook};
 use serde_json::{json, Value};
+use test_support::text;
 
-use crate::common::text;
 use crate::{admin, open, server_or_skip, unique, with_param};
 
 #[derive(Default)]

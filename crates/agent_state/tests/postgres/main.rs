@@ -8,18 +8,15 @@
 //! pooler, `AGENT_STATE_TEST_PG_POOLER` its pool mode and `AGENT_STATE_TEST_PG_SERVER_URI` the
 //! server behind it, which [`admin`] connections reach directly.
 //!
-//! These are the tests of the PostgreSQL backend itself; the suites of the library's behaviour
-//! (tests/agent.rs, hooks.rs, versions.rs, change_log.rs, agents.rs) run here too with `AGENT_STATE_TEST_BACKEND=postgres`
-//! (see tests/common).
+//! These are the tests of the PostgreSQL backend itself; the tests of the library's behaviour
+//! run on this server too, each declared once for both backends (`#[each_backend]`,
+//! crates/test-support).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_state::{Agent, OpenOptions};
 use serde_json::{json, Value};
-
-#[path = "../common/mod.rs"]
-mod common;
 
 mod basics;
 mod bouncer;

@@ -1,67 +1,152 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the workspace's Rust tests (the core's suites, the CLI's).
 //!
-//! The suites of the library's behaviour (agent, hooks, versions, change_log, agents) run on either backend: a
-//! test asks a [`TempDir`] for a store ([`TempDir::store`], a [`Place`]) and [`open`]s it. By
-//! default that is a SQLite file in the directory; with `AGENT_STATE_TEST_BACKEND=postgres` it
-//! is an agent of the PostgreSQL server `AGENT_STATE_TEST_PG_URI` names (`make test-rust` runs
-//! them both ways, tests/pg/with-server.sh starts a server). Without that URI the run is
-//! skipped with a notice, except under `CI=true`, where it fails.
+//! A test of the library's behaviour is declared once and runs on both backends: a function
+//! marked [`#[each_backend]`](each_backend) becomes two tests, `NAME::sqlite` and
+//! `NAME::postgres`, each calling it through [`run`], which sets the backend of the test's
+//! thread. The test asks a [`TempDir`] for a store ([`TempDir::store`], a [`Place`]) and
+//! [`open`]s it: a SQLite file in the directory, or an agent of the PostgreSQL server
+//! `AGENT_STATE_TEST_PG_URI` names (tests/pg/with-server.sh starts one; `make test` runs the
+//! suites with it). Without that URI a PostgreSQL variant says it was skipped and passes, except
+//! under `CI=true`, where it fails.
 //!
 //! The tests of SQLite files themselves (raw access to the file, old schemas, modes, file
-//! descriptors) start with [`sqlite_only!`](crate::sqlite_only) and use [`TempDir::file`].
-#![allow(dead_code)]
+//! descriptors) are plain `#[test]`s, on SQLite: they start with [`sqlite_only!`], which says
+//! why, and use [`TempDir::file`]. A test that must be alone in its process (it forks, or
+//! counts the process's threads) is marked [`#[own_process]`](own_process).
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Once, OnceLock};
 
 use agent_state::{Agent, OpenOptions, Result};
 use serde_json::Value;
 
-/// The test server's URI when the suites run on PostgreSQL, `None` when on SQLite.
+/// `#[each_backend]` on a test function: the tests `NAME::sqlite` and `NAME::postgres`, each
+/// running it through [`run`] on its backend. A test of SQLite alone (one that uses
+/// [`sqlite_only!`]) is refused: it is a plain `#[test]`.
+///
+/// `#[own_process]` on a test function: the test runs through [`own_process`], alone in a
+/// process of its own.
+pub use test_support_macros::{each_backend, own_process};
+
+/// The storage backend a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+thread_local! {
+    /// The backend of the test running on this thread: SQLite but inside [`run`].
+    static BACKEND: Cell<Backend> = const { Cell::new(Backend::Sqlite) };
+}
+
+/// Runs `test` on `backend` (the variants `#[each_backend]` declares call it): the helpers
+/// ([`TempDir`], [`sqlite`], [`sqlite_only!`]) go by it on this thread until `test` returns.
+/// On PostgreSQL without `AGENT_STATE_TEST_PG_URI`, `test` is skipped with a notice; under
+/// `CI=true` that is a failure.
+pub fn run(backend: Backend, test: fn()) {
+    if backend == Backend::Postgres && pg_uri().is_none() {
+        skip();
+        return;
+    }
+    /// Puts the thread's backend back, also when `test` panics.
+    struct Restore(Backend);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BACKEND.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(BACKEND.with(|b| b.replace(backend)));
+    test();
+}
+
+/// The backend of the test running on this thread.
+pub fn backend() -> Backend {
+    BACKEND.with(Cell::get)
+}
+
+/// Whether the test running on this thread is on SQLite.
+pub fn sqlite() -> bool {
+    backend() == Backend::Sqlite
+}
+
+/// The test server's URI (`AGENT_STATE_TEST_PG_URI`), `None` without one.
 fn pg_uri() -> Option<&'static str> {
     static URI: OnceLock<Option<String>> = OnceLock::new();
     URI.get_or_init(|| {
-        if std::env::var("AGENT_STATE_TEST_BACKEND").as_deref() != Ok("postgres") {
-            return None;
-        }
-        match std::env::var("AGENT_STATE_TEST_PG_URI") {
-            Ok(uri) if !uri.is_empty() => Some(uri),
-            _ => {
-                assert!(
-                    std::env::var("CI").as_deref() != Ok("true"),
-                    "AGENT_STATE_TEST_BACKEND=postgres without AGENT_STATE_TEST_PG_URI under \
-                     CI=true: the suite cannot run"
-                );
-                // The whole suite is skipped (straight to stderr: the harness's capture of
-                // this test's output would be lost with the process).
-                use std::io::Write;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "skipped: AGENT_STATE_TEST_BACKEND=postgres but AGENT_STATE_TEST_PG_URI \
-                     is unset (no PostgreSQL server)"
-                );
-                std::process::exit(0);
-            }
-        }
+        std::env::var("AGENT_STATE_TEST_PG_URI")
+            .ok()
+            .filter(|uri| !uri.is_empty())
     })
     .as_deref()
 }
 
-/// Whether the suites run on SQLite (the default).
-pub fn sqlite() -> bool {
-    pg_uri().is_none()
+/// A PostgreSQL variant without a server: a failure under `CI=true`, else a notice (in the
+/// test's output, and once per test binary where the harness does not capture it).
+fn skip() {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "AGENT_STATE_TEST_PG_URI is unset under CI=true: the PostgreSQL variant cannot run"
+    );
+    eprintln!("skipped: AGENT_STATE_TEST_PG_URI is unset (no PostgreSQL server)");
+    static NOTICE: Once = Once::new();
+    NOTICE.call_once(|| {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: the PostgreSQL variants of this binary's tests (AGENT_STATE_TEST_PG_URI \
+             is unset: no PostgreSQL server)"
+        );
+    });
 }
 
-/// Returns from a test of SQLite files when the suites run on PostgreSQL. The reason says
-/// why the test is SQLite's alone.
+/// Returns from a test of SQLite files when it runs on PostgreSQL (such a test is a plain
+/// `#[test]`, on SQLite, so this says why it is SQLite's alone).
 #[macro_export]
 macro_rules! sqlite_only {
     ($why:literal) => {
-        if !$crate::common::sqlite() {
+        if !$crate::sqlite() {
             return;
         }
     };
+}
+
+/// The name the test harness gives the test function `name` of the module `module_path`
+/// (`module_path!()`): its path in the test binary, without the crate's name. What `--exact`
+/// takes, to run one test of this binary in a child process.
+pub fn test_name(module_path: &str, name: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// Runs `test`, the body of the test `name` of the module `module_path` (`#[own_process]`
+/// passes them), alone in a process: this test binary run again with only that test, so that
+/// no other test's thread is there while it forks or counts the process's threads. Its output
+/// is this test's; the test fails when it fails there.
+pub fn own_process(module_path: &str, name: &str, test: impl FnOnce()) {
+    const ALONE: &str = "TEST_SUPPORT_OWN_PROCESS";
+    let name = test_name(module_path, name);
+    if std::env::var(ALONE).as_deref() == Ok(name.as_str()) {
+        test();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &name, "--nocapture", "--test-threads=1"])
+        .env(ALONE, &name)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{name} failed in its own process");
+    assert!(
+        stdout.contains("1 passed"),
+        "{name} did not run in its own process"
+    );
 }
 
 /// Where a test's stores live: a directory under the system temp dir, removed when dropped;
@@ -69,6 +154,8 @@ macro_rules! sqlite_only {
 pub struct TempDir {
     dir: PathBuf,
     namespace: String,
+    /// The backend of the test that made it (its stores are there, on any thread).
+    backend: Backend,
 }
 
 impl TempDir {
@@ -85,19 +172,22 @@ impl TempDir {
         TempDir {
             dir,
             namespace: format!("{unique}_{nanos}"),
+            backend: backend(),
         }
     }
 
     /// A store of its own: the SQLite file `name` in this directory, or on PostgreSQL the
     /// agent `name` of this test's namespace.
     pub fn store(&self, name: &str) -> Place {
-        match pg_uri() {
-            None => Place::Sqlite {
+        match self.backend {
+            Backend::Sqlite => Place::Sqlite {
                 path: self.file(name),
                 agent: None,
             },
-            Some(uri) => Place::Postgres {
-                uri: uri.to_string(),
+            Backend::Postgres => Place::Postgres {
+                uri: pg_uri()
+                    .expect("run() starts PostgreSQL tests only with a server")
+                    .to_string(),
                 agent: format!("{}/{name}", self.namespace),
             },
         }
@@ -180,18 +270,22 @@ pub fn write_behind_the_back(place: &Place, value: &str) {
             assert_eq!(n, 1, "no stored state to overwrite");
         }
         Place::Postgres { uri, agent } => {
-            // Behind a connection pooler's back too, when the suites run through one: to the
-            // server itself (tests/pg/pooler-suites.sh; the same database).
-            let server = std::env::var("AGENT_STATE_TEST_PG_SERVER_URI")
-                .ok()
-                .filter(|s| !s.is_empty());
-            let n = postgres::Client::connect(server.as_deref().unwrap_or(uri), postgres::NoTls)
-                .unwrap()
+            let n = server_client(uri)
                 .execute(UPDATE, &[&value, agent])
                 .unwrap();
             assert_eq!(n, 1, "no stored state to overwrite");
         }
     }
+}
+
+/// A connection of the test's own to the PostgreSQL server at `uri`, behind the library's back:
+/// behind a connection pooler's back too, when the tests run through one, to the server itself
+/// (`AGENT_STATE_TEST_PG_SERVER_URI`, tests/pg/pooler-suites.sh; the same database).
+pub fn server_client(uri: &str) -> postgres::Client {
+    let server = std::env::var("AGENT_STATE_TEST_PG_SERVER_URI")
+        .ok()
+        .filter(|s| !s.is_empty());
+    postgres::Client::connect(server.as_deref().unwrap_or(uri), postgres::NoTls).unwrap()
 }
 
 /// Open options from JSON.
