@@ -2,19 +2,19 @@
 //! descends from, so that every backend can tell cheaply, on every call, whether a connection
 //! was opened by this process or inherited from a parent.
 //!
-//! Neither backend may use a connection inherited across `fork()`: a SQLite connection's POSIX
-//! advisory locks belong to the parent (see `sqlite::fork` for what the child must do with
-//! it), and a PostgreSQL connection's socket is shared with the parent, where any message the
-//! child sends (even the Terminate of an ordinary close) lands in the parent's session. This is
-//! the part both need, so it lives here, beside them, and neither backend depends on the other.
+//! No backend may use a connection inherited across `fork()`: an embedded file's POSIX
+//! advisory locks belong to the parent (each backend says what its child must do), and a
+//! server connection's socket is shared with the parent, where any message the child sends
+//! (even the Terminate of an ordinary close) lands in the parent's session. This is the part
+//! every backend needs, so it lives here, in the generic store, and no backend depends on
+//! another.
 //!
 //! Comparing process ids would cost a system call per call (`getpid` is not cached by glibc);
 //! instead a `pthread_atfork` child handler bumps a counter, and a connection compares the
 //! counter it saw when it connected with the current one: one relaxed atomic load.
 //!
 //! Registering the handler is a call into C (the module's one `unsafe` block, the reason this
-//! module alone in `store` outside the SQLite backend's OS glue allows `unsafe`); everything it
-//! exposes is safe.
+//! module alone in `store` allows `unsafe`); everything it exposes is safe.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
