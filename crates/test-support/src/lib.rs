@@ -17,14 +17,16 @@
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Once, OnceLock};
+use std::sync::{Once, OnceLock, PoisonError, RwLock};
 
 use agent_state::{Agent, OpenOptions, Result};
 use serde_json::Value;
 
 /// `#[each_backend]` on a test function: the tests `NAME::sqlite` and `NAME::postgres`, each
-/// running it through [`run`] on its backend. A test of SQLite alone (one that uses
-/// [`sqlite_only!`]) is refused: it is a plain `#[test]`.
+/// running it through [`run`] on its backend; `#[each_backend(whole_store)]`, for a test that
+/// acts on every agent of the store (expiry of whatever is idle), through
+/// [`run_on_whole_store`]. A test of SQLite alone (one that uses [`sqlite_only!`]) is refused:
+/// it is a plain `#[test]`.
 ///
 /// `#[own_process]` on a test function: the test runs through [`own_process`], alone in a
 /// process of its own.
@@ -45,8 +47,29 @@ thread_local! {
 /// Runs `test` on `backend` (the variants `#[each_backend]` declares call it): the helpers
 /// ([`TempDir`], [`sqlite`], [`sqlite_only!`]) go by it on this thread until `test` returns.
 /// On PostgreSQL without `AGENT_STATE_TEST_PG_URI`, `test` is skipped with a notice; under
-/// `CI=true` that is a failure.
+/// `CI=true` that is a failure. On PostgreSQL, the tests of this process share the database
+/// (each in a namespace of its own), but not with a test that runs on the whole store.
 pub fn run(backend: Backend, test: fn()) {
+    let _shared = (backend == Backend::Postgres)
+        .then(|| DATABASE.read().unwrap_or_else(PoisonError::into_inner));
+    with_backend(backend, test);
+}
+
+/// [`run`] for a test that acts on every agent of its store, as an expiry of whatever is idle
+/// does: on PostgreSQL, where the store is the database all tests share, no other test of this
+/// process runs while it does (on SQLite the store is the test's own file).
+pub fn run_on_whole_store(backend: Backend, test: fn()) {
+    let _alone = (backend == Backend::Postgres)
+        .then(|| DATABASE.write().unwrap_or_else(PoisonError::into_inner));
+    with_backend(backend, test);
+}
+
+/// The PostgreSQL tests' turns on the test database: shared, or one test alone
+/// ([`run_on_whole_store`]).
+static DATABASE: RwLock<()> = RwLock::new(());
+
+/// Runs `test` with `backend` as the backend of this thread (or skips it: see [`run`]).
+fn with_backend(backend: Backend, test: fn()) {
     if backend == Backend::Postgres && pg_uri().is_none() {
         skip();
         return;

@@ -7,13 +7,16 @@ use proc_macro::{Delimiter, Group, TokenStream, TokenTree};
 
 /// `#[each_backend]` on `fn NAME() { .. }`: the function as it is, and beside it
 /// `mod NAME { #[test] fn sqlite() { .. } #[test] fn postgres() { .. } }`, each running it
-/// through `test_support::run` on its backend. (A function and a module may share a name: they
-/// live in different namespaces.)
+/// through `test_support::run` on its backend (`#[each_backend(whole_store)]`:
+/// `test_support::run_on_whole_store`). (A function and a module may share a name: they live in
+/// different namespaces.)
 #[proc_macro_attribute]
 pub fn each_backend(attr: TokenStream, item: TokenStream) -> TokenStream {
-    if !attr.is_empty() {
-        return error("#[each_backend] takes no arguments");
-    }
+    let run = match attr.to_string().as_str() {
+        "" => "run",
+        "whole_store" => "run_on_whole_store",
+        _ => return error("#[each_backend] takes no argument but whole_store"),
+    };
     let Some(name) = fn_name(&item) else {
         return error("#[each_backend] goes on a test function");
     };
@@ -27,11 +30,11 @@ pub fn each_backend(attr: TokenStream, item: TokenStream) -> TokenStream {
         "mod {name} {{
             #[test]
             fn sqlite() {{
-                ::test_support::run(::test_support::Backend::Sqlite, super::{name})
+                ::test_support::{run}(::test_support::Backend::Sqlite, super::{name})
             }}
             #[test]
             fn postgres() {{
-                ::test_support::run(::test_support::Backend::Postgres, super::{name})
+                ::test_support::{run}(::test_support::Backend::Postgres, super::{name})
             }}
         }}"
     );

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use agent_state::{Agent, Error, StateChange, StateChangedHook, Validator};
 use serde_json::json;
 
-use test_support::{each_backend, open, opts, sqlite_only, text, Place, TempDir};
+use test_support::{each_backend, open, opts, sqlite_only, test_name, text, Place, TempDir};
 
 #[derive(Default)]
 struct Recorder {
@@ -277,7 +277,11 @@ fn ten_thousand_handles_to_agents_of_one_file_fit_under_1024_file_descriptors() 
         .arg(exe)
         .args([
             "--exact",
-            "ten_thousand_handles_to_agents_of_one_file_fit_under_1024_file_descriptors",
+            test_name(
+                module_path!(),
+                "ten_thousand_handles_to_agents_of_one_file_fit_under_1024_file_descriptors",
+            )
+            .as_str(),
             "--nocapture",
         ])
         .env(CHILD, dir.file(""))

@@ -1,10 +1,10 @@
 //! Reads of a hot handle across `fork()`: the child never trusts the copy of the state its
 //! parent's thread made (it reconnects and reads), and each process's next read sees the
-//! other's commits (one test, alone in its binary: it forks).
+//! other's commits (alone in a process of its own, `#[own_process]`: it forks).
 #![allow(unsafe_code)] // fork(), pipe() and _exit(), to test the child's behaviour
 
 use agent_state::{Agent, OpenOptions};
-use test_support::{open, sqlite_only, TempDir};
+use test_support::{open, own_process, sqlite_only, TempDir};
 
 fn version_of(agent: &Agent) -> u64 {
     let v = agent.get_state_versioned().unwrap();
@@ -37,7 +37,7 @@ fn pipe() -> (i32, i32) {
     (fds[0], fds[1])
 }
 
-#[test]
+#[own_process]
 fn a_forked_child_and_its_parent_see_each_others_commits_on_a_hot_handle() {
     sqlite_only!("fork and the SQLite commit mark");
     let dir = TempDir::new("hot_fork");
