@@ -173,7 +173,7 @@ test-powercut: build
 
 soak: build
 	bash tests/reliability/run.sh soak
-	AGENT_STATE_FAILOVER_WRITES=300 $(CARGO) test -p agent_state --test postgres_failover -- --nocapture
+	AGENT_STATE_FAILOVER_WRITES=300 $(CARGO) test -p agent_state --test postgres failover:: -- --nocapture
 
 # Benchmarks against the code users would write instead; `bench-smoke` runs a few hundred ops
 # per case so the harness cannot rot.

@@ -8,8 +8,9 @@
 # Without such a server the run is skipped with a notice, except under CI=true, where that is a
 # failure.
 #
-# Left out of the backend's tests (crates/agent_state/tests/postgres): crash:: and freeze::
-# (they start and stop servers of their own, never through the pooler), pool::two_hundred_..
+# Left out of the backend's tests (crates/agent_state/tests/postgres): crash::, freeze:: and
+# failover:: (they start and stop servers of their own, never through the pooler), process:: (it
+# finds its connections' server processes by application_name), pool::two_hundred_..
 # (it counts the server's connections of this process: behind a pooler those are the
 # pooler's), pool::round_trips_.. (it counts statements in the log of one server backend: behind
 # a pooler they spread over its server connections).
@@ -44,6 +45,7 @@ for mode in transaction session; do
             AGENT_STATE_TEST_PG_SERVER_URI=$server_uri
         "$cargo" test --workspace --test '*' -- ::postgres
         "$cargo" test -p agent_state --test postgres -- --skip crash:: --skip freeze:: \
+            --skip failover:: --skip process:: \
             --skip pool::two_hundred_handles_share_at_most_max_connections \
             --skip pool::round_trips_of_a_write_and_of_a_read_of_a_current_cache
     )

@@ -8,9 +8,10 @@
 //! pooler, `AGENT_STATE_TEST_PG_POOLER` its pool mode and `AGENT_STATE_TEST_PG_SERVER_URI` the
 //! server behind it, which [`admin`] connections reach directly.
 //!
-//! These are the tests of the PostgreSQL backend itself; the tests of the library's behaviour
-//! run on this server too, each declared once for both backends (`#[each_backend]`,
-//! crates/test-support).
+//! These are the tests of the PostgreSQL backend itself, those that start servers of their own
+//! too (crash, freeze, failover: a primary and its standby) and the one that must be alone in
+//! its process (process: threads and `fork()`). The tests of the library's behaviour run on this
+//! server too, each declared once for both backends (`#[each_backend]`, crates/test-support).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,9 +24,11 @@ mod bouncer;
 mod cancel;
 mod concurrency;
 mod crash;
+mod failover;
 mod freeze;
 mod log;
 mod pool;
+mod process;
 mod timeouts;
 
 /// The test server's URI, or `None` (with a notice) when there is none.

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use agent_state::{Agent, Error, OpenOptions};
 use serde_json::{json, Value};
+use test_support::test_name;
 
 const CHILD: &str = "AGENT_STATE_TEST_FAILOVER_WRITER";
 const WRITERS: usize = 3;
@@ -207,7 +208,11 @@ fn spawn_writer(
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "synchronous_replication_loses_no_acknowledged_write_across_a_failover",
+            test_name(
+                module_path!(),
+                "synchronous_replication_loses_no_acknowledged_write_across_a_failover",
+            )
+            .as_str(),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -1,12 +1,13 @@
 //! The PostgreSQL backend and the process: it starts no thread, and a child after `fork()`
-//! neither uses nor closes the connections it inherited (one test, alone in its binary: it
-//! counts the process's threads and forks).
+//! neither uses nor closes the connections it inherited (alone in a process of its own,
+//! `#[own_process]`: it counts the process's threads and forks).
 #![allow(unsafe_code)] // fork() and _exit(), to test the child's behaviour
 
 use std::path::Path;
 
 use agent_state::{Agent, OpenOptions};
 use serde_json::json;
+use test_support::own_process;
 
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
@@ -38,7 +39,7 @@ fn backends(uri: &str, app: &str) -> Vec<i32> {
     pids
 }
 
-#[test]
+#[own_process]
 fn no_thread_is_started_and_a_forked_child_reconnects_on_its_own() {
     let Ok(uri) = std::env::var("AGENT_STATE_TEST_PG_URI") else {
         assert!(
