@@ -18,6 +18,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 PUBLIC = {
     "Agent",
     "AsyncAgent",
+    "OpenOptions",
+    "ConnectionOptions",
     "AsyncHook",
     "ChangeFeed",
     "Hook",

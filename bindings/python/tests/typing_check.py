@@ -12,7 +12,18 @@ from typing import Any, Dict, List, Optional, TypedDict
 import pydantic
 from typing_extensions import assert_type
 
-from agent_state import Agent, AsyncAgent, Change, LoggedChange, Versioned
+from agent_state import (
+    Agent,
+    AsyncAgent,
+    Change,
+    ConnectionOptions,
+    LoggedChange,
+    OpenOptions,
+    Versioned,
+    delete_agent,
+    list_agents,
+)
+from agent_state.async_agent import Opening
 
 
 class ConvState(TypedDict):
@@ -131,3 +142,22 @@ async def async_agents(path: str) -> None:
     async with plain.changes() as feed:
         async for change in feed:
             assert_type(change, Change[Dict[str, Any]])
+
+
+def open_options_are_checked(path: str) -> None:
+    # The keywords of Agent, AsyncAgent, AsyncAgent.open and the store functions are the keys of
+    # OpenOptions / ConnectionOptions: a misspelt one, or a value of the wrong type, is an error.
+    Agent(path, busy_timeout_ms=100, store_max_value_bytes=4_000_000, read_only=None)
+    Agent(path, busy_timout_ms=100)  # type: ignore[call-arg]
+    Agent(path, max_value_bytes="1MB")  # type: ignore[arg-type]
+    AsyncAgent(path, synchronous="sometimes")  # type: ignore[arg-type]
+    AsyncAgent.open(path, nope=1)  # type: ignore[call-arg]
+    options: OpenOptions = {"agent_id": "a", "busy_timeout_ms": 2000, "default": str}
+    assert_type(Agent(path, **options), Agent[Dict[str, Any]])
+    assert_type(Agent[ConvState](path, **options), Agent[ConvState])
+    assert_type(AsyncAgent.open(path, **options), Opening[Dict[str, Any]])
+    connection: ConnectionOptions = {"busy_timeout_ms": 2000, "max_connections": 2}
+    list_agents(path, limit=10, **connection)
+    delete_agent(path, "a", if_version=1, **connection)
+    list_agents(path, agent_id="a")  # type: ignore[call-arg]
+    list_agents(path, **options)  # type: ignore[misc]

@@ -38,6 +38,7 @@ from .agent import Agent, library_version
 from ._async_hooks import AsyncHook
 from .async_agent import AsyncAgent, ChangeFeed
 from .codec import encode_value
+from .options import ConnectionOptions, OpenOptions
 from .store import (
     delete_agent,
     delete_agent_async,
@@ -119,6 +120,8 @@ __version__ = _package_version()
 __all__ = [
     "Agent",
     "AsyncAgent",
+    "OpenOptions",
+    "ConnectionOptions",
     "AsyncHook",
     "ChangeFeed",
     "Hook",

@@ -1,5 +1,6 @@
-"""The arguments of :class:`~agent_state.Agent` checked and encoded for the library: the open
-options (one JSON object) and version numbers."""
+"""The arguments of :class:`~agent_state.Agent` and the store functions checked and encoded for
+the library: the open options (one JSON object, from the keywords that ``options.py`` types) and
+version numbers."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import operator
 import os
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from ._records import ChangeLogOption, InitialStateCallback, PathLike, Synchronous
+from ._records import InitialStateCallback, PathLike
 from .codec import encode_state, encode_value
 from .errors import InvalidArgumentError
+from .options import ConnectionOptions, OpenOptions
 from .values import JSONInt
 
 _MAX_VERSION = 2**64 - 1
@@ -92,65 +94,47 @@ def agent_id_json(value: Any) -> str:
     return encode_value(value)
 
 
-def open_options(
-    initial_state: Any,
-    max_value_bytes: Optional[int],
-    synchronous: Optional[Synchronous],
-    busy_timeout_ms: Optional[int],
-    read_only: Optional[bool],
-    change_log: Optional[ChangeLogOption],
-    agent_id: Optional[str] = None,
-    max_connections: Optional[int] = None,
-    server_timeout_ms: Optional[int] = None,
-    default: Optional[Callable[[Any], Any]] = None,
+#: The keys of each options type, in the order they are declared (and encoded).
+OPEN_KEYS: Tuple[str, ...] = tuple(OpenOptions.__annotations__)
+CONNECTION_KEYS: Tuple[str, ...] = tuple(ConnectionOptions.__annotations__)
+
+#: How an option's value becomes JSON, where ``encode_value`` is not enough (``initial_state``
+#: is encoded apart, with the ``default`` encoder; ``default`` is the binding's own and never
+#: sent to the library).
+_ENCODERS: Dict[str, Callable[[Any], str]] = {"change_log": change_log_json, "agent_id": agent_id_json}
+
+
+def check_keywords(options: Mapping[str, Any], keys: Tuple[str, ...], caller: str) -> None:
+    """Raises :class:`TypeError`, as Python does for an unknown keyword, when ``options`` has a
+    key that is not one of ``keys``."""
+    for name in options:
+        if name not in keys:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}")
+
+
+def options_json(
+    options: Mapping[str, Any], keys: Tuple[str, ...], caller: str
 ) -> Tuple[Optional[bytes], Optional[InitialStateCallback]]:
-    """The options JSON for ``agent_open`` (``None``: all defaults), and the initial-state hook
-    when ``initial_state`` is a callable (registered once the agent is open). ``initial_state``
-    is encoded with ``default`` (the agent's ``default`` option)."""
-    options = []
+    """The options JSON for ``agent_open`` (or a store function) of the keyword ``options`` of
+    ``caller``, whose options type has ``keys`` (another key raises :class:`TypeError`, as an
+    unknown keyword does), and the initial-state hook when ``initial_state`` is a callable
+    (registered once the agent is open). A key given as ``None`` is left out; ``None`` for the
+    JSON: every option left out (the library's defaults). ``initial_state`` is encoded with the
+    ``default`` option."""
+    check_keywords(options, keys, caller)
+    default = options.get("default")
+    parts = []
     hook: Optional[InitialStateCallback] = None
-    if initial_state is not None:
-        if callable(initial_state) and not isinstance(initial_state, Mapping):
-            hook = initial_state
+    for name in keys:
+        value = options.get(name)
+        if value is None or name == "default":
+            continue
+        if name == "initial_state":
+            if callable(value) and not isinstance(value, Mapping):
+                hook = value
+                continue
+            text = encode_state(value, "initial_state", default).decode("utf-8")
         else:
-            encoded = encode_state(initial_state, "initial_state", default)
-            options.append('"initial_state":' + encoded.decode("utf-8"))
-    for name, value in (
-        ("max_value_bytes", max_value_bytes),
-        ("synchronous", synchronous),
-        ("busy_timeout_ms", busy_timeout_ms),
-        ("server_timeout_ms", server_timeout_ms),
-        ("read_only", read_only),
-    ):
-        if value is not None:
-            options.append(f'"{name}":' + encode_value(value))
-    if change_log is not None:
-        options.append('"change_log":' + change_log_json(change_log))
-    if agent_id is not None:
-        options.append('"agent_id":' + agent_id_json(agent_id))
-    if max_connections is not None:
-        options.append('"max_connections":' + encode_value(max_connections))
-    return (("{" + ",".join(options) + "}").encode("utf-8") if options else None), hook
-
-
-def store_options(
-    synchronous: Optional[Synchronous],
-    busy_timeout_ms: Optional[int],
-    read_only: Optional[bool],
-    max_connections: Optional[int],
-    server_timeout_ms: Optional[int],
-) -> Optional[bytes]:
-    """The options JSON of the store functions (``agent_store_list``, ``agent_store_delete``,
-    ``agent_store_expire``): the connection's options of ``agent_open``, encoded as for an
-    :class:`~agent_state.Agent` (``None``: all defaults)."""
-    options, _ = open_options(
-        None,
-        None,
-        synchronous,
-        busy_timeout_ms,
-        read_only,
-        None,
-        max_connections=max_connections,
-        server_timeout_ms=server_timeout_ms,
-    )
-    return options
+            text = _ENCODERS.get(name, encode_value)(value)
+        parts.append(f'"{name}":{text}')
+    return (("{" + ",".join(parts) + "}").encode("utf-8") if parts else None), hook

@@ -9,20 +9,18 @@ import os
 import re
 import threading
 import weakref
-from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Type, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Mapping, Optional, Type, TypeVar, Union, overload
 
 from . import _callbacks, _inflight, _native
 from ._callbacks import CallbackTable
 from ._hook import Hook
 from ._options import check_version as _version
-from ._options import open_options, store_path
+from ._options import OPEN_KEYS, options_json, store_path
 from ._native import call, call_text, call_text_versioned
 from ._models import build
 from ._snapshot import StateCache
 from ._records import (
     Change,
-    ChangeLogOption,
-    DefaultEncoder,
     InitialStateCallback,
     LoggedChange,
     Patch,
@@ -30,12 +28,15 @@ from ._records import (
     State,
     StateModel,
     StateT,
-    Synchronous,
     Versioned,
 )
 from .codec import encode_patch, encode_state, json_text
 from .decoding import decode, decode_state
 from .errors import AGENT_ERR_BAD_HANDLE, ClosedError, InvalidArgumentError
+from .options import OpenOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Agent", "library_version"]
 
@@ -87,45 +88,11 @@ class Agent(Generic[StateT]):
             ``str`` and ``bytes`` are passed to the library unchanged; only other
             path-like objects go through ``os.fspath`` (a ``pathlib.Path`` would collapse the
             URI's ``//``, so never wrap a URI in one).
-        initial_state: the state shown while nothing is stored: a dict (or a dataclass or
-            pydantic model instance: all its fields), or a callable returning one (called every
-            time a default state is needed; it must not use this agent).
-        max_value_bytes: the largest encoded state accepted (``None``: the cap recorded in the
-            store, if one was, else the library's default, 2 MiB).
-        synchronous: ``"full"`` (default: an acknowledged write survives power loss) or
-            ``"normal"`` (survives a process crash); on PostgreSQL ``synchronous_commit`` on or
-            off.
-        busy_timeout_ms: how long a call waits for what another connection holds (default
-            5000; 0 fails at once): SQLite's write lock; on PostgreSQL the agent's row, a table
-            lock or a pooled connection (:class:`~agent_state.BusyError` past it). It never
-            bounds how long an uncontended statement takes.
-        server_timeout_ms: PostgreSQL: how long the server may take to answer (library
-            default 10000; 1 to 2147483647): a connection attempt gets this long, a statement
-            ``busy_timeout_ms + server_timeout_ms``; past it a frozen or partitioned server
-            raises :class:`~agent_state.UnavailableError`. Accepted and unused on SQLite.
-        read_only: open the store read-only (writes raise :class:`~agent_state.StorageError`).
-        change_log: the agent's change log, which :meth:`poll`, :meth:`changes_since`,
-            :meth:`state_at` and :meth:`restore` read: ``{"keep_last": N}`` and/or
-            ``{"keep_seconds": T}`` (T an int or a ``timedelta``, rounded up to whole seconds;
-            with both, both limits apply; the newest change is always kept) switch it on,
-            ``False`` switches it off and drops it, ``None`` (the default) leaves the agent's
-            setting. The setting is the agent's (the one ``agent_id`` names, or the file's
-            single agent), recorded in the store: every handle on that agent, in any process,
-            then logs its changes, whatever options it was opened with; other agents of the
-            store keep their own setting.
-        agent_id: which agent of the store (a non-empty ``str`` of at most 255 UTF-8 bytes).
-            Required on PostgreSQL. On a SQLite file, ``None`` (the default) is the file's
-            single agent as before; with an id, one file holds many isolated agents (state,
-            version, change log, hooks), and the agents with an id in one process share one
-            connection per file. Anything but a ``str`` raises
-            :class:`~agent_state.InvalidArgumentError`.
-        max_connections: PostgreSQL: the most connections this process keeps to the server,
-            shared by all its agents on it (1 to 1000, library default 4; the pool has the
-            largest size any open asked for). A SQLite file has no pool and does not use it.
-        default: a function called with a value the codec cannot store, returning a storable
-            stand-in (or raising), as ``json.dumps``'s ``default``: used for every value
-            written through this agent. ``UUID``, ``Enum``, ``Decimal``, ``pathlib`` paths,
-            dataclasses and pydantic models have a mapping of their own and do not reach it.
+        **options: the open options, the keys of :class:`~agent_state.OpenOptions`, which
+            documents each: every open option of the library (absent, or ``None``: the
+            library's default), and ``default``, the binding's encoder of values the codec
+            cannot store. Another keyword raises :class:`TypeError`. A dict typed
+            ``OpenOptions`` may be passed as ``Agent(path, **options)``.
 
     **Typed state.** ``Agent[ConvState]`` (``ConvState`` a ``TypedDict``) makes type checkers
     see ``get_state()``, the states the writes return and the hooks' states as a
@@ -139,23 +106,10 @@ class Agent(Generic[StateT]):
     :class:`~agent_state.ClosedError`. An agent that is garbage-collected unclosed is closed.
     """
 
-    def __init__(
-        self,
-        path: PathLike,
-        *,
-        initial_state: Union[Mapping[str, Any], StateModel, InitialStateCallback, None] = None,
-        max_value_bytes: Optional[int] = None,
-        synchronous: Optional[Synchronous] = None,
-        busy_timeout_ms: Optional[int] = None,
-        read_only: Optional[bool] = None,
-        change_log: Optional[ChangeLogOption] = None,
-        agent_id: Optional[str] = None,
-        max_connections: Optional[int] = None,
-        server_timeout_ms: Optional[int] = None,
-        default: Optional[DefaultEncoder] = None,
-    ) -> None:
+    def __init__(self, path: PathLike, **options: Unpack[OpenOptions]) -> None:
         self._handle = 0
         self._lock = threading.Lock()
+        default = options.get("default")
         if default is not None and not callable(default):
             raise TypeError(f"default must be callable, not {type(default).__name__}")
         self._default = default
@@ -167,22 +121,11 @@ class Agent(Generic[StateT]):
         raw_path = store_path(path)
         self._path = os.fsdecode(raw_path)
 
-        options_json, hook = open_options(
-            initial_state,
-            max_value_bytes,
-            synchronous,
-            busy_timeout_ms,
-            read_only,
-            change_log,
-            agent_id,
-            max_connections,
-            server_timeout_ms,
-            default,
-        )
+        encoded, hook = options_json(options, OPEN_KEYS, "Agent")
 
         lib = _native.library()
         out = ctypes.c_uint64(0)
-        lib.agent_open(raw_path, options_json, ctypes.byref(out))
+        lib.agent_open(raw_path, encoded, ctypes.byref(out))
         self._handle = out.value
         self._finalizer = weakref.finalize(self, _close_handle, self._handle)
         # After the first finalize(): the exit step runs before the finalizers at exit.

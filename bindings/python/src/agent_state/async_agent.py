@@ -20,6 +20,7 @@ import inspect
 import os
 import threading
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -37,10 +38,9 @@ from typing import (
 from . import _callbacks, _native
 from ._async_hooks import AsyncHook, Call, Delivery
 from ._hook import Hook
+from ._options import OPEN_KEYS, check_keywords
 from ._records import (
     Change,
-    ChangeLogOption,
-    DefaultEncoder,
     InitialStateCallback,
     LoggedChange,
     Patch,
@@ -48,11 +48,14 @@ from ._records import (
     State,
     StateModel,
     StateT,
-    Synchronous,
     Versioned,
 )
 from .agent import Agent
 from .errors import AgentError, InvalidArgumentError
+from .options import OpenOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["AsyncAgent", "ChangeFeed"]
 
@@ -202,52 +205,13 @@ class AsyncAgent(Generic[StateT]):
     object's coroutines.
     """
 
-    def __init__(
-        self,
-        path: PathLike,
-        *,
-        initial_state: Union[Mapping[str, Any], StateModel, InitialStateCallback, None] = None,
-        max_value_bytes: Optional[int] = None,
-        synchronous: Optional[Synchronous] = None,
-        busy_timeout_ms: Optional[int] = None,
-        read_only: Optional[bool] = None,
-        change_log: Optional[ChangeLogOption] = None,
-        agent_id: Optional[str] = None,
-        max_connections: Optional[int] = None,
-        server_timeout_ms: Optional[int] = None,
-        default: Optional[DefaultEncoder] = None,
-    ) -> None:
-        self._agent: Agent[StateT] = Agent(
-            path,
-            initial_state=initial_state,
-            max_value_bytes=max_value_bytes,
-            synchronous=synchronous,
-            busy_timeout_ms=busy_timeout_ms,
-            read_only=read_only,
-            change_log=change_log,
-            agent_id=agent_id,
-            max_connections=max_connections,
-            server_timeout_ms=server_timeout_ms,
-            default=default,
-        )
+    def __init__(self, path: PathLike, **options: Unpack[OpenOptions]) -> None:
+        check_keywords(options, OPEN_KEYS, "AsyncAgent")
+        self._agent: Agent[StateT] = Agent(path, **options)
         self._delivery = Delivery()
 
     @classmethod
-    def open(
-        cls,
-        path: PathLike,
-        *,
-        initial_state: Union[Mapping[str, Any], StateModel, InitialStateCallback, None] = None,
-        max_value_bytes: Optional[int] = None,
-        synchronous: Optional[Synchronous] = None,
-        busy_timeout_ms: Optional[int] = None,
-        read_only: Optional[bool] = None,
-        change_log: Optional[ChangeLogOption] = None,
-        agent_id: Optional[str] = None,
-        max_connections: Optional[int] = None,
-        server_timeout_ms: Optional[int] = None,
-        default: Optional[DefaultEncoder] = None,
-    ) -> "Opening[StateT]":
+    def open(cls, path: PathLike, **options: Unpack[OpenOptions]) -> "Opening[StateT]":
         """Opens the store as the constructor does (same arguments), on a worker thread of the
         pool instead of the event loop's: ``agent = await AsyncAgent.open("conv.db")``, or
         ``async with AsyncAgent.open("conv.db") as agent:`` (closed on exit).
@@ -258,18 +222,7 @@ class AsyncAgent(Generic[StateT]):
         for the server or a lock as any call's cancellation does; an agent opened meanwhile is
         closed.
         """
-        options = dict(
-            initial_state=initial_state,
-            max_value_bytes=max_value_bytes,
-            synchronous=synchronous,
-            busy_timeout_ms=busy_timeout_ms,
-            read_only=read_only,
-            change_log=change_log,
-            agent_id=agent_id,
-            max_connections=max_connections,
-            server_timeout_ms=server_timeout_ms,
-            default=default,
-        )
+        check_keywords(options, OPEN_KEYS, "AsyncAgent.open")
         return Opening(cls, path, options)
 
     @classmethod
@@ -512,7 +465,7 @@ class Opening(Generic[StateT]):
 
     __slots__ = ("_cls", "_path", "_options", "_agent")
 
-    def __init__(self, cls: Any, path: PathLike, options: Dict[str, Any]) -> None:
+    def __init__(self, cls: Any, path: PathLike, options: OpenOptions) -> None:
         self._cls = cls
         self._path = path
         self._options = options

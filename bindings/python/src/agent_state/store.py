@@ -3,11 +3,10 @@ one transaction, erased on SQLite), expire the idle ones in bounded batches; and
 coroutines, on :class:`~agent_state.AsyncAgent`'s thread pool with its cancellation.
 
 Each call opens a connection of its own to the store (no :class:`~agent_state.Agent` needed,
-none kept), with the connection's open options of :class:`~agent_state.Agent`:
-``synchronous``, ``busy_timeout_ms``, ``server_timeout_ms``, ``read_only``, ``max_connections``
-(on PostgreSQL the process's pool is shared with its agents). The agent's own options
-(``initial_state``, ``max_value_bytes``, ``change_log``, ``agent_id``) are not parameters:
-passing one raises :class:`TypeError`.
+none kept), with the connection's open options, the keywords of
+:class:`~agent_state.ConnectionOptions` (on PostgreSQL the process's pool is shared with its
+agents). The agent's own options (the other keys of :class:`~agent_state.OpenOptions`) are not
+parameters: passing one raises :class:`TypeError`.
 """
 
 from __future__ import annotations
@@ -17,16 +16,20 @@ import ctypes
 import datetime as _dt
 import functools
 import json
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, TypeVar
 
 from . import _native
 from ._async_hooks import Call
 from ._native import call
-from ._options import check_version, int_arg, store_options, store_path, text_arg
-from ._records import AgentInfo, PathLike, Synchronous
+from ._options import CONNECTION_KEYS, check_version, int_arg, options_json, store_path, text_arg
+from ._records import AgentInfo, PathLike
 from .async_agent import offload
 from .errors import InvalidArgumentError
 from .limits import MAX_LIST_LIMIT
+from .options import ConnectionOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "list_agents",
@@ -68,6 +71,13 @@ def _idle_ms(idle_for: Any) -> int:
     return int(whole) + (1 if rest else 0)
 
 
+def _connection(options: ConnectionOptions, caller: str) -> Optional[bytes]:
+    """The options JSON of a store function's keyword ``options`` (:class:`TypeError` for
+    another keyword, an agent's own option included)."""
+    encoded, _ = options_json(options, CONNECTION_KEYS, caller)
+    return encoded
+
+
 def _entries(text: str) -> List[AgentInfo]:
     return [
         AgentInfo(
@@ -99,11 +109,7 @@ def list_agents(
     prefix: Optional[str] = None,
     after: Optional[str] = None,
     limit: int = 100,
-    synchronous: Optional[Synchronous] = None,
-    busy_timeout_ms: Optional[int] = None,
-    read_only: Optional[bool] = None,
-    max_connections: Optional[int] = None,
-    server_timeout_ms: Optional[int] = None,
+    **options: Unpack[ConnectionOptions],
 ) -> List[AgentInfo]:
     """The agents with a state stored in the store at ``path`` (a SQLite file or a PostgreSQL
     URI, as for :class:`~agent_state.Agent`), ordered by id (the byte order of their UTF-8,
@@ -128,10 +134,10 @@ def list_agents(
     :class:`~agent_state.UnavailableError`, :class:`~agent_state.AuthError`.
     """
     raw_path = store_path(path)
-    options = store_options(synchronous, busy_timeout_ms, read_only, max_connections, server_timeout_ms)
+    encoded = _connection(options, "list_agents")
     raw_prefix = None if prefix is None else text_arg(prefix, "prefix")
     raw_after = None if after is None else text_arg(after, "after")
-    return _listing(_native.library().agent_store_list, raw_path, options, raw_prefix, raw_after, _limit(limit))
+    return _listing(_native.library().agent_store_list, raw_path, encoded, raw_prefix, raw_after, _limit(limit))
 
 
 def delete_agent(
@@ -139,11 +145,7 @@ def delete_agent(
     agent_id: str,
     *,
     if_version: Optional[int] = None,
-    synchronous: Optional[Synchronous] = None,
-    busy_timeout_ms: Optional[int] = None,
-    read_only: Optional[bool] = None,
-    max_connections: Optional[int] = None,
-    server_timeout_ms: Optional[int] = None,
+    **options: Unpack[ConnectionOptions],
 ) -> Optional[int]:
     """Deletes the agent ``agent_id`` of the store at ``path``: its state, its versions and its
     change log, in one transaction (its ``change_log`` setting stays). Returns the version it
@@ -173,7 +175,7 @@ def delete_agent(
     errors as :func:`list_agents`.
     """
     raw_path = store_path(path)
-    options = store_options(synchronous, busy_timeout_ms, read_only, max_connections, server_timeout_ms)
+    encoded = _connection(options, "delete_agent")
     raw_id = text_arg(agent_id, "agent_id")
     expected = -1
     if if_version is not None:
@@ -181,7 +183,7 @@ def delete_agent(
         if expected > _MAX_INT64:
             raise InvalidArgumentError(f"if_version must be from 0 to 2**63 - 1, not {expected}")
     deleted = ctypes.c_uint64(0)
-    call(_native.library().agent_store_delete, raw_path, options, raw_id, expected, ctypes.byref(deleted))
+    call(_native.library().agent_store_delete, raw_path, encoded, raw_id, expected, ctypes.byref(deleted))
     return deleted.value or None
 
 
@@ -191,11 +193,7 @@ def expire_agents(
     *,
     limit: int = DEFAULT_EXPIRE_LIMIT,
     dry_run: bool = False,
-    synchronous: Optional[Synchronous] = None,
-    busy_timeout_ms: Optional[int] = None,
-    read_only: Optional[bool] = None,
-    max_connections: Optional[int] = None,
-    server_timeout_ms: Optional[int] = None,
+    **options: Unpack[ConnectionOptions],
 ) -> List[AgentInfo]:
     """Deletes, as :func:`delete_agent` does (erasure included), at most ``limit`` (1 to 10000)
     agents of the store at ``path`` whose state was last written more than ``idle_for`` ago
@@ -211,9 +209,9 @@ def expire_agents(
     ``idle_for``.
     """
     raw_path = store_path(path)
-    options = store_options(synchronous, busy_timeout_ms, read_only, max_connections, server_timeout_ms)
+    encoded = _connection(options, "expire_agents")
     return _listing(
-        _native.library().agent_store_expire, raw_path, options, _idle_ms(idle_for), _limit(limit), 1 if dry_run else 0
+        _native.library().agent_store_expire, raw_path, encoded, _idle_ms(idle_for), _limit(limit), 1 if dry_run else 0
     )
 
 
@@ -233,29 +231,12 @@ async def list_agents_async(
     prefix: Optional[str] = None,
     after: Optional[str] = None,
     limit: int = 100,
-    synchronous: Optional[Synchronous] = None,
-    busy_timeout_ms: Optional[int] = None,
-    read_only: Optional[bool] = None,
-    max_connections: Optional[int] = None,
-    server_timeout_ms: Optional[int] = None,
+    **options: Unpack[ConnectionOptions],
 ) -> List[AgentInfo]:
     """:func:`list_agents`, awaited: run on a worker thread of :class:`~agent_state.AsyncAgent`'s
     pool; cancelling the await ends a call still waiting (for a lock, a pooled connection, the
     server) within milliseconds, and raises :class:`asyncio.CancelledError`."""
-    return await _run(
-        functools.partial(
-            list_agents,
-            path,
-            prefix=prefix,
-            after=after,
-            limit=limit,
-            synchronous=synchronous,
-            busy_timeout_ms=busy_timeout_ms,
-            read_only=read_only,
-            max_connections=max_connections,
-            server_timeout_ms=server_timeout_ms,
-        )
-    )
+    return await _run(functools.partial(list_agents, path, prefix=prefix, after=after, limit=limit, **options))
 
 
 async def delete_agent_async(
@@ -263,28 +244,12 @@ async def delete_agent_async(
     agent_id: str,
     *,
     if_version: Optional[int] = None,
-    synchronous: Optional[Synchronous] = None,
-    busy_timeout_ms: Optional[int] = None,
-    read_only: Optional[bool] = None,
-    max_connections: Optional[int] = None,
-    server_timeout_ms: Optional[int] = None,
+    **options: Unpack[ConnectionOptions],
 ) -> Optional[int]:
     """:func:`delete_agent`, awaited (as :func:`list_agents_async`). A deletion cancelled while
     it waits for a lock deletes nothing; one whose commit was under way completes (the await
     still raises :class:`asyncio.CancelledError`): list or read the agent to know."""
-    return await _run(
-        functools.partial(
-            delete_agent,
-            path,
-            agent_id,
-            if_version=if_version,
-            synchronous=synchronous,
-            busy_timeout_ms=busy_timeout_ms,
-            read_only=read_only,
-            max_connections=max_connections,
-            server_timeout_ms=server_timeout_ms,
-        )
-    )
+    return await _run(functools.partial(delete_agent, path, agent_id, if_version=if_version, **options))
 
 
 async def expire_agents_async(
@@ -293,24 +258,7 @@ async def expire_agents_async(
     *,
     limit: int = DEFAULT_EXPIRE_LIMIT,
     dry_run: bool = False,
-    synchronous: Optional[Synchronous] = None,
-    busy_timeout_ms: Optional[int] = None,
-    read_only: Optional[bool] = None,
-    max_connections: Optional[int] = None,
-    server_timeout_ms: Optional[int] = None,
+    **options: Unpack[ConnectionOptions],
 ) -> List[AgentInfo]:
     """:func:`expire_agents`, awaited (as :func:`delete_agent_async`)."""
-    return await _run(
-        functools.partial(
-            expire_agents,
-            path,
-            idle_for,
-            limit=limit,
-            dry_run=dry_run,
-            synchronous=synchronous,
-            busy_timeout_ms=busy_timeout_ms,
-            read_only=read_only,
-            max_connections=max_connections,
-            server_timeout_ms=server_timeout_ms,
-        )
-    )
+    return await _run(functools.partial(expire_agents, path, idle_for, limit=limit, dry_run=dry_run, **options))
