@@ -18,7 +18,7 @@ from agent_state import (
     AuthError,
     CallCancelledError,
     BusyError,
-    ClosedError,
+    BadHandleError,
     CodecError,
     ConflictError,
     GapError,
@@ -35,7 +35,7 @@ from agent_state.errors import error_for_status, status_name
 
 ALL = {
     1: InvalidArgumentError,
-    2: ClosedError,
+    2: BadHandleError,
     3: JSONError,
     4: CodecError,
     5: StateTooLargeError,
@@ -64,13 +64,31 @@ def test_status_mapping_and_names_match_the_library() -> None:
     unknown = error_for_status(42, "odd")
     assert type(unknown) is AgentError and unknown.status == 42
     assert unknown.status_name == "AGENT_ERR_UNKNOWN" == lib.agent_status_name(42).decode()
-    assert agent_state.BadHandleError is ClosedError
     assert issubclass(CodecError, ValueError) and issubclass(InvalidArgumentError, ValueError)
+
+
+def test_closed_error_is_a_deprecated_alias_of_bad_handle_error() -> None:
+    # BadHandleError is the name, as the C status's and the other bindings' (ErrBadHandle,
+    # Status::bad_handle); ClosedError, its earlier name, is the same class, with a warning.
+    assert BadHandleError.__name__ == "BadHandleError"
+    assert "ClosedError" not in agent_state.__all__ and "ClosedError" not in agent_state.errors.__all__
+    with pytest.warns(DeprecationWarning, match="ClosedError is deprecated: use BadHandleError") as seen:
+        assert agent_state.ClosedError is BadHandleError
+    assert seen[0].filename == __file__  # points at the code that used the name
+    with pytest.warns(DeprecationWarning):
+        from agent_state import ClosedError
+    assert ClosedError is BadHandleError
+    with pytest.warns(DeprecationWarning):
+        assert agent_state.errors.ClosedError is BadHandleError
+    with pytest.raises(AttributeError, match="ClosedErrors"):
+        agent_state.ClosedErrors  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        agent_state.errors.Nope  # type: ignore[attr-defined]
 
 
 def test_errcheck_reads_the_message_of_the_failing_call() -> None:
     lib = agent_state._native.library()
-    with pytest.raises(ClosedError) as e:
+    with pytest.raises(BadHandleError) as e:
         lib.agent_close(12345)
     assert e.value.message.startswith("agent_close: ")
     with pytest.raises(InvalidArgumentError) as e:
@@ -100,7 +118,7 @@ def test_invalid_argument(tmp_path: Path, mem: Agent) -> None:
 
 def test_closed(mem: Agent) -> None:
     mem.close()
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         mem.get_state()
 
 

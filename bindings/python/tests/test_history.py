@@ -13,7 +13,7 @@ import pytest
 from agent_state import (
     Agent,
     Change,
-    ClosedError,
+    BadHandleError,
     JSSet,
     StorageError,
     Versioned,
@@ -87,7 +87,7 @@ def test_new_calls_on_a_closed_agent_raise_closed_error(open_agent) -> None:
         lambda: a.set_validator(None),
     ]
     for call in calls:
-        with pytest.raises(ClosedError):
+        with pytest.raises(BadHandleError):
             call()
 
 
@@ -106,6 +106,6 @@ def test_on_change_registrations_are_released(open_agent) -> None:
     assert not hooks[1].active
     a.close()
     assert set(table) == before
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         a.on_change(lambda c: None)
     assert set(table) == before

@@ -10,7 +10,7 @@ from typing import Any, List
 import pytest
 
 import agent_state
-from agent_state import Agent, BusyError, ClosedError, CodecError, Hook, HookError, JSSet
+from agent_state import Agent, BusyError, BadHandleError, CodecError, Hook, HookError, JSSet
 from agent_state import _callbacks as callbacks_module
 
 
@@ -102,7 +102,7 @@ def test_free_user_data_runs_exactly_once_per_registration(mem: Agent) -> None:
     free = agent_state._native.FREE_FN(lambda user_data: freed.append(user_data))
     noop = agent_state._native.STATE_CHANGED_FN(lambda user_data, change: 0)
     out = ctypes.c_uint64(99)
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         lib.agent_on_state_changed(0xDEAD, noop, 1, free, ctypes.byref(out))
     assert freed == [1] and out.value == 0
     lib.agent_on_state_changed(mem._handle, noop, 2, free, ctypes.byref(out))
@@ -120,7 +120,7 @@ def test_free_user_data_runs_exactly_once_per_registration(mem: Agent) -> None:
     with pytest.raises(agent_state.InvalidArgumentError):  # NULL out_id
         lib.agent_on_state_changed(mem._handle, noop, 6, free, None)
     initial = agent_state._native.INITIAL_STATE_FN(lambda user_data, buf: 1)
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         lib.agent_set_initial_state_hook(0xDEAD, initial, 7, free)
     assert freed == [1, 2, 4, 5, 6, 7]
     lib.agent_set_initial_state_hook(mem._handle, initial, 8, free)
@@ -131,7 +131,7 @@ def test_free_user_data_runs_exactly_once_per_registration(mem: Agent) -> None:
     # And the binding's own table: a registration that fails leaves no entry behind.
     callables = callbacks_module.CallbackTable()
     key = callbacks_module.register(callables, lambda n, p, d: None)
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         lib.agent_on_state_changed(
             0xDEAD, callbacks_module.STATE_CHANGED_TRAMPOLINE, key, callbacks_module.FREE_TRAMPOLINE, ctypes.byref(out)
         )
@@ -237,7 +237,7 @@ def test_a_hook_may_register_remove_read_and_close(open_agent) -> None:
     b.on_state_changed(lambda n, p, d: b.close())
     assert b.set_state({"x": 1}) == {"x": 1}  # committed; closed by its hook afterwards
     assert b.closed
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         b.get_state()
 
 

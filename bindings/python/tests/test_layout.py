@@ -53,7 +53,6 @@ PUBLIC = {
     "Tagged",
     "AgentError",
     "InvalidArgumentError",
-    "ClosedError",
     "BadHandleError",
     "JSONError",
     "CodecError",

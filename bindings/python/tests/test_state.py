@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import agent_state
-from agent_state import Agent, ClosedError, StorageError
+from agent_state import Agent, BadHandleError, StorageError
 
 
 def test_issue_example(db_path: Path) -> None:
@@ -162,10 +162,10 @@ def test_close_is_idempotent_and_use_after_close_raises(open_agent) -> None:
         lambda: a.on_state_changed(lambda n, p, d: None),
         lambda: a.set_initial_state_hook(lambda: {}),
     ):
-        with pytest.raises(ClosedError) as e:
+        with pytest.raises(BadHandleError) as e:
             call()
         assert e.value.status == agent_state.AGENT_ERR_BAD_HANDLE
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         with a:
             pass
 
@@ -187,7 +187,7 @@ def test_garbage_collected_agent_is_closed(db_path: Path) -> None:
     del a
     gc.collect()
     lib = agent_state._native.library()
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         lib.agent_close(handle)
 
 

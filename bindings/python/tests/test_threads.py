@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 
-from agent_state import Agent, BusyError, ClosedError, HookError
+from agent_state import Agent, BusyError, BadHandleError, HookError
 
 THREADS = 8
 WRITES = 150
@@ -144,7 +144,7 @@ def test_close_while_other_threads_write(open_agent) -> None:
         for j in range(10_000):
             try:
                 agent.set_state({f"t{i}": j})
-            except ClosedError:
+            except BadHandleError:
                 closed_errors.append(i)
                 return
 

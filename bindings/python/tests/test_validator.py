@@ -13,7 +13,7 @@ from agent_state import (
     Agent,
     BusyError,
     Change,
-    ClosedError,
+    BadHandleError,
     CodecError,
     ConflictError,
     HookError,
@@ -264,13 +264,13 @@ def test_validator_callables_are_released(open_agent) -> None:
     a.set_validator(lambda change: None)
     a.close()
     assert set(table) == before
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         a.set_validator(lambda change: None)
     assert set(table) == before
     # A failed registration through the C API frees the key it was given.
     callables = callbacks_module.CallbackTable()
     key = callbacks_module.register(callables, lambda change: None)
-    with pytest.raises(ClosedError):
+    with pytest.raises(BadHandleError):
         agent_state._native.library().agent_set_validator(
             0xDEAD, callbacks_module.VALIDATE_TRAMPOLINE, key, callbacks_module.FREE_TRAMPOLINE
         )

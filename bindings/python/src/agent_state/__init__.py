@@ -20,6 +20,8 @@ codec mapping between Python values and stored JSON.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._native import library_path
 from ._records import (
     AgentInfo,
@@ -70,7 +72,6 @@ from .errors import (
     CallCancelledError,
     BadHandleError,
     BusyError,
-    ClosedError,
     CodecError,
     ConflictError,
     GapError,
@@ -86,6 +87,15 @@ from .errors import (
 from .jscollections import JSMap, JSSet, Tagged
 from .values import BigInt, JSONFloat, JSONInt, RegExp, TypedArray
 
+if TYPE_CHECKING:
+    from .errors import ClosedError as ClosedError
+else:
+
+    def __getattr__(name: str) -> Any:
+        """The deprecated names (``ClosedError``), with a ``DeprecationWarning``."""
+        from .errors import deprecated_name
+
+        return deprecated_name(__name__, name)
 
 
 def _package_version() -> str:
@@ -155,7 +165,6 @@ __all__ = [
     "Tagged",
     "AgentError",
     "InvalidArgumentError",
-    "ClosedError",
     "BadHandleError",
     "JSONError",
     "CodecError",

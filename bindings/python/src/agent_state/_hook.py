@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import _native
 from ._native import call
-from .errors import ClosedError, InvalidArgumentError
+from .errors import BadHandleError, InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .agent import Agent
@@ -47,7 +47,7 @@ class Hook:
             return False
         try:
             call(_native.library().agent_remove_hook, handle, self.id)
-        except (InvalidArgumentError, ClosedError):
+        except (InvalidArgumentError, BadHandleError):
             return False
         return True
 

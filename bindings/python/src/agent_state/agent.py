@@ -32,7 +32,7 @@ from ._records import (
 )
 from .codec import encode_patch, encode_state, json_text
 from .decoding import decode, decode_state
-from .errors import AGENT_ERR_BAD_HANDLE, ClosedError, InvalidArgumentError
+from .errors import AGENT_ERR_BAD_HANDLE, BadHandleError, InvalidArgumentError
 from .options import OpenOptions
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ class Agent(Generic[StateT]):
 
     Every method may be called from any thread, on one shared ``Agent``; calls release the GIL
     while the library works. ``close()`` is idempotent; any other call after it raises
-    :class:`~agent_state.ClosedError`. An agent that is garbage-collected unclosed is closed.
+    :class:`~agent_state.BadHandleError`. An agent that is garbage-collected unclosed is closed.
     """
 
     def __init__(self, path: PathLike, **options: Unpack[OpenOptions]) -> None:
@@ -153,7 +153,7 @@ class Agent(Generic[StateT]):
         """Closes the store and unregisters every hook. Idempotent; may be called from inside
         one of this agent's ``on_state_changed`` hooks (not from its initial-state hook:
         :class:`~agent_state.BusyError`, and the agent stays open). Calls already running on
-        other threads finish or raise :class:`~agent_state.ClosedError`."""
+        other threads finish or raise :class:`~agent_state.BadHandleError`."""
         handle = self._handle
         if not handle:
             return
@@ -162,7 +162,7 @@ class Agent(Generic[StateT]):
         status: List[int] = []
         try:
             call(_native._hot_close, handle, answer=status)
-        except ClosedError:
+        except BadHandleError:
             pass  # closed by another thread at the same time
         finally:
             if status and status[0] in (0, AGENT_ERR_BAD_HANDLE):
@@ -187,7 +187,7 @@ class Agent(Generic[StateT]):
     def _h(self) -> int:
         handle = self._handle
         if not handle:
-            raise ClosedError("the agent is closed")
+            raise BadHandleError("the agent is closed")
         return handle
 
     # -- state ---------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ class Agent(Generic[StateT]):
         """The state as the library stores it: compact JSON text."""
         handle = self._handle
         if not handle:
-            raise ClosedError("the agent is closed")
+            raise BadHandleError("the agent is closed")
         return call_text(_native._hot_get_state, handle)
 
     def get_state(self) -> StateT:
@@ -207,7 +207,7 @@ class Agent(Generic[StateT]):
         stores it). A fresh ``dict`` on every call."""
         handle = self._handle
         if not handle:
-            raise ClosedError("the agent is closed")
+            raise BadHandleError("the agent is closed")
         state: StateT = self._cache.decoded(call_text(_native._hot_get_state, handle))
         return state
 
@@ -239,7 +239,7 @@ class Agent(Generic[StateT]):
         data, plain = encode_patch(patch, "patch", self._default)
         handle = self._handle
         if not handle:
-            raise ClosedError("the agent is closed")
+            raise BadHandleError("the agent is closed")
         text = call_text(_native._hot_set_state, handle, data, len(data))
         state: StateT = self._cache.merged(plain, text)
         return state
@@ -259,7 +259,7 @@ class Agent(Generic[StateT]):
         data = encode_state(state, "state", self._default)
         handle = self._handle
         if not handle:
-            raise ClosedError("the agent is closed")
+            raise BadHandleError("the agent is closed")
         stored: StateT = _decode_state(call_text(_native._hot_replace_state, handle, data, len(data)))
         return stored
 
@@ -284,7 +284,7 @@ class Agent(Generic[StateT]):
         between."""
         handle = self._handle
         if not handle:
-            raise ClosedError("the agent is closed")
+            raise BadHandleError("the agent is closed")
         text, version = call_text_versioned(_native._hot_get_state_versioned, handle)
         state: StateT = self._cache.decoded(text)
         return Versioned(state, version)
@@ -312,7 +312,7 @@ class Agent(Generic[StateT]):
         expected = _version(expected_version, "expected_version")
         handle = self._handle
         if not handle:
-            raise ClosedError("the agent is closed")
+            raise BadHandleError("the agent is closed")
         text, version = call_text_versioned(_native._hot_set_state_if, handle, expected, data, len(data))
         state: StateT = self._cache.merged(plain, text)
         return Versioned(state, version)
@@ -334,7 +334,7 @@ class Agent(Generic[StateT]):
         expected = _version(expected_version, "expected_version")
         handle = self._handle
         if not handle:
-            raise ClosedError("the agent is closed")
+            raise BadHandleError("the agent is closed")
         text, version = call_text_versioned(_native._hot_replace_state_if, handle, expected, data, len(data))
         stored: StateT = _decode_state(text)
         return Versioned(stored, version)

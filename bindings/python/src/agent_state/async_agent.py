@@ -388,7 +388,7 @@ class AsyncAgent(Generic[StateT]):
         :meth:`ChangeFeed.aclose` (which ``async with`` calls) or its garbage collection. An
         exception of :meth:`poll` (:class:`~agent_state.GapError` when the log's retention
         pruned changes not yet delivered, :class:`~agent_state.HookError` when another hook
-        raised, :class:`~agent_state.ClosedError`) is raised from the iteration once the
+        raised, :class:`~agent_state.BadHandleError`) is raised from the iteration once the
         changes delivered before it were yielded.
         """
         return ChangeFeed(self, interval)
@@ -426,7 +426,7 @@ class AsyncAgent(Generic[StateT]):
 
     def _add_coroutine_hook(self, callback: Callable[..., Any], what: str) -> AsyncHook:
         form = _callbacks.call_form(callback, what)
-        self._agent._h()  # ClosedError once closed
+        self._agent._h()  # BadHandleError once closed
         delivery = self._delivery
         if not delivery.bridged:
             self._agent.on_change(delivery.bridge)

@@ -16,12 +16,12 @@ any call into the library, so nothing is written.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
+import warnings
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
 
 __all__ = [
     "AgentError",
     "InvalidArgumentError",
-    "ClosedError",
     "BadHandleError",
     "JSONError",
     "CodecError",
@@ -156,14 +156,41 @@ class InvalidArgumentError(AgentError, ValueError):
     default_status = AGENT_ERR_INVALID_ARGUMENT
 
 
-class ClosedError(AgentError):
-    """``AGENT_ERR_BAD_HANDLE``: the agent was closed (possibly by another thread)."""
+class BadHandleError(AgentError):
+    """``AGENT_ERR_BAD_HANDLE``: the agent was closed (possibly by another thread). Named after
+    the C status, as the other bindings name it (Go ``ErrBadHandle``, C++
+    ``Status::bad_handle``). ``ClosedError`` is a deprecated alias of it (the same class)."""
 
     default_status = AGENT_ERR_BAD_HANDLE
 
 
-#: Alias of :class:`ClosedError`, named after the C status.
-BadHandleError = ClosedError
+#: The deprecated names of the package, and the names they stand for (the same objects).
+_DEPRECATED = {"ClosedError": "BadHandleError"}
+
+
+def deprecated_name(module: str, name: str) -> Any:
+    """What the deprecated ``name`` of ``module`` stands for, with a :class:`DeprecationWarning`
+    pointing at the code that used it (a module ``__getattr__`` calls this);
+    :class:`AttributeError` for any other name."""
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{module}.{name} is deprecated: use {new}, the same class, named after the status "
+        "AGENT_ERR_BAD_HANDLE as in the C header and the other bindings",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return globals()[new]
+
+
+if TYPE_CHECKING:
+    #: Deprecated: :class:`BadHandleError`.
+    ClosedError = BadHandleError
+else:
+
+    def __getattr__(name: str) -> Any:
+        return deprecated_name(__name__, name)
 
 
 class JSONError(AgentError, ValueError):
@@ -329,7 +356,7 @@ class PanicError(AgentError):
 
 _CLASSES: Dict[int, Type[AgentError]] = {
     AGENT_ERR_INVALID_ARGUMENT: InvalidArgumentError,
-    AGENT_ERR_BAD_HANDLE: ClosedError,
+    AGENT_ERR_BAD_HANDLE: BadHandleError,
     AGENT_ERR_JSON: JSONError,
     AGENT_ERR_CODEC: CodecError,
     AGENT_ERR_TOO_LARGE: StateTooLargeError,
