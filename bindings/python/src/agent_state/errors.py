@@ -94,23 +94,9 @@ AGENT_ERR_CANCELLED = 14
 #: A bug in the library was caught at the ABI boundary.
 AGENT_ERR_PANIC = 99
 
+#: The name of each status code: the constants above, as named in the C header.
 _STATUS_NAMES: Dict[int, str] = {
-    AGENT_OK: "AGENT_OK",
-    AGENT_ERR_INVALID_ARGUMENT: "AGENT_ERR_INVALID_ARGUMENT",
-    AGENT_ERR_BAD_HANDLE: "AGENT_ERR_BAD_HANDLE",
-    AGENT_ERR_JSON: "AGENT_ERR_JSON",
-    AGENT_ERR_CODEC: "AGENT_ERR_CODEC",
-    AGENT_ERR_TOO_LARGE: "AGENT_ERR_TOO_LARGE",
-    AGENT_ERR_STORAGE: "AGENT_ERR_STORAGE",
-    AGENT_ERR_BUSY: "AGENT_ERR_BUSY",
-    AGENT_ERR_HOOK: "AGENT_ERR_HOOK",
-    AGENT_ERR_CONFLICT: "AGENT_ERR_CONFLICT",
-    AGENT_ERR_REJECTED: "AGENT_ERR_REJECTED",
-    AGENT_ERR_GAP: "AGENT_ERR_GAP",
-    AGENT_ERR_UNAVAILABLE: "AGENT_ERR_UNAVAILABLE",
-    AGENT_ERR_AUTH: "AGENT_ERR_AUTH",
-    AGENT_ERR_CANCELLED: "AGENT_ERR_CANCELLED",
-    AGENT_ERR_PANIC: "AGENT_ERR_PANIC",
+    code: name for name, code in list(globals().items()) if name == "AGENT_OK" or name.startswith("AGENT_ERR_")
 }
 
 
@@ -354,23 +340,8 @@ class PanicError(AgentError):
     default_status = AGENT_ERR_PANIC
 
 
-_CLASSES: Dict[int, Type[AgentError]] = {
-    AGENT_ERR_INVALID_ARGUMENT: InvalidArgumentError,
-    AGENT_ERR_BAD_HANDLE: BadHandleError,
-    AGENT_ERR_JSON: JSONError,
-    AGENT_ERR_CODEC: CodecError,
-    AGENT_ERR_TOO_LARGE: StateTooLargeError,
-    AGENT_ERR_STORAGE: StorageError,
-    AGENT_ERR_BUSY: BusyError,
-    AGENT_ERR_HOOK: HookError,
-    AGENT_ERR_CONFLICT: ConflictError,
-    AGENT_ERR_REJECTED: RejectedError,
-    AGENT_ERR_GAP: GapError,
-    AGENT_ERR_UNAVAILABLE: UnavailableError,
-    AGENT_ERR_AUTH: AuthError,
-    AGENT_ERR_CANCELLED: CallCancelledError,
-    AGENT_ERR_PANIC: PanicError,
-}
+#: The exception class of each status: the one whose ``default_status`` it is.
+_CLASSES: Dict[int, Type[AgentError]] = {cls.default_status: cls for cls in AgentError.__subclasses__()}
 
 
 def error_for_status(status: int, message: str) -> AgentError:
