@@ -33,9 +33,11 @@ for src in "$ROOT"/tests/cpp/*.cpp; do
     [[ $(basename "$src") == conformance.cpp ]] || SOURCES+=("$src")
 done
 # The conformance runner (tests/conformance/README.md): C++ on top of the C runners' vector
-# reader, which is compiled as C.
+# reader, which is compiled as C. The tests use its JSON reader too (surface.cpp reads the
+# surface description with it).
 CC="${CC:-cc}"
-CONFORMANCE_C=("$ROOT/tests/conformance/json_reader.c" "$ROOT/tests/conformance/vector_text.c")
+JSON_READER_C="$ROOT/tests/conformance/json_reader.c"
+CONFORMANCE_C=("$JSON_READER_C" "$ROOT/tests/conformance/vector_text.c")
 CONFORMANCE_VECTORS=("$ROOT"/tests/conformance/vectors/*.json)
 
 if [[ ! -f "$LIBDIR/libagent_state.so" ]]; then
@@ -108,7 +110,8 @@ for part in "$ROOT"/bindings/cpp/agent_state/*.hpp; do
 done
 
 echo "== building $OUT/test_cpp"
-"$CXX" "${CXXFLAGS[@]}" -O1 "${SOURCES[@]}" -o "$OUT/test_cpp" "${LDFLAGS[@]}"
+"$CC" -std=c99 -Wall -Wextra -Werror -pedantic -g -O1 -c "$JSON_READER_C" -o "$OUT/test_cpp-json_reader.o"
+"$CXX" "${CXXFLAGS[@]}" -O1 "${SOURCES[@]}" "$OUT/test_cpp-json_reader.o" -o "$OUT/test_cpp" "${LDFLAGS[@]}"
 # On SQLite, then on PostgreSQL (tests/pg/each-backend.sh: the tests of SQLite files, paths,
 # ":memory:" and SQLite's write lock say they are skipped there).
 run plain bash "$ROOT/tests/pg/each-backend.sh" "$OUT/test_cpp"
@@ -144,8 +147,11 @@ fi
 
 if [[ "${AGENT_CPP_SKIP_ASAN:-0}" != 1 ]]; then
     echo "== building $OUT/test_cpp_asan"
-    "$CXX" "${CXXFLAGS[@]}" -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-        -fno-sanitize-recover=undefined "${SOURCES[@]}" -o "$OUT/test_cpp_asan" "${LDFLAGS[@]}"
+    ASAN_FLAGS=(-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined)
+    "$CC" -std=c99 -Wall -Wextra -Werror -pedantic -g "${ASAN_FLAGS[@]}" -c "$JSON_READER_C" \
+        -o "$OUT/test_cpp_asan-json_reader.o"
+    "$CXX" "${CXXFLAGS[@]}" "${ASAN_FLAGS[@]}" "${SOURCES[@]}" "$OUT/test_cpp_asan-json_reader.o" \
+        -o "$OUT/test_cpp_asan" "${LDFLAGS[@]}"
     run asan env AGENT_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         bash "$ROOT/tests/pg/each-backend.sh" "$OUT/test_cpp_asan"
