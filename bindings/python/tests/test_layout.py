@@ -51,39 +51,7 @@ PUBLIC = {
     "TypedArray",
     "RegExp",
     "Tagged",
-    "AgentError",
-    "InvalidArgumentError",
-    "BadHandleError",
-    "JSONError",
-    "CodecError",
-    "StateTooLargeError",
-    "StorageError",
-    "BusyError",
-    "HookError",
-    "ConflictError",
-    "RejectedError",
-    "GapError",
-    "UnavailableError",
-    "AuthError",
-    "CallCancelledError",
-    "PanicError",
-    "AGENT_OK",
-    "AGENT_ERR_INVALID_ARGUMENT",
-    "AGENT_ERR_BAD_HANDLE",
-    "AGENT_ERR_JSON",
-    "AGENT_ERR_CODEC",
-    "AGENT_ERR_TOO_LARGE",
-    "AGENT_ERR_STORAGE",
-    "AGENT_ERR_BUSY",
-    "AGENT_ERR_HOOK",
-    "AGENT_ERR_CONFLICT",
-    "AGENT_ERR_REJECTED",
-    "AGENT_ERR_GAP",
-    "AGENT_ERR_UNAVAILABLE",
-    "AGENT_ERR_AUTH",
-    "AGENT_ERR_CANCELLED",
-    "AGENT_ERR_PANIC",
-}
+} | set(agent_state.errors.__all__)  # the exceptions and the status constants (below, and test_surface.py)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -183,6 +151,16 @@ def test_all_is_the_documented_public_api() -> None:
     assert set(namespace) - {"__builtins__"} == PUBLIC
     for name in agent_state.__all__:
         assert getattr(agent_state, name) is namespace[name]
+
+
+def test_errors_exports_the_exceptions_and_the_status_constants() -> None:
+    for name in agent_state.errors.__all__:
+        value = getattr(agent_state.errors, name)
+        if name.startswith("AGENT_"):
+            assert type(value) is int, name
+        else:
+            assert isinstance(value, type) and issubclass(value, agent_state.AgentError), name
+    assert "AgentError" in agent_state.errors.__all__ and "BadHandleError" in agent_state.errors.__all__
 
 
 def test_modules_export_only_public_names() -> None:
