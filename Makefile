@@ -149,7 +149,7 @@ test-go: build
 # crates/agent_state/README.md run as the crate's doc tests (test-rust).
 test-readme: build
 	bash tests/readme/run.sh
-	python3 tests/surface/check_tables.py README.md
+	python3 tests/surface/check_tables.py README.md bindings/python/README.md bindings/go/README.md
 
 # `agent-state serve`'s JavaScript client (crates/agent-state-serve/client), with Node's test
 # runner against the real server; then the inspector page in a real headless Chromium (Debian's
