@@ -100,7 +100,8 @@ func (s *Set) UnmarshalJSON(data []byte) error { return Unmarshal(data, s) }
 // TypedArray is a JavaScript typed array, stored as
 // {"$typedarray":{"type":"Float32Array","base64":"..."}}: Type is the JavaScript constructor
 // name (Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Float16Array,
-// Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array) and Data
+// Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array, or
+// DataView for bytes with no element type) and Data
 // the elements' bytes (little-endian, as JavaScript lays them out on every common platform);
 // its length must be a multiple of the element size. The library checks both.
 type TypedArray struct {

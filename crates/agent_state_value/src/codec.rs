@@ -31,8 +31,9 @@ pub const TAGS: [&str; 7] = [
     "$regexp",
 ];
 
-/// JavaScript typed array names with their element size in bytes.
-const TYPED_ARRAYS: [(&str, usize); 12] = [
+/// JavaScript typed array names with their element size in bytes; a `DataView` (bytes with no
+/// element type) travels as a `$typedarray` of its own name.
+const TYPED_ARRAYS: [(&str, usize); 13] = [
     ("Int8Array", 1),
     ("Uint8Array", 1),
     ("Uint8ClampedArray", 1),
@@ -45,6 +46,7 @@ const TYPED_ARRAYS: [(&str, usize); 12] = [
     ("Float64Array", 8),
     ("BigInt64Array", 8),
     ("BigUint64Array", 8),
+    ("DataView", 1),
 ];
 
 /// Returns the tag when `map` is shaped like a tagged value (one member, a known tag name).

@@ -105,7 +105,7 @@ def _decode_typed_array(inner: Dict[str, Any]) -> Any:
     name, data = inner["type"], base64.b64decode(inner["base64"], validate=True)
     wrapper = TypedArray(name, data)
     code = ARRAY_TYPECODES.get(name)
-    if code is None:  # Uint8ClampedArray, Float16Array
+    if code is None:  # Uint8ClampedArray, Float16Array, DataView
         return wrapper
     return wrapper.to_array()
 

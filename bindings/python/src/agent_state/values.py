@@ -47,6 +47,8 @@ TYPED_ARRAY_TYPES: Dict[str, Tuple[str, int]] = {
     "Float64Array": ("d", 8),
     "BigInt64Array": ("q", 8),
     "BigUint64Array": ("Q", 8),
+    # A JavaScript DataView: bytes with no element type (read as a TypedArray holder).
+    "DataView": ("B", 1),
 }
 
 _JSON_INT = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")

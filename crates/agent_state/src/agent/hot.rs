@@ -97,12 +97,41 @@ impl Deref for Held {
 
 /// What a thread last read of one handle, and what it takes to trust it again.
 struct Kept {
+    ticket: Ticket,
+    held: Arc<Held>,
+}
+
+/// What it takes to trust a state read earlier, carried away from the thread that read it: a
+/// binding whose reads run on worker threads (Node's libuv pool) keeps one beside its own copy of
+/// the state, and its JavaScript thread asks [`crate::Agent::is_current`] before handing the copy
+/// out again, which reads only shared memory (the module's three tests).
+#[derive(Clone)]
+pub struct Ticket {
     agent: u64,
     publication: u64,
     generation: u64,
     mark: Mark,
     watch: Arc<dyn CommitWatch>,
-    held: Arc<Held>,
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("agent", &self.agent)
+            .field("publication", &self.publication)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ticket {
+    /// True while the state it was issued with is still the handle's (see the module's tests).
+    #[inline]
+    pub(super) fn trusted(&self, agent: u64, hot: &Hot) -> bool {
+        self.agent == agent
+            && hot.publication() == self.publication
+            && process::generation() == self.generation
+            && self.watch.unchanged(&self.mark)
+    }
 }
 
 /// One thread's copies.
@@ -130,11 +159,9 @@ pub(super) fn lookup(agent: u64, hot: &Hot) -> Option<Arc<Held>> {
         .try_with(|copies| {
             let copies = copies.try_borrow().ok()?;
             let copy = copies.kept[slot(agent)].as_ref()?;
-            let trusted = copy.agent == agent
-                && hot.publication() == copy.publication
-                && process::generation() == copy.generation
-                && copy.watch.unchanged(&copy.mark);
-            trusted.then(|| Arc::clone(&copy.held))
+            copy.ticket
+                .trusted(agent, hot)
+                .then(|| Arc::clone(&copy.held))
         })
         .ok()
         .flatten()
@@ -144,23 +171,27 @@ pub(super) fn lookup(agent: u64, hot: &Hot) -> Option<Arc<Held>> {
 /// next read when the state can be validated later: `seen` is the commit mark read before the
 /// state was confirmed, with its watch, and `publication` the handle's, both read under the
 /// handle's lock.
+/// Returns the copy's ticket too (`None` when the state cannot be validated later).
 pub(super) fn keep(
     agent: u64,
     publication: u64,
     seen: Option<(Mark, Arc<dyn CommitWatch>)>,
     state: Arc<Snapshot>,
     version: u64,
-) -> Arc<Held> {
+) -> (Arc<Held>, Option<Ticket>) {
     let held = Arc::new(Held { state, version });
     let Some((mark, watch)) = seen else {
-        return held;
+        return (held, None);
     };
-    let copy = Kept {
+    let ticket = Ticket {
         agent,
         publication,
         generation: process::generation(),
         mark,
         watch,
+    };
+    let copy = Kept {
+        ticket: ticket.clone(),
         held: Arc::clone(&held),
     };
     // The copy it replaces is dropped after the borrow ends.
@@ -168,5 +199,19 @@ pub(super) fn keep(
         let mut copies = copies.try_borrow_mut().ok()?;
         copies.kept[slot(agent)].replace(copy)
     });
-    held
+    (held, Some(ticket))
+}
+
+/// This thread's copy with its ticket, when trusted now ([`lookup`], with the ticket).
+pub(super) fn lookup_ticketed(agent: u64, hot: &Hot) -> Option<(Arc<Held>, Ticket)> {
+    COPIES
+        .try_with(|copies| {
+            let copies = copies.try_borrow().ok()?;
+            let copy = copies.kept[slot(agent)].as_ref()?;
+            copy.ticket
+                .trusted(agent, hot)
+                .then(|| (Arc::clone(&copy.held), copy.ticket.clone()))
+        })
+        .ok()
+        .flatten()
 }

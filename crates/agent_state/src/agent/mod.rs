@@ -25,8 +25,8 @@ use serde_json::Value;
 
 use self::cache::{Cache, Context};
 use self::cap::Cap;
-pub use self::hot::Held;
 use self::hot::Hot;
+pub use self::hot::{Held, Ticket};
 use crate::backends;
 use crate::error::{Error, Result};
 use crate::hooks::{Hooks, InitialStateHook, Validator};
@@ -257,6 +257,32 @@ impl Agent {
         if let Some(held) = hot::lookup(self.id, &self.hot) {
             return Ok(held);
         }
+        self.read_locked().map(|(held, _)| held)
+    }
+
+    /// [`Agent::read`], with a [`Ticket`] that tells another thread, without the handle's lock
+    /// or the store, whether the state read is still the handle's ([`Agent::is_current`]);
+    /// `None` when that cannot be known later (nothing stored, a backend without a commit
+    /// watch). For bindings whose reads run on worker threads and whose caller's thread must
+    /// never wait (Node's JavaScript thread).
+    pub fn read_ticketed(&self) -> Result<(Arc<Held>, Option<Ticket>)> {
+        self.refuse_reentry()?;
+        crate::cancel::check("before it began")?;
+        if let Some((held, ticket)) = hot::lookup_ticketed(self.id, &self.hot) {
+            return Ok((held, Some(ticket)));
+        }
+        self.read_locked()
+    }
+
+    /// True while nothing was committed since `ticket`'s read, by this handle or any other
+    /// connection, and the handle is open: the state read with it is still the stored one.
+    /// Reads only shared memory; never waits.
+    #[inline]
+    pub fn is_current(&self, ticket: &Ticket) -> bool {
+        ticket.trusted(self.id, &self.hot)
+    }
+
+    fn read_locked(&self) -> Result<(Arc<Held>, Option<Ticket>)> {
         let mut guard = self.lock_inner()?;
         let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
         let current = cache::current(&**store, &mut view.cache, Context::Autocommit)?;

@@ -1,0 +1,412 @@
+'use strict';
+// The Agent class: the reference's API (getState, setState, replaceState, initialState,
+// onStateChanged) on one native handle, plus versions, compare-and-set, the validator, the change
+// log and cancellation. Every call that may wait runs on libuv's pool (the addon's jobs); this
+// file only encodes, decodes and orders hooks on the JavaScript thread.
+
+const native = require('./native');
+const codec = require('./codec');
+const errors = require('./errors');
+const { nativeOptions, storeOptions } = require('./options');
+
+const { translate, InvalidArgumentError, BadHandleError, HookError, CallCancelledError } = errors;
+
+// A call's cancel token, fired by its AbortSignal; `done()` detaches the listener.
+function cancelFor(signal) {
+  if (signal === undefined || signal === null) return { token: null, done() {} };
+  if (typeof signal.addEventListener !== 'function' || typeof signal.aborted !== 'boolean') {
+    throw new InvalidArgumentError('signal must be an AbortSignal');
+  }
+  if (signal.aborted) throw new CallCancelledError('cancelled: the AbortSignal was aborted before the call began; nothing was written');
+  const token = new native.CancelToken();
+  const onAbort = () => token.cancel();
+  signal.addEventListener('abort', onAbort, { once: true });
+  return { token, done: () => signal.removeEventListener('abort', onAbort) };
+}
+
+// Runs one addon job with its AbortSignal, translating its error.
+async function call(signal, start) {
+  const cancel = cancelFor(signal);
+  try {
+    return await start(cancel.token);
+  } catch (error) {
+    throw translate(error);
+  } finally {
+    cancel.done();
+  }
+}
+
+function isPlainObject(value) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function versionArg(name, value) {
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'bigint') value = Number(value);
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidArgumentError(`${name} must be a whole number of at least 0, got ${String(value)}`);
+  }
+  return value;
+}
+
+function hookName(hook) {
+  return hook && hook.name ? hook.name : 'onStateChanged';
+}
+
+// Hook errors kept for the write that made the change; bounded, in case nobody asks.
+const MAX_KEPT_HOOK_ERRORS = 1024;
+
+class Agent {
+  #native = null;
+  #path = undefined;
+  #options = {};
+  #listeners = [];
+  // What this handle last read or wrote: the text and version, and the read's ticket (0: a
+  // write's result, which the next read confirms).
+  #text = undefined;
+  #version = -1;
+  #ticket = 0;
+  // Hooks run one after another, in commit order, on this thread.
+  #delivery = Promise.resolve();
+  #hookErrors = new Map();
+  #closing = null;
+
+  /**
+   * Opens the agent `options.agentId` of the store at `path` (a file, or a postgresql:// URI)
+   * and returns an instance of the class it is called on (`Conversation.open(...)`).
+   */
+  static async open(path, options = {}) {
+    if (typeof path !== 'string' || path.length === 0) {
+      throw new InvalidArgumentError('path must be a non-empty string: a file or a postgresql:// URI');
+    }
+    if (!isPlainObject(options)) throw new InvalidArgumentError('options must be a plain object');
+    const agent = new this();
+    await agent.#attach(path, options);
+    return agent;
+  }
+
+  async #attach(path, options) {
+    const { signal, initialState, onStateChanged, validator, ...rest } = options;
+    if (initialState !== undefined && typeof initialState !== 'function' && !isPlainObject(initialState)) {
+      throw new InvalidArgumentError('initialState must be a plain object or a function returning one');
+    }
+    if (onStateChanged !== undefined && typeof onStateChanged !== 'function') {
+      throw new InvalidArgumentError('onStateChanged must be a function (next, prev)');
+    }
+    this.#path = path;
+    this.#options = { initialState };
+    const json = JSON.stringify(nativeOptions(rest));
+    const initial = this.#initialText();
+    const opened = await call(signal, (token) => native.openAgent(path, json, initial, token));
+    this.#native = native.NativeAgent.fromOpened(opened);
+    if (onStateChanged) this.#listeners.push(onStateChanged);
+    if (this.#listeners.length > 0 || this.#overridesHook()) this.#native.watchChanges();
+    if (validator !== undefined && validator !== null) this.setValidator(validator);
+  }
+
+  #overridesHook() {
+    return this.onStateChanged !== Agent.prototype.onStateChanged;
+  }
+
+  #handle() {
+    if (this.#native === null) throw new BadHandleError('the agent is not open (use Agent.open)');
+    if (this.#closing !== null) throw new BadHandleError('the agent is closed');
+    return this.#native;
+  }
+
+  #initialText() {
+    const initial = this.initialState();
+    if (!isPlainObject(initial)) throw new InvalidArgumentError('initialState() must return a plain object');
+    return codec.encode(initial);
+  }
+
+  /** The state to show while nothing is stored; never persisted by a read. Override it. */
+  initialState() {
+    const initial = this.#options.initialState;
+    if (typeof initial === 'function') return initial();
+    if (initial !== undefined) return codec.decode(codec.encode(initial));
+    return {};
+  }
+
+  /** Called after every committed change made through this agent, in commit order. Override it. */
+  async onStateChanged(next, prev) {} // eslint-disable-line no-unused-vars
+
+  /** The stored state, or initialState() while nothing is stored. */
+  async getState(options) {
+    return (await this.getStateVersioned(options)).state;
+  }
+
+  /** The state with its version (0: nothing stored), read together. */
+  async getStateVersioned(options = {}) {
+    const handle = this.#handle();
+    // The hot path: nothing was committed since this handle's last read (shared memory only).
+    if (this.#ticket !== 0 && handle.isCurrent(this.#ticket)) {
+      return { state: this.#stateOf(this.#text, this.#version), version: this.#version };
+    }
+    const read = await call(options.signal, (token) => handle.read(token));
+    this.#text = read.state;
+    this.#version = read.version;
+    this.#ticket = read.ticket;
+    return { state: this.#stateOf(read.state, read.version), version: read.version };
+  }
+
+  #stateOf(text, version) {
+    return version === 0 ? this.initialState() : codec.decode(text);
+  }
+
+  /** Merges `patch` (RFC 7396: null deletes, objects merge) and returns the merged state. */
+  async setState(patch, options = {}) {
+    return (await this.#write('setState', patch, options)).state;
+  }
+
+  /** Replaces the whole state with `next` and returns it. */
+  async replaceState(next, options = {}) {
+    return (await this.#write('replaceState', next, options)).state;
+  }
+
+  /** setState only at version `expected` (else ConflictError, nothing written): {state, version}. */
+  async setStateIf(expected, patch, options = {}) {
+    return this.#write('setState', patch, { ...options, expected: versionArg('expected', expected) });
+  }
+
+  /** replaceState only at version `expected` (else ConflictError): {state, version}. */
+  async replaceStateIf(expected, next, options = {}) {
+    return this.#write('replaceState', next, { ...options, expected: versionArg('expected', expected) });
+  }
+
+  async #write(method, value, options) {
+    const handle = this.#handle();
+    if (!isPlainObject(value)) {
+      throw new InvalidArgumentError(`${method} takes a plain object (${method === 'setState' ? 'a merge patch' : 'the whole state'})`);
+    }
+    const expected = versionArg('expected', options.expected);
+    const text = codec.encode(value);
+    // Until this handle has seen a stored state, a write may start from the initial state.
+    if (this.#version <= 0) handle.setInitial(this.#initialText());
+    const result = await call(options.signal, (token) => handle[method](text, expected, token));
+    this.#text = result.state;
+    this.#version = result.version;
+    this.#ticket = 0;
+    await this.#deliverThrough(result.version);
+    return { state: codec.decode(result.state), version: result.version };
+  }
+
+  // Delivers every change the handle queued (in commit order, after those already under way),
+  // then reports a hook failure of the change at `version`, if it had one.
+  async #deliverThrough(version) {
+    if (this.#listeners.length === 0 && !this.#overridesHook()) return;
+    this.#drain();
+    await this.#delivery;
+    const failure = this.#hookErrors.get(version);
+    if (failure !== undefined) {
+      this.#hookErrors.delete(version);
+      throw failure;
+    }
+  }
+
+  #drain() {
+    const changes = this.#native.takeChanges();
+    for (const change of changes) {
+      this.#delivery = this.#delivery.then(() => this.#runHooks(change));
+    }
+    return changes.length;
+  }
+
+  async #runHooks(change) {
+    const next = codec.decode(change.next);
+    const prev = codec.decode(change.prev);
+    const hooks = [];
+    if (this.#overridesHook()) hooks.push([(n, p) => this.onStateChanged(n, p), 'onStateChanged']);
+    for (const listener of this.#listeners) hooks.push([listener, hookName(listener)]);
+    for (const [hook, name] of hooks) {
+      try {
+        await hook(next, prev);
+      } catch (error) {
+        const what = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+        if (this.#hookErrors.size >= MAX_KEPT_HOOK_ERRORS) {
+          this.#hookErrors.delete(this.#hookErrors.keys().next().value);
+        }
+        this.#hookErrors.set(
+          change.version,
+          new HookError(`${name} hook raised ${what} (the change, version ${change.version}, is committed)`, { cause: error }),
+        );
+        return;
+      }
+    }
+  }
+
+  /**
+   * Adds a listener called like onStateChanged(next, prev) after each change; returns a function
+   * that removes it.
+   */
+  subscribe(listener) {
+    if (typeof listener !== 'function') throw new InvalidArgumentError('subscribe takes a function (next, prev)');
+    this.#handle().watchChanges();
+    this.#listeners.push(listener);
+    return () => {
+      const i = this.#listeners.indexOf(listener);
+      if (i >= 0) this.#listeners.splice(i, 1);
+    };
+  }
+
+  /**
+   * Sets the validator (null removes it): called on this thread with (next, prev, patch) before
+   * a change through this agent commits, inside its transaction; return false or a string (the
+   * reason), or throw, to reject it (RejectedError, nothing written). Synchronous.
+   */
+  setValidator(validator) {
+    const handle = this.#handle();
+    if (validator === null || validator === undefined) {
+      handle.setValidator(null);
+      return;
+    }
+    if (typeof validator !== 'function') throw new InvalidArgumentError('the validator must be a function (next, prev, patch)');
+    handle.setValidator(([next, prev, patch]) => {
+      try {
+        const verdict = validator(codec.decode(next), codec.decode(prev), patch === null ? null : codec.decode(patch));
+        if (verdict && typeof verdict.then === 'function') {
+          return 'the validator returned a Promise; validators are synchronous (the write waits inside its transaction)';
+        }
+        if (verdict === false) return 'the validator rejected the change';
+        if (typeof verdict === 'string') return verdict || 'the validator rejected the change';
+        return '';
+      } catch (error) {
+        return `the validator raised ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
+      }
+    });
+  }
+
+  /** The changes committed after version `after` (needs the change log), oldest first. */
+  async changesSince(after = 0, options = {}) {
+    const handle = this.#handle();
+    const from = versionArg('after', after);
+    const text = await call(options.signal, (token) => handle.changesSince(from, token));
+    return codec.decode(text).map((c) => ({ version: c.version, at: new Date(c.at), patch: c.patch, next: c.next }));
+  }
+
+  /**
+   * The change log as an async iterator, from after version `after`; with `follow`, it waits for
+   * new changes (checking every `intervalMs`) until `signal` aborts, else it ends at the newest.
+   */
+  async *changes({ after = 0, follow = false, intervalMs = 100, signal } = {}) {
+    let last = versionArg('after', after);
+    for (;;) {
+      const batch = await this.changesSince(last, { signal });
+      for (const change of batch) {
+        last = change.version;
+        yield change;
+      }
+      if (!follow || (signal && signal.aborted)) return;
+      if (batch.length === 0) {
+        await new Promise((resolve) => {
+          const timer = setTimeout(resolve, intervalMs);
+          if (signal) signal.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
+        });
+        if (signal && signal.aborted) return;
+      }
+    }
+  }
+
+  /** The state as it was at `version` (needs the change log). */
+  async stateAt(version, options = {}) {
+    const handle = this.#handle();
+    const v = versionArg('version', version);
+    return codec.decode(await call(options.signal, (token) => handle.stateAt(v, token)));
+  }
+
+  /** Replaces the state with the state at `version`, as a new change: {state, version}. */
+  async restore(version, options = {}) {
+    const handle = this.#handle();
+    const v = versionArg('version', version);
+    const result = await call(options.signal, (token) => handle.restore(v, token));
+    this.#text = result.state;
+    this.#version = result.version;
+    this.#ticket = 0;
+    await this.#deliverThrough(result.version);
+    return { state: codec.decode(result.state), version: result.version };
+  }
+
+  /**
+   * Delivers to this agent's hooks the changes other handles and processes committed (with the
+   * change log on); resolves to how many.
+   */
+  async poll(options = {}) {
+    const handle = this.#handle();
+    await call(options.signal, (token) => handle.poll(token));
+    const delivered = this.#listeners.length > 0 || this.#overridesHook() ? this.#drain() : 0;
+    await this.#delivery;
+    return delivered;
+  }
+
+  /** The size cap in force for this agent, in bytes. */
+  get maxValueBytes() {
+    return this.#handle().maxValueBytes();
+  }
+
+  /** The store's path or URI. */
+  get path() {
+    return this.#path;
+  }
+
+  /** True until close(). */
+  get isOpen() {
+    return this.#native !== null && this.#closing === null && this.#native.isOpen();
+  }
+
+  /** Closes the agent: later calls fail with BadHandleError; hooks under way finish first. */
+  async close() {
+    if (this.#native === null) return;
+    if (this.#closing === null) {
+      const handle = this.#native;
+      this.#closing = (async () => {
+        await this.#delivery;
+        try {
+          await handle.close();
+        } catch (error) {
+          const e = translate(error);
+          if (!(e instanceof BadHandleError)) throw e;
+        }
+      })();
+    }
+    return this.#closing;
+  }
+
+  async [Symbol.asyncDispose]() {
+    await this.close();
+  }
+}
+
+/** The plain-object form: an Agent whose initialState, onStateChanged and validator are options. */
+async function openAgent(path, options = {}) {
+  return Agent.open(path, options);
+}
+
+async function listAgents(path, options = {}) {
+  const { prefix = null, after = null, limit = 1000, signal, ...rest } = options;
+  const json = JSON.stringify(storeOptions(rest));
+  const text = await call(signal, (token) => native.listAgents(path, json, prefix, after, limit, token));
+  return JSON.parse(text).map(entryOf);
+}
+
+async function deleteAgent(path, agentId, options = {}) {
+  const { ifVersion, signal, ...rest } = options;
+  const json = JSON.stringify(storeOptions(rest));
+  const v = versionArg('ifVersion', ifVersion);
+  return call(signal, (token) => native.deleteAgent(path, json, agentId, v, token));
+}
+
+async function expireAgents(path, options = {}) {
+  const { idleMs, limit = 1000, dryRun = false, signal, ...rest } = options;
+  if (typeof idleMs !== 'number') throw new InvalidArgumentError('expireAgents needs idleMs, a number of milliseconds');
+  const json = JSON.stringify(storeOptions(rest));
+  const text = await call(signal, (token) => native.expireAgents(path, json, idleMs, limit, dryRun, token));
+  return JSON.parse(text).map(entryOf);
+}
+
+function entryOf(entry) {
+  return { agentId: entry.id, version: entry.version, bytes: entry.bytes, writtenAt: new Date(entry.written_at) };
+}
+
+module.exports = { Agent, openAgent, listAgents, deleteAgent, expireAgents };

@@ -1,0 +1,295 @@
+//! `NativeAgent`: one core handle, as the package's `Agent` holds it.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agent_state::{Agent, Held, OpenOptions, Ticket};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::cancel::{token, CancelToken};
+use crate::error::{invalid, IntoNapi};
+use crate::hooks::{ChangeQueue, InitialSource, JsValidator, PendingChange};
+use crate::task::Job;
+
+/// A state with its version, as a read or a write returns it. `ticket` (reads only; 0: none)
+/// names the read for [`NativeAgent::is_current`].
+#[napi(object)]
+pub struct Versioned {
+    pub version: f64,
+    pub state: String,
+    pub ticket: u32,
+}
+
+/// The last read that can be validated later without waiting, and its number.
+#[derive(Default)]
+struct LastRead {
+    number: u32,
+    ticket: Option<Ticket>,
+}
+
+/// One open handle. Closed by `close()` or when JavaScript collects it (the core handle is
+/// dropped then, which closes its store; a pool job still running keeps it until it ends).
+#[napi]
+pub struct NativeAgent {
+    agent: Arc<Agent>,
+    changes: Arc<ChangeQueue>,
+    initial: Arc<InitialSource>,
+    last_read: Arc<Mutex<LastRead>>,
+    watching: bool,
+}
+
+fn text(bytes: &[u8]) -> Result<String> {
+    // The core hands out compact JSON that it checked as UTF-8 on the way in.
+    String::from_utf8(bytes.to_vec()).map_err(|_| invalid("the stored state is not UTF-8"))
+}
+
+fn version_arg(what: &str, value: Option<f64>) -> Result<Option<u64>> {
+    match value {
+        None => Ok(None),
+        Some(v) if v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_991.0 => {
+            Ok(Some(v as u64))
+        }
+        Some(v) => Err(invalid(format!(
+            "{what} must be a whole number of at least 0, got {v}"
+        ))),
+    }
+}
+
+fn versioned(v: agent_state::Versioned) -> Result<Versioned> {
+    Ok(Versioned {
+        version: v.version as f64,
+        state: text(v.state.json())?,
+        ticket: 0,
+    })
+}
+
+/// Opens a handle on a pool thread: `path` is a file or a `postgres://` URI, `options` the core's
+/// options as JSON (snake_case names, as in C), `initial` the initial state's JSON text.
+#[napi]
+pub fn open_agent(
+    path: String,
+    options: String,
+    initial: String,
+    cancel: Option<&CancelToken>,
+) -> AsyncTask<Job<OpenedAgent>> {
+    Job::new(token(cancel), move || {
+        let options = OpenOptions::from_json(options.as_bytes()).into_napi()?;
+        let agent = Agent::open(&PathBuf::from(path), &options).into_napi()?;
+        let initial = Arc::new(InitialSource::new(initial.into_bytes()));
+        agent
+            .set_initial_state_hook(Some(initial.clone()))
+            .into_napi()?;
+        Ok(OpenedAgent {
+            agent: Some(Arc::new(agent)),
+            initial,
+        })
+    })
+}
+
+/// What `open_agent`'s job hands back; `NativeAgent::from_opened` takes it on the JavaScript
+/// thread (a class instance cannot be made on a pool thread).
+#[napi]
+pub struct OpenedAgent {
+    agent: Option<Arc<Agent>>,
+    initial: Arc<InitialSource>,
+}
+
+#[napi]
+impl NativeAgent {
+    /// The handle an `open_agent` job opened (once; a second call is an error).
+    #[napi(factory)]
+    pub fn from_opened(opened: &mut OpenedAgent) -> Result<NativeAgent> {
+        let agent = opened
+            .agent
+            .take()
+            .ok_or_else(|| invalid("this opened handle was taken already"))?;
+        Ok(NativeAgent {
+            agent,
+            changes: Arc::new(ChangeQueue::default()),
+            initial: Arc::clone(&opened.initial),
+            last_read: Arc::default(),
+            watching: false,
+        })
+    }
+
+    /// The initial state's JSON text for the writes that follow (used when nothing is stored).
+    #[napi]
+    pub fn set_initial(&self, initial: String) {
+        self.initial.set(initial.into_bytes());
+    }
+
+    /// Starts queueing this handle's committed changes for `take_changes` (once is enough).
+    #[napi]
+    pub fn watch_changes(&mut self) -> Result<()> {
+        if !self.watching {
+            self.agent
+                .on_state_changed(self.changes.clone())
+                .into_napi()?;
+            self.watching = true;
+        }
+        Ok(())
+    }
+
+    /// The changes committed since the last call, oldest first (in commit order).
+    #[napi]
+    pub fn take_changes(&self) -> Result<Vec<PendingChange>> {
+        self.changes.take()
+    }
+
+    /// Sets (or, with `null`, removes) the validator: a JavaScript function called on the
+    /// JavaScript thread with `(next, prev, patch, version)` as JSON texts, answering `""` to
+    /// let the change commit or the reason to reject it.
+    #[napi]
+    pub fn set_validator(&self, validator: Option<JsValidator>) -> Result<()> {
+        let validator = validator.map(|f| Arc::new(crate::hooks::Validate::new(f)) as _);
+        self.agent.set_validator(validator).into_napi()
+    }
+
+    /// Reads the state and version on a pool thread.
+    #[napi]
+    pub fn read(&self, cancel: Option<&CancelToken>) -> AsyncTask<Job<Versioned>> {
+        let agent = Arc::clone(&self.agent);
+        let last_read = Arc::clone(&self.last_read);
+        Job::new(token(cancel), move || {
+            let (held, ticket): (Arc<Held>, Option<Ticket>) = agent.read_ticketed().into_napi()?;
+            let mut last = last_read.lock().unwrap_or_else(|p| p.into_inner());
+            let number = match ticket {
+                Some(ticket) => {
+                    last.number = last.number.wrapping_add(1).max(1);
+                    last.ticket = Some(ticket);
+                    last.number
+                }
+                None => 0,
+            };
+            drop(last);
+            Ok(Versioned {
+                version: held.version() as f64,
+                state: text(held.state().json())?,
+                ticket: number,
+            })
+        })
+    }
+
+    /// True when the read that returned `ticket` is still the stored state: nothing was
+    /// committed since, by any connection, and the handle is open. Never waits.
+    #[napi]
+    pub fn is_current(&self, ticket: u32) -> bool {
+        if ticket == 0 {
+            return false;
+        }
+        let last = self.last_read.lock().unwrap_or_else(|p| p.into_inner());
+        last.number == ticket
+            && last
+                .ticket
+                .as_ref()
+                .is_some_and(|t| self.agent.is_current(t))
+    }
+
+    /// Merges `patch` (JSON text) on a pool thread; only at version `expected` when given.
+    #[napi]
+    pub fn set_state(
+        &self,
+        patch: String,
+        expected: Option<f64>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<AsyncTask<Job<Versioned>>> {
+        let expected = version_arg("expected", expected)?;
+        let agent = Arc::clone(&self.agent);
+        Ok(Job::new(token(cancel), move || {
+            versioned(agent.set_state_if(patch.as_bytes(), expected).into_napi()?)
+        }))
+    }
+
+    /// Replaces the state with `next` (JSON text) on a pool thread; only at version `expected`
+    /// when given.
+    #[napi]
+    pub fn replace_state(
+        &self,
+        next: String,
+        expected: Option<f64>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<AsyncTask<Job<Versioned>>> {
+        let expected = version_arg("expected", expected)?;
+        let agent = Arc::clone(&self.agent);
+        Ok(Job::new(token(cancel), move || {
+            versioned(
+                agent
+                    .replace_state_if(next.as_bytes(), expected)
+                    .into_napi()?,
+            )
+        }))
+    }
+
+    /// The change log after version `after`, as the C ABI's JSON array.
+    #[napi]
+    pub fn changes_since(
+        &self,
+        after: f64,
+        cancel: Option<&CancelToken>,
+    ) -> Result<AsyncTask<Job<String>>> {
+        let after = version_arg("after", Some(after))?.unwrap_or(0);
+        let agent = Arc::clone(&self.agent);
+        Ok(Job::new(token(cancel), move || {
+            text(&agent.changes_since(after).into_napi()?)
+        }))
+    }
+
+    /// The state at `version`, from the change log.
+    #[napi]
+    pub fn state_at(
+        &self,
+        version: f64,
+        cancel: Option<&CancelToken>,
+    ) -> Result<AsyncTask<Job<String>>> {
+        let version = version_arg("version", Some(version))?.unwrap_or(0);
+        let agent = Arc::clone(&self.agent);
+        Ok(Job::new(token(cancel), move || {
+            text(agent.state_at(version).into_napi()?.json())
+        }))
+    }
+
+    /// Replaces the state with the state at `version`, as a new change.
+    #[napi]
+    pub fn restore(
+        &self,
+        version: f64,
+        cancel: Option<&CancelToken>,
+    ) -> Result<AsyncTask<Job<Versioned>>> {
+        let version = version_arg("version", Some(version))?.unwrap_or(0);
+        let agent = Arc::clone(&self.agent);
+        Ok(Job::new(token(cancel), move || {
+            versioned(agent.restore(version).into_napi()?)
+        }))
+    }
+
+    /// Queues the changes other handles committed (with the change log on) for `take_changes`;
+    /// resolves to how many.
+    #[napi]
+    pub fn poll(&self, cancel: Option<&CancelToken>) -> AsyncTask<Job<u32>> {
+        let agent = Arc::clone(&self.agent);
+        Job::new(token(cancel), move || {
+            let n = agent.poll().into_napi()?;
+            Ok(u32::try_from(n).unwrap_or(u32::MAX))
+        })
+    }
+
+    /// The size cap in force for this handle, in bytes.
+    #[napi]
+    pub fn max_value_bytes(&self) -> f64 {
+        self.agent.max_value_bytes() as f64
+    }
+
+    /// True until the handle is closed.
+    #[napi]
+    pub fn is_open(&self) -> bool {
+        self.agent.is_open()
+    }
+
+    /// Closes the handle on a pool thread (its store's connection goes then).
+    #[napi]
+    pub fn close(&self) -> AsyncTask<Job<()>> {
+        let agent = Arc::clone(&self.agent);
+        Job::new(None, move || agent.close().into_napi())
+    }
+}

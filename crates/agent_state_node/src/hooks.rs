@@ -1,0 +1,153 @@
+//! The core's hooks as the addon serves them to JavaScript:
+//! - [`ChangeQueue`]: committed changes are queued (on the writing pool thread, in commit order,
+//!   as the core delivers them) and taken by the package on the JavaScript thread, which calls
+//!   `onStateChanged` there, awaiting each in turn.
+//! - [`InitialSource`]: the initial state's text, which the package refreshes from
+//!   `initialState()` before a write that may need it.
+//! - [`Validate`]: the validator, a JavaScript function called on the JavaScript thread while the
+//!   pool thread that writes waits for its answer inside the write's transaction.
+
+use std::sync::{mpsc, Mutex};
+
+use agent_state::{InitialStateHook, StateChange, StateChangedHook, Validator};
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+
+/// One committed change as JavaScript takes it: JSON texts, `patch` null for a replacement.
+#[napi(object)]
+pub struct PendingChange {
+    pub version: f64,
+    pub next: String,
+    pub prev: String,
+    pub patch: Option<String>,
+}
+
+struct Queued {
+    version: u64,
+    next: std::sync::Arc<agent_state::Snapshot>,
+    prev: std::sync::Arc<agent_state::Snapshot>,
+    patch: Option<Vec<u8>>,
+}
+
+/// Changes committed through the handle, waiting for the JavaScript thread.
+#[derive(Default)]
+pub struct ChangeQueue {
+    queue: Mutex<Vec<Queued>>,
+}
+
+fn text(bytes: &[u8]) -> Result<String> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| Error::from_reason("a change is not UTF-8"))
+}
+
+impl ChangeQueue {
+    pub fn take(&self) -> Result<Vec<PendingChange>> {
+        let taken = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()));
+        taken
+            .into_iter()
+            .map(|q| {
+                Ok(PendingChange {
+                    version: q.version as f64,
+                    next: text(q.next.json())?,
+                    prev: text(q.prev.json())?,
+                    patch: q.patch.as_deref().map(text).transpose()?,
+                })
+            })
+            .collect()
+    }
+}
+
+impl StateChangedHook for ChangeQueue {
+    fn on_state_changed(&self, change: &StateChange) -> std::result::Result<(), String> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Queued {
+                version: change.version,
+                next: change.next.clone(),
+                prev: change.prev.clone(),
+                patch: change.patch.as_ref().map(|p| p.json().to_vec()),
+            });
+        Ok(())
+    }
+}
+
+/// The initial state's JSON text, as `initialState()` last gave it.
+pub struct InitialSource {
+    text: Mutex<Vec<u8>>,
+}
+
+impl InitialSource {
+    pub fn new(text: Vec<u8>) -> Self {
+        InitialSource {
+            text: Mutex::new(text),
+        }
+    }
+    pub fn set(&self, text: Vec<u8>) {
+        *self.text.lock().unwrap_or_else(|p| p.into_inner()) = text;
+    }
+}
+
+impl InitialStateHook for InitialSource {
+    fn initial_state(&self) -> std::result::Result<Vec<u8>, String> {
+        Ok(self.text.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+}
+
+/// `(next, prev, patch, version)` as JSON texts (patch null for a replacement).
+type ValidatorArgs = (String, String, Option<String>, f64);
+
+/// The validator as the package passes it: called on the JavaScript thread, answering `""` (let
+/// it commit) or the reason to reject.
+pub type JsValidator =
+    ThreadsafeFunction<ValidatorArgs, String, ValidatorArgs, Status, false, true>;
+
+pub struct Validate {
+    function: JsValidator,
+}
+
+impl Validate {
+    pub fn new(function: JsValidator) -> Self {
+        Validate { function }
+    }
+}
+
+impl Validator for Validate {
+    fn validate(&self, change: &StateChange) -> std::result::Result<(), String> {
+        let args = (
+            text(change.next.json()).map_err(|e| e.reason.clone())?,
+            text(change.prev.json()).map_err(|e| e.reason.clone())?,
+            change
+                .patch
+                .as_ref()
+                .map(|p| text(p.json()))
+                .transpose()
+                .map_err(|e| e.reason.clone())?,
+            change.version as f64,
+        );
+        let (send, receive) = mpsc::channel::<std::result::Result<String, String>>();
+        let status = self.function.call_with_return_value(
+            args,
+            ThreadsafeFunctionCallMode::Blocking,
+            move |answer: Result<String>, _env| {
+                let _ = send.send(answer.map_err(|e| e.reason.clone()));
+                Ok(())
+            },
+        );
+        if status != Status::Ok {
+            return Err(format!(
+                "the validator could not be called on the JavaScript thread ({status}); the \
+                 change was not written"
+            ));
+        }
+        match receive.recv() {
+            Ok(Ok(reason)) if reason.is_empty() => Ok(()),
+            Ok(Ok(reason)) => Err(reason),
+            Ok(Err(error)) => Err(format!("the validator failed: {error}")),
+            Err(_) => Err(
+                "the validator did not answer (Node is exiting); the change was not written"
+                    .to_string(),
+            ),
+        }
+    }
+}
