@@ -274,6 +274,25 @@ impl NativeAgent {
         })
     }
 
+    /// [`NativeAgent::set_state`] on the calling (JavaScript) thread, blocking it: for the
+    /// benchmark that measures what the Promise costs; the package never calls it.
+    #[napi]
+    pub fn set_state_blocking(&self, patch: String, expected: Option<f64>) -> Result<Versioned> {
+        let expected = version_arg("expected", expected)?;
+        versioned(self.agent.set_state_if(patch.as_bytes(), expected).into_napi()?)
+    }
+
+    /// A read on the calling (JavaScript) thread, blocking it: for the benchmarks only.
+    #[napi]
+    pub fn read_blocking(&self) -> Result<Versioned> {
+        let held = self.agent.read().into_napi()?;
+        Ok(Versioned {
+            version: held.version() as f64,
+            state: text(held.state().json())?,
+            ticket: 0,
+        })
+    }
+
     /// The size cap in force for this handle, in bytes.
     #[napi]
     pub fn max_value_bytes(&self) -> f64 {
