@@ -6,6 +6,7 @@
 
 const native = require('./native');
 const codec = require('./codec');
+const { Snapshot } = require('./snapshot');
 const errors = require('./errors');
 const { nativeOptions, storeOptions } = require('./options');
 
@@ -63,10 +64,9 @@ class Agent {
   #path = undefined;
   #options = {};
   #listeners = [];
-  // What this handle last read or wrote: the text and version, and the read's ticket (0: a
-  // write's result, which the next read confirms).
-  #text = undefined;
-  #version = -1;
+  // The state as this handle last read or wrote it (lib/snapshot.js), and the read's ticket
+  // (0: none, e.g. after a write; the next read confirms it).
+  #snap = null;
   #ticket = 0;
   // Hooks run one after another, in commit order, on this thread.
   #delivery = Promise.resolve();
@@ -143,17 +143,20 @@ class Agent {
     const handle = this.#handle();
     // The hot path: nothing was committed since this handle's last read (shared memory only).
     if (this.#ticket !== 0 && handle.isCurrent(this.#ticket)) {
-      return { state: this.#stateOf(this.#text, this.#version), version: this.#version };
+      return { state: this.#stateOf(this.#snap), version: this.#snap.version };
     }
     const read = await call(options.signal, (token) => handle.read(token));
-    this.#text = read.state;
-    this.#version = read.version;
+    const snap = this.#snap !== null && this.#snap.version === read.version && read.version > 0
+      ? this.#snap // unchanged since this handle's own write: keep the snapshot it built
+      : Snapshot.fromText(read.version, read.state);
+    this.#snap = snap;
     this.#ticket = read.ticket;
-    return { state: this.#stateOf(read.state, read.version), version: read.version };
+    return { state: this.#stateOf(snap), version: snap.version };
   }
 
-  #stateOf(text, version) {
-    return version === 0 ? this.initialState() : codec.decode(text);
+  // While nothing is stored, initialState() answers every read (computed each time).
+  #stateOf(snap) {
+    return snap.version === 0 ? this.initialState() : snap.state();
   }
 
   /** Merges `patch` (RFC 7396: null deletes, objects merge) and returns the merged state. */
@@ -183,14 +186,18 @@ class Agent {
     }
     const expected = versionArg('expected', options.expected);
     const text = codec.encode(value);
+    const held = this.#snap;
     // Until this handle has seen a stored state, a write may start from the initial state.
-    if (this.#version <= 0) handle.setInitial(this.#initialText());
-    const result = await call(options.signal, (token) => handle[method](text, expected, token));
-    this.#text = result.state;
-    this.#version = result.version;
+    if (held === null || held.version === 0) handle.setInitial(this.#initialText());
+    const known = held !== null && held.derivable(text) ? held.version : null;
+    const result = await call(options.signal, (token) => handle[method](text, expected, known, token));
+    const snap = result.state === null || result.state === undefined
+      ? held.derive(result.version, method, text)
+      : Snapshot.fromText(result.version, result.state);
+    this.#snap = snap;
     this.#ticket = 0;
     await this.#deliverThrough(result.version);
-    return { state: codec.decode(result.state), version: result.version };
+    return { state: snap.state(), version: snap.version };
   }
 
   // Delivers every change the handle queued (in commit order, after those already under way),
@@ -321,11 +328,10 @@ class Agent {
     const handle = this.#handle();
     const v = versionArg('version', version);
     const result = await call(options.signal, (token) => handle.restore(v, token));
-    this.#text = result.state;
-    this.#version = result.version;
+    this.#snap = Snapshot.fromText(result.version, result.state);
     this.#ticket = 0;
     await this.#deliverThrough(result.version);
-    return { state: codec.decode(result.state), version: result.version };
+    return { state: this.#snap.state(), version: result.version };
   }
 
   /**

@@ -21,6 +21,29 @@ pub struct Versioned {
     pub ticket: u32,
 }
 
+/// What a write returns: the new version, and the state's JSON text unless the caller said it
+/// holds the state the write started from (`known`: then the state is its own merge, and the
+/// text, as large as the state, need not cross into JavaScript).
+#[napi(object)]
+pub struct Written {
+    pub version: f64,
+    pub state: Option<String>,
+}
+
+fn written(v: agent_state::Versioned, known: Option<u64>) -> Result<Written> {
+    // Versions grow by one per commit: `known + 1` means this write was the only commit since
+    // the caller's state; `known` means it committed nothing.
+    let derivable = known.is_some_and(|k| v.version == k + 1 || v.version == k);
+    Ok(Written {
+        version: v.version as f64,
+        state: if derivable {
+            None
+        } else {
+            Some(text(v.state.json())?)
+        },
+    })
+}
+
 /// The last read that can be validated later without waiting, and its number.
 #[derive(Default)]
 struct LastRead {
@@ -187,37 +210,42 @@ impl NativeAgent {
     }
 
     /// Merges `patch` (JSON text) on a pool thread; only at version `expected` when given.
+    /// `known`: the version of the state the caller holds (see [`Written`]).
     #[napi]
     pub fn set_state(
         &self,
         patch: String,
         expected: Option<f64>,
+        known: Option<f64>,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<Versioned>>> {
+    ) -> Result<AsyncTask<Job<Written>>> {
         let expected = version_arg("expected", expected)?;
+        let known = version_arg("known", known)?;
         let agent = Arc::clone(&self.agent);
         Ok(Job::new(token(cancel), move || {
-            versioned(agent.set_state_if(patch.as_bytes(), expected).into_napi()?)
+            let result = agent.set_state_if(patch.as_bytes(), expected).into_napi()?;
+            written(result, known)
         }))
     }
 
     /// Replaces the state with `next` (JSON text) on a pool thread; only at version `expected`
-    /// when given.
+    /// when given; `known` as for `set_state`.
     #[napi]
     pub fn replace_state(
         &self,
         next: String,
         expected: Option<f64>,
+        known: Option<f64>,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<Versioned>>> {
+    ) -> Result<AsyncTask<Job<Written>>> {
         let expected = version_arg("expected", expected)?;
+        let known = version_arg("known", known)?;
         let agent = Arc::clone(&self.agent);
         Ok(Job::new(token(cancel), move || {
-            versioned(
-                agent
-                    .replace_state_if(next.as_bytes(), expected)
-                    .into_napi()?,
-            )
+            let result = agent
+                .replace_state_if(next.as_bytes(), expected)
+                .into_napi()?;
+            written(result, known)
         }))
     }
 
@@ -279,7 +307,11 @@ impl NativeAgent {
     #[napi]
     pub fn set_state_blocking(&self, patch: String, expected: Option<f64>) -> Result<Versioned> {
         let expected = version_arg("expected", expected)?;
-        versioned(self.agent.set_state_if(patch.as_bytes(), expected).into_napi()?)
+        versioned(
+            self.agent
+                .set_state_if(patch.as_bytes(), expected)
+                .into_napi()?,
+        )
     }
 
     /// A read on the calling (JavaScript) thread, blocking it: for the benchmarks only.
