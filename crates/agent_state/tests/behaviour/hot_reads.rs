@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
 use agent_state::{Agent, Error, OpenOptions};
-use test_support::{each_backend, open, write_behind_the_back, TempDir};
+use test_support::{each_backend, open, write_behind_the_back, Place, TempDir};
 
 const THREADS: usize = 4;
 const ROUNDS: u64 = 60;
@@ -176,4 +176,75 @@ fn a_thread_reading_many_handles_reads_each_right() {
             assert_eq!(v["i"], i);
         }
     }
+}
+
+/// A read's ticket, carried to another thread (as Node's JavaScript thread keeps the ticket of a
+/// read that ran on the pool): current until a commit by this handle, another handle or behind
+/// the library's back, and never after the handle closed; a ticket is checked on any thread.
+#[each_backend]
+fn a_read_ticket_is_current_until_anything_commits() {
+    let dir = TempDir::new("hot_ticket");
+    let place = dir.store("s.db");
+    let reader = Arc::new(open(&place, &OpenOptions::default()).unwrap());
+    let writer = open(&place, &OpenOptions::default()).unwrap();
+
+    // Nothing stored: the initial state cannot be validated later.
+    let (held, ticket) = reader.read_ticketed().unwrap();
+    assert_eq!(held.version(), 0);
+    assert!(ticket.is_none());
+
+    let ticket_on_pool = |reader: &Arc<Agent>| {
+        let reader = reader.clone();
+        std::thread::spawn(move || reader.read_ticketed().unwrap())
+            .join()
+            .unwrap()
+    };
+
+    reader.replace_state(&state(1)).unwrap();
+    let (held, ticket) = ticket_on_pool(&reader);
+    assert_eq!(held.version(), 1);
+    if !matches!(place, Place::Sqlite { .. }) {
+        // PostgreSQL offers no commit watch (a commit is seen only by asking the server): no
+        // ticket, so every read asks.
+        assert!(ticket.is_none());
+        return;
+    }
+    let ticket = ticket.expect("a stored state read through a commit watch has a ticket");
+    assert!(
+        reader.is_current(&ticket),
+        "nothing committed since the read"
+    );
+    assert!(reader.is_current(&ticket), "checking does not use it up");
+
+    // A commit of this handle.
+    reader.set_state(&state(2)).unwrap();
+    assert!(!reader.is_current(&ticket));
+    let (_, ticket) = ticket_on_pool(&reader);
+    let ticket = ticket.unwrap();
+    assert!(reader.is_current(&ticket));
+
+    // A commit of another handle.
+    writer.set_state(&state(3)).unwrap();
+    assert!(!reader.is_current(&ticket));
+    let (held, ticket) = ticket_on_pool(&reader);
+    assert_eq!(held.version(), 3);
+    let ticket = ticket.unwrap();
+
+    // A commit behind the library's back (another program's SQL).
+    write_behind_the_back(&place, r#"{"n":4}"#);
+    assert!(!reader.is_current(&ticket));
+    let (held, ticket) = ticket_on_pool(&reader);
+    assert_eq!(held.version(), 4);
+    let ticket = ticket.unwrap();
+    assert!(reader.is_current(&ticket));
+
+    // A ticket names its handle: another handle never trusts it.
+    assert!(!writer.is_current(&ticket));
+
+    reader.close().unwrap();
+    assert!(
+        !reader.is_current(&ticket),
+        "a closed handle trusts no ticket"
+    );
+    assert!(matches!(reader.read_ticketed(), Err(Error::Closed)));
 }
