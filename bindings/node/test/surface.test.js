@@ -1,0 +1,239 @@
+'use strict';
+// The package against the library's surface description (include/agent_state_surface.json,
+// generated from the core's own definitions of its open options and statuses): lib/errors.js
+// has one class per status, with its number, code and the name every binding gives it; index.js
+// exports them; index.d.ts declares them with the same numbers and codes, and its OpenOptions
+// declares every library option in camelCase and nothing else but the JavaScript-only ones.
+// When the library gains an option or a status, these tests fail until the package has it.
+//
+// index.d.ts is read with the TypeScript compiler (a devDependency: run-tests.sh installs it),
+// so inherited members (ConnectionOptions) count as the checker sees them.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const here = path.resolve(__dirname, '..');
+const root = path.resolve(here, '..', '..');
+const surfaceFile = process.env.AGENT_STATE_SURFACE || path.join(root, 'include', 'agent_state_surface.json');
+const surface = JSON.parse(fs.readFileSync(surfaceFile, 'utf8'));
+
+const errors = require('../lib/errors');
+const pkg = require('..');
+
+// The class of each status, by its code: the names every binding uses (Python's
+// agent_state.errors, Go's Err*, C++'s Status). A status missing here fails the test below.
+const CLASS_OF_CODE = {
+  AGENT_ERR_INVALID_ARGUMENT: 'InvalidArgumentError',
+  AGENT_ERR_BAD_HANDLE: 'BadHandleError',
+  AGENT_ERR_JSON: 'JSONError',
+  AGENT_ERR_CODEC: 'CodecError',
+  AGENT_ERR_TOO_LARGE: 'StateTooLargeError',
+  AGENT_ERR_STORAGE: 'StorageError',
+  AGENT_ERR_BUSY: 'BusyError',
+  AGENT_ERR_HOOK: 'HookError',
+  AGENT_ERR_CONFLICT: 'ConflictError',
+  AGENT_ERR_REJECTED: 'RejectedError',
+  AGENT_ERR_GAP: 'GapError',
+  AGENT_ERR_UNAVAILABLE: 'UnavailableError',
+  AGENT_ERR_AUTH: 'AuthError',
+  AGENT_ERR_CANCELLED: 'CallCancelledError',
+  AGENT_ERR_PANIC: 'PanicError',
+};
+
+// The keys of OpenOptions that are the package's own (JavaScript hooks and the AbortSignal), not
+// library options. initialState is both: the library's initial_state, which the package also
+// takes as a function.
+const JS_ONLY = new Set(['onStateChanged', 'validator', 'signal']);
+
+const errorStatuses = surface.statuses.filter((s) => s.code !== 0);
+
+function camel(name) {
+  return name.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+}
+
+test('the surface description has options and statuses', () => {
+  assert.ok(surface.options.length > 0);
+  assert.ok(errorStatuses.length > 0);
+  assert.ok(surface.statuses.some((s) => s.code === 0 && s.name === 'AGENT_OK'));
+});
+
+test('lib/errors.js has one class per status, with its number, code and name', () => {
+  for (const status of errorStatuses) {
+    const name = CLASS_OF_CODE[status.name];
+    assert.ok(name, `the library has the status ${status.name} (${status.code}): name its class in CLASS_OF_CODE and add it to lib/errors.js`);
+    const cls = errors[name];
+    assert.equal(typeof cls, 'function', `lib/errors.js lacks ${name} (${status.name})`);
+    assert.equal(cls.name, name);
+    assert.equal(cls.status, status.code, `${name}.status`);
+    assert.equal(cls.code, status.name, `${name}.code`);
+    assert.equal(errors.BY_STATUS.get(status.code), cls, `BY_STATUS maps ${status.code} to ${name}`);
+    const instance = new cls('m');
+    assert.ok(instance instanceof errors.AgentError && instance instanceof Error);
+    assert.equal(instance.name, name);
+    assert.equal(instance.status, status.code);
+    assert.equal(instance.code, status.name);
+    assert.equal(instance.message, 'm');
+    // What the addon's error for this status turns into.
+    const translated = errors.translate(new Error(`${status.code}\u0001from the addon`));
+    assert.ok(translated instanceof cls, `an addon error of status ${status.code} becomes ${name}`);
+    assert.equal(translated.message, 'from the addon');
+  }
+  assert.equal(errors.PanicError.status, 99);
+  assert.equal(errors.BadHandleError.code, 'AGENT_ERR_BAD_HANDLE');
+  // Nothing more than the surface's statuses.
+  const known = new Set(errorStatuses.map((s) => s.code));
+  const extra = [...errors.BY_STATUS.keys()].filter((code) => !known.has(code));
+  assert.deepEqual(extra, [], 'lib/errors.js has statuses the library does not');
+  const unused = Object.keys(CLASS_OF_CODE).filter((code) => !errorStatuses.some((s) => s.name === code));
+  assert.deepEqual(unused, [], 'CLASS_OF_CODE names statuses the library does not have');
+});
+
+test('a conflict and a gap carry their fields', () => {
+  const conflict = errors.translate(new Error('9\u0001conflict\u0001{"expected":1,"actual":2}'));
+  assert.ok(conflict instanceof errors.ConflictError);
+  assert.equal(conflict.expected, 1);
+  assert.equal(conflict.actual, 2);
+  const gap = errors.translate(new Error('11\u0001gap\u0001{"first":5,"last":9}'));
+  assert.ok(gap instanceof errors.GapError);
+  assert.equal(gap.first, 5);
+  assert.equal(gap.last, 9);
+});
+
+test('index.js exports every error class, the same objects as lib/errors.js', () => {
+  assert.equal(pkg.AgentError, errors.AgentError);
+  for (const name of Object.values(CLASS_OF_CODE)) {
+    assert.equal(pkg[name], errors[name], `index.js exports ${name}`);
+  }
+});
+
+test('index.js exports what index.d.ts declares, and the other way round', () => {
+  const { declared } = readDeclarations();
+  const values = [...declared.values].sort();
+  assert.deepEqual(Object.keys(pkg).sort(), values);
+});
+
+test("index.d.ts declares each error class with its status's number and code", () => {
+  const { errorClasses } = readDeclarations();
+  const want = new Map(errorStatuses.map((s) => [CLASS_OF_CODE[s.name], s]));
+  assert.deepEqual([...errorClasses.keys()].sort(), [...want.keys()].sort(), 'the classes extending AgentError');
+  for (const [name, declared] of errorClasses) {
+    const status = want.get(name);
+    assert.equal(declared.staticStatus, String(status.code), `${name}: static readonly status: ${status.code}`);
+    assert.equal(declared.staticCode, JSON.stringify(status.name), `${name}: static readonly code: '${status.name}'`);
+    assert.equal(declared.status, String(status.code), `${name}: readonly status: ${status.code}`);
+    assert.equal(declared.code, JSON.stringify(status.name), `${name}: readonly code: '${status.name}'`);
+  }
+});
+
+test("index.d.ts's OpenOptions declares every library option in camelCase, and only those and the JavaScript-only ones", () => {
+  const { openOptions } = readDeclarations();
+  const want = surface.options.map((o) => camel(o.name));
+  const missing = want.filter((name) => !openOptions.has(name));
+  assert.deepEqual(missing, [], 'OpenOptions lacks these library options (add them to index.d.ts)');
+  const unknown = [...openOptions.keys()].filter((name) => !want.includes(name) && !JS_ONLY.has(name));
+  assert.deepEqual(unknown, [], 'OpenOptions has keys the library does not (or JS_ONLY lacks them)');
+  for (const name of JS_ONLY) assert.ok(openOptions.has(name), `OpenOptions lacks ${name}`);
+  // Each declared option is optional and documented.
+  for (const [name, member] of openOptions) {
+    assert.ok(member.optional, `OpenOptions.${name} is optional`);
+    assert.ok(member.doc.length > 0, `OpenOptions.${name} has a doc comment`);
+  }
+  // The choices of a choice option are the declared literal union.
+  for (const option of surface.options) {
+    if (option.kind.type !== 'choice') continue;
+    const declared = openOptions.get(camel(option.name)).type;
+    const literals = declared.split('|').map((s) => s.trim().replace(/^['"]|['"]$/g, '')).sort();
+    assert.deepEqual(literals, [...option.kind.choices].sort(), `OpenOptions.${camel(option.name)}: ${declared}`);
+  }
+  // A retention option's keys are the declared ones.
+  for (const option of surface.options) {
+    if (option.kind.type !== 'retention') continue;
+    const { retentionKeys } = readDeclarations();
+    assert.deepEqual(retentionKeys.sort(), option.kind.keys.map(camel).sort(), `the keys of ${camel(option.name)}`);
+  }
+});
+
+test("the store functions' options are among OpenOptions' (a connection's options)", () => {
+  const { openOptions, connectionOptions } = readDeclarations();
+  assert.ok(connectionOptions.size > 0);
+  for (const name of connectionOptions.keys()) assert.ok(openOptions.has(name), name);
+});
+
+// ---------------------------------------------------------------------------------------------
+// index.d.ts as the TypeScript checker sees it.
+
+let cached;
+function readDeclarations() {
+  if (cached) return cached;
+  let ts;
+  try {
+    ts = require(path.join(here, 'node_modules', 'typescript'));
+  } catch (error) {
+    throw new Error(`the TypeScript compiler is missing: run \`npm ci\` in ${here} (run-tests.sh does) (${error.message})`);
+  }
+  const file = path.join(here, 'index.d.ts');
+  // tsconfig.json's compiler options (strict, the Node types), with index.d.ts alone.
+  const config = ts.getParsedCommandLineOfConfigFile(path.join(here, 'tsconfig.json'), {}, {
+    ...ts.sys,
+    onUnRecoverableConfigFileDiagnostic(d) {
+      throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+    },
+  });
+  const program = ts.createProgram([file], { ...config.options, noEmit: true });
+  const diagnostics = ts.getPreEmitDiagnostics(program);
+  assert.deepEqual(
+    diagnostics.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n')),
+    [],
+    'index.d.ts type-checks',
+  );
+  const checker = program.getTypeChecker();
+  const source = program.getSourceFile(file);
+  const moduleSymbol = checker.getSymbolAtLocation(source);
+  const exports = checker.getExportsOfModule(moduleSymbol);
+  const values = exports.filter((s) => s.flags & (ts.SymbolFlags.Value)).map((s) => s.name);
+  const byName = new Map(exports.map((s) => [s.name, s]));
+
+  function members(interfaceName) {
+    const symbol = byName.get(interfaceName);
+    assert.ok(symbol, `index.d.ts exports ${interfaceName}`);
+    const type = checker.getDeclaredTypeOfSymbol(symbol);
+    const out = new Map();
+    for (const property of checker.getPropertiesOfType(type)) {
+      const declaration = property.valueDeclaration || property.declarations[0];
+      out.set(property.name, {
+        optional: (property.flags & ts.SymbolFlags.Optional) !== 0,
+        doc: ts.displayPartsToString(property.getDocumentationComment(checker)),
+        type: declaration.type ? declaration.type.getText(source) : '',
+      });
+    }
+    return out;
+  }
+
+  const errorClasses = new Map();
+  for (const statement of source.statements) {
+    if (!ts.isClassDeclaration(statement) || !statement.name) continue;
+    const heritage = (statement.heritageClauses || []).flatMap((h) => h.types.map((t) => t.expression.getText(source)));
+    if (!heritage.includes('AgentError')) continue;
+    const entry = {};
+    for (const member of statement.members) {
+      if (!ts.isPropertyDeclaration(member) || !member.type) continue;
+      const isStatic = (ts.getModifiers(member) || []).some((m) => m.kind === ts.SyntaxKind.StaticKeyword);
+      const key = member.name.getText(source);
+      const text = member.type.getText(source).replace(/'/g, '"');
+      if (key === 'status') entry[isStatic ? 'staticStatus' : 'status'] = text;
+      if (key === 'code') entry[isStatic ? 'staticCode' : 'code'] = text;
+    }
+    errorClasses.set(statement.name.text, entry);
+  }
+
+  cached = {
+    declared: { values },
+    openOptions: members('OpenOptions'),
+    connectionOptions: members('ConnectionOptions'),
+    retentionKeys: [...members('ChangeLogRetention').keys()],
+    errorClasses,
+  };
+  return cached;
+}
