@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Tests of the Node.js binding: `make test-node` runs this. Works from any directory.
+#
+#   1. Node >= 20 (installed from Debian's packages when missing, as root), and the test tools of
+#      package-lock.json (typescript, @types/node) in bindings/node/node_modules: `npm ci` when
+#      that directory is missing or was installed from another package-lock.json;
+#   2. the addon, built with cargo and copied into the package (build.sh);
+#   3. `node --test bindings/node/test/`: every *.test.js there (or only the files given as
+#      arguments: `run-tests.sh bindings/node/test/surface.test.js`). Each case runs on SQLite, and on
+#      PostgreSQL when AGENT_STATE_TEST_PG_URI names a server (tests/pg/with-server.sh sets it;
+#      `make test` runs the suites inside it). Without one the PostgreSQL cases are skipped, and
+#      under CI=true that is a failure, as tests/pg/each-backend.sh has it for the other bindings;
+#   4. `tsc -p bindings/node`: index.d.ts and examples/conversation.ts type-check (strict), and
+#      the example compiles into bindings/node/build/;
+#   5. the compiled example twice on a new store: the second run finds what the first stored;
+#   6. tests/cross-language/run.sh, when the checkout has it.
+# Exits non-zero on any failure.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+
+# ---------------------------------------------------------------------------- Node and npm
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        echo "run-tests.sh: installing nodejs and npm (Debian)" >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+    else
+        echo "run-tests.sh: node or npm is missing; install Node.js >= 20 (Debian: nodejs npm)" >&2
+        exit 1
+    fi
+fi
+major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$major" -lt 20 ]; then
+    echo "run-tests.sh: Node $(node --version) is too old: the package needs Node >= 20" >&2
+    exit 1
+fi
+echo "node $(node --version), npm $(npm --version)"
+
+# The test tools, once: node_modules records the hash of the package-lock.json it was installed
+# from, so a changed lock file installs again and an unchanged one costs nothing.
+stamp="$here/node_modules/.installed-from-lock"
+want_lock="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
+if [ ! -d "$here/node_modules" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want_lock" ]; then
+    echo "+ npm ci (bindings/node)"
+    (cd "$here" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    echo "$want_lock" >"$stamp"
+fi
+
+# ------------------------------------------------------------------------------- the addon
+echo "+ bash bindings/node/build.sh"
+bash "$here/build.sh"
+# The tests load the package's own addon, the one just built.
+unset AGENT_STATE_NODE_ADDON
+
+# ------------------------------------------------------------------------------- the suite
+if [ -n "${AGENT_STATE_TEST_PG_URI:-}" ]; then
+    echo "== the cases run on SQLite and on PostgreSQL (AGENT_STATE_TEST_PG_URI is set)"
+    pg_missing=0
+elif [ "${CI:-}" = true ]; then
+    echo "== PostgreSQL: no server (AGENT_STATE_TEST_PG_URI unset): a failure under CI=true" >&2
+    pg_missing=1
+else
+    echo "== PostgreSQL: skipped (no server): the cases run on SQLite only"
+    pg_missing=0
+fi
+
+if [ $# -gt 0 ]; then
+    echo "+ node --test $*"
+    node --test "$@"
+else
+    echo "+ node --test bindings/node/test/"
+    node --test "$here/test/"
+fi
+
+# ---------------------------------------------------------------------- types and example
+echo "+ tsc -p bindings/node"
+rm -rf "$here/build"
+"$here/node_modules/.bin/tsc" -p "$here"
+example="$here/build/examples/conversation.js"
+[ -f "$example" ] || { echo "run-tests.sh: tsc did not write $example" >&2; exit 1; }
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/agent-state-node.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+echo "+ node build/examples/conversation.js (twice, on a new store)"
+first="$(cd "$tmp" && node "$example" "$tmp/conv.db")"
+second="$(cd "$tmp" && node "$example" "$tmp/conv.db")"
+printf '%s\n' "$first" "$second" | sed 's/^/    /'
+want_first='c1: nothing stored yet (runs 0)
+onStateChanged: idle -> processing
+onStateChanged: processing -> idle
+c1: runs 1, status idle, lastReply ""'
+want_second='c1: stored at version 3 by an earlier run (runs 1, status idle)
+onStateChanged: idle -> processing
+onStateChanged: processing -> idle
+c1: runs 2, status idle, lastReply ""'
+if [ "$first" != "$want_first" ] || [ "$second" != "$want_second" ]; then
+    echo "run-tests.sh: the example's runs printed something else; expected:" >&2
+    printf '%s\n' "$want_first" "$want_second" >&2
+    exit 1
+fi
+echo "ok: the second run found the first run's state"
+
+# ------------------------------------------------------------------------ cross-language
+if [ -f "$root/tests/cross-language/run.sh" ]; then
+    echo "+ bash tests/cross-language/run.sh"
+    bash "$root/tests/cross-language/run.sh"
+fi
+
+if [ "$pg_missing" = 1 ]; then
+    echo "run-tests.sh: the PostgreSQL cases did not run (no server) under CI=true" >&2
+    exit 1
+fi
+echo "run-tests.sh: the Node.js binding's tests passed"
