@@ -6,28 +6,38 @@ const { Agent, openAgent, listAgents, deleteAgent, expireAgents } = require('./l
 const errors = require('./lib/errors');
 const codec = require('./lib/codec');
 
+// Every export is a plain identifier, so that Node's ESM loader (cjs-module-lexer) finds each
+// name: `import { Agent, ConflictError } from "agent-state"` works from an ES module too.
+const encodeState = codec.encode;
+const decodeState = codec.decode;
+const {
+  AgentError, InvalidArgumentError, BadHandleError, JSONError, CodecError, StateTooLargeError,
+  StorageError, BusyError, HookError, ConflictError, RejectedError, GapError, UnavailableError,
+  AuthError, CallCancelledError, PanicError,
+} = errors;
+
 module.exports = {
   Agent,
   openAgent,
   listAgents,
   deleteAgent,
   expireAgents,
-  encodeState: codec.encode,
-  decodeState: codec.decode,
-  AgentError: errors.AgentError,
-  InvalidArgumentError: errors.InvalidArgumentError,
-  BadHandleError: errors.BadHandleError,
-  JSONError: errors.JSONError,
-  CodecError: errors.CodecError,
-  StateTooLargeError: errors.StateTooLargeError,
-  StorageError: errors.StorageError,
-  BusyError: errors.BusyError,
-  HookError: errors.HookError,
-  ConflictError: errors.ConflictError,
-  RejectedError: errors.RejectedError,
-  GapError: errors.GapError,
-  UnavailableError: errors.UnavailableError,
-  AuthError: errors.AuthError,
-  CallCancelledError: errors.CallCancelledError,
-  PanicError: errors.PanicError,
+  encodeState,
+  decodeState,
+  AgentError,
+  InvalidArgumentError,
+  BadHandleError,
+  JSONError,
+  CodecError,
+  StateTooLargeError,
+  StorageError,
+  BusyError,
+  HookError,
+  ConflictError,
+  RejectedError,
+  GapError,
+  UnavailableError,
+  AuthError,
+  CallCancelledError,
+  PanicError,
 };
