@@ -274,6 +274,8 @@ class Agent {
       try {
         const verdict = validator(codec.decode(next), codec.decode(prev), patch === null ? null : codec.decode(patch));
         if (verdict && typeof verdict.then === 'function') {
+          // Refused unawaited: its rejection, if any, must not end the process as unhandled.
+          verdict.then(undefined, () => {});
           return 'the validator returned a Promise; validators are synchronous (the write waits inside its transaction)';
         }
         if (verdict === false) return 'the validator rejected the change';
