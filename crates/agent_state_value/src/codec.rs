@@ -356,6 +356,8 @@ mod tests {
         ok(json!({"s": {"$set": [1, "1", [1]]}}));
         ok(json!({"a": {"$arraybuffer": "AAEC"}, "e": {"$arraybuffer": ""}}));
         ok(json!({"t": {"$typedarray": {"type": "Float32Array", "base64": "AAAAAAAAgD8="}}}));
+        // A DataView: bytes of any length (no element type).
+        ok(json!({"t": {"$typedarray": {"type": "DataView", "base64": "AAEC"}}}));
         ok(json!({"r": {"$regexp": {"source": "a+b", "flags": "gi"}}}));
         // A tag name next to another member is plain data.
         ok(json!({"p": {"$date": "not a date", "other": 1}}));
