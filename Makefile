@@ -28,8 +28,8 @@ SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
 .PHONY: all build header demo check test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
-        test-cpp test-python test-go test-readme test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
-        dist install uninstall test-install
+        test-cpp test-python test-go test-node test-readme test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
+        dist dist-node install uninstall test-install
 
 all: build
 
@@ -69,7 +69,7 @@ test:
 	@echo "make test: every suite passed"
 
 test-suites: lint test-rust test-pooler test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
-      test-readme test-js test-inspector test-reliability test-powercut bench-smoke test-install
+      test-node test-readme test-js test-inspector test-reliability test-powercut bench-smoke test-install
 
 lint:
 	$(CARGO) fmt --all --check
@@ -143,6 +143,13 @@ test-python: build
 test-go: build
 	bash bindings/go/run-tests.sh
 
+# The Node.js binding (bindings/node/run-tests.sh): builds its addon, runs its tests with Node's
+# test runner (each case on SQLite, and on PostgreSQL when AGENT_STATE_TEST_PG_URI names a
+# server), type-checks index.d.ts with the TypeScript example and runs the example twice. The
+# test tools package-lock.json pins (typescript, @types/node) are installed once with npm ci.
+test-node:
+	bash bindings/node/run-tests.sh
+
 # The READMEs' examples (tests/readme/README.md): every c, cpp, python and go block of the tracked
 # READMEs compiled and run, each in a fresh temporary directory, but those marked fragment; those
 # marked postgres only with a server in AGENT_STATE_TEST_PG_URI. The rust blocks of
@@ -200,6 +207,11 @@ dist:
 	bash packaging/static-archive.sh $(LIBDIR)/libagent_state.a $(LIB) $(DIST)/lib/libagent_state.a
 	if [ -f $(LIBDIR)/agent-state ]; then cp $(LIBDIR)/agent-state $(DIST)/bin/; fi
 
+# The npm package, target/dist/agent-state-VERSION.tgz, with the prebuilt addon inside
+# (bindings/node/pack.sh). `make dist` empties target/dist: make this after it.
+dist-node:
+	bash bindings/node/pack.sh
+
 # The C++ wrapper: bindings/cpp/agent_state.hpp includes its parts, installed in agent_state/.
 CPP_PARTS := $(sort $(wildcard bindings/cpp/agent_state/*.hpp))
 
@@ -229,9 +241,11 @@ uninstall:
 	rmdir $(DESTDIR)$(includedir)/agent_state 2>/dev/null || true
 
 # Installs into a temporary prefix and uses it from outside the repository: C with pkg-config
-# (shared, static, next to the system's SQLite), Go, Python from the sdist, the command.
+# (shared, static, next to the system's SQLite), Go, Python from the sdist, the command; then
+# the npm tarball, installed offline where no cargo or compiler is on PATH (tests/install/node.sh).
 test-install:
 	bash tests/install/run.sh
+	bash tests/install/node.sh
 
 clean:
 	$(CARGO) clean
