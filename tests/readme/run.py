@@ -17,6 +17,13 @@ markers. By language:
                 replaces the binding's module path with bindings/go (`package main` is added
                 when the block has no package clause), built with the GOFLAGS of
                 bindings/go/goenv.sh (tag agentstate_inrepo: the checkout's library), and run;
+  ts, typescript
+                written as example.mts in a directory beside a node_modules/agent-state symlink
+                to bindings/node (the package as a user installs it), type-checked and compiled
+                with the TypeScript compiler of bindings/node/node_modules (run.sh runs
+                `npm ci` there when it is missing) under --strict, as an ES
+                module (module NodeNext: top-level await works, `import { Agent } from
+                "agent-state"` resolves to index.d.ts and index.js), then run with node;
   rust          not run here: crates/agent_state/README.md's rust blocks are the crate's doc
                 tests (lib.rs includes the README under #[cfg(doctest)]; `cargo test` runs
                 them), which this script only checks are wired; a rust block in another README
@@ -50,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -58,13 +66,14 @@ import sys
 import tempfile
 from typing import Dict, List, Optional, Tuple
 
-# Files that must keep at least one runnable example (a block in c, cpp, python or go that is
-# not a fragment): if all of them were marked fragment the check would test nothing.
+# Files that must keep at least one runnable example (a block in c, cpp, python, go or ts that
+# is not a fragment): if all of them were marked fragment the check would test nothing.
 REQUIRED = (
     "README.md",
     "bindings/cpp/README.md",
     "bindings/python/README.md",
     "bindings/go/README.md",
+    "bindings/node/README.md",
 )
 # Besides the READMEs: Markdown files whose code blocks are read too.
 EXTRA_FILES = ("crates/agent-state-serve/PROTOCOL.md",)
@@ -72,9 +81,26 @@ EXTRA_FILES = ("crates/agent-state-serve/PROTOCOL.md",)
 CRATE_README = "crates/agent_state/README.md"
 CRATE_LIB = "crates/agent_state/src/lib.rs"
 
-LANGUAGES = {"c": "c", "cpp": "cpp", "c++": "cpp", "python": "python", "go": "go"}
+LANGUAGES = {"c": "c", "cpp": "cpp", "c++": "cpp", "python": "python", "go": "go", "ts": "ts", "typescript": "ts"}
 MARKERS = {"fragment", "postgres", "twice"}
 GO_MODULE = "github.com/agent-state/agent-state/bindings/go"
+NODE_PACKAGE = os.path.join("bindings", "node")  # the npm package agent-state
+# The compiler options of a ts block: the package's own checks (bindings/node/tsconfig.json), as
+# an ES module of Node's (NodeNext), so that an example may await at its top level.
+TS_OPTIONS = {
+    "strict": True,
+    "noImplicitOverride": True,
+    "noUnusedLocals": True,
+    "noUnusedParameters": True,
+    "noFallthroughCasesInSwitch": True,
+    "forceConsistentCasingInFileNames": True,
+    "target": "ES2022",
+    "lib": ["ES2022", "ESNext.Disposable"],
+    "module": "NodeNext",
+    "moduleResolution": "NodeNext",
+    "types": ["node"],
+    "skipLibCheck": False,
+}
 TIMEOUT = 120  # seconds, per compilation and per run
 
 
@@ -169,6 +195,8 @@ class Runner:
         self.python = args.python or os.environ.get("README_PYTHON") or sys.executable
         self.go_module_dir: Optional[str] = None
         self.go_count = 0
+        self.ts_dir: Optional[str] = None
+        self.ts_count = 0
         self.temp_root = tempfile.mkdtemp(prefix="agent-state-readme.")
 
     def close(self) -> None:
@@ -242,10 +270,36 @@ class Runner:
         ok, out = self.command(["go", "build", "-o", binary, "./" + pkg], self.go_module_dir, env)
         return ([binary], out) if ok else (None, out)
 
+    def build_ts(self, block: Block, work: str, env: Dict[str, str]) -> Tuple[Optional[List[str]], str]:
+        # One directory for every ts block of the run, holding node_modules/agent-state (a
+        # symlink to the package in the checkout), a directory per block: the compiler and Node
+        # both find the package by its name, as in a project that installed it.
+        package = os.path.join(self.root, NODE_PACKAGE)
+        tsc = os.path.join(package, "node_modules", "typescript", "bin", "tsc")
+        if not os.path.isfile(tsc):
+            return None, (f"{tsc} is missing: tests/readme/run.sh installs the package's devDependencies "
+                          f"(npm ci in {NODE_PACKAGE})")
+        if self.ts_dir is None:
+            self.ts_dir = os.path.join(self.temp_root, "ts")
+            os.makedirs(os.path.join(self.ts_dir, "node_modules"))
+            os.symlink(package, os.path.join(self.ts_dir, "node_modules", "agent-state"))
+        self.ts_count += 1
+        block_dir = os.path.join(self.ts_dir, f"block{self.ts_count:03d}")
+        os.makedirs(block_dir)
+        with open(os.path.join(block_dir, "example.mts"), "w", encoding="utf-8") as f:
+            f.write(block.code)  # as is: the compiler's line numbers are the block's
+        options = dict(TS_OPTIONS, typeRoots=[os.path.join(package, "node_modules", "@types")], outDir="out",
+                       rootDir=".")
+        with open(os.path.join(block_dir, "tsconfig.json"), "w", encoding="utf-8") as f:
+            json.dump({"compilerOptions": options, "files": ["example.mts"]}, f, indent=2)
+        ok, out = self.command(["node", tsc, "-p", "tsconfig.json", "--pretty", "false"], block_dir, env)
+        return (["node", os.path.join(block_dir, "out", "example.mjs")], out) if ok else (None, out)
+
     def run_block(self, block: Block) -> Tuple[bool, str]:
         env = self.env(block)
         build_dir = self.new_dir(block, "build")
-        builder = {"c": self.build_c, "cpp": self.build_c, "python": self.build_python, "go": self.build_go}
+        builder = {"c": self.build_c, "cpp": self.build_c, "python": self.build_python, "go": self.build_go,
+                   "ts": self.build_ts}
         argv, out = builder[LANGUAGES[block.lang]](block, build_dir, env)
         if argv is None:
             return False, "build failed:\n" + tail(out)
@@ -355,7 +409,7 @@ def main() -> int:
                     print("FAIL " + msg)
             if path in REQUIRED and counts.runnable == 0:
                 counts.checks_failed += 1
-                problems.append(f"{path}: no runnable example (every c, cpp, python and go block is a fragment)")
+                problems.append(f"{path}: no runnable example (every c, cpp, python, go and ts block is a fragment)")
                 print(f"FAIL {path}: no runnable example left (it is in REQUIRED of tests/readme/run.py)")
             not_run = ", ".join(f"{k} {v}" for k, v in sorted(counts.not_run.items()))
             print(f"{path}: {counts.passed + counts.failed} ran ({counts.passed} passed, {counts.failed} failed), "

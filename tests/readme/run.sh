@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs the READMEs' code examples (`make test-readme`, after `make build`): tests/readme/run.py
-# extracts every fenced block and compiles and runs the c, cpp, python and go ones, each in a
-# fresh temporary directory (tests/readme/README.md has the markers). This script prepares
+# extracts every fenced block and compiles and runs the c, cpp, python, go and ts ones, each in
+# a fresh temporary directory (tests/readme/README.md has the markers). This script prepares
 # what they need, as the binding's own test scripts do: the Python binding's virtual
 # environment with the package installed from this checkout (bindings/python/venv.sh:
-# target/pyvenv), and Go with its caches under target/go and the in-repo build tag
-# (bindings/go/goenv.sh). Blocks marked postgres run when AGENT_STATE_TEST_PG_URI names a server
-# (tests/pg/with-server.sh sets it). Arguments go to run.py (--list, --keep, FILE...).
+# target/pyvenv), Go with its caches under target/go and the in-repo build tag
+# (bindings/go/goenv.sh), and for TypeScript Node (installed from the system packages when
+# missing, as root), the Node addon (bindings/node/build.sh, a no-op when current) and the
+# package's devDependencies, typescript and @types/node (`npm ci` in bindings/node when
+# node_modules is missing or was installed from another package-lock.json). Blocks marked
+# postgres run when AGENT_STATE_TEST_PG_URI names a server (tests/pg/with-server.sh sets it).
+# Arguments go to run.py (--list, --keep, FILE...).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -23,5 +27,28 @@ export README_PYTHON="$PY"
 
 # shellcheck source=../../bindings/go/goenv.sh
 . "$root/bindings/go/goenv.sh"
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        echo "tests/readme/run.sh: installing nodejs and npm (Debian)" >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+    else
+        echo "tests/readme/run.sh: node or npm is missing; install Node.js >= 20 and npm (Debian: nodejs npm)" >&2
+        exit 1
+    fi
+fi
+bash "$root/bindings/node/build.sh"
+# The TypeScript compiler and Node's types (package-lock.json's devDependencies), installed as
+# bindings/node/run-tests.sh installs them: again only when node_modules was installed from
+# another package-lock.json (the stamp holds its hash).
+node_package="$root/bindings/node"
+stamp="$node_package/node_modules/.installed-from-lock"
+want_lock="$(sha256sum "$node_package/package-lock.json" | cut -d' ' -f1)"
+if [ ! -d "$node_package/node_modules" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want_lock" ]; then
+    echo "+ npm ci (bindings/node)" >&2
+    (cd "$node_package" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >&2
+    echo "$want_lock" >"$stamp"
+fi
 
 exec python3 "$root/tests/readme/run.py" "$@"
