@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A TLS URI (sslmode=verify-full, sslrootcert, channel_binding=require) through the command
-# and through the C ABI (the Python binding, ctypes, on target/release's library): each passes
-# the URI to the library as it is, so what crates/agent_state/tests/tls.rs checks holds there.
+# A TLS URI (sslmode=verify-full, sslrootcert, channel_binding=require) through the command,
+# through the C ABI (the Python binding, ctypes, on target/release's library) and through the
+# Node addon (bindings/node, built by its build.sh): each passes the URI to the library as it is,
+# so what crates/agent_state/tests/tls.rs checks holds there.
 # Needs the servers of tests/pg/tls.sh (its environment); without them it says it skipped,
 # except under CI=true, where that is a failure. `make test-tls` runs it.
 set -euo pipefail
@@ -66,6 +67,29 @@ except agent_state.AuthError as e:
 EOF
 }
 check "the Python binding (the C ABI) reads and writes over TLS, AuthError on an expired certificate" py
+
+bash bindings/node/build.sh >/dev/null
+node_tls() {
+    URI=$uri WRONG=$wrong AGENT=$agent PW=$AGENT_STATE_TEST_TLS_PASSWORD node - <<'EOF'
+const assert = require('node:assert/strict');
+const { Agent, AuthError } = require('./bindings/node');
+(async () => {
+  const a = await Agent.open(process.env.URI, { agentId: process.env.AGENT });
+  assert.deepEqual(await a.getState(), { via: 'python' });
+  assert.deepEqual(await a.setState({ via: 'node' }), { via: 'node' });
+  assert.deepEqual(await a.getState(), { via: 'node' });
+  await a.close();
+  await assert.rejects(Agent.open(process.env.WRONG, { agentId: process.env.AGENT }), (e) => {
+    assert.ok(e instanceof AuthError, String(e));
+    assert.equal(e.status, 13);
+    assert.match(e.message, /has expired/);
+    assert.ok(!e.message.includes(process.env.PW));
+    return true;
+  });
+})().catch((e) => { console.error(e); process.exit(1); });
+EOF
+}
+check "the Node binding reads and writes over TLS, AuthError on an expired certificate" node_tls
 
 echo "tls-bindings: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
