@@ -14,7 +14,7 @@
 #      the example compiles into bindings/node/build/;
 #   5. the compiled example twice on a new store: the second run finds what the first stored;
 #   6. tests/cross-language/run.sh, when the checkout has it.
-# Exits non-zero on any failure.
+# Steps 4 to 6 run also when the suite failed; exits non-zero on any failure.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -67,50 +67,58 @@ else
     pg_missing=0
 fi
 
+failed=()
 if [ $# -gt 0 ]; then
     echo "+ node --test $*"
-    node --test "$@"
+    node --test "$@" || failed+=("node --test $*")
 else
     echo "+ node --test bindings/node/test/"
-    node --test "$here/test/"
+    node --test "$here/test/" || failed+=("node --test bindings/node/test/")
 fi
 
 # ---------------------------------------------------------------------- types and example
 echo "+ tsc -p bindings/node"
 rm -rf "$here/build"
-"$here/node_modules/.bin/tsc" -p "$here"
 example="$here/build/examples/conversation.js"
-[ -f "$example" ] || { echo "run-tests.sh: tsc did not write $example" >&2; exit 1; }
-
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/agent-state-node.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-echo "+ node build/examples/conversation.js (twice, on a new store)"
-first="$(cd "$tmp" && node "$example" "$tmp/conv.db")"
-second="$(cd "$tmp" && node "$example" "$tmp/conv.db")"
-printf '%s\n' "$first" "$second" | sed 's/^/    /'
-want_first='c1: nothing stored yet (runs 0)
+if ! "$here/node_modules/.bin/tsc" -p "$here"; then
+    failed+=("tsc -p bindings/node")
+elif [ ! -f "$example" ]; then
+    failed+=("tsc -p bindings/node (it wrote no $example)")
+else
+    tmp="$(mktemp -d "${TMPDIR:-/tmp}/agent-state-node.XXXXXX")"
+    trap 'rm -rf "$tmp"' EXIT
+    echo "+ node build/examples/conversation.js (twice, on a new store)"
+    want_first='c1: nothing stored yet (runs 0)
 onStateChanged: idle -> processing
 onStateChanged: processing -> idle
 c1: runs 1, status idle, lastReply ""'
-want_second='c1: stored at version 3 by an earlier run (runs 1, status idle)
+    want_second='c1: stored at version 3 by an earlier run (runs 1, status idle)
 onStateChanged: idle -> processing
 onStateChanged: processing -> idle
 c1: runs 2, status idle, lastReply ""'
-if [ "$first" != "$want_first" ] || [ "$second" != "$want_second" ]; then
-    echo "run-tests.sh: the example's runs printed something else; expected:" >&2
-    printf '%s\n' "$want_first" "$want_second" >&2
-    exit 1
+    if first="$(cd "$tmp" && node "$example" "$tmp/conv.db")" &&
+        second="$(cd "$tmp" && node "$example" "$tmp/conv.db")" &&
+        printf '%s\n' "$first" "$second" | sed 's/^/    /' &&
+        [ "$first" = "$want_first" ] && [ "$second" = "$want_second" ]; then
+        echo "ok: the second run found the first run's state"
+    else
+        echo "run-tests.sh: the example failed or printed something else; expected:" >&2
+        printf '%s\n' "$want_first" "$want_second" >&2
+        failed+=("the example")
+    fi
 fi
-echo "ok: the second run found the first run's state"
 
 # ------------------------------------------------------------------------ cross-language
 if [ -f "$root/tests/cross-language/run.sh" ]; then
     echo "+ bash tests/cross-language/run.sh"
-    bash "$root/tests/cross-language/run.sh"
+    bash "$root/tests/cross-language/run.sh" || failed+=("tests/cross-language/run.sh")
 fi
 
 if [ "$pg_missing" = 1 ]; then
-    echo "run-tests.sh: the PostgreSQL cases did not run (no server) under CI=true" >&2
+    failed+=("the PostgreSQL cases (no server, under CI=true)")
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+    printf 'run-tests.sh: FAILED: %s\n' "${failed[@]}" >&2
     exit 1
 fi
 echo "run-tests.sh: the Node.js binding's tests passed"
