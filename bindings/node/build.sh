@@ -6,4 +6,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 ${CARGO:-cargo} build --release -p agent_state_node
-cp target/release/libagent_state_node.so "$here/agent_state.linux-x64-gnu.node"
+# A new file renamed into place, never a copy over the old one: a Node process that has the
+# addon loaded keeps its mapping of the old file (cp would rewrite that file in place, and such
+# a process dies of SIGBUS). An unchanged addon is left as it is.
+addon="$here/agent_state.linux-x64-gnu.node"
+if ! cmp -s target/release/libagent_state_node.so "$addon"; then
+    cp target/release/libagent_state_node.so "$addon.tmp.$$"
+    mv -f "$addon.tmp.$$" "$addon"
+fi
