@@ -6,7 +6,7 @@
 # mode. The server is the one tests/pg/with-server.sh started (AGENT_STATE_TEST_PG_DIR, its Unix
 # socket's directory); each bouncer is stopped when its run ends, also on failure or interrupt.
 # Without such a server the run is skipped with a notice, except under CI=true, where that is a
-# failure.
+# failure. Then the Node binding, through the same pooler (tests/pg/pooler-node.js).
 #
 # Left out of the backend's tests (crates/agent_state/tests/postgres): crash::, freeze:: and
 # failover:: (they start and stop servers of their own, never through the pooler), process:: (it
@@ -35,6 +35,7 @@ cleanup() { if [[ -n $dir ]]; then bash "$here/bouncer.sh" stop "$dir"; fi; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+bash "$here/../../bindings/node/build.sh" >/dev/null
 for mode in transaction session; do
     dir=$(mktemp -d /tmp/agent-state-bouncer.XXXXXX)
     uri=$(bash "$here/bouncer.sh" start "$dir" "$server_dir" "$server_port" "$mode")
@@ -48,6 +49,7 @@ for mode in transaction session; do
             --skip failover:: --skip process:: \
             --skip pool::two_hundred_handles_share_at_most_max_connections \
             --skip pool::round_trips_of_a_write_and_of_a_read_of_a_current_cache
+        node "$here/pooler-node.js"
     )
     bash "$here/bouncer.sh" stop "$dir"
     dir=""
