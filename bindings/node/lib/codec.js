@@ -47,9 +47,34 @@ function bytesBase64(view) {
   return Buffer.from(view.buffer, view.byteOffset, view.byteLength).toString('base64');
 }
 
+// The library's nesting limit, counted as it counts: an object or array is one level, a tagged
+// value one ($date, $bigint, $arraybuffer, $typedarray, $regexp), a $set two and a $map three
+// (its members below them). Deeper is a CodecError at every depth, also past the library
+// parser's 128 levels (where the library alone would see malformed JSON).
+const MAX_DEPTH = 64;
+
+function level(depth, levels, path) {
+  if (depth + levels > MAX_DEPTH) throw refuse(`nesting deeper than ${MAX_DEPTH} levels is not storable`, path);
+  return depth + levels;
+}
+
+const TAG_NAMES = new Set(['$date', '$bigint', '$map', '$set', '$arraybuffer', '$typedarray', '$regexp']);
+
+// The tag name when a plain object's only stored member is one: it would be written as a tagged
+// value and read back as another type, so it is refused (every binding does).
+function onlyTag(object, keys) {
+  let tag;
+  for (const key of keys) {
+    if (object[key] === undefined) continue;
+    if (tag !== undefined || !TAG_NAMES.has(key)) return undefined;
+    tag = key;
+  }
+  return tag;
+}
+
 // Returns `value` itself when it holds nothing to tag (so the common state is not copied), or a
-// copy with the tagged forms in place.
-function wire(value, path, ancestors) {
+// copy with the tagged forms in place. `depth`: the levels above `value`.
+function wire(value, path, ancestors, depth) {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -58,6 +83,7 @@ function wire(value, path, ancestors) {
       if (!Number.isFinite(value)) throw refuse(`${value} is not a JSON number (store null or a string)`, path);
       return value;
     case 'bigint':
+      level(depth, 1, path);
       return { $bigint: value.toString() };
     case 'undefined':
       throw refuse('undefined is not storable (leave the member out, or store null)', path);
@@ -72,20 +98,21 @@ function wire(value, path, ancestors) {
   if (ancestors.has(value)) throw refuse('circular reference', path);
   ancestors.add(value);
   try {
-    return wireObject(value, path, ancestors);
+    return wireObject(value, path, ancestors, depth);
   } finally {
     ancestors.delete(value);
   }
 }
 
-function wireObject(value, path, ancestors) {
+function wireObject(value, path, ancestors, depth) {
   if (Array.isArray(value)) {
+    const inner = level(depth, 1, path);
     let copy;
     for (let i = 0; i < value.length; i++) {
       if (!(i in value)) throw refuse('a hole in a sparse array is not storable', [...path, i]);
       const item = value[i];
       path.push(i);
-      const out = wire(item, path, ancestors);
+      const out = wire(item, path, ancestors, inner);
       path.pop();
       if (out !== item && copy === undefined) copy = value.slice(0, i);
       if (copy !== undefined) copy.push(out);
@@ -94,8 +121,13 @@ function wireObject(value, path, ancestors) {
   }
   const proto = Object.getPrototypeOf(value);
   if (proto === Object.prototype || proto === null) {
+    const inner = level(depth, 1, path);
     let copy;
     const keys = Object.keys(value);
+    const tag = onlyTag(value, keys);
+    if (tag !== undefined) {
+      throw refuse(`a plain object whose only member is ${tag} is not storable (it would read back as the tagged type, not an object)`, path);
+    }
     for (let k = 0; k < keys.length; k++) {
       const key = keys[k];
       const member = value[key];
@@ -105,13 +137,15 @@ function wireObject(value, path, ancestors) {
         continue;
       }
       path.push(key);
-      const out = wire(member, path, ancestors);
+      const out = wire(member, path, ancestors, inner);
       path.pop();
       if (out !== member && copy === undefined) copy = copyUpTo(value, keys, k);
       if (copy !== undefined) copy[key] = out;
     }
     return copy === undefined ? value : copy;
   }
+  if (value instanceof Map || value instanceof Set) depth = level(depth, value instanceof Map ? 3 : 2, path);
+  else depth = level(depth, 1, path);
   if (value instanceof Date) {
     const t = value.getTime();
     if (Number.isNaN(t)) throw refuse('an invalid Date is not storable', path);
@@ -122,10 +156,10 @@ function wireObject(value, path, ancestors) {
     let i = 0;
     for (const [k, v] of value) {
       path.push(i, 0);
-      const key = wire(k, path, ancestors);
+      const key = wire(k, path, ancestors, depth);
       path.pop();
       path.push(1);
-      const val = wire(v, path, ancestors);
+      const val = wire(v, path, ancestors, depth);
       path.pop();
       path.pop();
       entries.push([key, val]);
@@ -138,7 +172,7 @@ function wireObject(value, path, ancestors) {
     let i = 0;
     for (const v of value) {
       path.push(i);
-      items.push(wire(v, path, ancestors));
+      items.push(wire(v, path, ancestors, depth));
       path.pop();
       i++;
     }
@@ -172,7 +206,7 @@ function copyUpTo(object, keys, end) {
 
 // The JSON text of a state or patch (a plain object at the top). Throws CodecError.
 function encode(value) {
-  const out = wire(value, [], new Set());
+  const out = wire(value, [], new Set(), 0);
   return JSON.stringify(out);
 }
 
