@@ -334,7 +334,14 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
    */
   protected onStateChanged(next: State, prev: State): Promise<void> | void;
 
-  /** The stored state, or `initialState()` while nothing is stored. A fresh object. */
+  /**
+   * The stored state, or `initialState()` while nothing is stored.
+   *
+   * A state of plain JSON values is an immutable snapshot: deep-frozen, and the same object for
+   * every read until something is committed (so a read that finds nothing new costs nothing);
+   * copy it (`structuredClone`) to edit it, or write a patch. A state holding the codec's types
+   * (Date, Map, ...) cannot be frozen, so each read returns a fresh copy of it instead.
+   */
   getState(options?: CallOptions): Promise<State>;
 
   /** The state with its version (0: nothing stored), read together. */
@@ -342,7 +349,9 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
 
   /**
    * Merges `patch` into the state (RFC 7396: objects merge recursively, `null` deletes a
-   * member) in one transaction and resolves to the merged state, after the hooks ran.
+   * member) in one transaction and resolves to the merged state (a snapshot, as
+   * {@link Agent.getState} returns), after the hooks ran. The patch is encoded when the call
+   * starts: changing the object afterwards changes nothing.
    *
    * @throws {InvalidArgumentError} `patch` is not a plain object.
    * @throws {CodecError} a value the codec cannot store.
