@@ -104,6 +104,16 @@ console.log(require.resolve("agent-state"));
 }
 check "require('agent-state') loads the prebuilt addon; the package is version $version" loads
 
+esm_import() {
+    (cd "$app" && run node --input-type=module -e '
+import { Agent, openAgent, ConflictError } from "agent-state";
+import * as all from "agent-state";
+if (typeof Agent.open !== "function" || typeof openAgent !== "function" || ConflictError.status !== 9) throw new Error("named imports");
+if (all.default.Agent !== Agent) throw new Error("the default export is the CommonJS exports object");
+')
+}
+check "import { Agent } from 'agent-state' in an ES module finds the named exports" esm_import
+
 # ------------------------------------------------------------------- the TypeScript example
 cp "$node_pkg/examples/conversation.ts" "$app/"
 cat >"$app/tsconfig.json" <<EOF
