@@ -237,3 +237,131 @@ function readDeclarations() {
   };
   return cached;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The declarations as a user's strict TypeScript sees them: what the package takes type-checks,
+// and each line under `@ts-expect-error` (what it refuses, or what the types must keep apart)
+// is an error, else tsc reports the unused directive.
+
+const TYPING_CASES = `
+import {
+  Agent, openAgent, listAgents, deleteAgent, expireAgents, encodeState, decodeState,
+  AgentError, ConflictError, GapError, CallCancelledError, MergePatch, OpenOptions, Versioned,
+} from "agent-state";
+
+interface S extends Record<string, unknown> {
+  status: "idle" | "busy";
+  when: Date;
+  tags: Set<string>;
+  job: { id: string; step: number; note?: string };
+  list: number[];
+  big: bigint;
+  bytes: Uint8Array;
+}
+const fresh = (): S => ({ status: "idle", when: new Date(0), tags: new Set(), job: { id: "j", step: 0 }, list: [], big: 0n, bytes: new Uint8Array() });
+
+class A extends Agent<S> {
+  protected override initialState(): S { return fresh(); }
+  protected override onStateChanged(next: S, prev: S): void { void next; void prev; }
+}
+
+export async function cases(signal: AbortSignal): Promise<void> {
+  const a: A = await A.open("x.db", { agentId: "x", busyTimeoutMs: 1, changeLog: { keepLast: 3, keepSeconds: 60 }, synchronous: "normal", signal });
+  const merged: S = await a.setState({ job: { step: 3, note: null }, when: new Date(), status: null }, { signal, expected: 2 });
+  const v: Versioned<S> = await a.setStateIf(0, { list: [1] });
+  const w: Versioned<S> = await a.replaceStateIf(1n, fresh(), { signal });
+  const at: S = await a.stateAt(1);
+  const back: Versioned<S> = await a.restore(1);
+  const n: number = await a.poll();
+  const stop: () => void = a.subscribe((next, prev) => { void next.status; void prev.job.id; });
+  a.setValidator((next, prev, patch) => (patch === null || next.job.step >= prev.job.step) || "steps only go up");
+  a.setValidator(null);
+  for await (const c of a.changes({ after: 0, follow: true, intervalMs: 10, signal })) {
+    const d: Date = c.at; const p: MergePatch<S> | null = c.patch; void d; void p; void c.next.status;
+  }
+  const cap: number = a.maxValueBytes; const path: string | undefined = a.path; const open: boolean = a.isOpen;
+  // @ts-expect-error a status the state does not have
+  await a.setState({ status: "gone" });
+  // @ts-expect-error a Date is one value of the codec, replaced whole: not merged member by member
+  await a.setState({ when: { getTime: null } });
+  // @ts-expect-error an array is replaced whole: its patch is the whole array
+  await a.setState({ list: [null] });
+  // @ts-expect-error the library's option names are camelCase here
+  await A.open("x", { agent_id: "x" });
+  // @ts-expect-error synchronous is "full" or "normal"
+  await A.open("x", { synchronous: "off" });
+  // @ts-expect-error initialState is protected, as in the reference
+  a.initialState();
+  // @ts-expect-error onStateChanged is protected, as in the reference
+  await a.onStateChanged(fresh(), fresh());
+  // @ts-expect-error replaceState takes the whole state
+  await a.replaceState({ status: "idle" });
+  // @ts-expect-error a validator is synchronous
+  a.setValidator(async () => true);
+  // @ts-expect-error the initial state option is the agent's state type
+  await A.open("x", { initialState: { status: "idle" } });
+  await a.close();
+  await a[Symbol.asyncDispose]();
+
+  const plain = await openAgent<{ n: number }>("x", {
+    initialState: () => ({ n: 0 }),
+    onStateChanged: async (next, prev) => { void (next.n - prev.n); },
+    validator: (next) => next.n >= 0,
+  });
+  const count: number = (await plain.getState()).n;
+  // @ts-expect-error n is a number
+  await plain.setState({ n: "1" });
+  const untyped = await openAgent("x");
+  await untyped.setState({ anything: [1, "two", { three: 3n }] });
+
+  try {
+    await plain.close();
+  } catch (e) {
+    if (e instanceof ConflictError) { const diff: number = e.actual - e.expected; const s9: 9 = e.status; void diff; void s9; }
+    if (e instanceof GapError) { void (e.first + e.last); }
+    if (e instanceof CallCancelledError) { const c: "AGENT_ERR_CANCELLED" = e.code; void c; }
+    if (e instanceof AgentError) { const st: number = e.status; const co: string = e.code; void st; void co; }
+  }
+  const listed = await listAgents("x", { prefix: "conv-", after: null, limit: 10, readOnly: true, signal });
+  const written: Date = listed[0]!.writtenAt;
+  const id: string = listed[0]!.agentId;
+  const expired = await expireAgents("x", { idleMs: 1000, dryRun: true, limit: 5 });
+  // @ts-expect-error expireAgents needs idleMs
+  await expireAgents("x", {});
+  const deleted: number | null = await deleteAgent("x", "id", { ifVersion: 3, busyTimeoutMs: 0 });
+  const text: string = encodeState({ a: 1, d: new Date() });
+  const decoded: S = decodeState<S>(text);
+  const patch: MergePatch<S> = { bytes: new Uint8Array(1), big: 2n, tags: new Set(["x"]), job: { note: "n" } };
+  const options: OpenOptions<S> = { maxValueBytes: 1024, storeMaxValueBytes: 2048, readOnly: false, serverTimeoutMs: 5, maxConnections: 2, changeLog: false };
+  void [merged, v, w, at, back, n, stop, cap, path, open, count, written, id, expired, deleted, decoded, patch, options];
+}
+`;
+
+test('index.d.ts, as strict TypeScript sees it: what the package takes checks, and what it refuses is an error', () => {
+  const ts = require(path.join(here, 'node_modules', 'typescript'));
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'agent-state-types-'));
+  try {
+    const file = path.join(dir, 'cases.ts');
+    fs.writeFileSync(file, TYPING_CASES);
+    const config = ts.getParsedCommandLineOfConfigFile(path.join(here, 'tsconfig.json'), {}, {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic(d) {
+        throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+      },
+    });
+    const program = ts.createProgram([file], {
+      ...config.options,
+      noEmit: true,
+      rootDir: undefined,
+      outDir: undefined,
+      paths: { 'agent-state': [path.join(here, 'index.d.ts')] },
+    });
+    const problems = ts.getPreEmitDiagnostics(program).map((d) => {
+      const where = d.file ? `${path.basename(d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1}` : '';
+      return `${where} ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
+    });
+    assert.deepEqual(problems, []);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
