@@ -3,7 +3,7 @@
 #
 #   1. Node >= 20 (installed from Debian's packages when missing, as root), and the test tools of
 #      package-lock.json (typescript, @types/node) in bindings/node/node_modules: `npm ci` when
-#      that directory is missing or was installed from another package-lock.json;
+#      one is missing there or is of another version than the lock file's;
 #   2. the addon, built with cargo and copied into the package (build.sh);
 #   3. `node --test bindings/node/test/`: every *.test.js there (or only the files given as
 #      arguments: `run-tests.sh bindings/node/test/surface.test.js`). Each case runs on SQLite, and on
@@ -39,14 +39,22 @@ if [ "$major" -lt 20 ]; then
 fi
 echo "node $(node --version), npm $(npm --version)"
 
-# The test tools, once: node_modules records the hash of the package-lock.json it was installed
-# from, so a changed lock file installs again and an unchanged one costs nothing.
-stamp="$here/node_modules/.installed-from-lock"
-want_lock="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
-if [ ! -d "$here/node_modules" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want_lock" ]; then
+# The test tools, once: `npm ci` when node_modules lacks a package of package-lock.json or holds
+# another version of one (the lock file changed), so an unchanged install costs nothing.
+tools_current() {
+    (cd "$here" && node -e '
+const fs = require("fs");
+const lock = JSON.parse(fs.readFileSync("package-lock.json", "utf8"));
+for (const [where, entry] of Object.entries(lock.packages)) {
+  if (where === "") continue;
+  let installed;
+  try { installed = JSON.parse(fs.readFileSync(`${where}/package.json`, "utf8")).version; } catch { process.exit(1); }
+  if (installed !== entry.version) process.exit(1);
+}')
+}
+if ! tools_current; then
     echo "+ npm ci (bindings/node)"
     (cd "$here" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
-    echo "$want_lock" >"$stamp"
 fi
 
 # ------------------------------------------------------------------------------- the addon
