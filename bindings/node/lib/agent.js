@@ -72,6 +72,8 @@ class Agent {
   #delivery = Promise.resolve();
   #hookErrors = new Map();
   #closing = null;
+  // The validator, held here: the function the addon keeps reaches it through a WeakRef.
+  #validator = null;
 
   /**
    * Opens the agent `options.agentId` of the store at `path` (a file, or a postgresql:// URI)
@@ -267,12 +269,21 @@ class Agent {
     const handle = this.#handle();
     if (validator === null || validator === undefined) {
       handle.setValidator(null);
+      this.#validator = null;
       return;
     }
     if (typeof validator !== 'function') throw new InvalidArgumentError('the validator must be a function (next, prev, patch)');
+    this.#validator = validator;
+    // The function the addon keeps is a root for the collector: it reaches the agent (and so the
+    // validator, which often refers to the agent) only weakly, so an agent left unclosed is still
+    // collected and closed. While a write runs, its caller's Promise keeps the agent alive.
+    const self = new WeakRef(this);
     handle.setValidator(([next, prev, patch]) => {
+      const agent = self.deref();
+      const current = agent === undefined ? null : agent.#validator;
+      if (current === null) return 'the agent was collected; the change was not written';
       try {
-        const verdict = validator(codec.decode(next), codec.decode(prev), patch === null ? null : codec.decode(patch));
+        const verdict = current(codec.decode(next), codec.decode(prev), patch === null ? null : codec.decode(patch));
         if (verdict && typeof verdict.then === 'function') {
           // Refused unawaited: its rejection, if any, must not end the process as unhandled.
           verdict.then(undefined, () => {});
