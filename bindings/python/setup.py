@@ -1,10 +1,13 @@
-"""Build hook: builds the Rust library with cargo and bundles it into the package.
+"""Build hook: builds the Rust library and the `agent-state` command with cargo and bundles
+them into the package.
 
 `pip install ./bindings/python`, `pip install agent_state-X.Y.Z.tar.gz` and `python -m build`
-run `cargo build --release --lib` on the crate (the repository root in a checkout, its copy
-under `rust/` in an sdist) and put the shared library in the wheel as
-`agent_state/.libs/libagent_state.so`: in a directory whose name is not a Python identifier, so
-neither the import system nor `pkgutil` takes the library for an extension module. The
+run `cargo build --release -p libagent_state -p agent-state-cli` on the workspace (the
+repository root in a checkout, its copy under `rust/` in an sdist) and put the shared library in
+the wheel as `agent_state/.libs/libagent_state.so` (in a directory whose name is not a Python
+identifier, so neither the import system nor `pkgutil` takes the library for an extension
+module) and the command as `agent_state/.libs/agent-state`, which the `agent-state` script that
+pip puts on the environment's PATH runs (agent_state/_cli.py). The
 package loads it with ctypes, so the wheel needs no particular Python ABI: it is tagged
 `py3-none-manylinux_2_N_<arch>`, where 2.N is the newest glibc symbol version the library
 references (the manylinux policy auditwheel checks; on a glibc 2.34+ build machine, 2.34,
@@ -27,6 +30,9 @@ Environment:
                                    library already built is not rebuilt)
   AGENT_STATE_LIBRARY=/path/to/libagent_state.so
                                    bundle that file instead of building one
+  AGENT_STATE_CLI=/path/to/agent-state
+                                   bundle that command instead of building one (with
+                                   AGENT_STATE_LIBRARY, nothing is built); 0: no command
   AGENT_STATE_BUNDLE=0             bundle nothing (a pure-Python wheel that needs
                                    AGENT_STATE_LIBRARY, or an installed library, at run time)
 """
@@ -62,8 +68,10 @@ elif sys.platform == "win32":
 else:
     LIB_NAME = "libagent_state.so"
 
-#: Where the library goes inside the package (see agent_state/_native.py).
+#: Where the library and the command go inside the package (see agent_state/_native.py and
+#: agent_state/_cli.py).
 LIB_DIR = ".libs"
+CLI_NAME = "agent-state.exe" if sys.platform == "win32" else "agent-state"
 
 #: The workspace's files an sdist carries (under rust/): what `cargo build -p libagent_state`
 #: reads. Every member crate comes along (its sources only), so that Cargo.lock still matches
@@ -119,11 +127,12 @@ def find_cargo() -> str:
     return cargo
 
 
-def cargo_build() -> Path:
-    """Runs `cargo build --release -p libagent_state` on the workspace and returns the shared
-    library it made."""
+def cargo_build(library: bool, cli: bool) -> Tuple[Optional[Path], Optional[Path]]:
+    """Runs `cargo build --release` on the workspace for the shared library and/or the command
+    and returns the files it made."""
     crate = crate_dir()
-    command = [find_cargo(), "build", "--release", "-p", "libagent_state", "--message-format=json-render-diagnostics",
+    packages = (["-p", "libagent_state"] if library else []) + (["-p", "agent-state-cli"] if cli else [])
+    command = [find_cargo(), "build", "--release", *packages, "--message-format=json-render-diagnostics",
                "--manifest-path", str(crate / "Cargo.toml")]
     if crate != HERE.parent.parent:
         command.append("--locked")  # an sdist builds exactly the dependencies it was made with
@@ -133,30 +142,52 @@ def cargo_build() -> Path:
     proc = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=crate)
     if proc.returncode != 0:
         sys.exit(f"agent_state: cargo build failed (exit status {proc.returncode}); see the messages above")
-    built: Optional[Path] = None
+    built_lib: Optional[Path] = None
+    built_cli: Optional[Path] = None
     for line in proc.stdout.splitlines():
         try:
             message = json.loads(line)
         except ValueError:
             continue
         target = message.get("target") or {}
-        if message.get("reason") == "compiler-artifact" and "cdylib" in target.get("kind", ()):
+        if message.get("reason") != "compiler-artifact":
+            continue
+        if "cdylib" in target.get("kind", ()):
             for filename in message.get("filenames", ()):
                 if Path(filename).name == LIB_NAME:
-                    built = Path(filename)
-    if built is None or not built.is_file():
+                    built_lib = Path(filename)
+        if "bin" in target.get("kind", ()) and message.get("executable"):
+            if Path(message["executable"]).name == CLI_NAME:
+                built_cli = Path(message["executable"])
+    if library and (built_lib is None or not built_lib.is_file()):
         sys.exit(f"agent_state: cargo reported no {LIB_NAME}")
-    return built
+    if cli and (built_cli is None or not built_cli.is_file()):
+        sys.exit(f"agent_state: cargo reported no {CLI_NAME}")
+    return built_lib, built_cli
 
 
-def library_to_bundle() -> Path:
-    env = os.environ.get("AGENT_STATE_LIBRARY")
-    if env:
-        path = Path(env)
-        if not path.is_file():
-            sys.exit(f"agent_state: AGENT_STATE_LIBRARY={env} is not a file")
-        return path
-    return cargo_build()
+def given_file(variable: str) -> Optional[Path]:
+    value = os.environ.get(variable)
+    if not value or value == "0":
+        return None
+    path = Path(value)
+    if not path.is_file():
+        sys.exit(f"agent_state: {variable}={value} is not a file")
+    return path
+
+
+def files_to_bundle() -> Tuple[Path, Optional[Path]]:
+    """The shared library and the command (None: none) to put in the package."""
+    library = given_file("AGENT_STATE_LIBRARY")
+    cli = given_file("AGENT_STATE_CLI")
+    # With a given library and no command named, nothing is built (the command stays out).
+    want_cli = cli is None and os.environ.get("AGENT_STATE_CLI") != "0" and library is None
+    if library is None or want_cli:
+        built_lib, built_cli = cargo_build(library is None, want_cli)
+        library = library or built_lib
+        cli = cli or built_cli
+    assert library is not None
+    return library, cli
 
 
 def glibc_versions(path: Path) -> Iterator[Tuple[int, int]]:
@@ -210,11 +241,17 @@ class build_py_with_library(build_py):
         stale = Path(self.build_lib) / "agent_state" / LIB_NAME
         if stale.exists():
             stale.unlink()
+        libs = Path(self.build_lib) / "agent_state" / LIB_DIR
+        stale_cli = libs / CLI_NAME
+        if stale_cli.exists():
+            stale_cli.unlink()
         if bundling():
-            dest = Path(self.build_lib) / "agent_state" / LIB_DIR / LIB_NAME
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(library_to_bundle(), dest)
-            os.chmod(dest, 0o755)
+            library, cli = files_to_bundle()
+            libs.mkdir(parents=True, exist_ok=True)
+            for source, name in ((library, LIB_NAME), (cli, CLI_NAME)):
+                if source is not None:
+                    shutil.copyfile(source, libs / name)
+                    os.chmod(libs / name, 0o755)
 
 
 class sdist_with_crate(sdist):
