@@ -140,7 +140,7 @@ function wireObject(value, path, ancestors, depth) {
       const out = wire(member, path, ancestors, inner);
       path.pop();
       if (out !== member && copy === undefined) copy = copyUpTo(value, keys, k);
-      if (copy !== undefined) copy[key] = out;
+      if (copy !== undefined) setMember(copy, key, out);
     }
     return copy === undefined ? value : copy;
   }
@@ -196,10 +196,19 @@ function wireObject(value, path, ancestors, depth) {
   throw refuse(`a ${name} instance is not storable (only plain objects, arrays and the codec's types are)`, path);
 }
 
+// Sets a member, also one named __proto__ (which an assignment would take as the prototype).
+function setMember(object, key, value) {
+  if (key === '__proto__') {
+    Object.defineProperty(object, key, { value, writable: true, enumerable: true, configurable: true });
+  } else {
+    object[key] = value;
+  }
+}
+
 function copyUpTo(object, keys, end) {
   const copy = {};
   for (let k = 0; k < end; k++) {
-    if (object[keys[k]] !== undefined) copy[keys[k]] = object[keys[k]];
+    if (object[keys[k]] !== undefined) setMember(copy, keys[k], object[keys[k]]);
   }
   return copy;
 }
@@ -261,4 +270,4 @@ function revive(value) {
   return value;
 }
 
-module.exports = { encode, decode, pointer };
+module.exports = { encode, decode, pointer, setMember };

@@ -9,7 +9,7 @@
 // be frozen (a Map's entries or a typed array's bytes stay writable), so it is decoded afresh on
 // every read instead: editing what a read returned never changes what the next read returns.
 
-const { decode } = require('./codec');
+const { decode, setMember } = require('./codec');
 
 // Only texts holding a tag name contain codec types.
 const TAGGED = /"\$(date|bigint|map|set|arraybuffer|typedarray|regexp)"/;
@@ -38,7 +38,7 @@ function merge(target, patch) {
   for (const key of Object.keys(patch)) {
     const member = patch[key];
     if (member === null) delete out[key];
-    else out[key] = merge(out[key], member);
+    else setMember(out, key, merge(Object.hasOwn(out, key) ? out[key] : undefined, member));
   }
   return Object.freeze(out);
 }

@@ -208,3 +208,27 @@ test('decodeState and encodeState are inverse on the codec types', () => {
   assert.deepStrictEqual(decodeState(encodeState(state)), state);
   assert.equal(encodeState(decodeState(encodeState(state))), encodeState(state));
 });
+
+// A member named __proto__ (a user-chosen key, such as a user name) is data like any other: an
+// assignment would set the object's prototype instead of the member.
+eachBackend('a member named __proto__ is stored and read back as a member', async (t, store) => {
+  const agent = await store.open();
+  await agent.setState({ a: 1 });
+  const patch = JSON.parse('{"__proto__":{"x":1},"b":2}');
+  const want = JSON.parse('{"a":1,"__proto__":{"x":1},"b":2}');
+  const written = await agent.setState(patch);
+  assert.deepStrictEqual(written, want);
+  assert.equal(Object.getPrototypeOf(written), Object.prototype);
+  assert.deepStrictEqual(await agent.getState(), want);
+  const other = await store.open();
+  assert.deepStrictEqual(await other.getState(), want);
+  // Also beside a member the codec tags (the encoder then writes a copy of the object).
+  const tagged = { ['__proto__']: 'kept', d: new Date(3) };
+  assert.equal(encodeState(tagged), '{"__proto__":"kept","d":{"$date":"1970-01-01T00:00:00.003Z"}}');
+  const replaced = await agent.replaceState(tagged);
+  assert.deepStrictEqual(replaced, tagged);
+  assert.deepStrictEqual(await other.getState(), tagged);
+  // And deleted by null like any member.
+  assert.deepStrictEqual(await agent.setState(JSON.parse('{"__proto__":null}')), { d: new Date(3) });
+  assert.deepStrictEqual(await other.getState(), { d: new Date(3) });
+});
