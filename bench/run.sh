@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench (full) / make bench-smoke (smoke): agent_state against what users would write
-# instead, through the C ABI (SQLite and PostgreSQL), the Python binding and the Go binding, in
-# one run. Prints the tables and keeps the raw figures in target/bench/*.json.
+# instead, through the C ABI (SQLite and PostgreSQL), the Python binding, the Go binding and the
+# Node binding, in one run. Prints the tables and keeps the raw figures in target/bench/*.json.
 #
 # The PostgreSQL bench runs against the server at AGENT_STATE_TEST_PG_URI, or else a throwaway
 # one (tests/pg/with-server.sh), and through a throwaway PgBouncer in front of it
@@ -64,6 +64,30 @@ if [ -f /usr/include/sqlite3.h ]; then go_tags="$go_tags,agentstate_benchsql"; f
     go run ./cmd/agentstate-bench ${smoke_flag:+-smoke} -out "$out/go.json") | tee "$out/go.md"
 
 echo
+echo "== Node binding ($mode): bench/node/bench.js"
+# Its contender is a read-merge-write by hand on better-sqlite3 (version 12: 13 crashes on
+# Node 20), installed once into bench/node/node_modules from the committed package-lock.json
+# (again when the installed version is not the locked one); without it, or without Node, the
+# bench says what did not run. The addon is the one build.sh puts in the package.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+    bash "$root/bindings/node/build.sh"
+    node_bench="$here/node"
+    if ! (cd "$node_bench" && node -e '
+const fs = require("fs");
+const want = JSON.parse(fs.readFileSync("package-lock.json", "utf8")).packages["node_modules/better-sqlite3"].version;
+const have = JSON.parse(fs.readFileSync("node_modules/better-sqlite3/package.json", "utf8")).version;
+require("better-sqlite3");
+process.exit(want === have ? 0 : 1);' 2>/dev/null); then
+        echo "+ npm ci (bench/node: better-sqlite3)" >&2
+        (cd "$node_bench" && npm ci --no-audit --no-fund --loglevel=error) >&2 \
+            || echo "bench/run.sh: npm ci in bench/node failed: the hand-written contender will not run" >&2
+    fi
+    node "$node_bench/bench.js" $smoke_flag --out "$out/node.json" | tee "$out/node.md"
+else
+    echo "Node binding: not run (no node or npm on PATH)" | tee "$out/node.md"
+fi
+
+echo
 echo "== agent-state serve under load ($mode): bench/live/run.sh (issue 25)"
 # 1,000 WebSocket subscribers (one process, Rust) on one agent while the Python binding writes
 # 200 changes a second for 30 s; fails on a wrong copy or a version gap, never on latency.
@@ -74,4 +98,4 @@ echo "== The issues \"Write what changed\" (24), \"Writes at the floor\" and \"N
 python3 "$here/summary.py" "$out" "$mode" | tee "$out/summary.md"
 
 echo
-echo "bench: raw figures in $out (abi.json, postgres.json, python.json, go.json, live.json; summary.md)"
+echo "bench: raw figures in $out (abi.json, postgres.json, python.json, go.json, node.json, live.json; summary.md)"
