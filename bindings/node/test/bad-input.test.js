@@ -199,3 +199,21 @@ test('an unreachable PostgreSQL server is UnavailableError', async () => {
 test('PostgreSQL needs an agentId', async () => {
   await rejectsWith(agentState.openAgent('postgresql://127.0.0.1:1/x', { serverTimeoutMs: 2000 }), InvalidArgumentError);
 });
+
+eachBackend('storeMaxValueBytes records a cap in the store for the handles opened later without maxValueBytes', async (t, store) => {
+  const first = await store.open({ storeMaxValueBytes: 100 });
+  assert.equal(first.maxValueBytes, 100);
+  await first.setState({ a: 'x'.repeat(50) });
+  await rejectsWith(first.setState({ b: 'y'.repeat(60) }), StateTooLargeError);
+  const later = await store.open();
+  assert.equal(later.maxValueBytes, 100);
+  await rejectsWith(later.setState({ b: 'y'.repeat(60) }), StateTooLargeError);
+  // A handle's own cap wins over the store's.
+  const roomy = await store.open({ maxValueBytes: 1000 });
+  assert.equal(roomy.maxValueBytes, 1000);
+  assert.equal((await roomy.setState({ b: 'y'.repeat(60) })).b.length, 60);
+  // The state is over the store's cap now; a write that changes nothing is never too large.
+  assert.equal((await later.setState({ b: 'y'.repeat(60) })).b.length, 60);
+  // A read-only handle may not record a cap.
+  await rejectsWith(store.open({ readOnly: true, storeMaxValueBytes: 200 }), InvalidArgumentError);
+});

@@ -160,3 +160,42 @@ eachBackend('listAgents, deleteAgent and expireAgents on a store of several agen
   await rejectsWith(expireAgents(store.path, {}), InvalidArgumentError);
   await rejectsWith(listAgents(store.path, { prefix, limit: -1 }), InvalidArgumentError);
 });
+
+eachBackend('GapError names the versions the log no longer holds', async (t, store) => {
+  const agent = await store.open({ changeLog: { keepLast: 2 } });
+  for (let i = 1; i <= 6; i++) await agent.setState({ i });
+  const gap = await rejectsWith(agent.changesSince(1), GapError);
+  assert.equal(typeof gap.first, 'number');
+  assert.equal(typeof gap.last, 'number');
+  assert.ok(gap.first >= 2 && gap.last <= 4 && gap.first <= gap.last, `missing ${gap.first}..${gap.last}`);
+});
+
+eachBackend('changeLog: false switches the log off and drops it; another handle of the agent then logs nothing', async (t, store) => {
+  const agent = await store.open(LOG);
+  await agent.setState({ a: 1 });
+  assert.equal((await agent.changesSince(0)).length, 1);
+  const off = await store.open({ changeLog: false });
+  await off.setState({ b: 2 });
+  const reopened = await store.open();
+  await reopened.setState({ c: 3 });
+  // With the log off, nothing is listed (or the log says it holds nothing from there).
+  let listed;
+  try {
+    listed = await reopened.changesSince(0);
+  } catch (error) {
+    assert.ok(error instanceof GapError || error instanceof agentState.AgentError, `${error}`);
+    listed = [];
+  }
+  assert.deepEqual(listed, []);
+  assert.deepEqual(await reopened.getStateVersioned(), { state: { a: 1, b: 2, c: 3 }, version: 3 });
+});
+
+eachBackend('the store functions refuse unknown options and take the connection\'s options', async (t, store) => {
+  await rejectsWith(listAgents(store.path, { bogusOption: 1 }), InvalidArgumentError, 'bogus_option');
+  await rejectsWith(deleteAgent(store.path, 'x', { bogusOption: 1 }), InvalidArgumentError);
+  await rejectsWith(expireAgents(store.path, { idleMs: 1, bogusOption: 1 }), InvalidArgumentError);
+  const agent = await store.open();
+  await agent.setState({ a: 1 });
+  const listed = await listAgents(store.path, { busyTimeoutMs: 1000, serverTimeoutMs: 5000, prefix: store.options.agentId || '' });
+  assert.ok(listed.length >= 1);
+});
