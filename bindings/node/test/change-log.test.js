@@ -199,3 +199,18 @@ eachBackend('the store functions refuse unknown options and take the connection\
   const listed = await listAgents(store.path, { busyTimeoutMs: 1000, serverTimeoutMs: 5000, prefix: store.options.agentId || '' });
   assert.ok(listed.length >= 1);
 });
+
+eachBackend('an open agent sees its deletion at the next read, and versions never go back', async (t, store) => {
+  const id = store.options.agentId || newAgentId();
+  const agent = await agentState.openAgent(store.path, { agentId: id, initialState: { init: true } });
+  store.agents.push(agent);
+  await agent.setState({ a: 1 });
+  assert.deepEqual(await agent.getStateVersioned(), { state: { init: true, a: 1 }, version: 1 });
+  assert.equal(await deleteAgent(store.path, id), 1);
+  assert.deepEqual(await agent.getStateVersioned(), { state: { init: true }, version: 0 });
+  // The next first write takes the version after the deleted one: a compare-and-set against a
+  // version read before the deletion cannot succeed by accident.
+  await rejectsWith(agent.setStateIf(1, { b: 1 }), ConflictError);
+  assert.deepEqual(await agent.setState({ b: 1 }), { init: true, b: 1 });
+  assert.deepEqual(await agent.getStateVersioned(), { state: { init: true, b: 1 }, version: 2 });
+});

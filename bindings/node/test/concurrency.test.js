@@ -139,3 +139,18 @@ eachBackend('a child killed with SIGKILL mid-write: every write it saw acknowled
   // The store takes writes afterwards.
   assert.equal((await agent.setState({ after: true })).after, true);
 });
+
+eachBackend('a read after another process committed sees the commit (no stale cached read)', async (t, store) => {
+  const agent = await store.open();
+  await agent.setState({ mine: 1 });
+  // Read twice: the second read may be answered from this agent's last one.
+  await agent.getState();
+  assert.deepEqual(await agent.getState(), { mine: 1 });
+  const writer = startChild('writer', [], store);
+  t.after(() => writer.kill());
+  assert.equal(await writer.next(), 'ack 0');
+  await writer.kill('SIGKILL');
+  const state = await agent.getState();
+  assert.equal(state.mine, 1);
+  assert.equal(state.k0, 0, 'the other process\'s acknowledged write is read');
+});
