@@ -376,3 +376,19 @@ eachBackend('a hook that awaits a write of its own agent: no deadlock, the neste
   ]);
   assert.deepEqual(await agent.getStateVersioned(), { state: { outer: true, derived: true }, version: 2 });
 }, { timeout: 60000 });
+
+eachBackend('concurrent writes on one agent, one of which changes nothing: each result holds every change committed before the call', async (t, store) => {
+  const agent = await store.open();
+  await agent.setState({ x: 1 });
+  for (let i = 0; i < 20; i++) {
+    const [changed, unchanged] = await Promise.all([agent.setState({ [`a${i}`]: i }), agent.setState({ x: 1 })]);
+    assert.equal(changed[`a${i}`], i);
+    // Every a<j> for j < i was committed before this round began.
+    for (let j = 0; j < i; j++) {
+      assert.equal(unchanged[`a${j}`], j, `round ${i}: the result of the write that changed nothing lacks a${j}: ${JSON.stringify(unchanged)}`);
+    }
+  }
+  const { state, version } = await agent.getStateVersioned();
+  assert.equal(version, 21);
+  assert.equal(Object.keys(state).length, 21);
+});
