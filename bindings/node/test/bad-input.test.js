@@ -200,7 +200,20 @@ test('PostgreSQL needs an agentId', async () => {
   await rejectsWith(agentState.openAgent('postgresql://127.0.0.1:1/x', { serverTimeoutMs: 2000 }), InvalidArgumentError);
 });
 
-eachBackend('storeMaxValueBytes records a cap in the store for the handles opened later without maxValueBytes', async (t, store) => {
+// SQLite only: the cap is recorded for the whole store, and on PostgreSQL the store is the
+// database that every test (and every other suite of the run) shares.
+test('storeMaxValueBytes records a cap in the store for the handles opened later without maxValueBytes', async (t) => {
+  const dir = freshDir();
+  t.after(() => require('node:fs').rmSync(dir, { recursive: true, force: true }));
+  const opened = [];
+  t.after(async () => { for (const a of opened) await a.close(); });
+  const store = {
+    async open(extra) {
+      const agent = await agentState.openAgent(path.join(dir, 'store.db'), extra);
+      opened.push(agent);
+      return agent;
+    },
+  };
   const first = await store.open({ storeMaxValueBytes: 100 });
   assert.equal(first.maxValueBytes, 100);
   await first.setState({ a: 'x'.repeat(50) });
