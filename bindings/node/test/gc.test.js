@@ -9,7 +9,7 @@ const assert = require('node:assert/strict');
 const test = require('node:test');
 const path = require('node:path');
 const fs = require('node:fs');
-const { freshDir } = require('./backends');
+const { freshDir, eachBackend } = require('./backends');
 const { startChild } = require('./children');
 
 test('an agent collected unclosed is closed: its file descriptors on the store are released', async (t) => {
@@ -30,18 +30,13 @@ test('an agent collected unclosed is closed: its file descriptors on the store a
   assert.equal((await child.exited).code, 0);
 });
 
-test('a process whose agents are left open (with a hook and a validator) exits by itself', async (t) => {
-  const dir = freshDir();
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const store = { path: path.join(dir, 'store.db'), options: {} };
+eachBackend('a process whose agents are left open (with a hook and a validator) exits by itself', async (t, store) => {
   const child = startChild('exit', [], store);
   t.after(() => child.kill());
   await child.expect('written');
   child.process.stdin.end();
   const { code } = await child.exited;
   assert.equal(code, 0);
-  const agentState = require('..');
-  const agent = await agentState.openAgent(store.path);
+  const agent = await store.open();
   assert.deepEqual(await agent.getState(), { left: 'open' });
-  await agent.close();
 });
