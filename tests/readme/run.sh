@@ -8,7 +8,7 @@
 # (bindings/go/goenv.sh), and for TypeScript Node (installed from the system packages when
 # missing, as root), the Node addon (bindings/node/build.sh, a no-op when current) and the
 # package's devDependencies, typescript and @types/node (`npm ci` in bindings/node when
-# node_modules is missing or was installed from another package-lock.json). Blocks marked
+# node_modules lacks a package of package-lock.json, or holds another version). Blocks marked
 # postgres run when AGENT_STATE_TEST_PG_URI names a server (tests/pg/with-server.sh sets it).
 # Arguments go to run.py (--list, --keep, FILE...).
 set -euo pipefail
@@ -39,16 +39,21 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     fi
 fi
 bash "$root/bindings/node/build.sh"
-# The TypeScript compiler and Node's types (package-lock.json's devDependencies), installed as
-# bindings/node/run-tests.sh installs them: again only when node_modules was installed from
-# another package-lock.json (the stamp holds its hash).
+# The TypeScript compiler and Node's types (package-lock.json's devDependencies), checked and
+# installed as bindings/node/run-tests.sh does: `npm ci` when node_modules lacks a package of
+# the lock file or holds another version of one.
 node_package="$root/bindings/node"
-stamp="$node_package/node_modules/.installed-from-lock"
-want_lock="$(sha256sum "$node_package/package-lock.json" | cut -d' ' -f1)"
-if [ ! -d "$node_package/node_modules" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want_lock" ]; then
+if ! (cd "$node_package" && node -e '
+const fs = require("fs");
+const lock = JSON.parse(fs.readFileSync("package-lock.json", "utf8"));
+for (const [where, entry] of Object.entries(lock.packages)) {
+  if (where === "") continue;
+  let installed;
+  try { installed = JSON.parse(fs.readFileSync(`${where}/package.json`, "utf8")).version; } catch { process.exit(1); }
+  if (installed !== entry.version) process.exit(1);
+}'); then
     echo "+ npm ci (bindings/node)" >&2
     (cd "$node_package" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >&2
-    echo "$want_lock" >"$stamp"
 fi
 
 exec python3 "$root/tests/readme/run.py" "$@"
