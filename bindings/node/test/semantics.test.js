@@ -351,32 +351,6 @@ eachBackend('close: isOpen turns false, close twice is harmless, Symbol.asyncDis
   assert.equal(other.isOpen, false);
 });
 
-// A hook may write through its own agent and await that write (the core's hooks may write; the
-// Python binding's coroutine hooks await theirs): the nested change is delivered after the hook
-// returns, in commit order, and the outer write resolves after both deliveries.
-eachBackend('a hook that awaits a write of its own agent: no deadlock, the nested change is delivered after it', async (t, store) => {
-  const order = [];
-  const agent = await store.open({
-    async onStateChanged(next, prev) {
-      order.push(['start', JSON.stringify(prev), JSON.stringify(next)]);
-      if (!next.derived) {
-        const inner = await agent.setState({ derived: true });
-        assert.deepEqual(inner, { outer: true, derived: true });
-        assert.ok(!order.some(([what, , n]) => what === 'start' && n.includes('derived')), 'the nested change is not delivered inside the hook');
-      }
-      order.push(['end', JSON.stringify(next)]);
-    },
-  });
-  assert.deepEqual(await agent.setState({ outer: true }), { outer: true });
-  assert.deepEqual(order, [
-    ['start', '{}', '{"outer":true}'],
-    ['end', '{"outer":true}'],
-    ['start', '{"outer":true}', '{"outer":true,"derived":true}'],
-    ['end', '{"outer":true,"derived":true}'],
-  ]);
-  assert.deepEqual(await agent.getStateVersioned(), { state: { outer: true, derived: true }, version: 2 });
-}, { timeout: 60000 });
-
 eachBackend('concurrent writes on one agent, one of which changes nothing: each result holds every change committed before the call', async (t, store) => {
   const agent = await store.open();
   await agent.setState({ x: 1 });
