@@ -366,3 +366,20 @@ eachBackend('concurrent writes on one agent, one of which changes nothing: each 
   assert.equal(version, 21);
   assert.equal(Object.keys(state).length, 21);
 });
+
+eachBackend('a failing hook does not stop the others: every hook sees every change, the first failure is reported', async (t, store) => {
+  const order = [];
+  class Watched extends Agent {
+    onStateChanged() {
+      order.push('onStateChanged');
+      throw new Error('the first hook failed');
+    }
+  }
+  const agent = await store.open({}, Watched);
+  agent.subscribe(() => { order.push('second'); throw new Error('the second hook failed'); });
+  agent.subscribe(() => { order.push('third'); });
+  const error = await rejectsWith(agent.setState({ a: 1 }), HookError, 'the first hook failed');
+  assert.equal(error.cause.message, 'the first hook failed');
+  assert.deepEqual(order, ['onStateChanged', 'second', 'third']);
+  assert.deepEqual(await agent.getStateVersioned(), { state: { a: 1 }, version: 1 });
+});
