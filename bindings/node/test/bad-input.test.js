@@ -230,3 +230,57 @@ test('storeMaxValueBytes records a cap in the store for the handles opened later
   // A read-only handle may not record a cap.
   await rejectsWith(store.open({ readOnly: true, storeMaxValueBytes: 200 }), InvalidArgumentError);
 });
+
+eachBackend('agentId: a non-empty string of at most 255 bytes', async (t, store) => {
+  for (const bad of ['', 'x'.repeat(256), 'é'.repeat(128), 42, true, {}]) {
+    await rejectsWith(agentState.openAgent(store.path, { agentId: bad }), InvalidArgumentError);
+  }
+  const longest = `${newAgentId()}_`.padEnd(255, 'x');
+  const agent = await agentState.openAgent(store.path, { agentId: longest });
+  store.agents.push(agent);
+  assert.deepEqual(await agent.setState({ ok: true }), { ok: true });
+  const listed = await agentState.listAgents(store.path, { prefix: longest });
+  assert.deepEqual(listed.map((e) => e.agentId), [longest]);
+});
+
+test('a file path with spaces and non-ASCII characters, and a relative path', async (t) => {
+  const dir = freshDir();
+  t.after(() => require('node:fs').rmSync(dir, { recursive: true, force: true }));
+  const odd = path.join(dir, 'a dir with spaces', 'café 中.db');
+  require('node:fs').mkdirSync(path.dirname(odd));
+  const agent = await agentState.openAgent(odd);
+  await agent.setState({ a: 1 });
+  await agent.close();
+  const again = await agentState.openAgent(odd);
+  assert.deepEqual(await again.getState(), { a: 1 });
+  await again.close();
+  const cwd = process.cwd();
+  process.chdir(dir);
+  try {
+    const relative = await agentState.openAgent('relative.db');
+    await relative.setState({ r: 1 });
+    await relative.close();
+  } finally {
+    process.chdir(cwd);
+  }
+  const absolute = await agentState.openAgent(path.join(dir, 'relative.db'));
+  assert.deepEqual(await absolute.getState(), { r: 1 });
+  await absolute.close();
+});
+
+eachBackend('an initialState() that throws: the read or first write rejects with its error, nothing written', async (t, store) => {
+  let fail = false;
+  class Fragile extends agentState.Agent {
+    initialState() {
+      if (fail) throw new RangeError('no initial state now');
+      return { n: 0 };
+    }
+  }
+  const agent = await store.open({}, Fragile);
+  fail = true;
+  await assert.rejects(agent.getState(), RangeError);
+  await assert.rejects(agent.setState({ a: 1 }), RangeError);
+  fail = false;
+  assert.deepEqual(await agent.getStateVersioned(), { state: { n: 0 }, version: 0 });
+  assert.deepEqual(await agent.setState({ a: 1 }), { n: 0, a: 1 });
+});
