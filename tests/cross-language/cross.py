@@ -20,7 +20,9 @@ import os
 import re
 import sqlite3
 import sys
-from typing import Any, List
+from typing import Any, Callable, Dict, List
+
+State = Dict[str, Any]
 
 import agent_state
 from agent_state import BigInt, JSMap, JSONInt, JSSet, RegExp, TypedArray, encode_value
@@ -29,15 +31,16 @@ from agent_state.values import ARRAY_TYPECODES
 UTC = dt.timezone.utc
 
 
-def date(*parts: int, us: int = 0) -> dt.datetime:
-    return dt.datetime(*parts, microsecond=us, tzinfo=UTC)  # type: ignore[misc]
+def date(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0,
+         us: int = 0) -> dt.datetime:
+    return dt.datetime(year, month, day, hour, minute, second, us, tzinfo=UTC)
 
 
 def typed(name: str, values: List[Any]) -> "array.array[Any]":
     return array.array(ARRAY_TYPECODES[name], values)
 
 
-def canonical() -> dict:
+def canonical() -> State:
     """values.js's canonical(), in Python's types (members in the same order)."""
     return {
         "arrays": [1, "two", None, True, [3, [4]], {"five": 5}],
@@ -105,14 +108,14 @@ def canonical() -> dict:
     }
 
 
-def canonical_read() -> dict:
+def canonical_read() -> State:
     """What get_state() gives for the canonical state: the same, but every $bigint a BigInt."""
     state = canonical()
     state["bigints"] = {k: BigInt(v) for k, v in state["bigints"].items()}
     return state
 
 
-def python_extra() -> dict:
+def python_extra() -> State:
     return {
         "float16": TypedArray.from_values("Float16Array", [1.0, -2.0]),
         "micros": date(2026, 11, 30, 3, 6, 44, us=123456),
@@ -120,7 +123,7 @@ def python_extra() -> dict:
     }
 
 
-EXPECTED = {
+EXPECTED: Dict[str, Callable[[], State]] = {
     "node": canonical_read,
     "python": canonical_read,
     "go": canonical_read,
@@ -230,7 +233,7 @@ def first_difference(a: bytes, b: bytes) -> str:
     return f"at byte {i}:\n      {a[lo:i + 60]!r}\n      {b[lo:i + 60]!r}"
 
 
-def stored_bytes(store: str) -> dict:
+def stored_bytes(store: str) -> Dict[str, bytes]:
     """Each agent's state as the SQLite file holds it (crates/agent_state/src/backends/sqlite:
     the head row agent_state holds the version, the version of the last full copy (base) and,
     for a small state, that copy (value); a larger one's is the row of agent_base). Every agent
@@ -275,7 +278,7 @@ def compare_bytes(store: str, out: str) -> int:
             for msg in bad:
                 print(f"FAIL bytes: {msg}")
         else:
-            print(f"ok   bytes of agent {agent_id} = agent node's ({len(raw)} bytes, file and library alike)")
+            print(f"ok   bytes of agent {agent_id} = agent node's ({len(reference)} bytes, file and library alike)")
     for lang in ("node", "python", "go"):
         with open(os.path.join(out, f"{lang}.json"), "rb") as f:
             encoded = f.read()
