@@ -4,6 +4,7 @@
 // log and cancellation. Every call that may wait runs on libuv's pool (the addon's jobs); this
 // file only encodes, decodes and orders hooks on the JavaScript thread.
 
+const { AsyncLocalStorage } = require('node:async_hooks');
 const native = require('./native');
 const codec = require('./codec');
 const { Snapshot } = require('./snapshot');
@@ -43,9 +44,18 @@ function isPlainObject(value) {
   return proto === Object.prototype || proto === null;
 }
 
+const MAX_VERSION = (1n << 64n) - 1n;
+
+// A version as the addon takes it: a safe integer as a number, a larger one (up to 2^64 - 1, as
+// the library counts) as a bigint.
 function versionArg(name, value) {
   if (value === undefined || value === null) return null;
-  if (typeof value === 'bigint') value = Number(value);
+  if (typeof value === 'bigint') {
+    if (value < 0n || value > MAX_VERSION) {
+      throw new InvalidArgumentError(`${name} must be a whole number from 0 to 2^64 - 1, got ${value}`);
+    }
+    return value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value;
+  }
   if (!Number.isSafeInteger(value) || value < 0) {
     throw new InvalidArgumentError(`${name} must be a whole number of at least 0, got ${String(value)}`);
   }
@@ -58,6 +68,11 @@ function hookName(hook) {
 
 // Hook errors kept for the write that made the change; bounded, in case nobody asks.
 const MAX_KEPT_HOOK_ERRORS = 1024;
+
+// The agents whose hooks the current async context runs inside: a write made by a hook (or
+// anything it awaits) is delivered after that hook returns, so it must not wait for the
+// delivery of its own change, which would wait for the hook (a deadlock).
+const insideHooks = new AsyncLocalStorage();
 
 class Agent {
   #native = null;
@@ -99,8 +114,11 @@ class Agent {
     }
     this.#path = path;
     this.#options = { initialState };
-    const json = JSON.stringify(nativeOptions(rest));
     const initial = this.#initialText();
+    // The initial state goes to the library as its option too, so that opening checks it like
+    // the other bindings do (the size cap, the codec): a state no write could start from is
+    // refused at once.
+    const json = JSON.stringify({ ...nativeOptions(rest), initial_state: JSON.parse(initial) });
     const opened = await call(signal, (token) => native.openAgent(path, json, initial, token));
     this.#native = native.NativeAgent.fromOpened(opened);
     if (onStateChanged) this.#listeners.push(onStateChanged);
@@ -207,6 +225,8 @@ class Agent {
   async #deliverThrough(version) {
     if (this.#listeners.length === 0 && !this.#overridesHook()) return;
     this.#drain();
+    const running = insideHooks.getStore();
+    if (running !== undefined && running.has(this)) return; // delivered after the hook returns
     await this.#delivery;
     const failure = this.#hookErrors.get(version);
     if (failure !== undefined) {
@@ -229,20 +249,24 @@ class Agent {
     const hooks = [];
     if (this.#overridesHook()) hooks.push([(n, p) => this.onStateChanged(n, p), 'onStateChanged']);
     for (const listener of this.#listeners) hooks.push([listener, hookName(listener)]);
+    // Every hook sees every change, as in the other bindings; the first failure is reported.
+    let failure;
+    const running = new Set(insideHooks.getStore());
+    running.add(this);
     for (const [hook, name] of hooks) {
       try {
-        await hook(next, prev);
+        await insideHooks.run(running, () => hook(next, prev));
       } catch (error) {
+        if (failure !== undefined) continue;
         const what = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-        if (this.#hookErrors.size >= MAX_KEPT_HOOK_ERRORS) {
-          this.#hookErrors.delete(this.#hookErrors.keys().next().value);
-        }
-        this.#hookErrors.set(
-          change.version,
-          new HookError(`${name} hook raised ${what} (the change, version ${change.version}, is committed)`, { cause: error }),
-        );
-        return;
+        failure = new HookError(`${name} hook raised ${what} (the change, version ${change.version}, is committed)`, { cause: error });
       }
+    }
+    if (failure !== undefined) {
+      if (this.#hookErrors.size >= MAX_KEPT_HOOK_ERRORS) {
+        this.#hookErrors.delete(this.#hookErrors.keys().next().value);
+      }
+      this.#hookErrors.set(change.version, failure);
     }
   }
 
@@ -320,9 +344,15 @@ class Agent {
       }
       if (!follow || (signal && signal.aborted)) return;
       if (batch.length === 0) {
+        // The wait between checks: ended by its timer or by the signal, whichever comes first;
+        // the abort listener goes with it (one per wait would pile up on a long follow).
         await new Promise((resolve) => {
-          const timer = setTimeout(resolve, intervalMs);
-          if (signal) signal.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
+          const onAbort = () => { clearTimeout(timer); resolve(); };
+          const timer = setTimeout(() => {
+            if (signal) signal.removeEventListener('abort', onAbort);
+            resolve();
+          }, intervalMs);
+          if (signal) signal.addEventListener('abort', onAbort, { once: true });
         });
         if (signal && signal.aborted) return;
       }

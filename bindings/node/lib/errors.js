@@ -47,13 +47,15 @@ const BY_STATUS = new Map(
 function translate(error) {
   if (!(error instanceof Error) || typeof error.message !== 'string') return error;
   const parts = error.message.split('\u0001');
-  if (parts.length < 2 || !/^\d+$/.test(parts[0])) {
-    // napi-rs's own message for a panic caught at the boundary.
-    if (/panic/i.test(error.message)) return new PanicError(error.message, { cause: error });
-    return error;
+  if (parts.length < 2 || !/^\d+$/.test(parts[0])) return error;
+  const status = Number(parts[0]);
+  const cls = BY_STATUS.get(status);
+  const out = cls ? new cls(parts[1]) : new AgentError(parts[1]);
+  if (!cls) {
+    // A status this package does not know (a newer library): still a status and a code.
+    Object.defineProperty(out, 'status', { value: status });
+    Object.defineProperty(out, 'code', { value: `AGENT_ERR_${status}` });
   }
-  const cls = BY_STATUS.get(Number(parts[0])) || AgentError;
-  const out = new cls(parts[1]);
   if (parts.length > 2) Object.assign(out, JSON.parse(parts[2]));
   return out;
 }

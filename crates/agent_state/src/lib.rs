@@ -152,7 +152,7 @@ pub mod hooks;
 pub mod options;
 mod store;
 
-pub use agent::{Agent, Held, Ticket, Versioned};
+pub use agent::{Agent, Held, Ticket, Versioned, Written};
 /// The state value (its own crate, `agent_state_value`): JSON, the codec, merge, snapshots.
 pub use agent_state_value as value;
 pub use agents::{delete_agent, expire_agents, list_agents, AgentInfo, AgentQuery};

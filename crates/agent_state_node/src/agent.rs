@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::cancel::{token, CancelToken};
-use crate::error::{invalid, IntoNapi};
+use crate::error::{guarded, invalid, IntoNapi};
 use crate::hooks::{ChangeQueue, InitialSource, JsValidator, PendingChange};
 use crate::task::Job;
 
@@ -30,10 +30,13 @@ pub struct Written {
     pub state: Option<String>,
 }
 
-fn written(v: agent_state::Versioned, known: Option<u64>) -> Result<Written> {
-    // Versions grow by one per commit: `known + 1` means this write was the only commit since
-    // the caller's state; `known` means it committed nothing.
-    let derivable = known.is_some_and(|k| v.version == k + 1 || v.version == k);
+fn written(v: agent_state::Written, known: Option<u64>) -> Result<Written> {
+    // Versions grow by one per commit: a commit at `known + 1` was the only one since the
+    // caller's state, and a write that committed nothing at `known` left it as it was. A write
+    // that committed nothing at another version found another handle's state, whose text the
+    // caller needs.
+    let derivable = known
+        .is_some_and(|k| (v.committed && v.version == k + 1) || (!v.committed && v.version == k));
     Ok(Written {
         version: v.version as f64,
         state: if derivable {
@@ -67,15 +70,25 @@ fn text(bytes: &[u8]) -> Result<String> {
     String::from_utf8(bytes.to_vec()).map_err(|_| invalid("the stored state is not UTF-8"))
 }
 
-fn version_arg(what: &str, value: Option<f64>) -> Result<Option<u64>> {
+/// A version from JavaScript: a safe integer, or a bigint for the versions past 2^53 that a
+/// u64 can hold (compare-and-set with such a version is a conflict, never a refusal).
+pub type VersionArg = Either<f64, BigInt>;
+
+fn version_arg(what: &str, value: Option<VersionArg>) -> Result<Option<u64>> {
     match value {
         None => Ok(None),
-        Some(v) if v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_991.0 => {
+        Some(Either::A(v)) if v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_991.0 => {
             Ok(Some(v as u64))
         }
-        Some(v) => Err(invalid(format!(
+        Some(Either::A(v)) => Err(invalid(format!(
             "{what} must be a whole number of at least 0, got {v}"
         ))),
+        Some(Either::B(big)) => match big.get_u64() {
+            (false, v, true) => Ok(Some(v)),
+            _ => Err(invalid(format!(
+                "{what} must be a whole number from 0 to 2^64 - 1"
+            ))),
+        },
     }
 }
 
@@ -138,26 +151,31 @@ impl NativeAgent {
 
     /// The initial state's JSON text for the writes that follow (used when nothing is stored).
     #[napi]
-    pub fn set_initial(&self, initial: String) {
-        self.initial.set(initial.into_bytes());
+    pub fn set_initial(&self, initial: String) -> Result<()> {
+        guarded("setInitial", || {
+            self.initial.set(initial.into_bytes());
+            Ok(())
+        })
     }
 
     /// Starts queueing this handle's committed changes for `take_changes` (once is enough).
     #[napi]
     pub fn watch_changes(&mut self) -> Result<()> {
-        if !self.watching {
-            self.agent
-                .on_state_changed(self.changes.clone())
-                .into_napi()?;
-            self.watching = true;
-        }
-        Ok(())
+        guarded("watchChanges", || {
+            if !self.watching {
+                self.agent
+                    .on_state_changed(self.changes.clone())
+                    .into_napi()?;
+                self.watching = true;
+            }
+            Ok(())
+        })
     }
 
     /// The changes committed since the last call, oldest first (in commit order).
     #[napi]
     pub fn take_changes(&self) -> Result<Vec<PendingChange>> {
-        self.changes.take()
+        guarded("takeChanges", || self.changes.take())
     }
 
     /// Sets (or, with `null`, removes) the validator: a JavaScript function called on the
@@ -165,8 +183,10 @@ impl NativeAgent {
     /// let the change commit or the reason to reject it.
     #[napi]
     pub fn set_validator(&self, validator: Option<JsValidator>) -> Result<()> {
-        let validator = validator.map(|f| Arc::new(crate::hooks::Validate::new(f)) as _);
-        self.agent.set_validator(validator).into_napi()
+        guarded("setValidator", || {
+            let validator = validator.map(|f| Arc::new(crate::hooks::Validate::new(f)) as _);
+            self.agent.set_validator(validator).into_napi()
+        })
     }
 
     /// Reads the state and version on a pool thread.
@@ -197,16 +217,18 @@ impl NativeAgent {
     /// True when the read that returned `ticket` is still the stored state: nothing was
     /// committed since, by any connection, and the handle is open. Never waits.
     #[napi]
-    pub fn is_current(&self, ticket: u32) -> bool {
-        if ticket == 0 {
-            return false;
-        }
-        let last = self.last_read.lock().unwrap_or_else(|p| p.into_inner());
-        last.number == ticket
-            && last
-                .ticket
-                .as_ref()
-                .is_some_and(|t| self.agent.is_current(t))
+    pub fn is_current(&self, ticket: u32) -> Result<bool> {
+        guarded("isCurrent", || {
+            if ticket == 0 {
+                return Ok(false);
+            }
+            let last = self.last_read.lock().unwrap_or_else(|p| p.into_inner());
+            Ok(last.number == ticket
+                && last
+                    .ticket
+                    .as_ref()
+                    .is_some_and(|t| self.agent.is_current(t)))
+        })
     }
 
     /// Merges `patch` (JSON text) on a pool thread; only at version `expected` when given.
@@ -215,15 +237,17 @@ impl NativeAgent {
     pub fn set_state(
         &self,
         patch: String,
-        expected: Option<f64>,
-        known: Option<f64>,
+        expected: Option<VersionArg>,
+        known: Option<VersionArg>,
         cancel: Option<&CancelToken>,
     ) -> Result<AsyncTask<Job<Written>>> {
         let expected = version_arg("expected", expected)?;
         let known = version_arg("known", known)?;
         let agent = Arc::clone(&self.agent);
         Ok(Job::new(token(cancel), move || {
-            let result = agent.set_state_if(patch.as_bytes(), expected).into_napi()?;
+            let result = agent
+                .set_state_written(patch.as_bytes(), expected)
+                .into_napi()?;
             written(result, known)
         }))
     }
@@ -234,8 +258,8 @@ impl NativeAgent {
     pub fn replace_state(
         &self,
         next: String,
-        expected: Option<f64>,
-        known: Option<f64>,
+        expected: Option<VersionArg>,
+        known: Option<VersionArg>,
         cancel: Option<&CancelToken>,
     ) -> Result<AsyncTask<Job<Written>>> {
         let expected = version_arg("expected", expected)?;
@@ -243,7 +267,7 @@ impl NativeAgent {
         let agent = Arc::clone(&self.agent);
         Ok(Job::new(token(cancel), move || {
             let result = agent
-                .replace_state_if(next.as_bytes(), expected)
+                .replace_state_written(next.as_bytes(), expected)
                 .into_napi()?;
             written(result, known)
         }))
@@ -253,7 +277,7 @@ impl NativeAgent {
     #[napi]
     pub fn changes_since(
         &self,
-        after: f64,
+        after: VersionArg,
         cancel: Option<&CancelToken>,
     ) -> Result<AsyncTask<Job<String>>> {
         let after = version_arg("after", Some(after))?.unwrap_or(0);
@@ -267,7 +291,7 @@ impl NativeAgent {
     #[napi]
     pub fn state_at(
         &self,
-        version: f64,
+        version: VersionArg,
         cancel: Option<&CancelToken>,
     ) -> Result<AsyncTask<Job<String>>> {
         let version = version_arg("version", Some(version))?.unwrap_or(0);
@@ -281,7 +305,7 @@ impl NativeAgent {
     #[napi]
     pub fn restore(
         &self,
-        version: f64,
+        version: VersionArg,
         cancel: Option<&CancelToken>,
     ) -> Result<AsyncTask<Job<Versioned>>> {
         let version = version_arg("version", Some(version))?.unwrap_or(0);
@@ -305,23 +329,33 @@ impl NativeAgent {
     /// [`NativeAgent::set_state`] on the calling (JavaScript) thread, blocking it: for the
     /// benchmark that measures what the Promise costs; the package never calls it.
     #[napi]
-    pub fn set_state_blocking(&self, patch: String, expected: Option<f64>) -> Result<Versioned> {
-        let expected = version_arg("expected", expected)?;
-        versioned(
-            self.agent
-                .set_state_if(patch.as_bytes(), expected)
-                .into_napi()?,
-        )
+    pub fn set_state_blocking(
+        &self,
+        patch: String,
+        expected: Option<VersionArg>,
+        known: Option<VersionArg>,
+    ) -> Result<Written> {
+        guarded("setStateBlocking", || {
+            let expected = version_arg("expected", expected)?;
+            let known = version_arg("known", known)?;
+            let result = self
+                .agent
+                .set_state_written(patch.as_bytes(), expected)
+                .into_napi()?;
+            written(result, known)
+        })
     }
 
     /// A read on the calling (JavaScript) thread, blocking it: for the benchmarks only.
     #[napi]
     pub fn read_blocking(&self) -> Result<Versioned> {
-        let held = self.agent.read().into_napi()?;
-        Ok(Versioned {
-            version: held.version() as f64,
-            state: text(held.state().json())?,
-            ticket: 0,
+        guarded("readBlocking", || {
+            let held = self.agent.read().into_napi()?;
+            Ok(Versioned {
+                version: held.version() as f64,
+                state: text(held.state().json())?,
+                ticket: 0,
+            })
         })
     }
 

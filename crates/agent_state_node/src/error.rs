@@ -39,3 +39,24 @@ impl<T> IntoNapi<T> for agent_state::Result<T> {
         self.map_err(to_napi)
     }
 }
+
+/// Runs `f`, turning a panic into an error with `AGENT_ERR_PANIC`'s code (99): the one panic
+/// boundary of the addon. Node-API calls the addon through `extern "C"` functions, where a panic
+/// would abort the process (napi-rs does not catch it on libuv's pool), so every job and every
+/// synchronous method runs inside this.
+pub fn guarded<T>(what: &str, f: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let detail = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic without a message");
+            Err(napi::Error::from_reason(format!(
+                "99{SEPARATOR}a bug in agent_state was caught in {what}: {detail} (the agent may \
+                 still be used; please report it)"
+            )))
+        }
+    }
+}

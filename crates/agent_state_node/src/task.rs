@@ -6,6 +6,7 @@ use napi::bindgen_prelude::*;
 use napi::Env;
 
 use crate::cancel::scoped;
+use crate::error::guarded;
 
 /// A job: `work` runs on a pool thread; `Output` is handed to JavaScript (`ToNapiValue`).
 pub struct Job<O: Send + 'static> {
@@ -34,7 +35,7 @@ impl<O: Send + ToNapiValue + TypeName + 'static> Task for Job<O> {
             .work
             .take()
             .ok_or_else(|| Error::from_reason("a job ran twice"))?;
-        scoped(&self.cancel, work)
+        guarded("a call on the pool", || scoped(&self.cancel, work))
     }
 
     fn resolve(&mut self, _env: Env, output: O) -> Result<O> {

@@ -90,6 +90,29 @@ pub struct Versioned {
     pub version: u64,
 }
 
+/// What a write did: the state and version after it, and whether it committed a change. A write
+/// whose result is the stored state byte for byte commits nothing (`committed` false: the state
+/// and version are the stored ones, which another handle may have written).
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The state after the write.
+    pub state: Arc<Snapshot>,
+    /// Its version: the new one when `committed`, else the stored one.
+    pub version: u64,
+    /// True when this write committed a change (and `version` is the one it made).
+    pub committed: bool,
+}
+
+impl Written {
+    /// The state and version, without the flag.
+    pub fn versioned(self) -> Versioned {
+        Versioned {
+            state: self.state,
+            version: self.version,
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

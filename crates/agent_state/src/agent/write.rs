@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::cache::{self, Context, Current};
 use super::feed::Foreign;
-use super::{lock, Agent, Cursor, Inner, Versioned, View};
+use super::{lock, Agent, Cursor, Inner, Versioned, View, Written};
 use crate::error::{Error, Result};
 use crate::hooks::{Patch, StateChange};
 use crate::store::{Backend, LogRetention, NewChange, Txn};
@@ -54,6 +54,14 @@ impl Agent {
     /// Like [`Agent::set_state`], but only when the stored version is `expected` (when given);
     /// otherwise [`Error::Conflict`] and nothing is written. Returns the new state and version.
     pub fn set_state_if(&self, patch: &[u8], expected: Option<u64>) -> Result<Versioned> {
+        self.set_state_written(patch, expected)
+            .map(Written::versioned)
+    }
+
+    /// [`Agent::set_state_if`], also saying whether the write committed a change (see
+    /// [`Written`]): for a binding that keeps its own copy of the state and derives the next
+    /// one from it and the patch.
+    pub fn set_state_written(&self, patch: &[u8], expected: Option<u64>) -> Result<Written> {
         self.refuse_reentry()?;
         let patch = accept::patch(patch, self.cap.bytes).map_err(|e| self.cap.explain(e.into()))?;
         self.change(Change::Merge(patch), expected)
@@ -67,6 +75,12 @@ impl Agent {
     /// Like [`Agent::replace_state`], but only when the stored version is `expected` (when
     /// given); otherwise [`Error::Conflict`] and nothing is written.
     pub fn replace_state_if(&self, next: &[u8], expected: Option<u64>) -> Result<Versioned> {
+        self.replace_state_written(next, expected)
+            .map(Written::versioned)
+    }
+
+    /// [`Agent::replace_state_if`], also saying whether the write committed a change.
+    pub fn replace_state_written(&self, next: &[u8], expected: Option<u64>) -> Result<Written> {
         self.refuse_reentry()?;
         // The encoded size is checked in `apply`, after the expected version, as always.
         let next = accept::state(StateInput::Replacement(next), self.cap.bytes)
@@ -84,7 +98,7 @@ impl Agent {
     /// explain a conflict, a rejection, a codec or size error), nothing was written and the
     /// change is made again under the row's lock from the latest state: what a call returns
     /// never depends on a stale cache.
-    pub(super) fn change(&self, change: Change, expected: Option<u64>) -> Result<Versioned> {
+    pub(super) fn change(&self, change: Change, expected: Option<u64>) -> Result<Written> {
         let (events, result) = {
             let mut guard = self.lock_inner()?;
             let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
@@ -138,7 +152,13 @@ impl Agent {
             };
             let applied = match outcome {
                 Outcome::Written(applied) => applied,
-                Outcome::Unchanged(current) => return Ok(current),
+                Outcome::Unchanged(current) => {
+                    return Ok(Written {
+                        state: current.state,
+                        version: current.version,
+                        committed: false,
+                    })
+                }
             };
             let Applied {
                 prev,
@@ -172,9 +192,10 @@ impl Agent {
             ));
             (
                 events,
-                Versioned {
+                Written {
                     state: next,
                     version,
+                    committed: true,
                 },
             )
         };
@@ -354,5 +375,6 @@ impl Agent {
             return Err(self.cap.refuses_state(old.len(), None));
         }
         self.change(Change::Replace(old), None)
+            .map(Written::versioned)
     }
 }
