@@ -289,3 +289,36 @@ fn errors_carry_what_callers_act_on() {
         assert!(!source.to_string().is_empty());
     }
 }
+
+/// A write says whether it committed: a change does (at the next version); a write whose result
+/// is the stored state commits nothing and returns the stored state and version, which another
+/// handle may have written (a binding that keeps its own copy must then take that state).
+#[each_backend]
+fn a_write_says_whether_it_committed() {
+    let dir = TempDir::new("written");
+    let place = dir.store("s.db");
+    let a = open(&place, &OpenOptions::default()).unwrap();
+    let b = open(&place, &OpenOptions::default()).unwrap();
+
+    let first = a.set_state_written(br#"{"n":1}"#, None).unwrap();
+    assert!(first.committed);
+    assert_eq!(first.version, 1);
+
+    let same = a.set_state_written(br#"{"n":1}"#, None).unwrap();
+    assert!(!same.committed, "nothing changed");
+    assert_eq!(same.version, 1);
+
+    // Another handle commits; a's write changes nothing of the new state.
+    b.set_state(br#"{"m":2}"#).unwrap();
+    let after_other = a.set_state_written(br#"{"n":1}"#, None).unwrap();
+    assert!(!after_other.committed);
+    assert_eq!(after_other.version, 2);
+    assert_eq!(after_other.state.json(), br#"{"n":1,"m":2}"#);
+
+    let replaced = a.replace_state_written(br#"{"k":3}"#, Some(2)).unwrap();
+    assert!(replaced.committed);
+    assert_eq!(replaced.version, 3);
+    let again = a.replace_state_written(br#"{"k":3}"#, None).unwrap();
+    assert!(!again.committed);
+    assert_eq!(again.version, 3);
+}
