@@ -214,3 +214,50 @@ eachBackend('an open agent sees its deletion at the next read, and versions neve
   assert.deepEqual(await agent.setState({ b: 1 }), { init: true, b: 1 });
   assert.deepEqual(await agent.getStateVersioned(), { state: { init: true, b: 1 }, version: 2 });
 });
+
+eachBackend('a long changes({ follow }) does not pile up abort listeners on its signal', async (t, store) => {
+  const agent = await store.open(LOG);
+  const writer = await store.open(LOG);
+  await agent.setState({ a: 1 });
+  const controller = new AbortController();
+  const signal = controller.signal;
+  let live = 0;
+  let added = 0;
+  const add = signal.addEventListener.bind(signal);
+  const remove = signal.removeEventListener.bind(signal);
+  const wrapped = new Map();
+  let wrote = null;
+  signal.addEventListener = (type, listener, options) => {
+    // A once-listener that fires is gone too: counted out when it runs.
+    const counted = (...args) => { live -= 1; wrapped.delete(listener); return listener(...args); };
+    wrapped.set(listener, counted);
+    live += 1;
+    added += 1;
+    // After many waits with nothing new, another handle commits a change; the loop's body then
+    // aborts the signal.
+    if (added === 200) wrote = writer.setState({ b: 2 });
+    return add(type, counted, options);
+  };
+  signal.removeEventListener = (type, listener, options) => {
+    const counted = wrapped.get(listener);
+    if (counted !== undefined) {
+      live -= 1;
+      wrapped.delete(listener);
+      return remove(type, counted, options);
+    }
+    return remove(type, listener, options);
+  };
+  const seen = [];
+  let liveAtTheEnd;
+  for await (const change of agent.changes({ follow: true, intervalMs: 1, signal })) {
+    seen.push(change.version);
+    if (change.version === 2) {
+      liveAtTheEnd = live;
+      controller.abort();
+    }
+  }
+  await wrote;
+  assert.deepEqual(seen, [1, 2]);
+  assert.ok(added >= 200);
+  assert.ok(liveAtTheEnd <= 1, `${liveAtTheEnd} abort listeners on the signal after ${added} were added`);
+});
