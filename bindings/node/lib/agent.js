@@ -62,8 +62,9 @@ function versionArg(name, value) {
   return value;
 }
 
-function hookName(hook) {
-  return hook && hook.name ? hook.name : 'onStateChanged';
+// How a HookError names a listener: its function's name, else its place among the listeners.
+function hookName(hook, index) {
+  return hook && hook.name ? hook.name : `listener ${index + 1} (anonymous)`;
 }
 
 // Hook errors kept for the write that made the change; bounded, in case nobody asks.
@@ -248,7 +249,7 @@ class Agent {
     const prev = codec.decode(change.prev);
     const hooks = [];
     if (this.#overridesHook()) hooks.push([(n, p) => this.onStateChanged(n, p), 'onStateChanged']);
-    for (const listener of this.#listeners) hooks.push([listener, hookName(listener)]);
+    this.#listeners.forEach((listener, i) => hooks.push([listener, hookName(listener, i)]));
     // Every hook sees every change, as in the other bindings; the first failure is reported.
     let failure;
     const running = new Set(insideHooks.getStore());
