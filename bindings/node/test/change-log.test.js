@@ -261,3 +261,24 @@ eachBackend('a long changes({ follow }) does not pile up abort listeners on its 
   assert.ok(added >= 200);
   assert.ok(liveAtTheEnd <= 1, `${liveAtTheEnd} abort listeners on the signal after ${added} were added`);
 });
+
+eachBackend('poll() delivers the changes another process committed, in commit order', async (t, store) => {
+  const { startChild } = require('./children');
+  const seen = [];
+  const watcher = await store.open({ ...LOG, onStateChanged: (next, prev) => seen.push({ next, prev }) });
+  assert.equal(await watcher.poll(), 0);
+  const writer = startChild('writer', [], store, LOG);
+  t.after(() => writer.kill());
+  const acked = [];
+  while (acked.length < 5) acked.push(await writer.next());
+  await writer.kill('SIGKILL');
+  const delivered = await watcher.poll();
+  assert.ok(delivered >= 5, `${delivered} changes delivered`);
+  assert.equal(seen.length, delivered);
+  assert.deepEqual(seen[0], { prev: {}, next: { k0: 0 } });
+  for (let i = 1; i < seen.length; i++) {
+    assert.deepEqual(seen[i].prev, seen[i - 1].next);
+    assert.equal(seen[i].next[`k${i}`], i);
+  }
+  assert.deepEqual(seen.at(-1).next, await watcher.getState());
+});
