@@ -4,7 +4,7 @@
 // the event loop empty, and node:test then cancels every test still pending in the file.
 
 const assert = require('node:assert/strict');
-const { eachBackend } = require('./backends');
+const { eachBackend, agentState } = require('./backends');
 
 // The nested change is delivered after the hook returns, in commit order, and the outer write
 // resolves after both deliveries.
@@ -29,4 +29,24 @@ eachBackend('a hook that awaits a write of its own agent: no deadlock, the neste
     ['end', '{"outer":true,"derived":true}'],
   ]);
   assert.deepEqual(await agent.getStateVersioned(), { state: { outer: true, derived: true }, version: 2 });
+}, { timeout: 60000 });
+
+// As in the other bindings (Python: the outer writer waits for the nested change's hook and gets
+// its error): the nested change's hook failure is not lost. The nested write resolved before its
+// change was delivered, so the write that is still waiting, the outer one, reports it.
+eachBackend('a hook failure on a change written from inside a hook reaches the outer write', async (t, store) => {
+  const agent = await store.open({
+    async onStateChanged(next, prev) {
+      if (!next.derived) await agent.setState({ derived: true });
+      else if (!prev.derived) throw new Error('the nested change\'s hook failed');
+    },
+  });
+  await assert.rejects(agent.setState({ outer: true }), (error) => {
+    assert.ok(error instanceof agentState.HookError, `${error}`);
+    assert.match(error.message, /the nested change's hook failed/);
+    return true;
+  });
+  assert.deepEqual(await agent.getStateVersioned(), { state: { outer: true, derived: true }, version: 2 });
+  // Later writes are not blamed for it.
+  assert.deepEqual(await agent.setState({ later: 1 }), { outer: true, derived: true, later: 1 });
 }, { timeout: 60000 });
