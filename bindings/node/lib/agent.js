@@ -87,6 +87,9 @@ class Agent {
   // Hooks run one after another, in commit order, on this thread.
   #delivery = Promise.resolve();
   #hookErrors = new Map();
+  // Versions written from inside this agent's hooks: their writes resolved before their delivery,
+  // so a hook failure of theirs goes to the write still waiting, the outer one.
+  #nested = new Set();
   #closing = null;
   // The validator, held here: the function the addon keeps reaches it through a WeakRef.
   #validator = null;
@@ -125,6 +128,13 @@ class Agent {
     if (onStateChanged) this.#listeners.push(onStateChanged);
     if (this.#listeners.length > 0 || this.#overridesHook()) this.#native.watchChanges();
     if (validator !== undefined && validator !== null) this.setValidator(validator);
+  }
+
+  // True while one of this agent's hooks runs in the current async context: a call made there must
+  // not wait for the delivery under way, which waits for that hook (a deadlock).
+  #insideOwnHook() {
+    const running = insideHooks.getStore();
+    return running !== undefined && running.has(this);
   }
 
   #overridesHook() {
@@ -226,14 +236,37 @@ class Agent {
   async #deliverThrough(version) {
     if (this.#listeners.length === 0 && !this.#overridesHook()) return;
     this.#drain();
-    const running = insideHooks.getStore();
-    if (running !== undefined && running.has(this)) return; // delivered after the hook returns
-    await this.#delivery;
-    const failure = this.#hookErrors.get(version);
-    if (failure !== undefined) {
-      this.#hookErrors.delete(version);
-      throw failure;
+    if (this.#insideOwnHook()) {
+      // Delivered after the hook returns; the outer write reports a failure of its hooks.
+      this.#nested.add(version);
+      return;
     }
+    await this.#settle(version);
+  }
+
+  // Waits for the deliveries under way, and for those that writes from inside the hooks queued
+  // meanwhile; then throws the hook failure of the change at `version` (if given), else of a change
+  // written from inside a hook.
+  async #settle(version) {
+    let chain = this.#delivery;
+    await chain;
+    // Only writes from inside the hooks make it wait again (never other callers' writes, which
+    // their own callers await): a steady stream of writes cannot hold this one back.
+    while (this.#nested.size > 0 && chain !== this.#delivery) {
+      chain = this.#delivery;
+      await chain;
+    }
+    let failure;
+    if (version !== undefined) {
+      failure = this.#hookErrors.get(version);
+      this.#hookErrors.delete(version);
+    }
+    for (const v of this.#nested) {
+      this.#nested.delete(v);
+      if (failure === undefined) failure = this.#hookErrors.get(v);
+      this.#hookErrors.delete(v);
+    }
+    if (failure !== undefined) throw failure;
   }
 
   #drain() {
@@ -386,7 +419,8 @@ class Agent {
     const handle = this.#handle();
     await call(options.signal, (token) => handle.poll(token));
     const delivered = this.#listeners.length > 0 || this.#overridesHook() ? this.#drain() : 0;
-    await this.#delivery;
+    // From inside one of this agent's hooks they are delivered after that hook returns.
+    if (!this.#insideOwnHook()) await this.#settle(undefined);
     return delivered;
   }
 
@@ -410,8 +444,10 @@ class Agent {
     if (this.#native === null) return;
     if (this.#closing === null) {
       const handle = this.#native;
+      // From inside one of this agent's hooks, the delivery under way waits for that hook.
+      const inside = this.#insideOwnHook();
       this.#closing = (async () => {
-        await this.#delivery;
+        if (!inside) await this.#delivery;
         try {
           await handle.close();
         } catch (error) {
