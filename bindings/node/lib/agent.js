@@ -269,12 +269,13 @@ class Agent {
     if (failure !== undefined) throw failure;
   }
 
+  // Queues the changes taken for delivery; returns their versions.
   #drain() {
     const changes = this.#native.takeChanges();
     for (const change of changes) {
       this.#delivery = this.#delivery.then(() => this.#runHooks(change));
     }
-    return changes.length;
+    return changes.map((change) => change.version);
   }
 
   async #runHooks(change) {
@@ -418,10 +419,18 @@ class Agent {
   async poll(options = {}) {
     const handle = this.#handle();
     await call(options.signal, (token) => handle.poll(token));
-    const delivered = this.#listeners.length > 0 || this.#overridesHook() ? this.#drain() : 0;
+    const versions = this.#listeners.length > 0 || this.#overridesHook() ? this.#drain() : [];
     // From inside one of this agent's hooks they are delivered after that hook returns.
-    if (!this.#insideOwnHook()) await this.#settle(undefined);
-    return delivered;
+    if (this.#insideOwnHook()) return versions.length;
+    await this.#settle(undefined);
+    // After every delivery, the first hook failure among them (as the other bindings report it).
+    let failure;
+    for (const v of versions) {
+      if (failure === undefined) failure = this.#hookErrors.get(v);
+      this.#hookErrors.delete(v);
+    }
+    if (failure !== undefined) throw failure;
+    return versions.length;
   }
 
   /** The size cap in force for this agent, in bytes. */

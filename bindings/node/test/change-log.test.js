@@ -282,3 +282,24 @@ eachBackend('poll() delivers the changes another process committed, in commit or
   }
   assert.deepEqual(seen.at(-1).next, await watcher.getState());
 });
+
+// As in the other bindings (Python: HookError from poll(), after every delivery was made).
+eachBackend('a hook failing on a change poll() delivers: poll rejects with HookError after delivering them all', async (t, store) => {
+  const calls = [];
+  const watcher = await store.open({
+    ...LOG,
+    onStateChanged(next) {
+      calls.push(next.x);
+      if (next.x === 1) throw new Error('mirror down');
+    },
+  });
+  const writer = await store.open(LOG);
+  await writer.setState({ x: 1 });
+  await writer.setState({ x: 2 });
+  const error = await rejectsWith(watcher.poll(), agentState.HookError, 'mirror down');
+  assert.equal(error.cause.message, 'mirror down');
+  assert.deepEqual(calls, [1, 2]);
+  assert.equal(await watcher.poll(), 0, 'the deliveries were all made');
+  // The failure is not reported again by a later write.
+  assert.deepEqual(await watcher.setState({ y: 1 }), { x: 2, y: 1 });
+});
