@@ -303,3 +303,31 @@ eachBackend('a hook failing on a change poll() delivers: poll rejects with HookE
   // The failure is not reported again by a later write.
   assert.deepEqual(await watcher.setState({ y: 1 }), { x: 2, y: 1 });
 });
+
+eachBackend('a polling agent stays current while another handle commits: its reads never go back, a stale compare-and-set conflicts', async (t, store) => {
+  const polled = [];
+  const a = await store.open({ changeLog: { keepLast: 1000 }, onStateChanged: (next, prev) => polled.push([prev, next]) });
+  const w = await store.open({ busyTimeoutMs: 60000 });
+  let stop = false;
+  let lastVersion = 0;
+  const poller = (async () => {
+    while (!stop) {
+      await a.poll();
+      const { version } = await a.getStateVersioned();
+      assert.ok(version >= lastVersion, `a read went back from version ${lastVersion} to ${version}`);
+      lastVersion = version;
+      await a.changesSince(Math.max(version - 1, 0));
+      if (version > 0) assert.ok(await a.stateAt(version));
+    }
+  })();
+  await Promise.all(Array.from({ length: 4 }, async (_, k) => {
+    for (let i = 0; i < 25; i++) await w.setState({ [`t${k}`]: i });
+  }));
+  stop = true;
+  await poller;
+  assert.equal((await a.getStateVersioned()).version, 100);
+  await rejectsWith(a.setStateIf(99, { stale: true }), ConflictError);
+  await a.poll();
+  assert.equal(polled.length, 100);
+  for (let i = 1; i < polled.length; i++) assert.deepEqual(polled[i][0], polled[i - 1][1]);
+});
