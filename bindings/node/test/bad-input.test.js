@@ -5,7 +5,7 @@
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const test = require('node:test');
-const { eachBackend, rejectsWith, agentState, freshDir, newAgentId } = require('./backends');
+const { eachBackend, rejectsWith, agentState, freshDir, newAgentId, PG_URI } = require('./backends');
 
 const {
   InvalidArgumentError, BadHandleError, CodecError, StateTooLargeError, StorageError, UnavailableError, AgentError,
@@ -283,4 +283,12 @@ eachBackend('an initialState() that throws: the read or first write rejects with
   fail = false;
   assert.deepEqual(await agent.getStateVersioned(), { state: { n: 0 }, version: 0 });
   assert.deepEqual(await agent.setState({ a: 1 }), { n: 0, a: 1 });
+});
+
+test('a PostgreSQL role the server does not know is AuthError', { skip: PG_URI ? false : 'no PostgreSQL server (AGENT_STATE_TEST_PG_URI)' }, async () => {
+  const uri = new URL(PG_URI);
+  uri.searchParams.set('user', 'no_such_role_node_tests');
+  uri.username = '';
+  uri.password = '';
+  await rejectsWith(agentState.openAgent(uri.toString(), { agentId: newAgentId(), serverTimeoutMs: 5000 }), agentState.AuthError);
 });
