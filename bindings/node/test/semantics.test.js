@@ -383,3 +383,36 @@ eachBackend('a failing hook does not stop the others: every hook sees every chan
   assert.deepEqual(order, ['onStateChanged', 'second', 'third']);
   assert.deepEqual(await agent.getStateVersioned(), { state: { a: 1 }, version: 1 });
 });
+
+eachBackend('a large state under many small patches reads the same through this handle, another one and a fresh one', async (t, store) => {
+  const agent = await store.open({ synchronous: 'normal' });
+  const other = await store.open();
+  const items = {};
+  for (let i = 0; i < 500; i++) items[`item${i}`] = { name: `name ${i}`, tags: ['a', 'b'], n: i, text: 'x'.repeat(80) };
+  await agent.replaceState({ items, count: 0 });
+  let expected = { items, count: 0 };
+  let written;
+  for (let i = 0; i < 300; i++) {
+    const k = `item${(i * 7) % 500}`;
+    const patch = i % 10 === 0
+      ? { items: { [k]: null }, count: i }
+      : { items: { [k]: { n: -i, extra: { at: i } } }, count: i };
+    const next = JSON.parse(JSON.stringify(expected));
+    if (patch.items[k] === null) delete next.items[k];
+    else next.items[k] = { ...(next.items[k] || {}), n: -i, extra: { at: i } };
+    next.count = i;
+    expected = next;
+    written = await agent.setState(patch);
+    if (i % 50 === 0) {
+      assert.deepEqual(written, expected, `write ${i}`);
+      assert.deepEqual(await other.getState(), expected, `another handle after write ${i}`);
+    }
+  }
+  assert.deepEqual(await agent.getState(), expected);
+  assert.deepEqual(await other.getState(), expected);
+  const fresh = await store.open();
+  const read = await fresh.getStateVersioned();
+  assert.deepEqual(read, { state: expected, version: 301 });
+  // Member order too: what the last write returned is what the library stored.
+  assert.equal(JSON.stringify(written), JSON.stringify(read.state));
+});
