@@ -13,8 +13,9 @@
 //   (reads one after another, nothing committed between them) and right after a write. Both
 //   sides return the merged state as an object (ours a frozen snapshot, lib/snapshot.js).
 //   Ratio: the hand-written time / ours (above 1: we are faster), the median of the rounds'
-//   ratios. Targets: setState ≥ 1.2× at
-//   1 KiB and ≥ 3× at 256 KiB.
+//   ratios. Targets: setState ≥ 1.2× at 1 KiB and ≥ 3× at 256 KiB. In the same part, as
+//   information, setState with `synchronous: normal` on both sides: the figure without the
+//   disk's syncs, which on a VM sharing its disk vary the most.
 // * promise, at 1 KiB: what the Promise costs: awaited setState against the addon's blocking
 //   setStateBlocking on the same agent of the same file (through a second handle), with the
 //   package's own work around it (encoding the patch, the next snapshot); awaited getState
