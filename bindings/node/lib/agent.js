@@ -367,12 +367,21 @@ class Agent {
 
   /**
    * The change log as an async iterator, from after version `after`; with `follow`, it waits for
-   * new changes (checking every `intervalMs`) until `signal` aborts, else it ends at the newest.
+   * new changes (checking every `intervalMs`) until `signal` aborts, then ends (no error), else it
+   * ends at the newest.
    */
   async *changes({ after = 0, follow = false, intervalMs = 100, signal } = {}) {
     let last = versionArg('after', after);
     for (;;) {
-      const batch = await this.changesSince(last, { signal });
+      let batch;
+      try {
+        batch = await this.changesSince(last, { signal });
+      } catch (error) {
+        // Following ends when the signal aborts, whether it was waiting or reading; without
+        // `follow`, an aborted read is a cancelled call like any other.
+        if (follow && error instanceof CallCancelledError && signal && signal.aborted) return;
+        throw error;
+      }
       for (const change of batch) {
         last = change.version;
         yield change;
