@@ -20,15 +20,29 @@
 // Import path: github.com/agent-state/agent-state/bindings/go (package agentstate). The
 // package links the C library through cgo (CGO_ENABLED=1 and a C compiler are needed).
 //
-// By default it links the installed library, found with pkg-config (`#cgo pkg-config:
-// agent_state`): run `make install` at the repository root (PREFIX=/usr/local by default). For
-// a prefix that pkg-config does not search, set PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig, and let
-// the loader find $PREFIX/lib at run time (CGO_LDFLAGS=-Wl,-rpath,$PREFIX/lib when building,
-// or LD_LIBRARY_PATH). The header comes from the same installation, so the package builds from
-// the module cache or from a vendor directory (`go mod vendor`).
+// The module is published as make dist stages it: agent_state-go-VERSION.zip beside a
+// release, the package with include/agent_state.h and a prebuilt static archive,
+// lib/linux_amd64/libagent_state.a (the C library, SQLite and the Rust standard library
+// pre-linked into one object whose only global symbols are the agent_* API). On linux/amd64
+// the package links that archive by default (link_prebuilt.go):
 //
-// Inside the repository, two build tags link the checkout's own build instead (`make build`),
-// with the header from ../../include:
+//	#cgo CFLAGS: -I${SRCDIR}/include
+//	#cgo LDFLAGS: ${SRCDIR}/lib/linux_amd64/libagent_state.a -lm -ldl -lpthread
+//
+// so a program needs no Rust toolchain, no pkg-config and no libagent_state.so at run time.
+// Unzip it and point a replace directive at it (go.mod: require the import path at v0.0.0,
+// replace it => the unzipped directory); `go mod vendor` keeps the header and the archive.
+//
+// With -tags agentstate_pkgconfig (and by default on other platforms, which have no prebuilt
+// archive), the package links an installed shared library instead, found with pkg-config
+// (`#cgo pkg-config: agent_state`): `make install` at the repository root, or a distribution's
+// package. For a prefix that pkg-config does not search, set
+// PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig, and let the loader find $PREFIX/lib at run time
+// (CGO_LDFLAGS=-Wl,-rpath,$PREFIX/lib when building, or LD_LIBRARY_PATH).
+//
+// The repository's bindings/go has no archive (it is built, never committed): there, a build
+// without a tag stops with a message, and two build tags link the checkout's own build instead
+// (`make build`), with the header from ../../include:
 //
 //	go test -tags agentstate_inrepo ./...   // ../../target/release/libagent_state.so, with an rpath
 //	go test -tags agentstate_static ./...   // ../../target/release/libagent_state.a

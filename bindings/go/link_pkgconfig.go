@@ -1,8 +1,10 @@
-//go:build !agentstate_inrepo && !agentstate_static
+//go:build !agentstate_inrepo && !agentstate_static && (agentstate_pkgconfig || !(linux && amd64))
 
 package agentstate
 
-// By default: the installed library, found with pkg-config. `make install` puts
+// With -tags agentstate_pkgconfig, and by default where the module ships no prebuilt archive
+// (every platform but linux/amd64, link_prebuilt.go): the installed library, found with
+// pkg-config, for distributions that ship the shared library. `make install` puts
 // libagent_state.so, agent_state.h and agent_state.pc under PREFIX (/usr/local by default);
 // for a prefix pkg-config does not search, set PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig, and let
 // the loader find $PREFIX/lib at run time (CGO_LDFLAGS=-Wl,-rpath,$PREFIX/lib, or

@@ -1,4 +1,4 @@
-//go:build !agentstate_static
+//go:build !agentstate_static && (agentstate_inrepo || agentstate_pkgconfig || !(linux && amd64))
 
 package agentstate
 

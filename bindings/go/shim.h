@@ -20,6 +20,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+/* The default build on linux/amd64 (link_prebuilt.go defines AGENTSTATE_PREBUILT) links the
+ * archive that `make dist` stages beside the package; the repository's own copy has none, and
+ * would otherwise fail on the missing header. (Through -I${SRCDIR}/include; GCC 5+ and Clang
+ * have __has_include, an older compiler skips the check.) */
+#if defined(AGENTSTATE_PREBUILT) && defined(__has_include)
+#if !__has_include("../lib/linux_amd64/libagent_state.a")
+#error "agentstate: no prebuilt lib/linux_amd64/libagent_state.a beside the package: this is the repository's source, not the module make dist stages (target/dist/go). Build with -tags agentstate_inrepo or agentstate_static (after make build), or agentstate_pkgconfig for an installed library; see doc.go, Linking."
+#endif
+#endif
 #include "agent_state.h"
 
 int32_t agentstate_open(const char *path, const char *options_json, AgentHandle *out, char **err);
