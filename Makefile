@@ -29,7 +29,7 @@ DIST := target/dist
 
 .PHONY: all build header demo check test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-node test-readme test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
-        dist dist-node install uninstall test-install
+        dist dist-lib dist-go dist-tarball dist-sums dist-node install uninstall test-install
 
 all: build
 
@@ -190,15 +190,46 @@ bench:
 bench-smoke:
 	bash bench/run.sh smoke
 
-# What `make install` copies, built and staged in target/dist: the shared library as
-# libagent_state.so.VERSION (its SONAME checked), the static archive with only agent_* symbols
-# global (packaging/static-archive.sh), and the `agent-state` command when the crate has it.
+# The release's artifacts, in target/dist, for users without a Rust toolchain:
+#   agent_state-VERSION-linux-x86_64.tar.gz  the C library, headers, relocatable agent_state.pc
+#                                            and the command (packaging/c-tarball.sh)
+#   agent_state-go-VERSION.zip               the Go module with its prebuilt static archive,
+#                                            also unpacked in go/ (packaging/go-module.sh)
+#   agent-state-VERSION.tgz                  the npm package (dist-node; needs Node.js:
+#                                            `make dist DIST_NODE=` leaves it out)
+#   SHA256SUMS                               of every .whl, .tgz, .tar.gz and .zip there, written
+#                                            last (dist-sums: run it again after adding one)
+# SOURCE_DATE_EPOCH (default: the last commit's time) dates every file of the tarball and the
+# zip, so that they are the same bytes each time.
+DIST_NODE ?= dist-node
+
 dist:
+	rm -rf $(DIST)
+	$(MAKE) --no-print-directory dist-lib dist-go dist-tarball
+	$(if $(DIST_NODE),$(MAKE) --no-print-directory $(DIST_NODE))
+	$(MAKE) --no-print-directory dist-sums
+
+dist-go: dist-lib
+	bash packaging/go-module.sh $(DIST) $(VERSION)
+
+dist-tarball: dist-lib
+	bash packaging/c-tarball.sh $(DIST) $(VERSION)
+
+dist-sums:
+	cd $(DIST) && shopt -s nullglob && files=(*.whl *.tgz *.tar.gz *.zip) && \
+	  if [ $${#files[@]} -eq 0 ]; then echo "dist-sums: no artifact in $(DIST)" >&2; exit 1; fi && \
+	  sha256sum "$${files[@]}" > SHA256SUMS && cat SHA256SUMS
+
+# What `make install` copies, built and staged in target/dist/lib and bin (replaced; the
+# artifacts beside them stay): the shared library as libagent_state.so.VERSION (its SONAME
+# checked), the static archive with only agent_* symbols global (packaging/static-archive.sh),
+# and the `agent-state` command.
+dist-lib:
 	rm -f $(LIBDIR)/agent-state
 	$(CARGO) build --release --workspace --bins --lib
 	@soname="$$(readelf -d $(LIB) | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')"; \
 	  if [ "$$soname" != "$(SONAME)" ]; then echo "dist: $(LIB) has SONAME '$$soname', expected $(SONAME)" >&2; exit 1; fi
-	rm -rf $(DIST)
+	rm -rf $(DIST)/lib $(DIST)/bin
 	mkdir -p $(DIST)/lib $(DIST)/bin
 	# The installed library keeps its dynamic symbols (.dynsym: the agent_* ABI) and drops the
 	# static symbol table, as distributions ship shared libraries; target/release keeps it for
@@ -215,7 +246,7 @@ dist-node:
 # The C++ wrapper: bindings/cpp/agent_state.hpp includes its parts, installed in agent_state/.
 CPP_PARTS := $(sort $(wildcard bindings/cpp/agent_state/*.hpp))
 
-install: dist
+install: dist-lib
 	$(INSTALL) -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
 	$(INSTALL) -m 755 $(DIST)/lib/libagent_state.so.$(VERSION) $(DESTDIR)$(libdir)/
 	ln -sfn libagent_state.so.$(VERSION) $(DESTDIR)$(libdir)/$(SONAME)
