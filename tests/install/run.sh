@@ -11,7 +11,12 @@
 #   - the static archive: only agent_* symbols global; one program linked with it and the
 #     system's SQLite (static and shared, both orders), each side on its own SQLite; the C suite
 #     (tests/c) linked statically against it;
-#   - a Go module that requires the binding by its module path, `go mod vendor`, pkg-config;
+#   - a Go module that requires the binding by its module path, `go mod vendor`, pkg-config
+#     (-tags agentstate_pkgconfig);
+#   - make dist's artifacts, with no cargo or rustc on PATH: the C tarball (pkg-config through
+#     its relocatable agent_state.pc, rpath to its lib/; its command), and the Go module zip
+#     (the default build links its prebuilt archive: no pkg-config, no libagent_state.so; also
+#     from a vendor directory); SHA256SUMS; both made again byte for byte;
 #   - Python: `python -m build` (sdist, and a wheel built from it: tag checked with auditwheel,
 #     LICENSE inside), then a fresh venv with `pip install` of the sdist;
 #   - the `agent-state` command, when the crate has it.
@@ -222,7 +227,8 @@ check "static archive: the C suite (tests/c, quick) passes linked against it" c_
 # A module outside the repository, requiring the binding by its module path. Nothing can be
 # fetched here, so a replace directive points at a copy of bindings/go (what `go get` would
 # download); after `go mod vendor` the copy is deleted, and the build uses the vendor directory
-# and the installed library only.
+# and the installed library only, through pkg-config (-tags agentstate_pkgconfig: the default
+# is the prebuilt archive of the module make dist stages, tested below).
 gomod="$tmp/gomodule/bindings-go"
 mkdir -p "$gomod" "$outside/goapp"
 cp -r "$root/bindings/go/." "$gomod/"
@@ -241,12 +247,166 @@ go_build() (
         GOFLAGS=-mod=mod go mod vendor &&
         [[ -f vendor/github.com/agent-state/agent-state/bindings/go/shim.c ]] &&
         rm -rf "$tmp/gomodule" &&
-        GOFLAGS=-mod=vendor CGO_LDFLAGS="-Wl,-rpath,$lib" go build -o app_go . &&
+        GOFLAGS="-mod=vendor -tags=agentstate_pkgconfig" CGO_LDFLAGS="-Wl,-rpath,$lib" go build -o app_go . &&
         ldd ./app_go | tee /dev/stderr | grep "libagent_state.so.$major => $lib/libagent_state.so.$major" >/dev/null
 )
-check "Go: a module outside the repository, go mod vendor, #cgo pkg-config" go_build
+check "Go: a module outside the repository, go mod vendor, -tags agentstate_pkgconfig" go_build
 expect_output "Go: the program runs against the prefix" \
     "agent_state $version: {\"runs\":0,\"from\":\"go\"}" "$outside/goapp/app_go" "$outside/go.db"
+
+# ------------------------------------------------------------------------------- make dist
+# The release's artifacts as a stranger gets them (make dist; the npm package is node.sh's):
+# the C tarball and the Go module zip, each unpacked outside the repository and used with no
+# Rust toolchain on PATH, no LD_LIBRARY_PATH and nothing installed.
+say "make dist DIST_NODE="
+start=$SECONDS
+if make -C "$root" --no-print-directory dist DIST_NODE= >"$tmp/log" 2>&1; then
+    ok "make dist ($((SECONDS - start)) s)"
+else
+    sed 's/^/     | /' "$tmp/log" | tail -40
+    not_ok "make dist ($((SECONDS - start)) s)"
+fi
+dist_dir="$root/target/dist"
+tarball="$dist_dir/agent_state-$version-linux-x86_64.tar.gz"
+gozip="$dist_dir/agent_state-go-$version.zip"
+for f in "$tarball" "$gozip" "$dist_dir/go/lib/linux_amd64/libagent_state.a"; do
+    if [[ -f "$f" ]]; then echo "$(basename "$f"): $(stat -c %s "$f") bytes"; fi
+done
+
+sums() {
+    (cd "$dist_dir" && cat SHA256SUMS && sha256sum -c SHA256SUMS) &&
+        grep -q " agent_state-go-$version.zip\$" "$dist_dir/SHA256SUMS" &&
+        grep -q " agent_state-$version-linux-x86_64.tar.gz\$" "$dist_dir/SHA256SUMS"
+}
+check "make dist: SHA256SUMS lists the tarball and the zip, and they match" sums
+# Made again (with the same SOURCE_DATE_EPOCH: the last commit's, pinned here in case another
+# commit lands meanwhile), the tarball and the zip are the same bytes.
+# (The packaging scripts of dist-go and dist-tarball, run twice on what make dist built.)
+reproducible() {
+    local epoch i
+    epoch="$(git -C "$root" log -1 --format=%ct)"
+    for i in 1 2; do
+        SOURCE_DATE_EPOCH="$epoch" bash "$root/packaging/go-module.sh" "$dist_dir" "$version" &&
+            SOURCE_DATE_EPOCH="$epoch" bash "$root/packaging/c-tarball.sh" "$dist_dir" "$version" &&
+            sha256sum "$tarball" "$gozip" >"$tmp/made-$i" &&
+            sleep 1 || return 1
+    done
+    cat "$tmp/made-1" && diff "$tmp/made-1" "$tmp/made-2"
+}
+check "make dist: the tarball and the zip are reproducible (same bytes when made again)" reproducible
+# The check above made them anew: SHA256SUMS follows.
+make -C "$root" --no-print-directory dist-sums >/dev/null 2>&1 || not_ok "make dist-sums"
+
+# A PATH without cargo and rustc (their directories dropped), with Go's own bin/ first.
+bare_path="$(dirname "$(readlink -f "$(command -v go)")")"
+IFS=: read -ra path_dirs <<<"$PATH"
+for d in "${path_dirs[@]}"; do
+    if [[ -n "$d" && ! -e "$d/cargo" && ! -e "$d/rustc" ]]; then bare_path="$bare_path:$d"; fi
+done
+no_rust_env=(env -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH -u CARGO_TARGET_DIR PATH="$bare_path")
+no_rust() { "${no_rust_env[@]}" "$@"; }
+check "make dist: the PATH for the checks below has no cargo and no rustc" \
+    no_rust bash -c '! command -v cargo && ! command -v rustc && command -v go && command -v cc'
+
+# --- the C tarball: agent_state-VERSION-linux-x86_64.tar.gz
+ctree="$tmp/unpacked/agent_state-$version-linux-x86_64"
+mkdir -p "$tmp/unpacked"
+check "C tarball: unpacks" tar -C "$tmp/unpacked" -xzf "$tarball"
+tarball_layout() {
+    local want got
+    # shellcheck disable=SC2046
+    want="$(printf '%s\n' LICENSE bin bin/agent-state include include/agent_state.h include/agent_state.hpp \
+        include/agent_state $(cd "$root/bindings/cpp" && printf 'include/%s\n' agent_state/*.hpp) lib \
+        lib/libagent_state.a lib/libagent_state.so lib/libagent_state.so."$major" \
+        lib/libagent_state.so."$version" lib/pkgconfig lib/pkgconfig/agent_state.pc | sort)"
+    got="$(cd "$ctree" && find . -mindepth 1 | sed 's|^\./||' | sort)"
+    diff <(echo "$want") <(echo "$got") || return 1
+    [[ "$(readlink "$ctree/lib/libagent_state.so")" == "libagent_state.so.$major" ]] &&
+        [[ "$(readlink "$ctree/lib/libagent_state.so.$major")" == "libagent_state.so.$version" ]] &&
+        cat "$ctree/lib/pkgconfig/agent_state.pc" &&
+        # shellcheck disable=SC2016
+        grep -qx 'prefix=${pcfiledir}/../..' "$ctree/lib/pkgconfig/agent_state.pc"
+}
+check "C tarball: make install's layout, the command, LICENSE, a relocatable agent_state.pc" tarball_layout
+mkdir -p "$outside/tarball"
+cp "$here/app.c" "$outside/tarball/"
+# Linked with the shared library, found at run time through an rpath to the unpacked lib/ (no
+# LD_LIBRARY_PATH).
+tarball_c() (
+    cd "$outside/tarball" &&
+        flags="$(PKG_CONFIG_PATH="$ctree/lib/pkgconfig" pkg-config --cflags --libs agent_state)" &&
+        echo "pkg-config --cflags --libs agent_state: $flags" &&
+        [[ "$(PKG_CONFIG_PATH="$ctree/lib/pkgconfig" pkg-config --modversion agent_state)" == "$version" ]] &&
+        # shellcheck disable=SC2086
+        no_rust cc -std=c99 -Wall -Wextra -Werror app.c $flags -Wl,-rpath,"$ctree/lib" -o app_c &&
+        no_rust ldd ./app_c | tee /dev/stderr |
+        grep -E "libagent_state.so.$major => $ctree/lib/(\\./)?libagent_state.so.$major" >/dev/null
+)
+check "C tarball: cc app.c \$(pkg-config ...) with PKG_CONFIG_PATH=<unpacked>/lib/pkgconfig, rpath to <unpacked>/lib" tarball_c
+expect_output "C tarball: the program runs against the unpacked library" \
+    "agent_state $version: {\"runs\":0,\"from\":\"c\"}" "${no_rust_env[@]}" "$outside/tarball/app_c" "$outside/tarball/c.db"
+expect_output "C tarball: bin/agent-state --version" "agent-state $version" "${no_rust_env[@]}" "$ctree/bin/agent-state" --version
+expect_output "C tarball: bin/agent-state writes a store" '{"n":1}' \
+    "${no_rust_env[@]}" "$ctree/bin/agent-state" set "$outside/tarball/cli.db" '{"n":1}'
+
+# --- the Go module: agent_state-go-VERSION.zip (target/dist/go), its prebuilt archive inside
+# A module outside the repository requiring the binding at v0.0.0, replaced by the unpacked zip
+# (as a user does after downloading it beside the release): no tag, no pkg-config (PKG_CONFIG
+# names a command that fails, so any use of it would), nothing installed.
+gomodule="github.com/agent-state/agent-state/bindings/go"
+gounzip="$tmp/gozip"
+gotree="$gounzip/agent_state-go-$version"
+check "Go module zip: unpacks, the same files as target/dist/go" \
+    bash -c 'unzip -q "$1" -d "$2" && diff -r "$3" "$2/agent_state-go-$4"' _ "$gozip" "$gounzip" "$dist_dir/go" "$version"
+go_prebuilt_app() {
+    local dir="$1" target="$2"
+    mkdir -p "$dir"
+    cp "$here/go/main.go" "$dir/"
+    cat >"$dir/go.mod" <<EOF
+module example.com/goprebuilt
+
+go 1.19
+
+require $gomodule v0.0.0
+
+replace $gomodule => $target
+EOF
+}
+go_prebuilt_app "$outside/goprebuilt" "$gotree"
+go_prebuilt() (
+    cd "$outside/goprebuilt" &&
+        no_rust env GOFLAGS=-mod=mod GOPROXY=off GOWORK=off PKG_CONFIG=false go build -o app_go . &&
+        ldd ./app_go | tee /dev/stderr &&
+        ! ldd ./app_go | grep libagent_state
+)
+check "Go module zip: go build, GOFLAGS=-mod=mod, no tag, no pkg-config; ldd shows no libagent_state" go_prebuilt
+expect_output "Go module zip: the program runs" \
+    "agent_state $version: {\"runs\":0,\"from\":\"go\"}" "${no_rust_env[@]}" "$outside/goprebuilt/app_go" "$outside/goprebuilt/go.db"
+# go mod vendor copies only packages' directories: the module's include/ and lib/linux_amd64/
+# are (empty) packages so that a vendor directory holds the header and the archive too.
+go_prebuilt_vendor() (
+    cp -r "$gotree" "$tmp/gozip-vendor" &&
+        go_prebuilt_app "$outside/goprebuilt-vendor" "$tmp/gozip-vendor" &&
+        cd "$outside/goprebuilt-vendor" &&
+        no_rust env GOFLAGS=-mod=mod GOPROXY=off GOWORK=off go mod vendor &&
+        v="vendor/$gomodule" &&
+        ls -l "$v/lib/linux_amd64" "$v/include" &&
+        cmp "$v/lib/linux_amd64/libagent_state.a" "$gotree/lib/linux_amd64/libagent_state.a" &&
+        rm -rf "$tmp/gozip-vendor" &&
+        no_rust env GOFLAGS=-mod=vendor GOPROXY=off GOWORK=off PKG_CONFIG=false go build -o app_go . &&
+        ! ldd ./app_go | grep libagent_state &&
+        no_rust ./app_go "$outside/goprebuilt-vendor/go.db"
+)
+check "Go module zip: go mod vendor keeps the header and the archive; builds from vendor/ and runs" go_prebuilt_vendor
+# Inside the repository the package has no archive beside it: without a tag, the build stops
+# with a message saying which tag to use.
+go_inrepo_default() {
+    local rc=0
+    (cd "$root/bindings/go" && GOFLAGS=-mod=readonly go build . >"$tmp/inrepo" 2>&1) || rc=$?
+    cat "$tmp/inrepo"
+    [[ $rc -ne 0 ]] && grep -q 'agentstate: no prebuilt lib/linux_amd64/libagent_state.a' "$tmp/inrepo"
+}
+check "Go: in the repository, a build without a tag stops and names the tags" go_inrepo_default
 
 # ----------------------------------------------------------------------------------- Python
 tools="$work/tools-venv"
