@@ -176,9 +176,13 @@ class Agent {
     if (this.#ticket !== 0 && handle.isCurrent(this.#ticket)) {
       return { state: this.#stateOf(this.#snap), version: this.#snap.version };
     }
-    const read = await call(options.signal, (token) => handle.read(token));
-    const snap = this.#snap !== null && this.#snap.version === read.version && read.version > 0
-      ? this.#snap // unchanged since this handle's own write: keep the snapshot it built
+    // The addon leaves the text out when it is the version this handle holds already (since
+    // its own write, or an earlier read whose ticket no longer says so).
+    const held = this.#snap;
+    const known = held !== null && held.version > 0 ? held.version : null;
+    const read = await call(options.signal, (token) => handle.read(token, known));
+    const snap = read.state === null || read.state === undefined
+      ? held
       : Snapshot.fromText(read.version, read.state);
     this.#snap = snap;
     this.#ticket = read.ticket;

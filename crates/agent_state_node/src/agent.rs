@@ -12,13 +12,25 @@ use crate::error::{guarded, invalid, IntoNapi};
 use crate::hooks::{ChangeQueue, InitialSource, JsValidator, PendingChange};
 use crate::task::Job;
 
-/// A state with its version, as a read or a write returns it. `ticket` (reads only; 0: none)
-/// names the read for [`NativeAgent::is_current`].
+/// A state with its version, as a read returns it. `ticket` (0: none) names the read for
+/// [`NativeAgent::is_current`]. `state` is `None` when the caller said it holds the state of
+/// that version (`known`): the text, as large as the state, then need not cross into
+/// JavaScript.
 #[napi(object)]
 pub struct Versioned {
     pub version: f64,
-    pub state: String,
+    pub state: Option<String>,
     pub ticket: u32,
+}
+
+/// The state's text unless the caller holds that version already (a stored one: version 0 is
+/// the initial state, which a hook may answer differently each time).
+fn unless_known(held: &Held, known: Option<u64>) -> Result<Option<String>> {
+    if held.version() > 0 && known == Some(held.version()) {
+        Ok(None)
+    } else {
+        text(held.state().json()).map(Some)
+    }
 }
 
 /// What a write returns: the new version, and the state's JSON text unless the caller said it
@@ -95,7 +107,7 @@ fn version_arg(what: &str, value: Option<VersionArg>) -> Result<Option<u64>> {
 fn versioned(v: agent_state::Versioned) -> Result<Versioned> {
     Ok(Versioned {
         version: v.version as f64,
-        state: text(v.state.json())?,
+        state: Some(text(v.state.json())?),
         ticket: 0,
     })
 }
@@ -189,12 +201,18 @@ impl NativeAgent {
         })
     }
 
-    /// Reads the state and version on a pool thread.
+    /// Reads the state and version on a pool thread; `known`: the version of the state the
+    /// caller holds (see [`Versioned`]).
     #[napi]
-    pub fn read(&self, cancel: Option<&CancelToken>) -> AsyncTask<Job<Versioned>> {
+    pub fn read(
+        &self,
+        cancel: Option<&CancelToken>,
+        known: Option<VersionArg>,
+    ) -> Result<AsyncTask<Job<Versioned>>> {
+        let known = version_arg("known", known)?;
         let agent = Arc::clone(&self.agent);
         let last_read = Arc::clone(&self.last_read);
-        Job::new(token(cancel), move || {
+        Ok(Job::new(token(cancel), move || {
             let (held, ticket): (Arc<Held>, Option<Ticket>) = agent.read_ticketed().into_napi()?;
             let mut last = last_read.lock().unwrap_or_else(|p| p.into_inner());
             let number = match ticket {
@@ -208,10 +226,10 @@ impl NativeAgent {
             drop(last);
             Ok(Versioned {
                 version: held.version() as f64,
-                state: text(held.state().json())?,
+                state: unless_known(&held, known)?,
                 ticket: number,
             })
-        })
+        }))
     }
 
     /// True when the read that returned `ticket` is still the stored state: nothing was
@@ -348,12 +366,13 @@ impl NativeAgent {
 
     /// A read on the calling (JavaScript) thread, blocking it: for the benchmarks only.
     #[napi]
-    pub fn read_blocking(&self) -> Result<Versioned> {
+    pub fn read_blocking(&self, known: Option<VersionArg>) -> Result<Versioned> {
         guarded("readBlocking", || {
+            let known = version_arg("known", known)?;
             let held = self.agent.read().into_napi()?;
             Ok(Versioned {
                 version: held.version() as f64,
-                state: text(held.state().json())?,
+                state: unless_known(&held, known)?,
                 ticket: 0,
             })
         })
