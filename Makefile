@@ -272,7 +272,8 @@ uninstall:
 	rmdir $(DESTDIR)$(includedir)/agent_state 2>/dev/null || true
 
 # Installs into a temporary prefix and uses it from outside the repository: C with pkg-config
-# (shared, static, next to the system's SQLite), Go, Python from the sdist, the command; then
+# (shared, static, next to the system's SQLite), Go, Python from the sdist, the command; make
+# dist's C tarball and Go module zip, unpacked and used with no cargo or rustc on PATH; then
 # the npm tarball, installed offline where no cargo or compiler is on PATH (tests/install/node.sh).
 test-install:
 	bash tests/install/run.sh

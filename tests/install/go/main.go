@@ -1,7 +1,8 @@
-// A user's Go program: tests/install/run.sh copies it into a module outside the repository,
-// which requires the binding by its module path (a replace directive points at a copy of
-// bindings/go, as nothing is fetched here), vendors it, and builds it against an installed
-// library found with pkg-config. Usage: app STORE_PATH.
+// A user's Go program: tests/install/run.sh copies it into modules outside the repository,
+// which require the binding by its module path (a replace directive points at a copy of it, as
+// nothing is fetched here): a copy of bindings/go, vendored and built against an installed
+// library found with pkg-config; and the module of make dist's zip, which links its prebuilt
+// archive. Usage: app STORE_PATH.
 package main
 
 import (
