@@ -29,7 +29,7 @@ DIST := target/dist
 
 .PHONY: all build header demo check test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-node test-readme test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
-        dist dist-lib dist-go dist-tarball dist-sums dist-node install uninstall test-install
+        dist dist-lib dist-go dist-tarball dist-python dist-sums dist-node install uninstall test-install
 
 all: build
 
@@ -197,15 +197,18 @@ bench-smoke:
 #                                            also unpacked in go/ (packaging/go-module.sh)
 #   agent-state-VERSION.tgz                  the npm package (dist-node; needs Node.js:
 #                                            `make dist DIST_NODE=` leaves it out)
+#   agent_state-VERSION-py3-none-manylinux_*.whl
+#                                            the Python wheel with the library and the command
+#                                            inside (dist-python, packaging/wheel.sh)
 #   SHA256SUMS                               of every .whl, .tgz, .tar.gz and .zip there, written
 #                                            last (dist-sums: run it again after adding one)
-# SOURCE_DATE_EPOCH (default: the last commit's time) dates every file of the tarball and the
-# zip, so that they are the same bytes each time.
+# SOURCE_DATE_EPOCH (default: the last commit's time) dates every file of the tarball, the
+# zip and the wheel, so that they are the same bytes each time.
 DIST_NODE ?= dist-node
 
 dist:
 	rm -rf $(DIST)
-	$(MAKE) --no-print-directory dist-lib dist-go dist-tarball
+	$(MAKE) --no-print-directory dist-lib dist-go dist-tarball dist-python
 	$(if $(DIST_NODE),$(MAKE) --no-print-directory $(DIST_NODE))
 	$(MAKE) --no-print-directory dist-sums
 
@@ -214,6 +217,9 @@ dist-go: dist-lib
 
 dist-tarball: dist-lib
 	bash packaging/c-tarball.sh $(DIST) $(VERSION)
+
+dist-python: dist-lib
+	bash packaging/wheel.sh $(DIST)/lib/libagent_state.so.$(VERSION) $(DIST)/bin/agent-state $(DIST)
 
 dist-sums:
 	cd $(DIST) && shopt -s nullglob && files=(*.whl *.tgz *.tar.gz *.zip) && \
@@ -236,10 +242,11 @@ dist-lib:
 	# perf, valgrind and backtraces during development.
 	$(STRIP) --strip-unneeded -o $(DIST)/lib/libagent_state.so.$(VERSION) $(LIB)
 	bash packaging/static-archive.sh $(LIBDIR)/libagent_state.a $(LIB) $(DIST)/lib/libagent_state.a
-	if [ -f $(LIBDIR)/agent-state ]; then cp $(LIBDIR)/agent-state $(DIST)/bin/; fi
+	# The command without its static symbol table, as the library (about 1.8 MB less).
+	$(STRIP) --strip-unneeded -o $(DIST)/bin/agent-state $(LIBDIR)/agent-state
 
 # The npm package, target/dist/agent-state-VERSION.tgz, with the prebuilt addon inside
-# (bindings/node/pack.sh). `make dist` empties target/dist: make this after it.
+# (bindings/node/pack.sh); `make dist` makes it too.
 dist-node:
 	bash bindings/node/pack.sh
 
@@ -277,6 +284,7 @@ uninstall:
 # the npm tarball, installed offline where no cargo or compiler is on PATH (tests/install/node.sh).
 test-install:
 	bash tests/install/run.sh
+	bash tests/install/wheel.sh
 	bash tests/install/node.sh
 
 clean:

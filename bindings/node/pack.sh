@@ -7,7 +7,7 @@
 # The addon is built (build.sh) and packed from a staging copy of the package, where it is
 # stripped as `make dist` strips the C library (its dynamic symbols, which Node loads it by,
 # stay; the static symbol table, there for perf and backtraces during development, goes).
-# Works from any directory; `make dist` empties target/dist, so make it after that.
+# Works from any directory; `make dist` runs it after emptying target/dist.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

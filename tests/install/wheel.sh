@@ -4,6 +4,7 @@
 # directory outside the repository, with a PATH that holds the environment's bin and the
 # system's /usr/bin:/bin but no cargo or rustc, no LD_LIBRARY_PATH and no AGENT_STATE_LIBRARY:
 #   - auditwheel agrees with the wheel's platform tag; the library and the command are inside;
+#   - packaging/wheel.sh, run again on the files the wheel holds, gives the same bytes;
 #   - the reference's example (tests/install/app.py: merges a patch into an initial state)
 #     runs on the bundled library;
 #   - `agent-state --version` runs from the environment's PATH and names the workspace's
@@ -52,6 +53,15 @@ tag_matches() {
         unzip -Z1 "$wheel" | grep -qx 'agent_state/.libs/agent-state'
 }
 check "the wheel's platform tag is auditwheel's; the library and the command are inside" tag_matches
+
+same_bytes() {
+    mkdir -p "$tmp/unpacked" "$tmp/again"
+    (cd "$tmp/unpacked" && unzip -q "$wheel")
+    bash "$root/packaging/wheel.sh" "$tmp/unpacked/agent_state/.libs/libagent_state.so" \
+        "$tmp/unpacked/agent_state/.libs/agent-state" "$tmp/again" >/dev/null
+    cmp "$wheel" "$tmp/again/$(basename "$wheel")"
+}
+check "the wheel is made again byte for byte from the same files" same_bytes
 
 venv="$tmp/venv"
 cp "$root/tests/install/app.py" "$tmp/app.py"
