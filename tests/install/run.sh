@@ -134,7 +134,7 @@ no_debug_info() {
     done
     size="$(stat -c %s "$lib/libagent_state.so.$version")"
     echo "libagent_state.so.$version: $size bytes; libagent_state.a: $(stat -c %s "$lib/libagent_state.a") bytes"
-    # 8 MB: about 3 MB of library and SQLite, and since TLS (issue 21) about 2.5 MB of rustls,
+    # 8 MB: about 3 MB of library and SQLite, and since TLS to PostgreSQL about 2.5 MB of rustls,
     # ring and webpki (5.6 MB measured); with debug information it would be over 20 MB.
     [[ $size -lt $((8 * 1024 * 1024)) ]]
 }
