@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The measurements behind .cargo/config.toml's LIBSQLITE3_FLAGS (issue 24: "compile the bundled
-# SQLite for this job, each flag justified by a measurement"). Builds libagent_state.so once per
-# set of flags (in its own CARGO_TARGET_DIR, target/sqlite-flags, so that the everyday builds in
-# target/ are not invalidated), then runs round.c's cases against every build in alternating
-# rounds (the starting build rotating) and prints each build's median per case, and the ratio
-# to the first build. With --strace, also counts the fsync and fdatasync calls of 200
-# set_state calls at synchronous full for each build (strace must be installed).
+# The measurements behind .cargo/config.toml's LIBSQLITE3_FLAGS (a write-cost target: "compile
+# the bundled SQLite for this job, each flag justified by a measurement"). Builds
+# libagent_state.so once per set of flags (in its own CARGO_TARGET_DIR, target/sqlite-flags, so
+# that the everyday builds in target/ are not invalidated), then runs round.c's cases against
+# every build in alternating rounds (the starting build rotating) and prints each build's median
+# per case, and the ratio to the first build. With --strace, also counts the fsync and fdatasync
+# calls of 200 set_state calls at synchronous full for each build (strace must be installed).
 #
 #   bash bench/sqlite_flags/run.sh [--rounds N] [--strace] NAME='FLAGS' NAME='FLAGS' ...
 #
