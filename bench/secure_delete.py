@@ -1,6 +1,7 @@
-"""The price of erasure (issue 23): a bare SQLite update of one row in a WAL file with
-synchronous=NORMAL, with `secure_delete` off and on (what agent_state's writing connections
-use), in alternating runs, medians. Standard library only:
+"""The price of erasure (a deleted agent's bytes overwritten, not left in the file): a bare
+SQLite update of one row in a WAL file with synchronous=NORMAL, with `secure_delete` off and on
+(what agent_state's writing connections use), in alternating runs, medians. Standard library
+only:
 
     python3 bench/secure_delete.py
 """
