@@ -59,9 +59,9 @@
  * libagent_state.so.AGENT_STATE_VERSION_MAJOR).
  */
 #define AGENT_STATE_VERSION_MAJOR 0
-#define AGENT_STATE_VERSION_MINOR 2
+#define AGENT_STATE_VERSION_MINOR 3
 #define AGENT_STATE_VERSION_PATCH 0
-#define AGENT_STATE_VERSION "0.2.0"
+#define AGENT_STATE_VERSION "0.3.0"
 
 /**
  * The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`

@@ -29,7 +29,7 @@ type Agent struct {
 	closed int32 // atomic: 1 once Close succeeded
 }
 
-// Version returns the version of the C library, e.g. "0.2.0".
+// Version returns the version of the C library, e.g. "0.3.0".
 func Version() string { return C.GoString(C.agent_version()) }
 
 // Open opens (creating when absent, unless opts.ReadOnly) the agent store at path. ":memory:"
