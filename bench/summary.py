@@ -1,11 +1,11 @@
-"""Prints, first, every row of issue 24's "Targets" table ("Write what changed") from the JSON
-that bench/run.sh's runs wrote (abi.json, postgres.json, python.json in the directory given),
-each with its target and PASS/MISS. Then every figure of the issue "Writes at the floor"
+"""Prints, first, every row of the write-cost targets' table ("Write what changed") from the
+JSON that bench/run.sh's runs wrote (abi.json, postgres.json, python.json in the directory
+given), each with its target and PASS/MISS. Then every figure of the issue "Writes at the floor"
 (abi.json, python.json, go.json), in the issue's order, each with its contender, target and
-PASS/MISS (the targets issue 24 raised are issue 24's); stretch goals are marked "stretch" and
-not counted. Then the figures of issue 22, "Never block an event loop" (python.json's rows with "issue":
-"22"): the asyncio wrapper's cost per call against the sync call, and 100 coroutines against
-100 threads on PostgreSQL.
+PASS/MISS (where the write-cost targets raised a target, theirs); stretch goals are marked
+"stretch" and not counted. Then the async binding's figures, "Never block an event loop"
+(python.json's rows with "target_group": "async"): the asyncio wrapper's cost per call against
+the sync call, and 100 coroutines against 100 threads on PostgreSQL.
 
     python3 bench/summary.py target/bench full|smoke
 """
@@ -15,15 +15,15 @@ import os
 import sys
 
 FIGURES = [
-    ("1", "set_state vs the raw write floor (normal: ≥ 0.9 / 1.5 / 3, issue 24's; full: ≥ 0.95)"),
-    ("2", "set_state vs UPDATE json_patch (≥ 1.5 / 3 / 20 at normal, issue 24's)"),
+    ("1", "set_state vs the raw write floor (normal: ≥ 0.9 / 1.5 / 3, write-cost targets; full: ≥ 0.95)"),
+    ("2", "set_state vs UPDATE json_patch (≥ 1.5 / 3 / 20 at normal, write-cost targets)"),
     ("3", "replace_state vs UPDATE v = json(?) (≥ 1, stretch 2, at normal)"),
-    ("4", "the change log's cost: log on vs off (cost ≤ 1.1×, issue 24's)"),
+    ("4", "the change log's cost: log on vs off (cost ≤ 1.1×, a write-cost target)"),
     ("5", "a patch as large as the state vs replace_state of the result (≥ 1 at normal)"),
     ("6a", "durable writes: set_state at full vs the raw full write (≥ 0.95)"),
-    ("6b", "group commit: 8 threads x own handle vs 1 thread at full (≥ 4x commits/s, issue 24's)"),
+    ("6b", "group commit: 8 threads x own handle vs 1 thread at full (≥ 4x commits/s, a write-cost target)"),
     ("7", "open + get_state + close vs rusqlite open + pragmas + SELECT (≥ 0.8)"),
-    ("8", "reads scale: 2 threads on one handle vs 1 thread (≥ 1.8x reads/s, issue 24's)"),
+    ("8", "reads scale: 2 threads on one handle vs 1 thread (≥ 1.8x reads/s, a write-cost target)"),
     ("9", "resident memory flat over 1,000,000 get+set pairs"),
     ("10", "Python set_state vs sqlite3 + json + merge (≥ 1.5 / 3 at 1 / 16 KiB)"),
     ("11", "Go SetState(map) vs encoding/json + database/sql (≥ 1)"),
@@ -53,10 +53,11 @@ def target_text(target, goal):
 
 KIB = 1024
 
-#: Issue 24's "Targets" table, in its order: (key, state size, the issue's words). The key is
-#: the "issue24" label of an abi.json row (which carries the target), or "python" (python.json's
-#: figure-10 row) or "pg_bytes" (postgres.json's bytes_per_write).
-ISSUE24 = [
+#: The write-cost targets' table ("Write what changed"), in its order: (key, state size, the
+#: targets' words). The key is the "write_cost_target" label of an abi.json row (which carries the
+#: target), or "python" (python.json's figure-10 row) or "pg_bytes" (postgres.json's
+#: bytes_per_write).
+WRITE_COST_TARGETS = [
     ("growing_factor", 256 * KIB,
      "growing state, one ~200 B member added per write: cost at ~300 KiB / cost at ~1 KiB"),
     ("growing_floor", 256 * KIB, "the same, against the whole-value floor at 256 KiB"),
@@ -77,23 +78,23 @@ ISSUE24 = [
     ("pg_bytes", 256 * KIB, "PostgreSQL: bytes sent per write, 2-member patch on a 256 KiB state"),
 ]
 
-#: Issue 24's target for the Python row (python.json's own target may differ).
+#: The write-cost target for the Python row (python.json's own target may differ).
 PYTHON_TARGET = 1.5
 
 
-def issue24(abi, pg, py, mode):
-    """Issue 24's table: a line per row of its "Targets", with the measured figure, the
-    target and PASS/MISS ("not run" where the run has no such row)."""
-    print('The issue "Write what changed" (24): its Targets table')
+def write_cost(abi, pg, py, mode):
+    """The write-cost targets' table: a line per target, with the measured figure, the target
+    and PASS/MISS ("not run" where the run has no such row)."""
+    print('The write-cost targets ("Write what changed")')
     print()
     print("| figure | where | ours | contender | contender's | measured | target | | note |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = {}
     for r in abi.get("rows", []):
-        if r.get("issue24"):
-            rows.setdefault((r["issue24"], r["size"]), r)
+        if r.get("write_cost_target"):
+            rows.setdefault((r["write_cost_target"], r["size"]), r)
     misses = 0
-    for key, size, what in ISSUE24:
+    for key, size, what in WRITE_COST_TARGETS:
         cells = None
         if key == "python":
             r = next((r for r in py if isinstance(r, dict) and r.get("fig") == "10"
@@ -129,8 +130,8 @@ def issue24(abi, pg, py, mode):
             misses += 1
         print("| %s | %s |" % (what, " | ".join(cells)))
     print()
-    print("%d of issue 24's %d targets missed%s" % (
-        misses, len(ISSUE24), "; smoke mode: figures mean nothing" if mode == "smoke" else ""))
+    print("%d of the %d write-cost targets missed%s" % (
+        misses, len(WRITE_COST_TARGETS), "; smoke mode: figures mean nothing" if mode == "smoke" else ""))
     print()
 
 
@@ -140,7 +141,7 @@ def main():
     py = load(os.path.join(out, "python.json")) or []
     go = load(os.path.join(out, "go.json")) or {}
     pg = load(os.path.join(out, "postgres.json")) or {}
-    issue24(abi, pg, py, mode)
+    write_cost(abi, pg, py, mode)
     print('The issue "Writes at the floor": every figure')
     print()
     lines = []  # (fig, what, state, where, ours_us, contender, alt_us, ratio, target, verdict, note)
@@ -208,9 +209,9 @@ def main():
 
 
 def never_block(py, mode):
-    """Issue 22's figures, from python.json."""
-    rows = [r for r in py if isinstance(r, dict) and r.get("issue") == "22"]
-    print('The issue "Never block an event loop" (22): the Python binding\'s AsyncAgent')
+    """The async binding's figures ("Never block an event loop"), from python.json."""
+    rows = [r for r in py if isinstance(r, dict) and r.get("target_group") == "async"]
+    print('The async binding ("Never block an event loop"): the Python binding\'s AsyncAgent')
     print()
     print("| ours | state | where | ours | contender | contender's | ratio | target | | note |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -245,7 +246,7 @@ def never_block(py, mode):
         print("| 100 coroutines vs 100 threads | 1 KiB | PostgreSQL | | not run | | | | | |")
     print()
     print(
-        "%d target(s) of issue 22 missed%s"
+        "%d target(s) of the async binding missed%s"
         % (misses, "; smoke mode: figures mean nothing" if mode == "smoke" else "")
     )
 

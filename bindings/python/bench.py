@@ -7,7 +7,7 @@ function, in a ``BEGIN IMMEDIATE`` transaction, on its own file in the same dire
 same pragmas (WAL, synchronous=NORMAL). The contenders run in alternating rounds; each figure
 is the median of its rounds.
 
-Issue 22 ("Never block an event loop") adds two parts, in the same run:
+The async binding's targets ("Never block an event loop") add two parts, in the same run:
 
 * The asyncio wrapper's cost per call at 1 KiB on SQLite: ``await AsyncAgent.set_state(patch)``
   against ``Agent.set_state(patch)``, and likewise ``get_state``, each on its own file with the
@@ -46,16 +46,16 @@ from agent_state import Agent, AsyncAgent
 from agent_state import _native
 from agent_state.codec import encode_state
 
-#: Issue 22's target: an awaited AsyncAgent call costs at most this many sync calls.
+#: The async binding's target: an awaited AsyncAgent call costs at most this many sync calls.
 ASYNC_TARGET = 1.5
-#: Issue 22's throughput case: this many coroutines against this many threads.
+#: The async binding's throughput case: this many coroutines against this many threads.
 WORKERS = 100
-#: Issue 24 ("Python"): the binding's own cost per call at 1 KiB (the Python call minus the bare C
-#: call, see binding_overhead) before the work on it, in seconds: the medians of three runs of
-#: this script's overhead part (`python bench.py --only overhead`, with the package of commit
-#: 9fb4fc5, i.e. `git archive 9fb4fc5 bindings/python/src`, on PYTHONPATH) on 2026-12-01, on
-#: this project's 2-core VM (set_state 18.5 / 11.2 / 12.1 µs, get_state 7.3 / 6.5 / 6.7 µs).
-#: The target is at most half of it.
+#: The write-cost target for Python: the binding's own cost per call at 1 KiB (the Python call
+#: minus the bare C call, see binding_overhead) before the work on it, in seconds: the medians
+#: of three runs of this script's overhead part (`python bench.py --only overhead`, with the
+#: package of commit 9fb4fc5, i.e. `git archive 9fb4fc5 bindings/python/src`, on PYTHONPATH) on
+#: 2026-12-01, on this project's 2-core VM (set_state 18.5 / 11.2 / 12.1 µs, get_state 7.3 /
+#: 6.5 / 6.7 µs). The target is at most half of it.
 OVERHEAD_BASELINE_S = {"set_state": 12.1e-6, "get_state": 6.7e-6}
 
 
@@ -158,7 +158,7 @@ def _noop():
 
 
 def async_per_call(work, rounds, ops):
-    """Issue 22, first part: seconds per call at 1 KiB on SQLite, in alternating rounds, of
+    """The async binding, first part: seconds per call at 1 KiB on SQLite, in alternating rounds, of
     the sync call, the awaited AsyncAgent call, the same sync call offloaded by hand with
     ``loop.run_in_executor`` (a reference), and the executor floor (``run_in_executor`` of a
     no-op). Each agent has its own file, with the same options."""
@@ -252,7 +252,7 @@ def async_per_call(work, rounds, ops):
         ratio = async_s / sync_s
         rows.append(
             {
-                "issue": "22",
+                "target_group": "async",
                 "kind": "async_per_call",
                 "op": op,
                 "size": size,
@@ -271,7 +271,7 @@ def async_per_call(work, rounds, ops):
 
 
 def pg_throughput(uri, rounds, calls):
-    """Issue 22, second part: calls per second of WORKERS coroutines (an AsyncAgent each)
+    """The async binding, second part: calls per second of WORKERS coroutines (an AsyncAgent each)
     against WORKERS threads (a sync Agent each) on the same WORKERS agents of the server at
     ``uri``, for writes then reads, in alternating rounds."""
     prefix = "pybench_%d_%x_" % (os.getpid(), int(time.time()))
@@ -346,7 +346,7 @@ def pg_throughput(uri, rounds, calls):
     for op, (coro_ops, thread_ops) in figures.items():
         rows.append(
             {
-                "issue": "22",
+                "target_group": "async",
                 "kind": "pg_throughput",
                 "op": op,
                 "size": 1024,
@@ -474,7 +474,7 @@ class BareCalls:
 
 
 def binding_overhead(smoke):
-    """Issue 24, "Python": the binding's own cost, ``Agent.set_state(patch)`` and
+    """The write-cost target for Python: the binding's own cost, ``Agent.set_state(patch)`` and
     ``Agent.get_state()`` against the bare C calls they make (:class:`BareCalls`: the same patch
     bytes, the same agent), in alternating rounds; the overhead is the difference of the
     medians. Target at 1 KiB: at most half of OVERHEAD_BASELINE_S; 16 KiB is information."""
@@ -512,7 +512,7 @@ def binding_overhead(smoke):
                 overhead = py - c
                 baseline = OVERHEAD_BASELINE_S[op] if size == 1024 else None
                 row = {
-                    "issue": "24",
+                    "target_group": "write-cost",
                     "kind": "binding_overhead",
                     "op": op,
                     "size": size,
@@ -530,8 +530,8 @@ def binding_overhead(smoke):
                     row["verdict"] = "PASS" if overhead <= baseline / 2 else "MISS"
                 rows.append(row)
     print(
-        "Issue 24: the Python binding's own cost per call (`Agent` call minus the bare C call "
-        "it makes, same patch bytes, same agent; SQLite, disk, synchronous normal)"
+        "The write-cost target for Python: the binding's own cost per call (`Agent` call minus "
+        "the bare C call it makes, same patch bytes, same agent; SQLite, disk, synchronous normal)"
     )
     print()
     print(
@@ -559,13 +559,13 @@ def binding_overhead(smoke):
 
 
 def async_cost(smoke):
-    """Issue 22: the awaited call against the sync call, printed."""
+    """The async binding: the awaited call against the sync call, printed."""
     ops = 100 if smoke else 2000
     with tempfile.TemporaryDirectory(prefix="agent_state_py_bench_async_") as work:
         rows = async_per_call(work, 3 if smoke else 11, ops)
     print(
-        "Issue 22: an awaited AsyncAgent call against the sync Agent call, 1 KiB state, SQLite "
-        "(disk, synchronous normal), one coroutine awaiting one call after another, "
+        "The async binding: an awaited AsyncAgent call against the sync Agent call, 1 KiB state, "
+        "SQLite (disk, synchronous normal), one coroutine awaiting one call after another, "
         "%d calls per round" % ops
     )
     print()
@@ -606,17 +606,17 @@ def async_cost(smoke):
 
 
 def async_throughput(smoke):
-    """Issue 22: coroutines against threads on PostgreSQL, printed (or why not)."""
+    """The async binding: coroutines against threads on PostgreSQL, printed (or why not)."""
     uri = os.environ.get("AGENT_STATE_TEST_PG_URI")
     if not uri:
         print(
-            "Issue 22, PostgreSQL throughput (%d coroutines vs %d threads): skipped: "
+            "The async binding, PostgreSQL throughput (%d coroutines vs %d threads): skipped: "
             "AGENT_STATE_TEST_PG_URI is not set (bench/run.sh runs this under "
             "tests/pg/with-server.sh, which could not start a server)" % (WORKERS, WORKERS)
         )
         return [
             {
-                "issue": "22",
+                "target_group": "async",
                 "kind": "pg_throughput",
                 "workers": WORKERS,
                 "skipped": "no PostgreSQL server (AGENT_STATE_TEST_PG_URI unset)",
@@ -625,8 +625,8 @@ def async_throughput(smoke):
     calls = 3 if smoke else 50
     rows = pg_throughput(uri, 3 if smoke else 7, calls)
     print(
-        "Issue 22: throughput on PostgreSQL, %d coroutines (an AsyncAgent each) against %d "
-        "threads (a sync Agent each), each worker on its own agent_id of one store (%d agents), "
+        "The async binding: throughput on PostgreSQL, %d coroutines (an AsyncAgent each) against "
+        "%d threads (a sync Agent each), each worker on its own agent_id of one store (%d agents), "
         "1 KiB state, synchronous full (the default), %d calls per worker per round"
         % (WORKERS, WORKERS, WORKERS, calls)
     )

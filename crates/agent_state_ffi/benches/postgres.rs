@@ -15,8 +15,9 @@
 //!   front of its server), as extra rows beside the direct ones. The floor there is the same SQL
 //!   as unnamed statements (`query_typed`): prepared statements do not survive transaction
 //!   pooling.
-//! - Bytes sent per write (issue 24): a 2-member patch on a 256 KiB state, the bytes our client
-//!   sends the server per set_state counted by a proxy between them (postgres/bytes.rs).
+//! - Bytes sent per write (a write-cost target): a 2-member patch on a 256 KiB state, the
+//!   bytes our client sends the server per set_state counted by a proxy between them
+//!   (postgres/bytes.rs).
 //! - Throughput: 8 processes (this program again, `--child`) with 8 agents each, set_state
 //!   round robin for a fixed time, against the same processes running the floor UPDATE on 8
 //!   rows each; total commits per second, alternating, median of the rounds.
@@ -25,7 +26,7 @@
 
 mod support;
 
-// Issue 24's bytes sent per write, through a counting proxy.
+// The write-cost target on bytes sent per write, through a counting proxy.
 #[path = "postgres/bytes.rs"]
 mod bytes;
 
@@ -326,9 +327,9 @@ fn with_database(uri: &str, db: &str) -> String {
     format!("{scheme}://{authority}/{db}{query}")
 }
 
-/// Issue 23 on PostgreSQL: a page of 100 of `agent_store_list` from the middle of a database of
-/// 100,000 agents against the same page of a database of 1,000 (each a database of its own,
-/// made by the library, filled in bulk with SQL, dropped afterwards).
+/// Listing a store's agents on PostgreSQL: a page of 100 of `agent_store_list` from the middle
+/// of a database of 100,000 agents against the same page of a database of 1,000 (each a
+/// database of its own, made by the library, filled in bulk with SQL, dropped afterwards).
 fn bench_listing(cfg: &Args, uri: &str, rows: &mut Vec<Row>) {
     let (small_n, large_n) = if cfg.smoke {
         (100, 1000)
@@ -377,7 +378,7 @@ fn bench_listing(cfg: &Args, uri: &str, rows: &mut Vec<Row>) {
         alternative: format!("the same page of {small_n} agents"),
         alt_ns: t[1],
         target: Some(0.5),
-        note: "issue 23: a page costs what it holds".into(),
+        note: "listing: a page costs what it holds".into(),
         ..Row::default()
     });
     for (db, _, _) in made {

@@ -66,8 +66,8 @@ pub(crate) fn bench_reads(
             ..Row::default()
         });
     }
-    // Issue 24: get_state on a hot handle (cached, nothing changed) at most 40 ns a call, at
-    // 1 KiB; the memcpy of the state beside it as the floor.
+    // The write-cost target for reads: get_state on a hot handle (cached, nothing changed) at
+    // most 40 ns a call, at 1 KiB; the memcpy of the state beside it as the floor.
     if size == 1024 && dir_name == "disk" {
         rows.push(Row {
             op: "get_state, hot handle".into(),
@@ -79,7 +79,7 @@ pub(crate) fn bench_reads(
             alt_ns: t[2],
             target: Some(40.0),
             goal: Goal::NsAtMost,
-            issue24: "get_hot".into(),
+            write_cost_target: "get_hot".into(),
             note: "target: at most 40 ns per call".into(),
             ..Row::default()
         });

@@ -1,4 +1,4 @@
-//! A store's agents (issue 23): one page of `agent_store_list`, and one batch of
+//! A store's agents (listing and expiry): one page of `agent_store_list`, and one batch of
 //! `agent_store_expire` (a dry run), in a store of 100,000 agents against the same in a store
 //! of 1,000: a page costs what it holds, not what the store holds.
 
@@ -66,7 +66,7 @@ pub(crate) fn bench_store_agents(cfg: &Config, dir: &Path, rows: &mut Vec<Row>) 
         alternative: format!("the same page of {small_n} agents"),
         alt_ns: t[1],
         target: Some(0.5),
-        note: "issue 23: a page costs what it holds (each call opens the store)".into(),
+        note: "listing: a page costs what it holds (each call opens the store)".into(),
         ..Row::default()
     });
     // A dry run of expiry: the 100 longest idle of those idle for 30 days (all of them are).
@@ -90,7 +90,7 @@ pub(crate) fn bench_store_agents(cfg: &Config, dir: &Path, rows: &mut Vec<Row>) 
         alternative: format!("the same batch of {small_n} agents"),
         alt_ns: t[1],
         target: Some(0.5),
-        note: "issue 23: a batch costs what it holds".into(),
+        note: "expiry: a batch costs what it holds".into(),
         ..Row::default()
     });
 }

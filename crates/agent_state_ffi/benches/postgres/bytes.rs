@@ -1,6 +1,6 @@
-//! Issue 24 on PostgreSQL: what a write sends. A 2-member patch on a 256 KiB state should cost
-//! the wire the patch, not the state: the bytes our client sends the server per `set_state`,
-//! counted by a proxy between them, against the patch's size.
+//! The write-cost target on PostgreSQL for what a write sends. A 2-member patch on a 256 KiB
+//! state should cost the wire the patch, not the state: the bytes our client sends the server
+//! per `set_state`, counted by a proxy between them, against the patch's size.
 
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};

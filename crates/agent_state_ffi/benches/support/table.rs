@@ -42,9 +42,9 @@ pub struct Row {
     pub target: Option<f64>,
     /// How `target` reads (at least a speed-up, at most a cost factor, at most a time).
     pub goal: Goal,
-    /// The row of issue 24's "Targets" table this row fills (bench/summary.py's key for it);
-    /// empty when none.
-    pub issue24: String,
+    /// The row of the write-cost targets' table ("Write what changed") this row fills
+    /// (bench/summary.py's key for it, the JSON key "write_cost_target"); empty when none.
+    pub write_cost_target: String,
     /// The target is a stretch goal: the verdict reads "stretch PASS" / "stretch MISS" and is
     /// not counted among the missed targets.
     pub stretch: bool,
@@ -161,10 +161,10 @@ pub fn write_json(out: &Path, smoke: bool, rows: &[Row], with_dir: bool, extra: 
         };
         write!(
             json,
-            r#"{{"fig":"{}","op":"{}","size":{},{dir}"sync":"{}","ours_ns":{:.1},"alternative":"{}","alt_ns":{:.1},"ratio":{:.4},"target":{},"goal":"{}","measured":{:.4},"issue24":"{}","stretch":{},"verdict":"{}","note":{}}}"#,
+            r#"{{"fig":"{}","op":"{}","size":{},{dir}"sync":"{}","ours_ns":{:.1},"alternative":"{}","alt_ns":{:.1},"ratio":{:.4},"target":{},"goal":"{}","measured":{:.4},"write_cost_target":"{}","stretch":{},"verdict":"{}","note":{}}}"#,
             r.fig, r.op, r.size, r.sync, r.ours_ns, r.alternative, r.alt_ns, r.ratio(),
             r.target.map(|t| t.to_string()).unwrap_or_else(|| "null".into()), r.goal.name(),
-            r.measured(), r.issue24, r.stretch, r.verdict(),
+            r.measured(), r.write_cost_target, r.stretch, r.verdict(),
             serde_json::to_string(&r.note).unwrap()
         )
         .unwrap();
