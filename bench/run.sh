@@ -6,8 +6,8 @@
 # The PostgreSQL bench runs against the server at AGENT_STATE_TEST_PG_URI, or else a throwaway
 # one (tests/pg/with-server.sh), and through a throwaway PgBouncer in front of it
 # (tests/pg/with-bouncer.sh); with no server to be had outside CI, it says it was skipped. So
-# does the Python bench's PostgreSQL part (issue 22: 100 coroutines against 100 threads), run
-# under its own throwaway server the same way.
+# does the Python bench's PostgreSQL part (the async binding's throughput: 100 coroutines
+# against 100 threads), run under its own throwaway server the same way.
 #
 # Full mode takes a few minutes. Smoke mode runs a few hundred operations per case, so the
 # harness cannot rot; its figures mean nothing and its PASS/MISS marks are not checked.
@@ -41,8 +41,8 @@ bash "$root/tests/pg/with-server.sh" bash "$root/tests/pg/with-bouncer.sh" trans
 
 echo
 echo "== Python binding ($mode)"
-# Under a PostgreSQL server for issue 22's coroutines-against-threads rows (the SQLite rows do
-# not use it); without one they say they were skipped.
+# Under a PostgreSQL server for the async binding's coroutines-against-threads rows (the SQLite
+# rows do not use it); without one they say they were skipped.
 bash "$root/tests/pg/with-server.sh" "$root/bindings/python/bench.sh" $smoke_flag \
     --out "$out/python.json" | tee "$out/python.md"
 
@@ -88,13 +88,13 @@ else
 fi
 
 echo
-echo "== agent-state serve under load ($mode): bench/live/run.sh (issue 25)"
+echo "== agent-state serve under load ($mode): bench/live/run.sh (live delivery)"
 # 1,000 WebSocket subscribers (one process, Rust) on one agent while the Python binding writes
 # 200 changes a second for 30 s; fails on a wrong copy or a version gap, never on latency.
 bash "$root/bench/live/run.sh" $smoke_flag --out "$out/live.json" | tee "$out/live.md"
 
 echo
-echo "== The issues \"Write what changed\" (24), \"Writes at the floor\" and \"Never block an event loop\" (22): every figure, from the runs above ($mode)"
+echo "== The write-cost targets (\"Write what changed\"), \"Writes at the floor\" and the async binding (\"Never block an event loop\"): every figure, from the runs above ($mode)"
 python3 "$here/summary.py" "$out" "$mode" | tee "$out/summary.md"
 
 echo
