@@ -1,5 +1,5 @@
 """AsyncAgent: the coroutine API over the sync Agent, on one bounded thread pool, with asyncio
-cancellation mapped to the library's cancel tokens (issue 22)."""
+cancellation mapped to the library's cancel tokens, so that no call blocks the event loop."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""AsyncAgent's coroutine hooks and its change feed (issue 22): ``async def`` hooks awaited on
-the loop in commit order before the writer's await returns, their exceptions as HookError,
-mixed with plain hooks and with writes from threads; ``async for change in a.changes()``."""
+"""AsyncAgent's coroutine hooks and its change feed, none blocking the event loop: ``async def``
+hooks awaited on the loop in commit order before the writer's await returns, their exceptions
+as HookError, mixed with plain hooks and with writes from threads; ``async for change in
+a.changes()``."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ def test_date_limits(mem: Agent) -> None:
 
 
 def test_date_precision_is_the_shortest_exact_fraction(mem: Agent) -> None:
-    # Issue 26: a datetime with microseconds is stored exactly (6 digits) instead of refused;
+    # A datetime with microseconds is stored exactly (6 digits) instead of refused;
     # a whole number of milliseconds keeps the 3-digit form every older value has.
     micro = dt.datetime(2026, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)
     got, wire = store(mem, micro)
@@ -130,9 +130,10 @@ def test_date_reading_each_precision(mem: Agent) -> None:
     )
 
 
-def test_issue_26_example_on_a_store_file(open_agent, db_path) -> None:
-    # The issue's program, on a real store file that is reopened: datetime.now() stores without
-    # rounding and reads back equal; so does a fixed microsecond value (deterministic).
+def test_microsecond_datetimes_on_a_store_file(open_agent, db_path) -> None:
+    # A program that stores datetime.now() in a message, on a real store file that is
+    # reopened: datetime.now() stores without rounding and reads back equal; so does a fixed
+    # microsecond value (deterministic).
     fixed = dt.datetime(2026, 12, 1, 7, 57, 33, 590436, tzinfo=UTC)
     now = dt.datetime.now(dt.timezone.utc)
     with open_agent(db_path, initial_state={"messages": {}}) as a:

@@ -1,5 +1,5 @@
-"""A store's agents (issue 23): list_agents, delete_agent, expire_agents and their coroutines,
-on both backends.
+"""A store's agents (listing, deletion, expiry): list_agents, delete_agent, expire_agents and
+their coroutines, on both backends.
 
 On SQLite each test has a file of its own; on PostgreSQL the agents live on the server, which
 other tests share: each test's agent ids start with a prefix of its own (``backends``), and a
