@@ -22,40 +22,11 @@ root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
 # ---------------------------------------------------------------------------- Node and npm
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-        echo "run-tests.sh: installing nodejs and npm (Debian)" >&2
-        apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
-    else
-        echo "run-tests.sh: node or npm is missing; install Node.js >= 20 (Debian: nodejs npm)" >&2
-        exit 1
-    fi
-fi
-major="$(node -p 'process.versions.node.split(".")[0]')"
-if [ "$major" -lt 20 ]; then
-    echo "run-tests.sh: Node $(node --version) is too old: the package needs Node >= 20" >&2
-    exit 1
-fi
+# shellcheck source=nodeenv.sh
+. "$here/nodeenv.sh"
+node_need npm
 echo "node $(node --version), npm $(npm --version)"
-
-# The test tools, once: `npm ci` when node_modules lacks a package of package-lock.json or holds
-# another version of one (the lock file changed), so an unchanged install costs nothing.
-tools_current() {
-    (cd "$here" && node -e '
-const fs = require("fs");
-const lock = JSON.parse(fs.readFileSync("package-lock.json", "utf8"));
-for (const [where, entry] of Object.entries(lock.packages)) {
-  if (where === "") continue;
-  let installed;
-  try { installed = JSON.parse(fs.readFileSync(`${where}/package.json`, "utf8")).version; } catch { process.exit(1); }
-  if (installed !== entry.version) process.exit(1);
-}')
-}
-if ! tools_current; then
-    echo "+ npm ci (bindings/node)"
-    (cd "$here" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
-fi
+node_tools
 
 # ------------------------------------------------------------------------------- the addon
 echo "+ bash bindings/node/build.sh"

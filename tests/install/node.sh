@@ -56,9 +56,9 @@ ok "pack.sh: $tarball"
     not_ok "the tarball is agent-state-$version.tgz, not $(basename "$tarball")"
 
 # The TypeScript compiler of the package's tests (not the user's project: it stays offline).
-if [[ ! -x "$node_pkg/node_modules/.bin/tsc" ]]; then
-    (cd "$node_pkg" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
-fi
+# shellcheck source=../../bindings/node/nodeenv.sh
+. "$node_pkg/nodeenv.sh"
+node_tools
 tsc_js="$(readlink -f "$node_pkg/node_modules/typescript/bin/tsc")"
 types_root="$node_pkg/node_modules/@types"
 

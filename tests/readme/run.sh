@@ -28,32 +28,11 @@ export README_PYTHON="$PY"
 # shellcheck source=../../bindings/go/goenv.sh
 . "$root/bindings/go/goenv.sh"
 
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-        echo "tests/readme/run.sh: installing nodejs and npm (Debian)" >&2
-        apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
-    else
-        echo "tests/readme/run.sh: node or npm is missing; install Node.js >= 20 and npm (Debian: nodejs npm)" >&2
-        exit 1
-    fi
-fi
+# shellcheck source=../../bindings/node/nodeenv.sh
+. "$root/bindings/node/nodeenv.sh"
+node_need npm
 bash "$root/bindings/node/build.sh"
-# The TypeScript compiler and Node's types (package-lock.json's devDependencies), checked and
-# installed as bindings/node/run-tests.sh does: `npm ci` when node_modules lacks a package of
-# the lock file or holds another version of one.
-node_package="$root/bindings/node"
-if ! (cd "$node_package" && node -e '
-const fs = require("fs");
-const lock = JSON.parse(fs.readFileSync("package-lock.json", "utf8"));
-for (const [where, entry] of Object.entries(lock.packages)) {
-  if (where === "") continue;
-  let installed;
-  try { installed = JSON.parse(fs.readFileSync(`${where}/package.json`, "utf8")).version; } catch { process.exit(1); }
-  if (installed !== entry.version) process.exit(1);
-}'); then
-    echo "+ npm ci (bindings/node)" >&2
-    (cd "$node_package" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >&2
-fi
+# The TypeScript compiler and Node's types, as bindings/node/run-tests.sh has them.
+node_tools
 
 exec python3 "$root/tests/readme/run.py" "$@"

@@ -9,21 +9,9 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 
-if ! command -v node >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-        echo "run-tests.sh: installing nodejs (Debian)" >&2
-        apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null
-    else
-        echo "run-tests.sh: node is missing; install Node.js >= 20 (Debian: nodejs)" >&2
-        exit 1
-    fi
-fi
-major="$(node -p 'process.versions.node.split(".")[0]')"
-if [ "$major" -lt 20 ]; then
-    echo "run-tests.sh: Node $(node --version) is too old: the package needs Node >= 20" >&2
-    exit 1
-fi
+# shellcheck source=../../../bindings/node/nodeenv.sh
+. "$root/bindings/node/nodeenv.sh"
+node_need
 
 # The one version of everything is the workspace's (Cargo.toml); the package says the same.
 want="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
