@@ -259,15 +259,7 @@ impl NativeAgent {
         known: Option<VersionArg>,
         cancel: Option<&CancelToken>,
     ) -> Result<AsyncTask<Job<Written>>> {
-        let expected = version_arg("expected", expected)?;
-        let known = version_arg("known", known)?;
-        let agent = Arc::clone(&self.agent);
-        Ok(Job::new(token(cancel), move || {
-            let result = agent
-                .set_state_written(patch.as_bytes(), expected)
-                .into_napi()?;
-            written(result, known)
-        }))
+        self.write(Agent::set_state_written, patch, expected, known, cancel)
     }
 
     /// Replaces the state with `next` (JSON text) on a pool thread; only at version `expected`
@@ -280,15 +272,7 @@ impl NativeAgent {
         known: Option<VersionArg>,
         cancel: Option<&CancelToken>,
     ) -> Result<AsyncTask<Job<Written>>> {
-        let expected = version_arg("expected", expected)?;
-        let known = version_arg("known", known)?;
-        let agent = Arc::clone(&self.agent);
-        Ok(Job::new(token(cancel), move || {
-            let result = agent
-                .replace_state_written(next.as_bytes(), expected)
-                .into_napi()?;
-            written(result, known)
-        }))
+        self.write(Agent::replace_state_written, next, expected, known, cancel)
     }
 
     /// The change log after version `after`, as the C ABI's JSON array.
@@ -395,5 +379,25 @@ impl NativeAgent {
     pub fn close(&self) -> AsyncTask<Job<()>> {
         let agent = Arc::clone(&self.agent);
         Job::new(None, move || agent.close().into_napi())
+    }
+}
+
+/// The addon's private helpers of `NativeAgent` (not exported to JavaScript).
+impl NativeAgent {
+    /// One write (`how`: a merge or a replacement) as a pool job.
+    fn write(
+        &self,
+        how: fn(&Agent, &[u8], Option<u64>) -> agent_state::Result<agent_state::Written>,
+        input: String,
+        expected: Option<VersionArg>,
+        known: Option<VersionArg>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<AsyncTask<Job<Written>>> {
+        let expected = version_arg("expected", expected)?;
+        let known = version_arg("known", known)?;
+        let agent = Arc::clone(&self.agent);
+        Ok(Job::new(token(cancel), move || {
+            written(how(&agent, input.as_bytes(), expected).into_napi()?, known)
+        }))
     }
 }

@@ -151,20 +151,24 @@ fn slot(agent: u64) -> usize {
     (agent % SLOTS as u64) as usize
 }
 
-/// This thread's copy of agent `agent`'s state, if it can be trusted now (see the module's
-/// three tests); `None` sends the caller to the locked path.
+/// What `take` makes of this thread's copy of agent `agent`'s state, if the copy can be
+/// trusted now (see the module's three tests); `None` sends the caller to the locked path.
 #[inline]
-pub(super) fn lookup(agent: u64, hot: &Hot) -> Option<Arc<Held>> {
+fn with_trusted<R>(agent: u64, hot: &Hot, take: impl FnOnce(&Kept) -> R) -> Option<R> {
     COPIES
         .try_with(|copies| {
             let copies = copies.try_borrow().ok()?;
             let copy = copies.kept[slot(agent)].as_ref()?;
-            copy.ticket
-                .trusted(agent, hot)
-                .then(|| Arc::clone(&copy.held))
+            copy.ticket.trusted(agent, hot).then(|| take(copy))
         })
         .ok()
         .flatten()
+}
+
+/// This thread's copy of agent `agent`'s state, if it can be trusted now.
+#[inline]
+pub(super) fn lookup(agent: u64, hot: &Hot) -> Option<Arc<Held>> {
+    with_trusted(agent, hot, |copy| Arc::clone(&copy.held))
 }
 
 /// Wraps what the locked path confirmed in a `Held` of this thread, and keeps a copy for the
@@ -204,14 +208,7 @@ pub(super) fn keep(
 
 /// This thread's copy with its ticket, when trusted now ([`lookup`], with the ticket).
 pub(super) fn lookup_ticketed(agent: u64, hot: &Hot) -> Option<(Arc<Held>, Ticket)> {
-    COPIES
-        .try_with(|copies| {
-            let copies = copies.try_borrow().ok()?;
-            let copy = copies.kept[slot(agent)].as_ref()?;
-            copy.ticket
-                .trusted(agent, hot)
-                .then(|| (Arc::clone(&copy.held), copy.ticket.clone()))
-        })
-        .ok()
-        .flatten()
+    with_trusted(agent, hot, |copy| {
+        (Arc::clone(&copy.held), copy.ticket.clone())
+    })
 }
