@@ -1,7 +1,8 @@
 # agent_state: `make demo` builds the library and runs the demo; `make test` runs every suite.
 SHELL := /bin/bash
 CARGO ?= cargo
-LIBDIR := target/release
+# Cargo's build directory: target/, or CARGO_TARGET_DIR when set (as cargo itself does).
+LIBDIR := $(or $(CARGO_TARGET_DIR),target)/release
 LIB := $(LIBDIR)/libagent_state.so
 CC ?= cc
 CFLAGS_TEST := -std=c99 -Wall -Wextra -Werror -pedantic -g -O1 -Iinclude

@@ -24,32 +24,15 @@ mkdir -p "$app" "$tmp/home" "$tmp/npm-cache" "$tmp/bin"
 
 version="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-not_ok() { failed=$((failed + 1)); printf 'FAIL %s\n' "$1"; }
-# check NAME COMMAND...: runs COMMAND, output in $tmp/log, shown when it fails.
-check() {
-    local name="$1" start=$SECONDS
-    shift
-    if "$@" >"$tmp/log" 2>&1; then
-        ok "$name ($((SECONDS - start)) s)"
-    else
-        not_ok "$name ($((SECONDS - start)) s)"
-        sed 's/^/     | /' "$tmp/log" | tail -40
-    fi
-}
-finish() {
-    echo "test-install (Node): $passed passed, $failed failed"
-    [[ $failed -eq 0 ]]
-}
+# shellcheck source=checks.sh
+. "$root/tests/install/checks.sh"
 
 # ------------------------------------------------------------------------ the tarball
 echo "== bash bindings/node/pack.sh"
 if ! tarball="$(bash "$node_pkg/pack.sh" 2>"$tmp/log" | tail -n 1)" || [[ ! -f "$tarball" ]]; then
     cat "$tmp/log"
     not_ok "pack.sh makes the tarball"
-    finish
+    finish "test-install (Node)"
 fi
 ok "pack.sh: $tarball"
 [[ "$(basename "$tarball")" == "agent-state-$version.tgz" ]] && ok "the tarball is agent-state-$version.tgz" ||
@@ -146,4 +129,4 @@ example_runs() {
 }
 check "the compiled example runs twice on one store; the second run finds the first one's state" example_runs
 
-finish
+finish "test-install (Node)"

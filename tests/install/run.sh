@@ -42,32 +42,8 @@ mkdir -p "$prefix" "$outside"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
 major="${version%%.*}"
 
-passed=0
-failed=0
-say() { printf '== %s\n' "$*"; }
-ok() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-not_ok() { failed=$((failed + 1)); printf 'FAIL %s\n' "$1"; }
-# check NAME COMMAND...: runs COMMAND, output in $tmp/log, shown when it fails.
-check() {
-    local name="$1" start=$SECONDS
-    shift
-    if "$@" >"$tmp/log" 2>&1; then
-        ok "$name ($((SECONDS - start)) s)"
-    else
-        not_ok "$name ($((SECONDS - start)) s)"
-        sed 's/^/     | /' "$tmp/log" | tail -40
-    fi
-}
-# expect_output NAME WANT COMMAND...: COMMAND succeeds and prints exactly WANT.
-expect_output() {
-    local name="$1" want="$2"
-    shift 2
-    check "$name" bash -c 'out="$("$@")" || exit 1; printf "%s\n" "$out"; [[ "$out" == "$0" ]] || { echo "expected: $0"; exit 1; }' "$want" "$@"
-}
-finish() {
-    echo "test-install: $passed passed, $failed failed"
-    [[ $failed -eq 0 ]]
-}
+# shellcheck source=checks.sh
+. "$here/checks.sh"
 
 # ---------------------------------------------------------------------------------- tools
 # Installs system packages as root only (a test script never runs sudo); as another user, stops
@@ -484,6 +460,8 @@ cli_error() {
 check "agent-state: a bad patch exits 65 (64 + INVALID_ARGUMENT) and names the status" cli_error
 
 # ------------------------------------------------------------------------ DESTDIR, uninstall
+# The sdist builds' target directory is theirs: make install uses the checkout's release build.
+unset CARGO_TARGET_DIR
 cd "$root"
 destdir() {
     local stage="$tmp/stage"

@@ -14,7 +14,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 version="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)"
-wheel="${1:-$(ls "$root"/target/dist/agent_state-"$version"-py3-none-*.whl 2>/dev/null | head -n 1)}"
+wheel="${1:-$(compgen -G "$root/target/dist/agent_state-$version-py3-none-*.whl" | head -n 1 || true)}"
 if [[ -z "$wheel" || ! -f "$wheel" ]]; then
     echo "wheel.sh: no wheel (make dist makes target/dist/agent_state-$version-py3-none-*.whl)" >&2
     exit 1
@@ -22,20 +22,8 @@ fi
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/agent-state-wheel.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-not_ok() { failed=$((failed + 1)); printf 'FAIL %s\n' "$1"; }
-check() {
-    local name="$1" start=$SECONDS
-    shift
-    if "$@" >"$tmp/log" 2>&1; then
-        ok "$name ($((SECONDS - start)) s)"
-    else
-        not_ok "$name ($((SECONDS - start)) s)"
-        sed 's/^/     | /' "$tmp/log" | tail -40
-    fi
-}
+# shellcheck source=checks.sh
+. "$root/tests/install/checks.sh"
 
 # auditwheel, in the tools environment tests/install/run.sh keeps (made here when missing).
 tools="$root/target/install-test/tools-venv"
@@ -94,5 +82,4 @@ command_use() {
 }
 check "agent-state reads and writes the store the Python program wrote" command_use
 
-echo "test-install (wheel): $passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish "test-install (wheel)"
