@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The npm package as a user gets it (make test-install runs this after run.sh):
 #
-#   bindings/node/pack.sh makes target/dist/agent-state-VERSION.tgz; then, in a new directory
+#   bindings/node/pack.sh makes target/dist/agent-state-VERSION.tgz (twice: the same bytes); then, in a new directory
 #   outside the repository, with a PATH that holds node, npm and a shell's basic commands but no
 #   cargo, rustc or compiler (a directory of symlinks), and an empty npm cache with --offline (the
 #   package needs nothing from the registry):
@@ -43,6 +43,12 @@ ok "pack.sh: $tarball"
 . "$node_pkg/nodeenv.sh"
 node_tools
 tsc_js="$(readlink -f "$node_pkg/node_modules/typescript/bin/tsc")"
+
+# Two packs of one commit give the same bytes (npm dates every entry alike; the addon is the
+# same file).
+cp "$tarball" "$tmp/first.tgz"
+same_pack() { bash "$node_pkg/pack.sh" >/dev/null && cmp "$tmp/first.tgz" "$tarball"; }
+check "pack.sh makes the same tarball again, byte for byte" same_pack
 types_root="$node_pkg/node_modules/@types"
 
 # ------------------------------------------------- a PATH without cargo, rustc or a compiler
