@@ -202,6 +202,35 @@ function nextPatch() {
 
 // Sink for results, so no call's work can be dropped as unused.
 let sink = 0;
+// A contender for "getState after a write": each read follows a write of its own side, which
+// is not timed; each read is timed alone. Seconds per read. `agent` is awaited (the package's
+// Agent) or called synchronously (the hand-written and blocking sides: no await added to them).
+function readsAfterWrites(agent) {
+  return async (ops) => {
+    let total = 0n;
+    for (let i = 0; i < ops; i++) {
+      await agent.setState(nextPatch());
+      const t0 = now();
+      use(await agent.getState());
+      total += now() - t0;
+    }
+    return Number(total) / 1e9 / ops;
+  };
+}
+
+function readsAfterWritesSync(agent) {
+  return async (ops) => {
+    let total = 0n;
+    for (let i = 0; i < ops; i++) {
+      agent.setState(nextPatch());
+      const t0 = now();
+      use(agent.getState());
+      total += now() - t0;
+    }
+    return Number(total) / 1e9 / ops;
+  };
+}
+
 function use(state) {
   sink ^= state.status.length;
 }
@@ -293,26 +322,8 @@ async function versus(work, size, plan) {
     const coldOps = plan.coldOps(size);
     const coldReads = await alternate(
       [
-        async (ops) => {
-          let total = 0n;
-          for (let i = 0; i < ops; i++) {
-            await ours.setState(nextPatch());
-            const t0 = now();
-            use(await ours.getState());
-            total += now() - t0;
-          }
-          return Number(total) / 1e9 / ops;
-        },
-        async (ops) => {
-          let total = 0n;
-          for (let i = 0; i < ops; i++) {
-            hand.setState(nextPatch());
-            const t0 = now();
-            use(hand.getState());
-            total += now() - t0;
-          }
-          return Number(total) / 1e9 / ops;
-        },
+        readsAfterWrites(ours),
+        readsAfterWritesSync(hand),
       ],
       plan.rounds,
       coldOps,
@@ -469,26 +480,8 @@ async function promise(work, size, plan) {
     const coldOps = plan.coldOps(size);
     const coldReads = await alternate(
       [
-        async (ops) => {
-          let total = 0n;
-          for (let i = 0; i < ops; i++) {
-            await ours.setState(nextPatch());
-            const t0 = now();
-            use(await ours.getState());
-            total += now() - t0;
-          }
-          return Number(total) / 1e9 / ops;
-        },
-        async (ops) => {
-          let total = 0n;
-          for (let i = 0; i < ops; i++) {
-            blocking.setState(nextPatch());
-            const t0 = now();
-            use(blocking.getState());
-            total += now() - t0;
-          }
-          return Number(total) / 1e9 / ops;
-        },
+        readsAfterWrites(ours),
+        readsAfterWritesSync(blocking),
         () => floor(floorOps),
       ],
       plan.rounds,
