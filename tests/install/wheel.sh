@@ -37,8 +37,11 @@ tag_matches() {
     tag="$(tr '\n' ' ' <"$tmp/auditwheel" | sed -n 's/.*consistent with the following platform tag: *"\([^"]*\)".*/\1/p')"
     [[ -n "$tag" && "$(basename "$wheel")" == "agent_state-$version-py3-none-$tag.whl" ]] ||
         { echo "the wheel's tag is not auditwheel's '$tag'"; return 1; }
-    unzip -Z1 "$wheel" | grep -qx 'agent_state/.libs/libagent_state.so' &&
-        unzip -Z1 "$wheel" | grep -qx 'agent_state/.libs/agent-state'
+    # The listing goes to a file first: `unzip | grep -q` under pipefail fails when grep exits at
+    # its match before unzip has written everything (SIGPIPE).
+    unzip -Z1 "$wheel" >"$tmp/wheel-files" &&
+        grep -qx 'agent_state/.libs/libagent_state.so' "$tmp/wheel-files" &&
+        grep -qx 'agent_state/.libs/agent-state' "$tmp/wheel-files"
 }
 check "the wheel's platform tag is auditwheel's; the library and the command are inside" tag_matches
 
