@@ -10,7 +10,7 @@
 # "N passed, M failed"; the exit status is non-zero when a test failed.
 #
 # The screenshot of the page goes to target/inspector/inspector.png; with --update-screenshot
-# (or INSPECTOR_UPDATE_SCREENSHOT=1) also to docs/inspector.png, the README's picture.
+# (or INSPECTOR_UPDATE_SCREENSHOT=1) also to docs/src/images/inspector.png, the book's picture.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

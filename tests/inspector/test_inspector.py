@@ -34,7 +34,7 @@ from selenium.webdriver.common.keys import Keys
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "target" / "release" / "agent-state"
 ARTIFACT = ROOT / "target" / "inspector" / "inspector.png"
-README_SHOT = ROOT / "docs" / "inspector.png"
+README_SHOT = ROOT / "docs" / "src" / "images" / "inspector.png"
 DEADLINE = 20.0  # seconds, for every wait but the live-update one
 LIVE_LIMIT_MS = 1000.0
 BOT = "support-bot/ticket-4711"

@@ -75,9 +75,16 @@ REQUIRED = (
     "bindings/go/README.md",
     "bindings/node/README.md",
 )
-# Besides the READMEs: Markdown files whose code blocks are read too.
+# The book's getting-started pages, one a language: each keeps a runnable example too (the Rust
+# page's run as doc tests, which check_doctests requires).
+REQUIRED += tuple(f"docs/src/getting-started/{lang}.md" for lang in ("c", "cpp", "python", "go", "node"))
+# Besides the READMEs: Markdown files whose code blocks are read too (and the book's pages,
+# docs/src/**/*.md, every one: tracked_files).
 EXTRA_FILES = ("crates/agent-state-serve/PROTOCOL.md",)
-# The README whose rust blocks are the core crate's doc tests, and the file that includes it.
+BOOK = "docs/src/"
+# The README whose rust blocks are the core crate's doc tests, and the file that includes it. A
+# page of the book with rust blocks runs them the same way: lib.rs includes it under
+# #[cfg(doctest)] by its path relative to lib.rs (check_doctests).
 CRATE_README = "crates/agent_state/README.md"
 CRATE_LIB = "crates/agent_state/src/lib.rs"
 
@@ -172,6 +179,9 @@ def tracked_files(root: str) -> List[str]:
                          stdout=subprocess.PIPE).stdout.decode()
     files = sorted(p for p in out.split("\0") if p)
     files += [p for p in EXTRA_FILES if os.path.isfile(os.path.join(root, p))]
+    book = subprocess.run(["git", "ls-files", "-z", "--", BOOK + "*.md"], cwd=root, check=True,
+                          stdout=subprocess.PIPE).stdout.decode()
+    files += sorted(p for p in book.split("\0") if p and p != BOOK + "SUMMARY.md")
     return files
 
 
@@ -318,19 +328,26 @@ def rust_visible(code: str) -> str:
     return "\n".join(line for line in code.split("\n") if not re.match(r"^\s*#(\s|$)", line))
 
 
-def check_doctests(root: str, blocks: List[Block]) -> Optional[str]:
-    """crates/agent_state/README.md's rust blocks run as the crate's doc tests only if lib.rs
-    includes the README: a failure message when it has rust blocks and lib.rs does not."""
-    if not any(b.lang == "rust" for b in blocks):
+def doctest_include(path: str) -> str:
+    """How lib.rs includes the Markdown file at path (relative to the root) as doc tests."""
+    return f'include_str!("{os.path.relpath(path, os.path.dirname(CRATE_LIB))}")'
+
+
+def check_doctests(root: str, path: str, blocks: List[Block]) -> Optional[str]:
+    """The rust blocks of crates/agent_state/README.md and of the book's pages run as the core
+    crate's doc tests only if lib.rs includes the file under #[cfg(doctest)]: a failure message
+    when the file has rust blocks (not fragments) and lib.rs does not include it."""
+    if not any(b.lang == "rust" and "fragment" not in b.markers for b in blocks):
         return None
     try:
         with open(os.path.join(root, CRATE_LIB), encoding="utf-8") as f:
             lib = f.read()
     except OSError as e:
         return f"{CRATE_LIB}: {e}"
-    if 'include_str!("../README.md")' not in lib or "cfg(doctest)" not in lib:
-        return (f"{CRATE_README} has rust blocks, but {CRATE_LIB} does not include it under "
-                f'#[cfg(doctest)] (#[doc = include_str!("../README.md")]): they would run nowhere')
+    include = doctest_include(path)
+    if include not in lib or "cfg(doctest)" not in lib:
+        return (f"{path} has rust blocks, but {CRATE_LIB} does not include it under "
+                f"#[cfg(doctest)] (#[doc = {include}]): they would run nowhere")
     return None
 
 
@@ -358,9 +375,17 @@ def main() -> int:
             counts = Counts()
             for block in blocks:
                 lang = LANGUAGES.get(block.lang)
+                if not block.lang and path.startswith(BOOK):
+                    # rustdoc, which runs the book's rust blocks, takes a fence without a
+                    # language for Rust: each says what it holds (text, sh, json, ...).
+                    counts.failed += 1
+                    problems.append(f"{block.where}: a block of the book without a language")
+                    print(f"FAIL {block.where}: a block of the book without a language (text, sh, json, ...)")
+                    continue
                 if lang is None:
                     key = block.lang or "no language"
-                    if block.lang == "rust" and path == CRATE_README:
+                    if block.lang == "rust" and "fragment" not in block.markers and \
+                            (path == CRATE_README or path.startswith(BOOK)):
                         key = "rust (doc tests)"
                     elif block.lang == "rust" and rust_visible(block.code) in crate_rust:
                         key = "rust (a copy of a doc test)"
@@ -401,8 +426,8 @@ def main() -> int:
                     print(f"FAIL {block.where} ```{block.info}: {out}")
                     print("  the block:")
                     print(numbered(block.code))
-            if path == CRATE_README:
-                msg = check_doctests(root, blocks)
+            if path == CRATE_README or path.startswith(BOOK):
+                msg = check_doctests(root, path, blocks)
                 if msg:
                     counts.checks_failed += 1
                     problems.append(msg)

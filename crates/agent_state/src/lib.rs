@@ -178,3 +178,82 @@ pub mod internals {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The book's pages (docs/src): their rust blocks run as doc tests, as the README's do, so an
+/// example of the book that no longer compiles or runs fails `cargo test` (tests/readme/run.py
+/// checks that every page with rust blocks is listed here).
+#[cfg(doctest)]
+mod book {
+    #[doc = include_str!("../../../docs/src/architecture.md")]
+    pub struct Architecture;
+    #[doc = include_str!("../../../docs/src/concepts/change-log.md")]
+    pub struct ConceptsChangeLog;
+    #[doc = include_str!("../../../docs/src/concepts/codec.md")]
+    pub struct ConceptsCodec;
+    #[doc = include_str!("../../../docs/src/concepts/errors.md")]
+    pub struct ConceptsErrors;
+    #[doc = include_str!("../../../docs/src/concepts/hooks.md")]
+    pub struct ConceptsHooks;
+    #[doc = include_str!("../../../docs/src/concepts/lifecycle.md")]
+    pub struct ConceptsLifecycle;
+    #[doc = include_str!("../../../docs/src/concepts/many-agents.md")]
+    pub struct ConceptsManyAgents;
+    #[doc = include_str!("../../../docs/src/concepts/merge-and-replace.md")]
+    pub struct ConceptsMergeAndReplace;
+    #[doc = include_str!("../../../docs/src/concepts/state.md")]
+    pub struct ConceptsState;
+    #[doc = include_str!("../../../docs/src/concepts/versions.md")]
+    pub struct ConceptsVersions;
+    #[doc = include_str!("../../../docs/src/contributing.md")]
+    pub struct Contributing;
+    #[doc = include_str!("../../../docs/src/getting-started/c.md")]
+    pub struct GettingStartedC;
+    #[doc = include_str!("../../../docs/src/getting-started/cpp.md")]
+    pub struct GettingStartedCpp;
+    #[doc = include_str!("../../../docs/src/getting-started/go.md")]
+    pub struct GettingStartedGo;
+    #[doc = include_str!("../../../docs/src/getting-started/node.md")]
+    pub struct GettingStartedNode;
+    #[doc = include_str!("../../../docs/src/getting-started/python.md")]
+    pub struct GettingStartedPython;
+    #[doc = include_str!("../../../docs/src/getting-started/rust.md")]
+    pub struct GettingStartedRust;
+    #[doc = include_str!("../../../docs/src/guides/async.md")]
+    pub struct GuidesAsync;
+    #[doc = include_str!("../../../docs/src/guides/erasure-retention.md")]
+    pub struct GuidesErasureRetention;
+    #[doc = include_str!("../../../docs/src/guides/from-cloudflare-agents.md")]
+    pub struct GuidesFromCloudflareAgents;
+    #[doc = include_str!("../../../docs/src/guides/from-hand-rolled.md")]
+    pub struct GuidesFromHandRolled;
+    #[doc = include_str!("../../../docs/src/guides/from-langgraph.md")]
+    pub struct GuidesFromLanggraph;
+    #[doc = include_str!("../../../docs/src/guides/postgresql.md")]
+    pub struct GuidesPostgresql;
+    #[doc = include_str!("../../../docs/src/guides/serve.md")]
+    pub struct GuidesServe;
+    #[doc = include_str!("../../../docs/src/introduction.md")]
+    pub struct Introduction;
+    #[doc = include_str!("../../../docs/src/operations/backup.md")]
+    pub struct OperationsBackup;
+    #[doc = include_str!("../../../docs/src/operations/integrity.md")]
+    pub struct OperationsIntegrity;
+    #[doc = include_str!("../../../docs/src/operations/monitoring.md")]
+    pub struct OperationsMonitoring;
+    #[doc = include_str!("../../../docs/src/operations/upgrades.md")]
+    pub struct OperationsUpgrades;
+    #[doc = include_str!("../../../docs/src/performance.md")]
+    pub struct Performance;
+    #[doc = include_str!("../../../docs/src/reference/api-docs.md")]
+    pub struct ReferenceApiDocs;
+    #[doc = include_str!("../../../docs/src/reference/c-api.md")]
+    pub struct ReferenceCApi;
+    #[doc = include_str!("../../../docs/src/reference/cli.md")]
+    pub struct ReferenceCli;
+    #[doc = include_str!("../../../docs/src/reference/options.md")]
+    pub struct ReferenceOptions;
+    #[doc = include_str!("../../../docs/src/reference/serve-protocol.md")]
+    pub struct ReferenceServeProtocol;
+    #[doc = include_str!("../../../docs/src/reference/statuses.md")]
+    pub struct ReferenceStatuses;
+}
