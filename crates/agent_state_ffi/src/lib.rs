@@ -1,10 +1,10 @@
 //! The C ABI: every exported `agent_*` function, every C-facing type, and all `unsafe` code.
 //!
-//! Every export runs inside [`boundary::guard`] (most through [`boundary::run`], which maps
+//! Every export runs inside `boundary::guard` (most through `boundary::run`, which maps
 //! errors to statuses), so no Rust panic ever unwinds into C, and every failure sets the
-//! calling thread's last-error message. [`args`] turns raw arguments into what the contract
-//! says (input slices, output parameters, the agent behind a handle); [`callback`] is the one
-//! type for C hooks; [`status`] holds the status table.
+//! calling thread's last-error message. `args` turns raw arguments into what the contract
+//! says (input slices, output parameters, the agent behind a handle); `callback` is the one
+//! type for C hooks; `status` holds the status table.
 //!
 //! This crate is the whole C boundary, and only that: the semantics live in the core crate,
 //! `agent_state`, which knows nothing of C. `crates/libagent_state` links these exports into
