@@ -330,3 +330,60 @@ func ExampleListAgentsContext() {
 	// deleted: 1 true <nil>
 	// idle for 30 days: 0 <nil>
 }
+
+// ReplaceState writes a whole new state: nothing of the previous one survives (SetState would
+// have kept the members the patch does not name).
+func ExampleAgent_ReplaceState() {
+	a, _ := agentstate.Open(":memory:", agentstate.Options{})
+	defer a.Close()
+	a.SetState(map[string]any{"status": "processing", "job": map[string]any{"id": "j1"}})
+
+	st, err := a.ReplaceState(map[string]any{"status": "idle"})
+	fmt.Println(st, err)
+	raw, version, _ := a.GetStateVersionedJSON()
+	fmt.Println(string(raw), version)
+	// Output:
+	// map[status:idle] <nil>
+	// {"status":"idle"} 2
+}
+
+// Restore writes an earlier state back, as a new change with a new version; it needs the
+// agent's change log to still hold that version.
+func ExampleAgent_Restore() {
+	a, _ := agentstate.Open(":memory:", agentstate.Options{ChangeLog: &agentstate.ChangeLog{KeepLast: 100}})
+	defer a.Close()
+	a.SetState(map[string]any{"plan": "draft"})
+	a.SetState(map[string]any{"plan": "final"})
+	a.SetState(map[string]any{"plan": nil, "oops": true})
+
+	st, version, err := a.Restore(2)
+	fmt.Println(st, version, err)
+	old, _ := a.StateAtJSON(1)
+	fmt.Println(string(old))
+	// Output:
+	// map[plan:final] 4 <nil>
+	// {"plan":"draft"}
+}
+
+// The Context forms of the calls return ErrCancelled, with nothing written, when their context
+// is done before they got the lock, the pooled connection or the server's answer they waited for.
+func ExampleAgent_SetStateContext() {
+	a, _ := agentstate.Open(":memory:", agentstate.Options{})
+	defer a.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := a.SetStateContext(ctx, map[string]any{"status": "processing"})
+	fmt.Println(st, err)
+
+	done, stop := context.WithCancel(context.Background())
+	stop() // a request whose client went away, say
+	_, err = a.SetStateContext(done, map[string]any{"status": "abandoned"})
+	fmt.Println(errors.Is(err, agentstate.ErrCancelled), errors.Is(err, context.Canceled))
+	raw, _ := a.GetStateJSON() // nothing was written
+	fmt.Println(string(raw))
+	// Output:
+	// map[status:processing] <nil>
+	// true true
+	// {"status":"processing"}
+}
