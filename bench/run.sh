@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench (full) / make bench-smoke (smoke): agent_state against what users would write
 # instead, through the C ABI (SQLite and PostgreSQL), the Python binding, the Go binding and the
-# Node binding, in one run. Prints the tables and keeps the raw figures in target/bench/*.json.
+# Node binding, in one run. Prints the tables and keeps the raw figures in target/bench/*.json;
+# a full run also writes them into the book (docs/src/performance.md, bench/book.py).
 #
 # The PostgreSQL bench runs against the server at AGENT_STATE_TEST_PG_URI, or else a throwaway
 # one (tests/pg/with-server.sh), and through a throwaway PgBouncer in front of it
@@ -96,6 +97,13 @@ bash "$root/bench/live/run.sh" $smoke_flag --out "$out/live.json" | tee "$out/li
 echo
 echo "== The write-cost targets (\"Write what changed\"), \"Writes at the floor\" and the async binding (\"Never block an event loop\"): every figure, from the runs above ($mode)"
 python3 "$here/summary.py" "$out" "$mode" | tee "$out/summary.md"
+
+# A full run's figures go into the book: the generated part of docs/src/performance.md (between
+# its bench:begin and bench:end markers), stamped with the date, this machine and the commit
+# (bench/book.py). A smoke run's figures mean nothing and never touch the page.
+if [ "$mode" = full ]; then
+    python3 "$here/book.py" "$out"
+fi
 
 echo
 echo "bench: raw figures in $out (abi.json, postgres.json, python.json, go.json, node.json, live.json; summary.md)"
