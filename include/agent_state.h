@@ -336,7 +336,8 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * opens a private in-memory store), or a PostgreSQL connection URI in libpq's syntax starting
  * with `postgres://` or `postgresql://` (`postgresql://user:password@host:port/dbname`, or
  * `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; TLS with libpq's
- * `sslmode`, `sslrootcert`, `sslcert`, `sslkey`: README's "Over TLS"). `options_json` is NULL for the defaults or a
+ * `sslmode`, `sslrootcert`, `sslcert`, `sslkey`: the TLS section of the book's
+ * `docs/src/guides/postgresql.md`). `options_json` is NULL for the defaults or a
  * NUL-terminated JSON object with any of: `"initial_state"` (object, default `{}`),
  * `"max_value_bytes"` (this handle's cap on an encoded state and on an input document, 2 to
  * 1000000000; absent: the store's cap, else 2097152), `"store_max_value_bytes"` (records a cap
@@ -380,9 +381,7 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * the server refused the credentials).
  * Thread-safety: any thread. Several handles, in one process or many, may open the same file.
  */
-AgentStatus agent_open(const char *path,
-                       const char *options_json,
-                       AgentHandle *out);
+AgentStatus agent_open(const char *path, const char *options_json, AgentHandle *out);
 
 /**
  * Closes handle `h`: the store connection is closed, hooks are unregistered (their
@@ -720,7 +719,7 @@ AgentStatus agent_store_list(const char *path,
  * and the WAL is emptied into the file). If another connection's read outlasts
  * `busy_timeout_ms` meanwhile, the call returns `AGENT_ERR_BUSY` after the deletion committed:
  * call it again to finish the erasure. On PostgreSQL the rows are deleted; what VACUUM, WAL
- * archives and backups keep is the server's (README, "A store's agents").
+ * archives and backups keep is the server's (the book's `docs/src/guides/erasure-retention.md`).
  * `agent_id` `""` is a SQLite file's single agent. `options_json` as for `agent_store_list`.
  * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL or empty `path`, NULL `agent_id`, an id longer
  * than 255 bytes or not UTF-8, `if_version` below -1, bad option), `AGENT_ERR_JSON`,

@@ -14,7 +14,8 @@ use agent_state::Agent;
 /// opens a private in-memory store), or a PostgreSQL connection URI in libpq's syntax starting
 /// with `postgres://` or `postgresql://` (`postgresql://user:password@host:port/dbname`, or
 /// `postgresql:///dbname?host=/socket/dir&port=5432` for a Unix socket; TLS with libpq's
-/// `sslmode`, `sslrootcert`, `sslcert`, `sslkey`: README's "Over TLS"). `options_json` is NULL for the defaults or a
+/// `sslmode`, `sslrootcert`, `sslcert`, `sslkey`: the TLS section of the book's
+/// `docs/src/guides/postgresql.md`). `options_json` is NULL for the defaults or a
 /// NUL-terminated JSON object with any of: `"initial_state"` (object, default `{}`),
 /// `"max_value_bytes"` (this handle's cap on an encoded state and on an input document, 2 to
 /// 1000000000; absent: the store's cap, else 2097152), `"store_max_value_bytes"` (records a cap

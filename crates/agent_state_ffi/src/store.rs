@@ -81,7 +81,7 @@ pub unsafe extern "C" fn agent_store_list(
 /// and the WAL is emptied into the file). If another connection's read outlasts
 /// `busy_timeout_ms` meanwhile, the call returns `AGENT_ERR_BUSY` after the deletion committed:
 /// call it again to finish the erasure. On PostgreSQL the rows are deleted; what VACUUM, WAL
-/// archives and backups keep is the server's (README, "A store's agents").
+/// archives and backups keep is the server's (the book's `docs/src/guides/erasure-retention.md`).
 /// `agent_id` `""` is a SQLite file's single agent. `options_json` as for `agent_store_list`.
 /// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL or empty `path`, NULL `agent_id`, an id longer
 /// than 255 bytes or not UTF-8, `if_version` below -1, bad option), `AGENT_ERR_JSON`,
