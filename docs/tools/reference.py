@@ -206,6 +206,21 @@ def codeify(text):
     return "`".join(parts)
 
 
+def booklinks(text):
+    """A comment's `docs/src/PAGE.md` becomes a link to that page of the book, titled as the
+    table of contents titles it."""
+    summary = (ROOT / "docs" / "src" / "SUMMARY.md").read_text()
+    titles = dict((m.group(2), m.group(1)) for m in re.finditer(r"\[([^\]]+)\]\(([^)]+)\)", summary))
+
+    def link(m):
+        page = m.group(1)
+        if page not in titles:
+            raise SystemExit(f"reference.py: {HEADER} names docs/src/{page}, which is not a page "
+                             "of the book (docs/src/SUMMARY.md)")
+        return f"[{titles[page]}](../{page})"
+    return re.sub(r"`docs/src/([\w/.-]+\.md)`", link, text)
+
+
 def prose(lines, links, own):
     """A comment as Markdown: its paragraphs, a new paragraph at each line that starts with a
     label (Ownership:, Errors:, Thread-safety: ...), `# Safety` as a bold label, and the first
@@ -236,7 +251,7 @@ def prose(lines, links, own):
             if text.startswith(label):
                 text = f"**{label}**" + text[len(label):]
         out.append(text)
-    text = codeify("\n\n".join(out))
+    text = booklinks(codeify("\n\n".join(out)))
     seen = set(own)
 
     def link(m):
