@@ -359,16 +359,59 @@ def exit_codes(help_text):
     return codes
 
 
+BINDINGS = {
+    "C++": "bindings/cpp/agent_state/status.hpp",
+    "Python": "bindings/python/src/agent_state/errors.py",
+    "Go": "bindings/go/errors.go",
+    "Node.js": "bindings/node/index.d.ts",
+    "Rust": "crates/agent_state/src/error.rs",
+}
+
+
+def binding_errors(surface):
+    """{language: {status name: how that language shows it}}, read from each binding's source:
+    C++'s Status enumerators, Python's exception classes (default_status), Go's Err sentinels,
+    Node's error classes (static code), the core crate's ErrorKind variants."""
+    code_of = {s["name"]: s["code"] for s in surface["statuses"]}
+    name_of = {s["code"]: s["name"] for s in surface["statuses"]}
+    src = {lang: (ROOT / path).read_text() for lang, path in BINDINGS.items()}
+    found = {lang: {} for lang in BINDINGS}
+    for m in re.finditer(r"^\s+(\w+) = (AGENT_\w+),", src["C++"], re.M):
+        found["C++"][m.group(2)] = f"`Status::{m.group(1)}`"
+    for m in re.finditer(r"^class (\w+)\(AgentError[^)]*\):.*?^    default_status = (AGENT_\w+)$",
+                         src["Python"], re.M | re.S):
+        found["Python"][m.group(2)] = f"`{m.group(1)}`"
+    go_status = {m.group(1): int(m.group(2))
+                 for m in re.finditer(r"^\s+(Status\w+)\s+Status = (\d+)", src["Go"], re.M)}
+    for m in re.finditer(r"^\s+(Err\w+) error = (Status\w+)$", src["Go"], re.M):
+        found["Go"][name_of[go_status[m.group(2)]]] = f"`{m.group(1)}`"
+    for m in re.finditer(r"^export class (\w+) extends AgentError \{.*?static readonly code: '(AGENT_\w+)';",
+                         src["Node.js"], re.M | re.S):
+        found["Node.js"][m.group(2)] = f"`{m.group(1)}`"
+    kinds = re.search(r"pub enum ErrorKind \{(.*?)^\}", src["Rust"], re.M | re.S).group(1)
+    for m in re.finditer(r"^\s+(\w+) = (\d+),", kinds, re.M):
+        found["Rust"][name_of[int(m.group(2))]] = f"`ErrorKind::{m.group(1)}`"
+    for lang, names in found.items():
+        missing = [n for n in code_of if n not in names and n != "AGENT_OK"
+                   and not (lang == "Rust" and n == "AGENT_ERR_PANIC")]
+        if missing:
+            raise SystemExit(f"reference.py: {BINDINGS[lang]}: found no {lang} error for {missing}; "
+                             "update binding_errors() in docs/tools/reference.py to read it")
+    return found
+
+
 def statuses(surface, help_text):
     codes = exit_codes(help_text)
     names = [o["name"] for o in surface["options"]] + ["on_state_changed"]
-    out = [banner(f"{SURFACE} and the exit codes of `agent-state --help`",
-                  EDIT_SURFACE + " (the exit codes: crates/agent-state-cli/src)"), "# Statuses\n"]
+    out = [banner(f"{SURFACE}, the exit codes of `agent-state --help` and the bindings' error types",
+                  EDIT_SURFACE + " (the exit codes: crates/agent-state-cli/src; the errors: "
+                  + ", ".join(BINDINGS.values()) + ")"), "# Statuses\n"]
     out.append(
         "Every fallible call of the library ends with a status: `AGENT_OK` or one of the "
         "`AGENT_ERR_*` codes below. The numbers are fixed and never reused. In C each function "
         "returns it, and `agent_last_error()` gives the calling thread's message for the "
-        "failure (see [Errors](../concepts/errors.md) for how each language shows it). The "
+        "failure; each binding turns it into its language's error ([below](#in-each-language), "
+        "and [Errors](../concepts/errors.md) for handling them). The "
         "`agent-state` command exits with 64 plus the number. The C API's "
         "[status codes](c-api.md#agent_ok) say more about each.\n")
     out.append("| code | name | meaning | `agent-state` exit code |")
@@ -378,6 +421,24 @@ def statuses(surface, help_text):
         if code is None:
             raise SystemExit(f"reference.py: `agent-state --help` lists no exit code for {s['name']}")
         out.append(f"| {s['code']} | `{s['name']}` | {cell(s['meaning'], names)} | {code} |")
+    errors = binding_errors(surface)
+    out.append("")
+    out.append("## In each language\n")
+    out.append(
+        "A failed call raises, throws or returns its language's error for the status: in C++ an "
+        "`agent_state::Error` whose `status()` is the enumerator below; in Python an exception "
+        "of the class below (each derives from `agent_state.AgentError`, whose `status` is the "
+        "number); in Go an error for which `errors.Is(err, agentstate.ErrX)` holds; in Node.js "
+        "an error of the class below (each extends `AgentError`, whose `code` is the name); in "
+        "Rust an `agent_state::Error` whose `kind()` is the variant below (the core crate "
+        "called directly has no ABI boundary, so no panic status).\n")
+    langs = list(BINDINGS)
+    out.append("| status | " + " | ".join(langs) + " |")
+    out.append("| --- |" + " --- |" * len(langs))
+    for s in surface["statuses"]:
+        if s["name"] == "AGENT_OK":
+            continue
+        out.append(f"| `{s['name']}` | " + " | ".join(errors[l].get(s["name"], "-") for l in langs) + " |")
     return "\n".join(out) + "\n"
 
 
