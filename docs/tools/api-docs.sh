@@ -9,6 +9,7 @@
 #                    bindings/python/venv.sh's environment, once); any warning but the known
 #                    ones below fails the run
 #   OUT_DIR/go/      `go doc -all` of the package, as one HTML page (no doc host is assumed)
+#   OUT_DIR/cpp/     bindings/cpp/agent_state.hpp and the parts it includes, as one HTML page
 #   OUT_DIR/node/    bindings/node/index.d.ts (the package's types and their comments), as one
 #                    HTML page
 #
@@ -24,7 +25,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 mkdir -p "$1"
 out="$(cd "$1" && pwd)"
 cd "$root"
-rm -rf "$out/rust" "$out/python" "$out/go" "$out/node"
+rm -rf "$out/rust" "$out/python" "$out/go" "$out/cpp" "$out/node"
 PDOC_VERSION=16.0.0
 
 # A plain text file as an HTML page: a title and the text, escaped, in a <pre>.
@@ -95,6 +96,20 @@ mkdir -p "$out/go"
         "go doc -all of github.com/agent-state/agent-state/bindings/go (bindings/go in the repository). Its examples (example_test.go) run with go test, which checks their output." \
     >"$out/go/index.html"
 
+# --- C++ ------------------------------------------------------------------------------------
+echo "api-docs.sh: c++ (agent_state.hpp and its parts)"
+mkdir -p "$out/cpp"
+(
+    cd bindings/cpp
+    for f in agent_state.hpp $(sed -n 's/^#include "\(agent_state\/[a-z_]*\.hpp\)"$/\1/p' agent_state.hpp); do
+        printf '//// %s\n\n' "bindings/cpp/$f"
+        cat "$f"
+        printf '\n'
+    done
+) | text_page "C++: agent_state.hpp" \
+        "The header-only C++ wrapper (bindings/cpp): agent_state.hpp and the parts it includes, in that order, with their documentation comments." \
+    >"$out/cpp/index.html"
+
 # --- Node.js --------------------------------------------------------------------------------
 echo "api-docs.sh: node (index.d.ts)"
 mkdir -p "$out/node"
@@ -102,4 +117,4 @@ text_page "Node.js package agent-state: index.d.ts" \
     "The package's TypeScript declarations (bindings/node/index.d.ts), with their documentation comments." \
     <bindings/node/index.d.ts >"$out/node/index.html"
 
-echo "api-docs.sh: $out/{rust,python,go,node}"
+echo "api-docs.sh: $out/{rust,python,go,cpp,node}"
