@@ -113,6 +113,11 @@ def check_guide_images(ctx):
     srcs = ctx.check_images(GUIDE)
     assert any(s.endswith("/" + GUIDE_IMAGE) for s in srcs), \
         f"{GUIDE} shows no {GUIDE_IMAGE} (its images: {srcs})"
+    # The screenshot shows the picture: scrolled to the middle of the viewport.
+    ctx.driver.execute_script(
+        "const i = Array.from(document.images).find(i => i.src.endsWith(arguments[0]));"
+        "i.scrollIntoView({block: 'center'});", "/" + GUIDE_IMAGE)
+    time.sleep(0.3)
     ctx.screenshot("guide-serve.png")
 
 
