@@ -41,8 +41,12 @@ def load(path):
         return None
 
 
+#: Between a number and its unit, so that a narrow table column never breaks them apart.
+NBSP = "\u00a0"
+
+
 def size_text(size):
-    return "%d KiB" % (size // 1024) if size >= 1024 else "%d B" % size
+    return ("%d KiB" % (size // 1024) if size >= 1024 else "%d B" % size).replace(" ", NBSP)
 
 
 def ns_text(ns):
@@ -50,10 +54,12 @@ def ns_text(ns):
     if ns is None:
         return ""
     if ns < 1000:
-        return "%.1f ns" % ns
-    if ns < 10_000_000:
-        return "{:,.1f} µs".format(ns / 1e3)
-    return "{:,.1f} ms".format(ns / 1e6)
+        text = "%.1f ns" % ns
+    elif ns < 10_000_000:
+        text = "{:,.1f} µs".format(ns / 1e3)
+    else:
+        text = "{:,.1f} ms".format(ns / 1e6)
+    return text.replace(" ", NBSP)
 
 
 def ratio_text(ratio):
@@ -68,13 +74,20 @@ def target_text(target, goal=None):
     """A row's target ratio as the raw row states it (benches/support/table.rs's Goal)."""
     if target is None:
         return ""
-    return {"cost_at_most": "cost ≤ %s×", "ns_at_most": "≤ %s ns"}.get(goal, "≥ %s×") % number(target)
+    text = {"cost_at_most": "cost ≤ %s×", "ns_at_most": "≤ %s ns"}.get(goal, "≥ %s×") % number(target)
+    return text.replace("≤ ", "≤" + NBSP).replace("≥ ", "≥" + NBSP).replace(" ns", NBSP + "ns")
 
 
 def note_text(note):
+    """A raw row's note, as a reader needs it: the bench's bookkeeping left out, and the notes
+    of rows measured where their target does not apply said in a few words."""
     note = (note or "").strip()
     if note in DROPPED_NOTES or note.startswith("stretch"):
         return ""
+    if re.fullmatch(r"target .* at normal; here fsync-bound", note):
+        return "bound by the disk's sync"
+    if re.fullmatch(r"(target .* at normal; )?full on tmpfs.*", note):
+        return "no sync cost on tmpfs"
     for said in ("; information", ": information"):
         if note.endswith(said):
             note = note[: -len(said)]
@@ -172,7 +185,7 @@ def abi_section(abi, lines):
         for r in grp:
             goal = r.get("goal")
             body.append((r["op"], size_text(r["size"]) if r["size"] > 2 else "",
-                         "%s, %s" % (r["dir"], r["sync"]), ns_text(r["ours_ns"]), r["alternative"],
+                         "%s,%s%s" % (r["dir"], NBSP, r["sync"]), ns_text(r["ours_ns"]), r["alternative"],
                          ns_text(r["alt_ns"]), ratio_text(r["ratio"]),
                          target_text(r.get("target"), goal), note_text(r.get("note"))))
         lines += table(["operation", "state", "where", "agent_state", "contender", "contender's",
@@ -245,7 +258,7 @@ def python_section(py, lines):
         lines += table(["operation", "state", "Agent", "bare C call", "the binding's cost", "target"],
                        [(r["op"], size_text(r["size"]), ns_text(r["python_s"] * 1e9),
                          ns_text(r["bare_s"] * 1e9), ns_text(r["overhead_s"] * 1e9),
-                         "≤ " + ns_text(r["target_max_s"] * 1e9) if r.get("target_max_s") else "")
+                         "≤" + NBSP + ns_text(r["target_max_s"] * 1e9) if r.get("target_max_s") else "")
                         for r in over])
         lines.append("")
     per_call = [r for r in py if r.get("kind") == "async_per_call"]
@@ -257,7 +270,7 @@ def python_section(py, lines):
         lines += table(["operation", "Agent", "AsyncAgent", "ratio", "target", "run_in_executor by hand",
                         "handoff alone"],
                        [(r["op"], ns_text(r["sync_s"] * 1e9), ns_text(r["async_s"] * 1e9),
-                         ratio_text(r["ratio"]), "≤ %s×" % number(r["target_max"]) if r.get("target_max") else "",
+                         ratio_text(r["ratio"]), "≤" + NBSP + "%s×" % number(r["target_max"]) if r.get("target_max") else "",
                          ns_text(r["offload_s"] * 1e9), ns_text(r["floor_s"] * 1e9)) for r in per_call])
         lines.append("")
     tp = [r for r in py if r.get("kind") == "pg_throughput" and "skipped" not in r]
@@ -328,7 +341,7 @@ def node_section(node, lines):
         lines += ["A hot `getState` (nothing committed since the handle's last read), per call:", ""]
         lines += table(["state", "per call", "target"],
                        [(size_text(r["size"]), ns_text(r["ours_s"] * 1e9),
-                         "≤ %s µs" % number(r["target_us"]) if r.get("target_us") else "") for r in hot])
+                         ("≤ %s µs" % number(r["target_us"])).replace(" ", NBSP) if r.get("target_us") else "") for r in hot])
         lines.append("")
 
 
@@ -374,9 +387,9 @@ def machine():
         pass
     u = platform.uname()
     cpus = cpus or os.cpu_count() or 0
-    return "%s, %d CPU%s, %s (%s %s, %s)" % (model or u.machine or "unknown CPU", cpus,
-                                             "" if cpus == 1 else "s", os_name or u.system,
-                                             u.system, u.release, u.machine)
+    return "%s, %d CPU%s, %s%s %s %s" % (model or "an unknown CPU", cpus, "" if cpus == 1 else "s",
+                                        os_name + ", " if os_name else "", u.system, u.release,
+                                        u.machine)
 
 
 def commit():
