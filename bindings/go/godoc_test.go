@@ -98,10 +98,10 @@ var selfExplanatory = map[string]bool{
 	"RegExp.Source": true, "RegExp.Flags": true,
 }
 
-// Statements the README and the doc comments used to make that the library contradicts: the
-// change log is a setting of each agent, not of the store or the file (TestChangeLogIsPerAgent
-// shows it); a server that does not answer is bounded by ServerTimeout, not BusyTimeout; the
-// expiry batch is DefaultExpireLimit. They must not come back.
+// Statements the README, the book's Go page and the doc comments used to make that the library
+// contradicts: the change log is a setting of each agent, not of the store or the file
+// (TestChangeLogIsPerAgent shows it); a server that does not answer is bounded by ServerTimeout,
+// not BusyTimeout; the expiry batch is DefaultExpireLimit. They must not come back.
 func TestDocsDoNotContradictTheLibrary(t *testing.T) {
 	texts := map[string]string{}
 	files, err := os.ReadDir(".")
@@ -120,6 +120,12 @@ func TestDocsDoNotContradictTheLibrary(t *testing.T) {
 			texts[name] = strings.Join(strings.Fields(text), " ")
 		}
 	}
+	// The book's Getting started page for Go, where the package's reference part lives.
+	page, err := os.ReadFile(goPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts[goPage] = strings.Join(strings.Fields(string(page)), " ")
 	for _, claim := range []string{
 		"recorded in the store file",
 		"the store's change log",
@@ -139,7 +145,7 @@ func TestDocsDoNotContradictTheLibrary(t *testing.T) {
 			}
 		}
 	}
-	if want := fmt.Sprintf("0 is `DefaultExpireLimit`, %d,%03d", DefaultExpireLimit/1000, DefaultExpireLimit%1000); !strings.Contains(texts["README.md"], want) {
-		t.Errorf("README.md does not give the expiry batch as %q", want)
+	if want := fmt.Sprintf("0 is `DefaultExpireLimit`, %d,%03d", DefaultExpireLimit/1000, DefaultExpireLimit%1000); !strings.Contains(texts[goPage], want) {
+		t.Errorf("%s does not give the expiry batch as %q", goPage, want)
 	}
 }

@@ -18,8 +18,8 @@ import (
 // The binding against the library's surface description (include/agent_state_surface.json,
 // generated from the core's own definitions of its open options and statuses): every field of
 // Options emits one of the surface's options and every option has its field; the Status
-// constants, their names and sentinels are exactly the surface's statuses; README.md's options
-// table says the same. The description is read from the checkout (../../include/), or from the
+// constants, their names and sentinels are exactly the surface's statuses; the options table of
+// the book's Go page (docs/src/getting-started/go.md) says the same. The description is read from the checkout (../../include/), or from the
 // file AGENT_STATE_SURFACE names (to try a changed one); outside a checkout the tests skip.
 
 type surfaceOption struct {
@@ -260,12 +260,16 @@ func TestStatusesAreTheSurfaceStatuses(t *testing.T) {
 	}
 }
 
-// README.md's table of the options (the one whose header starts "| key | default | field |"):
+// goPage is the book's Getting started page for Go, where the binding's options table lives (the
+// README is short).
+const goPage = "../../docs/src/getting-started/go.md"
+
+// The book's Go page's table of the options (the one whose header starts "| key | default | field |"):
 // the surface's options in its order, each fixed default in its default cell, and the field of
 // Options that emits it.
-func TestReadmeOptionsTableIsTheSurface(t *testing.T) {
+func TestOptionsTableIsTheSurface(t *testing.T) {
 	s := loadSurface(t)
-	data, err := os.ReadFile("README.md")
+	data, err := os.ReadFile(goPage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,20 +291,20 @@ func TestReadmeOptionsTableIsTheSurface(t *testing.T) {
 		}
 	}
 	if len(rows) != len(s.Options) {
-		t.Fatalf("README.md's options table has %d rows, the surface %d options", len(rows), len(s.Options))
+		t.Fatalf(goPage+"'s options table has %d rows, the surface %d options", len(rows), len(s.Options))
 	}
 	fields := fieldKeys(t)
 	for i, o := range s.Options {
 		row := rows[i]
 		if len(row) < 3 || row[0] != o.Name {
-			t.Errorf("README.md's options table, row %d: %v, want %q", i+1, row, o.Name)
+			t.Errorf(goPage+"'s options table, row %d: %v, want %q", i+1, row, o.Name)
 			continue
 		}
 		if def := string(o.Default); def != "null" && !strings.Contains(strings.ReplaceAll(row[1], " ", ""), def) {
-			t.Errorf("README.md: %s's default cell %q does not hold %s", o.Name, row[1], def)
+			t.Errorf(goPage+": %s's default cell %q does not hold %s", o.Name, row[1], def)
 		}
 		if field := strings.TrimPrefix(row[2], "Options."); fields[field] != o.Name {
-			t.Errorf("README.md: %s is in field %q, but that field emits %q", o.Name, row[2], fields[field])
+			t.Errorf(goPage+": %s is in field %q, but that field emits %q", o.Name, row[2], fields[field])
 		}
 	}
 }

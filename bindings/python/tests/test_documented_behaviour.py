@@ -1,4 +1,4 @@
-"""What README.md says the library does, checked against it where earlier text was wrong: TLS
+"""What the documentation (README.md, the book's Python page) says the library does, checked against it where earlier text was wrong: TLS
 connections to PostgreSQL work (the handshake, certificate checks); the change log is each
 agent's own, not the store's; expire_agents' default batch is the command's; and the text no
 longer says otherwise."""
@@ -23,6 +23,8 @@ from agent_state.store import DEFAULT_EXPIRE_LIMIT
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
+# The book's Getting started page for Python, where the package's reference part lives.
+PAGE = HERE.parents[2] / "docs" / "src" / "getting-started" / "python.md"
 CLI_ARGS = HERE.parents[2] / "crates" / "agent-state-cli" / "src" / "args.rs"
 
 
@@ -140,7 +142,7 @@ def test_the_default_expiry_batch_is_the_commands() -> None:
 def test_the_readme_and_docstrings_no_longer_say_otherwise() -> None:
     import agent_state
 
-    texts = {README.name: README.read_text("utf-8")}
+    texts = {README.name: README.read_text("utf-8"), PAGE.name: PAGE.read_text("utf-8")}
     for path in Path(agent_state.__file__).resolve().parent.glob("*.py"):
         texts[path.name] = path.read_text("utf-8")
     for name, text in texts.items():
@@ -148,6 +150,6 @@ def test_the_readme_and_docstrings_no_longer_say_otherwise() -> None:
         assert "no TLS in this build" not in flat, name
         assert "store's change log" not in flat, name
         assert "every agent on the file" not in flat, name
-    readme = " ".join(texts[README.name].split())
+    readme = " ".join(texts[PAGE.name].split())
     assert f"`expire_agents(path, idle_for, *, limit={DEFAULT_EXPIRE_LIMIT}," in readme
     assert f"The default `limit`, {DEFAULT_EXPIRE_LIMIT:,}," in readme

@@ -1,5 +1,5 @@
 """The package's layout: no import cycle among its modules, and ``__all__`` is the public API
-that README.md documents."""
+that the book's Python page (docs/src/getting-started/python.md) documents."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Dict, List, Set
 import agent_state
 
 PACKAGE_DIR = Path(agent_state.__file__).resolve().parent
-README = Path(__file__).resolve().parent.parent / "README.md"
+# The book's Getting started page for Python names every public name (the README is short).
+README = Path(__file__).resolve().parents[3] / "docs" / "src" / "getting-started" / "python.md"
 
-#: The public API: what README.md documents, and nothing else.
+#: The public API: what the book's Python page documents, and nothing else.
 PUBLIC = {
     "Agent",
     "AsyncAgent",

@@ -1,7 +1,7 @@
 """The binding against the library's surface description (``include/agent_state_surface.json``,
 generated from the core's own definitions of its open options and statuses): ``OpenOptions``
 has exactly the surface's options (and its fixed defaults), ``errors.py`` exactly its statuses,
-and README.md's tables say the same.
+and the tables of the book's Python page (docs/src/getting-started/python.md) say the same.
 
 The description is read from the checkout (``../../include/`` from this package's directory),
 or from the file ``AGENT_STATE_SURFACE`` names (to try a changed one); outside a checkout the
@@ -25,7 +25,8 @@ from agent_state.options import Default
 
 ROOT = Path(__file__).resolve().parents[3]
 SURFACE = Path(os.environ.get("AGENT_STATE_SURFACE") or ROOT / "include" / "agent_state_surface.json")
-README = Path(__file__).resolve().parents[1] / "README.md"
+# The book's Getting started page for Python holds the binding's tables (the README is short).
+README = ROOT / "docs" / "src" / "getting-started" / "python.md"
 CHECK_TABLES = ROOT / "tests" / "surface" / "check_tables.py"
 
 #: The keys of OpenOptions that are the binding's own, not the library's options.
@@ -107,10 +108,10 @@ def test_readme_tables_are_the_surface(surface: Dict[str, Any]) -> None:
     for line, header, rows in check.tables(README.read_text("utf-8")):
         key = [h.lower() for h in header[:2]]
         if key == ["key", "default"]:
-            check.check_options(f"README.md:{line}", rows, problems)
+            check.check_options(f"{README.name}:{line}", rows, problems)
             kinds.append("options")
         elif key == ["code", "name"]:
-            check.check_statuses(f"README.md:{line}", rows, problems)
+            check.check_statuses(f"{README.name}:{line}", rows, problems)
             # The exception column names the class of each status.
             for row in rows:
                 code = int(check.unquote(row[0]))
