@@ -28,7 +28,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
-.PHONY: all build header demo check test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
+.PHONY: all build header demo check prose test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-node test-readme docs test-docs test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
         dist dist-lib dist-go dist-tarball dist-python dist-sums dist-node install uninstall test-install
 
@@ -53,7 +53,7 @@ demo: build
 # The inner loop: format, clippy, every Rust suite and the C suite, on SQLite only. Needs no root,
 # no server and no network (the PostgreSQL variants say they were skipped; AGENT_STATE_TEST_NO_SERVERS
 # keeps the suites that would start servers of their own from doing so). `make test` is the gate.
-check:
+check: prose
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	env -u AGENT_STATE_TEST_PG_URI -u CI AGENT_STATE_TEST_NO_SERVERS=1 $(CARGO) test --workspace
@@ -72,9 +72,17 @@ test:
 test-suites: lint test-rust test-pooler test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
       test-node test-readme test-docs test-js test-inspector test-reliability test-powercut bench-smoke test-install
 
-lint:
+lint: prose
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Prose for readers: no tracked file refers to an issue by its number (a reason is said in
+# words), and the README stays a short front page (the book holds the rest).
+prose:
+	@if git grep -nIiE 'issue #?[0-9]+' -- .; then \
+	  echo "make prose: the lines above refer to an issue by number; say the reason in words" >&2; exit 1; fi
+	@lines=$$(wc -l < README.md); if [ "$$lines" -ge 250 ]; then \
+	  echo "make prose: README.md has $$lines lines; it stays under 250 (the rest goes to the book, docs/)" >&2; exit 1; fi
 
 # Every Rust suite of the workspace (the core's doc tests too), once. Each test of the library's
 # behaviour (and of `agent-state serve`) is declared once and runs as two tests, NAME::sqlite and
