@@ -198,7 +198,7 @@ def main():
     print()
     print(
         "Cloudflare Agents contender (fig. 12): not run (needs wrangler + the agents package; "
-        "see README)"
+        "see the book's Performance page, docs/src/performance.md)"
     )
     print(
         "%d target(s) missed; stretch goals (\"stretch PASS/MISS\") not counted%s"

@@ -128,7 +128,7 @@ func ListAgentsContext(ctx context.Context, path string, opts Options, q ListQue
 // is left in the file or its WAL. If another connection's read outlasts BusyTimeout meanwhile,
 // it returns ErrBusy after the deletion committed: call it again to finish the erasure. On
 // PostgreSQL the rows are deleted; what VACUUM, WAL archives and backups keep is the server's
-// (README, "A store's agents").
+// (the book's guide "Erasure and retention", docs/src/guides/erasure-retention.md).
 //
 // Of opts, as for ListAgents. Errors: ErrInvalidArgument (an empty path, a NUL byte, an id
 // longer than 255 bytes or not UTF-8, a bad option), ErrStorage (no store at path, ReadOnly),

@@ -2,7 +2,7 @@
 //!
 //! `libagent_state.so` is linked with the SONAME `libagent_state.so.MAJOR` (from the crate's
 //! version: `libagent_state.so.0` for 0.x). The number changes only when the C ABI breaks;
-//! within a major version, 0.x included, releases only add to it (see README, "Install").
+//! within a major version, 0.x included, releases only add to it (see the book's page "Upgrades of the store's format").
 //! A program linked against the library records that name, so the build directory also gets
 //! the `libagent_state.so.MAJOR -> libagent_state.so` symlink that such programs load when they
 //! run from the checkout (with an rpath to `target/release`). `make install` installs the file

@@ -352,7 +352,7 @@ inline std::vector<AgentInfo> list_agents(std::string_view path, const Options &
 /// in the file or its WAL. If another connection's read outlasts busy_timeout_ms meanwhile, it
 /// throws Error(Status::busy) after the deletion committed: call it again to finish the
 /// erasure. On PostgreSQL the rows are deleted; what VACUUM, WAL archives and backups keep is
-/// the server's (main README, "A store's agents").
+/// the server's (the book's guide "Erasure and retention", docs/src/guides/erasure-retention.md).
 ///
 /// Of `options`, as for list_agents(). Throws Error: invalid_argument (an empty path, a NUL
 /// byte, an id longer than 255 bytes or not UTF-8, `if_version` above INT64_MAX, a bad

@@ -1,10 +1,10 @@
 'use strict';
 // The storage codec in JavaScript's own types. A state travels to the library as JSON text in
 // which Date, Map, Set, ArrayBuffer, every TypedArray, DataView, BigInt and RegExp are tagged
-// values ({"$date": ...}, see the README's codec table): byte for byte what the other languages
+// values ({"$date": ...}, see the book's codec page, docs/src/concepts/codec.md): byte for byte what the other languages
 // write. Reading turns the tags back into the JavaScript values.
 //
-// Rules for what JSON has no word for (the README's "Codec in JavaScript" says the same):
+// Rules for what JSON has no word for (the book's codec page says the same):
 // - `undefined` as an object member is left out (as JSON.stringify does): it does not delete;
 //   `null` deletes. `undefined` in an array, a hole in a sparse array, NaN and ±Infinity are a
 //   CodecError (JSON would silently write `null`). -0 is written as 0.

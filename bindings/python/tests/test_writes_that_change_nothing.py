@@ -1,4 +1,4 @@
-"""A write that changes nothing commits nothing (the main README's "Semantics"): a set, replace,
+"""A write that changes nothing commits nothing (the book's page "Merge and replace"): a set, replace,
 compare-and-set or restore whose result is the stored state, byte for byte, writes no new
 version, calls no validator and no hook, logs nothing, and returns the stored state and its
 version; a compare-and-set still checks the version first. On both backends, sync and async."""

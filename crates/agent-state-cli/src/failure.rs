@@ -124,7 +124,7 @@ impl From<Error> for Failure {
     }
 }
 
-/// The exit-code table, for `--help` (the README repeats it).
+/// The exit-code table, for `--help` (the book's statuses page repeats it, generated from this).
 pub fn exit_code_table() -> String {
     let mut text = String::from(
         "Exit codes:\n  0    success (also: interrupted `watch`, or the reader of stdout went away)\n  2    usage error (unknown option, missing argument)\n",

@@ -124,7 +124,7 @@
 //! ```
 //!
 //! Every option, its default and what it bounds is in [`OpenOptions::from_json`]'s
-//! documentation and the repository's README.
+//! documentation and the book's reference page of open options (docs/src/reference/options.md).
 //!
 //! # Errors
 //!

@@ -14,8 +14,8 @@ the history.
 delete (erase) and expire a store's agents.
 
 The C library is loaded through ctypes (no compiler needed): the copy bundled in the package,
-or the one named by the ``AGENT_STATE_LIBRARY`` environment variable. See ``README.md`` for the
-codec mapping between Python values and stored JSON.
+or the one named by the ``AGENT_STATE_LIBRARY`` environment variable. The book's codec page
+(docs/src/concepts/codec.md) has the mapping between Python values and stored JSON.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _package_version() -> str:
 #: the library built from the same sources.
 __version__ = _package_version()
 
-# The public API, as README.md documents it (tests/test_layout.py checks both). Everything else
+# The public API, as the book's Python page documents it (tests/test_layout.py checks both). Everything else
 # is internal, also the names of the package's modules that have no underscore.
 __all__ = [
     "Agent",

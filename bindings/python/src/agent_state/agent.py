@@ -84,7 +84,7 @@ class Agent(Generic[StateT]):
             in-memory store, or a PostgreSQL connection URI (a ``str`` or ``bytes`` starting
             with ``postgres://`` or ``postgresql://``, libpq syntax, e.g.
             ``"postgresql:///app?host=/var/run/postgresql&port=5432&user=app"``; TLS as libpq
-            sets it up, ``sslmode=verify-full&sslrootcert=...``: the main README's "Over TLS").
+            sets it up, ``sslmode=verify-full&sslrootcert=...``: the book's guide "PostgreSQL in production").
             ``str`` and ``bytes`` are passed to the library unchanged; only other
             path-like objects go through ``os.fspath`` (a ``pathlib.Path`` would collapse the
             URI's ``//``, so never wrap a URI in one).
@@ -229,7 +229,7 @@ class Agent(Generic[StateT]):
         ``patch`` is a dict (any mapping with ``str`` keys), or a dataclass or pydantic model
         instance standing for the fields it sets: a pydantic model's fields set explicitly
         (``model_dump(exclude_unset=True)``), a dataclass's fields whose value is not the
-        field's default (README, "Typed state").
+        field's default (the book's Python page, "Typed state").
 
         Hooks run after the commit, on this thread. If one raises, this call raises
         :class:`~agent_state.HookError` (the hook's exception as ``__cause__``) *after* the

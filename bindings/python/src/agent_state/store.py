@@ -167,7 +167,7 @@ def delete_agent(
     in the database file or its WAL. If another connection's read outlasts ``busy_timeout_ms``
     meanwhile, it raises :class:`~agent_state.BusyError` after the deletion committed: call it
     again to finish the erasure. On PostgreSQL the rows are deleted; what VACUUM, WAL archives
-    and backups keep is the server's (README, "A store's agents").
+    and backups keep is the server's (the book's guide "Erasure and retention").
 
     Raises :class:`~agent_state.InvalidArgumentError` (an id longer than 255 UTF-8 bytes or
     with a NUL, a bad option), :class:`~agent_state.ConflictError`,

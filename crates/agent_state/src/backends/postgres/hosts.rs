@@ -6,7 +6,7 @@
 //! the old primary may come back as it was, writable (fencing it is the operator's part, but
 //! until then two servers accept writes). The connections of this process then stay with the
 //! promoted server as long as it answers, instead of each new connection going back to the
-//! first host of the list. (A process that starts afresh does not know; the README says so.)
+//! first host of the list. (A process that starts afresh does not know; the book's PostgreSQL guide says so.)
 
 use tokio_postgres::Config;
 

@@ -43,7 +43,7 @@ pub(in super::super) struct Options {
 }
 
 /// The default `sslmode`: libpq's, `prefer` (TLS when the server offers it, no certificate
-/// check). See README's "Over TLS".
+/// check). See the book's guide "PostgreSQL in production", its TLS section.
 impl Default for Options {
     fn default() -> Options {
         Options {
