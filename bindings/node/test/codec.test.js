@@ -126,7 +126,7 @@ eachBackend('a Date keeps its milliseconds; a stored date with finer digits read
   assert.equal(encodeState({ d }), '{"d":{"$date":"2026-12-31T23:59:59.999Z"}}');
 });
 
-test('the wire forms are the README\'s codec table', () => {
+test('the wire forms are the codec page\'s tags', () => {
   assert.equal(encodeState({ d: new Date('2026-11-30T03:06:44.123Z') }), '{"d":{"$date":"2026-11-30T03:06:44.123Z"}}');
   assert.equal(encodeState({ b: -1234567890123456789012n }), '{"b":{"$bigint":"-1234567890123456789012"}}');
   assert.equal(encodeState({ m: new Map([[1, 'one'], ['1', null]]) }), '{"m":{"$map":[[1,"one"],["1",null]]}}');
