@@ -28,3 +28,16 @@ finish() {
     echo "${1:-test-install}: $passed passed, $failed failed"
     [[ $failed -eq 0 ]]
 }
+# docs_name NAME REGEX FILE: the install commands of the README and of the book's Getting
+# started pages name the artifact as make dist made it (FILE's name): every name there matching
+# REGEX (an extended regex of such names) is FILE's, and there is at least one.
+docs_name() {
+    local name="$1" regex="$2" want
+    want="$(basename "$3")"
+    check "the README's and the book's install commands name $want" bash -c '
+        cd "$1" && found="$(git grep -hoE "$2" -- README.md "docs/src/getting-started/*.md" | sort -u)"
+        [[ -n "$found" ]] || { echo "no install command names a file like $2"; exit 1; }
+        bad="$(grep -vxF "$3" <<<"$found" || true)"
+        [[ -z "$bad" ]] || { echo "named, but not what make dist made ($3):"; echo "$bad"; exit 1; }' \
+        _ "$root" "$2" "$want"
+}

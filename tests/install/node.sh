@@ -49,6 +49,7 @@ tsc_js="$(readlink -f "$node_pkg/node_modules/typescript/bin/tsc")"
 cp "$tarball" "$tmp/first.tgz"
 same_pack() { bash "$node_pkg/pack.sh" >/dev/null && cmp "$tmp/first.tgz" "$tarball"; }
 check "pack.sh makes the same tarball again, byte for byte" same_pack
+docs_name npm 'agent-state-[0-9][0-9.]*\.tgz' "$tarball"
 types_root="$node_pkg/node_modules/@types"
 
 # ------------------------------------------------- a PATH without cargo, rustc or a compiler

@@ -17,6 +17,9 @@
 #     its relocatable agent_state.pc, rpath to its lib/; its command), and the Go module zip
 #     (the default build links its prebuilt archive: no pkg-config, no libagent_state.so; also
 #     from a vendor directory); SHA256SUMS; both made again byte for byte;
+#   - the install commands of the README and of the book's Getting started pages name the
+#     artifacts as make dist made them (wheel.sh and node.sh check the wheel's and the npm
+#     package's names the same way);
 #   - Python: `python -m build` (sdist, and a wheel built from it: tag checked with auditwheel,
 #     LICENSE inside), then a fresh venv with `pip install` of the sdist;
 #   - the `agent-state` command, when the crate has it.
@@ -255,6 +258,8 @@ sums() {
         grep -q " agent_state-$version-linux-x86_64.tar.gz\$" "$dist_dir/SHA256SUMS"
 }
 check "make dist: SHA256SUMS lists the tarball and the zip, and they match" sums
+docs_name tarball 'agent_state-[0-9][0-9.]*-linux-x86_64\.tar\.gz' "$tarball"
+docs_name gozip 'agent_state-go-[0-9][0-9.]*\.zip' "$gozip"
 # Made again (with the same SOURCE_DATE_EPOCH: the last commit's, pinned here in case another
 # commit lands meanwhile), the tarball and the zip are the same bytes.
 # (The packaging scripts of dist-go and dist-tarball, run twice on what make dist built.)

@@ -44,6 +44,7 @@ tag_matches() {
         grep -qx 'agent_state/.libs/agent-state' "$tmp/wheel-files"
 }
 check "the wheel's platform tag is auditwheel's; the library and the command are inside" tag_matches
+docs_name wheel 'agent_state-[0-9][0-9.]*-py3-none-[a-z0-9_]+\.whl' "$wheel"
 
 same_bytes() {
     mkdir -p "$tmp/unpacked" "$tmp/again"

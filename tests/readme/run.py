@@ -29,7 +29,11 @@ markers. By language:
                 them), which this script only checks are wired; a rust block in another README
                 is listed as not run, unless it is a copy of one of those (rustdoc's hidden
                 "# " lines aside) or marked fragment;
-  anything else (sh, console, text, js, json, toml, no language): not run.
+  sh, bash, shell
+                in the book's pages only: run with `bash -euo pipefail`, target/release (the
+                agent-state command) and the Python environment's bin first on PATH (install
+                commands and other set-up lines are marked fragment); in a README not run;
+  anything else (console, text, js, json, toml, no language): not run.
 
 Each run of a block happens in a fresh temporary directory of its own (removed afterwards;
 --keep keeps them), so an example that creates conv.db finds none, and the whole run can be
@@ -89,6 +93,10 @@ CRATE_README = "crates/agent_state/README.md"
 CRATE_LIB = "crates/agent_state/src/lib.rs"
 
 LANGUAGES = {"c": "c", "cpp": "cpp", "c++": "cpp", "python": "python", "go": "go", "ts": "ts", "typescript": "ts"}
+# Shell blocks run in the book only (a README's shell lines are set-up commands: make, pip,
+# npm): with bash -euo pipefail, the checkout's `agent-state` command and the Python binding's
+# interpreter first on PATH.
+SHELLS = {"sh": "sh", "bash": "sh", "shell": "sh"}
 MARKERS = {"fragment", "postgres", "twice"}
 GO_MODULE = "github.com/agent-state/agent-state/bindings/go"
 NODE_PACKAGE = os.path.join("bindings", "node")  # the npm package agent-state
@@ -222,6 +230,8 @@ class Runner:
     def env(self, block: Block) -> Dict[str, str]:
         env = dict(os.environ)
         env.pop("DATABASE_URL", None)
+        if block.lang == "sh":
+            env["PATH"] = os.pathsep.join([self.lib_dir, os.path.dirname(self.python), env.get("PATH", "")])
         if "postgres" in block.markers and self.pg_uri:
             env["DATABASE_URL"] = self.pg_uri
         return env
@@ -305,12 +315,17 @@ class Runner:
         ok, out = self.command(["node", tsc, "-p", "tsconfig.json", "--pretty", "false"], block_dir, env)
         return (["node", os.path.join(block_dir, "out", "example.mjs")], out) if ok else (None, out)
 
+    def build_sh(self, block: Block, work: str, env: Dict[str, str]) -> Tuple[Optional[List[str]], str]:
+        with open(os.path.join(work, "example.sh"), "w", encoding="utf-8") as f:
+            f.write(block.code)
+        return ["bash", "-euo", "pipefail", os.path.join(work, "example.sh")], ""
+
     def run_block(self, block: Block) -> Tuple[bool, str]:
         env = self.env(block)
         build_dir = self.new_dir(block, "build")
         builder = {"c": self.build_c, "cpp": self.build_c, "python": self.build_python, "go": self.build_go,
-                   "ts": self.build_ts}
-        argv, out = builder[LANGUAGES[block.lang]](block, build_dir, env)
+                   "ts": self.build_ts, "sh": self.build_sh}
+        argv, out = builder[LANGUAGES.get(block.lang, block.lang)](block, build_dir, env)
         if argv is None:
             return False, "build failed:\n" + tail(out)
         run_dir = self.new_dir(block, "run")
@@ -375,6 +390,8 @@ def main() -> int:
             counts = Counts()
             for block in blocks:
                 lang = LANGUAGES.get(block.lang)
+                if lang is None and path.startswith(BOOK) and block.lang in SHELLS:
+                    lang = block.lang = "sh"
                 if not block.lang and path.startswith(BOOK):
                     # rustdoc, which runs the book's rust blocks, takes a fence without a
                     # language for Rust: each says what it holds (text, sh, json, ...).
