@@ -210,6 +210,14 @@ mod book {
     pub struct GettingStartedC;
     #[doc = include_str!("../../../docs/src/getting-started/cpp.md")]
     pub struct GettingStartedCpp;
+    #[doc = include_str!("../../../docs/src/getting-started/cpp-in-depth.md")]
+    pub struct GettingStartedCppInDepth;
+    #[doc = include_str!("../../../docs/src/getting-started/go-in-depth.md")]
+    pub struct GettingStartedGoInDepth;
+    #[doc = include_str!("../../../docs/src/getting-started/node-in-depth.md")]
+    pub struct GettingStartedNodeInDepth;
+    #[doc = include_str!("../../../docs/src/getting-started/python-in-depth.md")]
+    pub struct GettingStartedPythonInDepth;
     #[doc = include_str!("../../../docs/src/getting-started/go.md")]
     pub struct GettingStartedGo;
     #[doc = include_str!("../../../docs/src/getting-started/node.md")]
