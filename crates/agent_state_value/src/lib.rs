@@ -5,8 +5,9 @@
 //! or Node.
 //!
 //! [`json`] (strict I-JSON input), [`codec`] (which values may be stored), [`merge`]
-//! (RFC 7396 on values), [`snapshot`] (immutable shared states, and [`Snapshot::merge`], the
-//! one way a patch is applied), [`patch`] (the one patch type: what is merged, and what hooks
+//! (RFC 7396 on values), [`pointer`](mod@pointer) (RFC 6901 JSON Pointers) and [`json_patch`]
+//! (RFC 6902 on values, the reference any faster path is held to), [`snapshot`] (immutable
+//! shared states, and [`Snapshot::merge`], the one way a patch is applied), [`patch`] (the one patch type: what is merged, and what hooks
 //! receive), and `accept`, the one way bytes from outside (a caller's patch or state, an
 //! initial-state hook's answer, an entry read back from the store) become a checked patch or
 //! state, or a precise error ([`error::Error`]).
@@ -26,8 +27,10 @@ pub mod accept;
 pub mod codec;
 pub mod error;
 pub mod json;
+pub mod json_patch;
 pub mod merge;
 pub mod patch;
+pub mod pointer;
 mod scan;
 pub mod snapshot;
 #[cfg(feature = "fuzzing")]
