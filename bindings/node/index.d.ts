@@ -290,8 +290,10 @@ export interface AgentInfo {
  * Subclass it and open with the subclass's `open` (`await Conversation.open(path, options)`),
  * or use {@link openAgent} with the hooks as options. The Agent owns one native handle until
  * {@link Agent.close} (or `await using`); belongs to the thread that opened it (worker threads
- * open their own). Calls may run concurrently: writes through one agent commit in the order they
- * were called, each hook after the previous one.
+ * open their own). Calls may run concurrently: writes in flight at once through one agent run on
+ * libuv's pool and commit in the order they reach the store (not necessarily the order they were
+ * called; await one before the next to order them), and hooks see them one at a time, in commit
+ * order.
  *
  * Every call that touches the store can reject with {@link BadHandleError} (the agent is
  * closed), {@link StorageError}, {@link BusyError}, {@link UnavailableError} or
@@ -399,7 +401,7 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
    *
    * @throws {InvalidArgumentError} the agent's change log is off.
    * @throws {GapError} the log no longer holds the changes after `after` (its `first` and
-   *   `last` say what it holds).
+   *   `last` are the versions whose changes are missing).
    */
   changesSince(after?: number | bigint, options?: CallOptions): Promise<LoggedChange<State>[]>;
 
@@ -597,9 +599,9 @@ export class GapError extends AgentError {
   static readonly code: 'AGENT_ERR_GAP';
   readonly status: 11;
   readonly code: 'AGENT_ERR_GAP';
-  /** The oldest version the log holds. */
+  /** The first of the versions whose changes are missing. */
   readonly first: number;
-  /** The newest version the log holds. */
+  /** The last of the versions whose changes are missing. */
   readonly last: number;
 }
 
