@@ -73,7 +73,7 @@ public:
 
     /// Opens (creating when absent) the store at `path` (`":memory:"`: a private in-memory
     /// store; a `postgres://` or `postgresql://` URI in libpq's syntax: a PostgreSQL server,
-    /// with Options::agent_id required, tables created on first open, no TLS in this build)
+    /// with Options::agent_id required, tables created on first open, TLS as the URI's `sslmode` asks)
     /// with `options`. Throws Error: Status::invalid_argument (empty path or a NUL byte in it,
     /// bad option, no agent_id for PostgreSQL), Status::json / codec / too_large (the initial
     /// state), Status::storage (cannot open or create, not an agent store, newer schema),
