@@ -10,7 +10,8 @@
 //! shared states, and [`Snapshot::merge`], the one way a patch is applied), [`patch`] (the one patch type: what is merged, and what hooks
 //! receive), and `accept`, the one way bytes from outside (a caller's patch or state, an
 //! initial-state hook's answer, an entry read back from the store) become a checked patch or
-//! state, or a precise error ([`error::Error`]).
+//! state, or a precise error ([`error::Error`]). [`schema_steps`] holds the declarative schema
+//! steps (data in the open options that upgrade a state from one schema version to the next).
 //!
 //! A write goes `accept::patch` → [`Patch`] → [`Snapshot::merge`] → [`Snapshot::json`].
 //! Behind those, the scanner (`scan`: checks and encodes a document's text in one pass, without
@@ -32,6 +33,7 @@ pub mod merge;
 pub mod patch;
 pub mod pointer;
 mod scan;
+pub mod schema_steps;
 pub mod snapshot;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
