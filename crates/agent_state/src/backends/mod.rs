@@ -6,6 +6,9 @@
 pub mod postgres;
 pub mod sqlite;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::Path;
 
 use crate::error::Result;

@@ -4,7 +4,9 @@
 use super::sql::*;
 use std::sync::Weak;
 
-use super::conn::{bool_param as boolean, int8_param as int8, text_param as txt, Param};
+use super::conn::{
+    bool_param as boolean, int4_param as int4, int8_param as int8, text_param as txt, Param,
+};
 use super::error::{self, classify, Fault};
 use super::{
     delta, keep_bounds, no_transaction, opt_text, prune_bounds, retention, row_to_change, text,
@@ -274,6 +276,7 @@ impl StoredState for Postgres {
             .map(|p| p.map(String::into_bytes).ok_or_else(missing))
             .collect::<Result<Vec<_>>>()?;
         Ok(Some(StoredRead {
+            schema: super::read_schema(row.schema),
             version: row.version as u64,
             base: Some((value.into_bytes(), row.base as u64)),
             patches,
@@ -444,9 +447,11 @@ impl Postgres {
                 let patch = opt_text(change.patch)?;
                 let prev = opt_text(change.prev)?;
                 let (version, writer) = (change.version as i64, change.writer as i64);
+                let schema = super::stored_schema(change.schema);
+                let migrated_from = change.migrated_from.map(super::stored_schema);
                 let agent = &self.agent;
                 self.in_txn("cannot write the change log", |open| {
-                    let params: [Param<'_>; 9] = [
+                    let params: [Param<'_>; 11] = [
                         txt(agent),
                         int8(&version),
                         int8(&change.at_ms),
@@ -456,6 +461,8 @@ impl Postgres {
                         txt(&prev),
                         int8(&below),
                         int8(&since),
+                        int4(&schema),
+                        int4(&migrated_from),
                     ];
                     open.conn.execute(LOG_CHANGE, &params)?;
                     Ok(())

@@ -115,6 +115,11 @@ pub(super) fn int8_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
     (v, Type::INT8)
 }
 
+/// An `integer` parameter.
+pub(super) fn int4_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
+    (v, Type::INT4)
+}
+
 /// A `boolean` parameter.
 pub(super) fn bool_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
     (v, Type::BOOL)

@@ -19,7 +19,9 @@
 //! numbers come again with other states (see `super::stamp`), and a patch stored after such a
 //! version would apply to a state it was not made from.
 
-use super::conn::{bool_param, int8_param as int8, text_param as txt, Conn, Param};
+use super::conn::{
+    bool_param, int4_param as int4, int8_param as int8, text_param as txt, Conn, Param,
+};
 use super::error::PgResult;
 use super::sql::{LOGGED_WRITE, NEXT_WRITE, NEXT_WRITE_DROPPING, WRITE_DELTA};
 use super::{PendingLog, Postgres};
@@ -45,6 +47,8 @@ pub(super) enum Pending {
         version: u64,
         bytes: i64,
         drop_patches: bool,
+        /// The schema version of the state (see `super::stored_schema`).
+        schema: i32,
     },
     /// The patch on the base `base` of the version before, whose stamp is `after_stamp`.
     Patch {
@@ -55,6 +59,10 @@ pub(super) enum Pending {
         after_stamp: i64,
         at_ms: i64,
         writer: i64,
+        /// The schema version of the state, and the version a migration upgraded from (the
+        /// patch row's; see `super::stored_schema`).
+        schema: i32,
+        migrated_from: Option<i32>,
     },
 }
 
@@ -83,6 +91,8 @@ impl Pending {
                     after_stamp: k.stamp,
                     at_ms: change.at_ms,
                     writer: change.writer as i64,
+                    schema: super::stored_schema(change.schema),
+                    migrated_from: change.migrated_from.map(super::stored_schema),
                 };
                 let after = Known {
                     version: change.version,
@@ -100,6 +110,7 @@ impl Pending {
             version: change.version,
             bytes,
             drop_patches,
+            schema: super::stored_schema(change.schema),
         };
         let after = Known {
             version: change.version,
@@ -116,13 +127,20 @@ impl Pending {
         }
     }
 
+    /// The schema version of the state written (as stored).
+    pub(super) fn schema(&self) -> i32 {
+        match self {
+            Pending::Full { schema, .. } | Pending::Patch { schema, .. } => *schema,
+        }
+    }
+
     /// [`WRITE_DELTA`]'s parameters for a patch of `agent` written as `head` (`None` for a
     /// full write).
     pub(super) fn delta_params<'a>(
         &'a self,
         agent: &'a String,
         head: &'a Head,
-    ) -> Option<[Param<'a>; 12]> {
+    ) -> Option<[Param<'a>; 14]> {
         const NO_PREV: Option<&str> = None;
         let Pending::Patch {
             patch,
@@ -131,6 +149,8 @@ impl Pending {
             after_stamp,
             at_ms,
             writer,
+            schema,
+            migrated_from,
             ..
         } = self
         else {
@@ -149,6 +169,8 @@ impl Pending {
             txt(&NO_PREV),
             int8(base),
             int8(after_stamp),
+            int4(schema),
+            int4(migrated_from),
         ])
     }
 }
@@ -204,6 +226,7 @@ impl Postgres {
                     value,
                     bytes,
                     drop_patches,
+                    schema,
                     ..
                 },
                 None,
@@ -216,18 +239,27 @@ impl Postgres {
                     int8(&now),
                     int8(&grain),
                     int8(bytes),
+                    int4(schema),
                     bool_param(drop_patches),
                 ];
                 if *drop_patches {
                     conn.commit_one(settings, NEXT_WRITE_DROPPING, &params)?
                 } else {
-                    conn.commit_one(settings, NEXT_WRITE, &params[..7])?
+                    conn.commit_one(settings, NEXT_WRITE, &params[..8])?
                 }
             }
-            (Pending::Full { value, bytes, .. }, Some(log)) => {
+            (
+                Pending::Full {
+                    value,
+                    bytes,
+                    schema,
+                    ..
+                },
+                Some(log),
+            ) => {
                 // The logged state is the state written: not sent twice.
                 let next = (log.next != *value).then_some(log.next.as_str());
-                let params: [Param<'_>; 15] = [
+                let params: [Param<'_>; 17] = [
                     txt(agent),
                     txt(value),
                     int8(&version),
@@ -243,6 +275,8 @@ impl Postgres {
                     int8(&now),
                     int8(&grain),
                     int8(bytes),
+                    int4(schema),
+                    int4(&log.migrated_from),
                 ];
                 let rows = conn.commit_one(settings, LOGGED_WRITE, &params)?;
                 return Ok(rows.first().is_some_and(|row| row.get::<_, i64>(0) > 0));

@@ -97,6 +97,8 @@ struct Open {
     value: Option<Option<String>>,
     /// The base's version and the bytes of the patches after it, as this transaction saw them.
     base: Option<(i64, i64)>,
+    /// The state's schema version as this transaction saw it (`None`: not read).
+    schema: Option<i32>,
     /// The patches after the base, when read with [`ROW`] (`None`: not read).
     patches: Option<Vec<Option<String>>>,
     /// A statement failed: the server rolled the transaction back.
@@ -114,6 +116,7 @@ impl Open {
             head: None,
             value: None,
             base: None,
+            schema: None,
             patches: None,
             failed: false,
             state: None,
@@ -128,8 +131,9 @@ impl Open {
                 self.value = Some(row.get(0));
                 self.head = Some((row.get(1), row.get(2), row.get(3)));
                 self.base = Some((row.get(4), row.get(5)));
+                self.schema = Some(row.get(6));
                 self.patches = row
-                    .try_get::<_, Option<Vec<Option<String>>>>(6)
+                    .try_get::<_, Option<Vec<Option<String>>>>(7)
                     .ok()
                     .map(Option::unwrap_or_default);
             }
@@ -137,6 +141,7 @@ impl Open {
                 self.value = Some(None);
                 self.head = Some((0, None, 0));
                 self.base = Some((0, 0));
+                self.schema = Some(0);
                 self.patches = Some(Vec::new());
             }
         }
@@ -381,6 +386,8 @@ struct PendingLog {
     prev: Option<String>,
     below: Option<i64>,
     since: Option<i64>,
+    /// The version a schema migration upgraded from (see [`stored_schema`]).
+    migrated_from: Option<i32>,
 }
 
 impl PendingLog {
@@ -395,6 +402,7 @@ impl PendingLog {
             prev: opt_text(change.prev)?.map(str::to_string),
             below,
             since,
+            migrated_from: change.migrated_from.map(stored_schema),
         })
     }
 }
@@ -456,5 +464,18 @@ fn row_to_change(r: &Row) -> LoggedChange {
         patch: r.get::<_, Option<String>>(3).map(String::into_bytes),
         next: r.get::<_, Option<String>>(4).map(String::into_bytes),
         prev: r.get::<_, Option<String>>(5).map(String::into_bytes),
+        schema: read_schema(r.get(6)),
+        migrated_from: r.get::<_, Option<i32>>(7).map(read_schema),
     }
+}
+
+/// A schema version as its `integer` column holds it: the `u32`'s 32 bits as they are (see
+/// `schema`), so that every version the program may declare is stored and read back exactly.
+fn stored_schema(schema: u32) -> i32 {
+    schema as i32
+}
+
+/// A schema version read from its `integer` column (see [`stored_schema`]).
+fn read_schema(stored: i32) -> u32 {
+    stored as u32
 }

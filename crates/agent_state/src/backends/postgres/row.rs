@@ -1,7 +1,9 @@
 //! The agent's row on PostgreSQL as the store's traits use it: read with its patches (see
 //! `delta`), and a pending write made under the row's lock.
 
-use super::conn::{bool_param as boolean, int8_param as int8, text_param as txt};
+use super::conn::{
+    bool_param as boolean, int4_param as int4, int8_param as int8, text_param as txt,
+};
 use super::sql::{PATCHES, ROW, WRITE_DELTA, WRITE_STATE};
 use super::{delta, Kind, Postgres};
 use crate::error::Result;
@@ -14,6 +16,8 @@ pub(super) struct RowRead {
     pub stamp: i64,
     pub base: i64,
     pub tail: i64,
+    /// The state's schema version as stored (see `super::read_schema`).
+    pub schema: i32,
     pub patches: Option<Vec<Option<String>>>,
 }
 
@@ -33,6 +37,7 @@ impl Postgres {
                 stamp: head.2,
                 base: base.0,
                 tail: base.1,
+                schema: o.schema?,
                 patches: o.patches.clone(),
             })
         });
@@ -59,6 +64,7 @@ impl Postgres {
                 stamp: 0,
                 base: 0,
                 tail: 0,
+                schema: 0,
                 patches: Some(Vec::new()),
             },
             Some(r) => RowRead {
@@ -67,8 +73,9 @@ impl Postgres {
                 stamp: r.get(3),
                 base: r.get(4),
                 tail: r.get(5),
+                schema: r.get(6),
                 patches: Some(
-                    r.get::<_, Option<Vec<Option<String>>>>(6)
+                    r.get::<_, Option<Vec<Option<String>>>>(7)
                         .unwrap_or_default(),
                 ),
             },
@@ -102,6 +109,7 @@ impl Postgres {
                     value,
                     bytes,
                     drop_patches,
+                    schema,
                     ..
                 } => {
                     open.conn.query(
@@ -115,6 +123,7 @@ impl Postgres {
                             int8(&grain),
                             int8(bytes),
                             boolean(drop_patches),
+                            int4(schema),
                         ],
                     )?;
                     open.value = Some(Some(value.clone()));
@@ -135,6 +144,7 @@ impl Postgres {
                 head.0 = v;
                 head.2 = stamp;
             }
+            open.schema = Some(pending.schema());
             Ok(())
         })?;
         self.stamps.wrote(v);

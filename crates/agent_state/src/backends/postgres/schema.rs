@@ -23,6 +23,13 @@
 //!   the patches after it (rows of `agent_changes` without `next`); `tail` counts their bytes,
 //!   `bytes` is the current state's size (see `super::delta`).
 //!
+//! - since schema 5: the schema version (`integer`) each state was written under
+//!   (`agent_state.schema`, the one its program declares; 0: none, or written before schema
+//!   5) and that of each row of `agent_changes` (`schema`, the state after its change; and
+//!   `migrated_from`, NULL but for a schema migration, the version it upgraded from), for
+//!   schema evolution. The program's `u32` is stored in the column's 32 bits as they are (a
+//!   version above 2^31 - 1 reads back negative in SQL, and exactly in the library).
+//!
 //! Only portable SQL (text, bigint, primary keys, `ON CONFLICT`): no `jsonb`, no advisory lock.
 
 use std::time::Duration;
@@ -32,7 +39,7 @@ use super::error::{classify, Fault};
 use crate::error::Error;
 
 /// The schema this build reads and writes; a newer one is refused, never altered.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// Schema 1 to 2: the `stamp` column (existing rows get 0, which no write of this build
 /// stamps, so every cache of a state read before the upgrade is read again once).
@@ -65,6 +72,16 @@ UPDATE agent_state SET base = version, bytes = coalesce(octet_length(value), 0)
 UPDATE agent_state_schema SET version = 4 WHERE singleton = 1 AND version = 3;
 ";
 
+/// Schema 4 to 5: the schema version of each state and change-log entry, and the version a
+/// schema migration upgraded from (what is stored becomes schema 0: none declared). Adding a
+/// column with a constant default rewrites no row.
+const UPGRADE_4: &str = "
+ALTER TABLE agent_state ADD COLUMN IF NOT EXISTS schema integer NOT NULL DEFAULT 0;
+ALTER TABLE agent_changes ADD COLUMN IF NOT EXISTS schema integer NOT NULL DEFAULT 0;
+ALTER TABLE agent_changes ADD COLUMN IF NOT EXISTS migrated_from integer;
+UPDATE agent_state_schema SET version = 5 WHERE singleton = 1 AND version = 4;
+";
+
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS agent_state_schema (
     singleton int PRIMARY KEY CHECK (singleton = 1),
@@ -88,7 +105,8 @@ CREATE TABLE IF NOT EXISTS agent_state (
     written_grain bigint NOT NULL DEFAULT 0,
     base bigint NOT NULL DEFAULT 0,
     tail bigint NOT NULL DEFAULT 0,
-    bytes bigint NOT NULL DEFAULT 0
+    bytes bigint NOT NULL DEFAULT 0,
+    schema integer NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS agent_state_idle ON agent_state (written_grain);
 CREATE INDEX IF NOT EXISTS agent_state_by_id ON agent_state (agent COLLATE \"C\");
@@ -100,9 +118,11 @@ CREATE TABLE IF NOT EXISTS agent_changes (
     patch text,
     next text,
     prev text,
+    schema integer NOT NULL DEFAULT 0,
+    migrated_from integer,
     PRIMARY KEY (agent, version)
 );
-INSERT INTO agent_state_schema (singleton, version) VALUES (1, 4) ON CONFLICT (singleton) DO NOTHING;
+INSERT INTO agent_state_schema (singleton, version) VALUES (1, 5) ON CONFLICT (singleton) DO NOTHING;
 ";
 
 /// SQLSTATEs of a lost race between processes creating the tables at once: try again. (42710,
@@ -161,6 +181,8 @@ pub(super) fn check(
                         UPGRADE_1.to_string()
                     } else if version == 3 {
                         UPGRADE_3.to_string()
+                    } else if version == 4 {
+                        UPGRADE_4.to_string()
                     } else {
                         let now = crate::store::now_ms();
                         UPGRADE_2

@@ -4,16 +4,16 @@
 
 pub(super) const HEAD: &str = "SELECT version, change_log, stamp FROM agent_state WHERE agent = $1";
 /// The agent's row: its base (`value`, the state at version `base`), version, log setting,
-/// stamp, base, tail (the bytes of the patches since the base), and those patches, oldest first
-/// (see `delta`).
-pub(super) const ROW: &str = "SELECT value, version, change_log, stamp, base, tail,
+/// stamp, base, tail (the bytes of the patches since the base), schema version, and those
+/// patches, oldest first (see `delta`).
+pub(super) const ROW: &str = "SELECT value, version, change_log, stamp, base, tail, schema,
         (SELECT array_agg(c.patch ORDER BY c.version) FROM agent_changes c
          WHERE c.agent = $1 AND c.version > s.base AND c.version <= s.version)
     FROM agent_state s WHERE agent = $1";
 /// [`ROW`] locked, without the patches (read by [`PATCHES`] when the state is asked for).
 pub(super) const ROW_FOR_UPDATE: &str =
-    "SELECT value, version, change_log, stamp, base, tail FROM agent_state WHERE agent = $1
-     FOR UPDATE";
+    "SELECT value, version, change_log, stamp, base, tail, schema FROM agent_state
+     WHERE agent = $1 FOR UPDATE";
 /// The patches of the versions after $2 through $3, oldest first.
 pub(super) const PATCHES: &str = "SELECT version, patch FROM agent_changes
     WHERE agent = $1 AND version > $2::bigint AND version <= $3::bigint ORDER BY version";
@@ -21,13 +21,13 @@ pub(super) const ENSURE_ROW: &str =
     "INSERT INTO agent_state (agent) VALUES ($1) ON CONFLICT (agent) DO NOTHING";
 /// Writes the state ($2) as the base of its version ($3), its stamp ($4), the time of the write
 /// ($5 ms; $6, the minute, rewritten only when later: an unchanged indexed column keeps the
-/// update HOT) and its size ($7); with $8 (the log is off and patches were stored), deletes the
-/// patches before it.
+/// update HOT), its size ($7) and schema version ($9); with $8 (the log is off and patches
+/// were stored), deletes the patches before it.
 pub(super) const WRITE_STATE: &str = "
 WITH s AS (
     UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
         written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint),
-        base = $3::bigint, tail = 0, bytes = $7::bigint
+        base = $3::bigint, tail = 0, bytes = $7::bigint, schema = $9::integer
     WHERE agent = $1 RETURNING version
 ), d AS (
     DELETE FROM agent_changes WHERE agent = $1 AND $8::boolean AND version < $3::bigint
@@ -36,22 +36,26 @@ WITH s AS (
 SELECT version FROM s";
 /// Writes version $2 as a patch ($5) on the base $11 of version $2 - 1 (stamped $12), with the
 /// log off: the
-/// head (stamp $3, time $4 ms and minute $6, size $7) and the patch's row ($8 at_ms, $9
-/// writer), all or nothing; nothing when the stored version, base or log setting moved (an
-/// optimistic write sent without a lock).
+/// head (stamp $3, time $4 ms and minute $6, size $7, schema version $13) and the patch's row
+/// ($8 at_ms, $9 writer, $13 schema version, $14 the version a migration upgraded from), all or
+/// nothing; nothing when the stored version, base or log setting moved (an optimistic write
+/// sent without a lock).
 pub(super) const WRITE_DELTA: &str = "
 WITH s AS (
     UPDATE agent_state SET version = $2::bigint, stamp = $3::bigint, written_ms = $4::bigint,
         written_grain = greatest(written_grain, $6::bigint), bytes = $7::bigint,
-        tail = tail + octet_length($5::text)
+        tail = tail + octet_length($5::text), schema = $13::integer
     WHERE agent = $1 AND version = $2::bigint - 1 AND change_log IS NULL AND base = $11::bigint
         AND stamp = $12::bigint
     RETURNING version
 )
-INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev)
-    SELECT $1, version, $8::bigint, $9::bigint, $5::text, NULL, $10::text FROM s
+INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev, schema,
+        migrated_from)
+    SELECT $1, version, $8::bigint, $9::bigint, $5::text, NULL, $10::text, $13::integer,
+        $14::integer FROM s
 ON CONFLICT (agent, version) DO UPDATE SET at_ms = excluded.at_ms, writer = excluded.writer,
-    patch = excluded.patch, next = NULL, prev = NULL
+    patch = excluded.patch, next = NULL, prev = NULL, schema = excluded.schema,
+    migrated_from = excluded.migrated_from
 RETURNING version";
 /// Makes $2 the base of the current version (see `delta`); with $3 (the log is off), drops the
 /// patches.
@@ -62,15 +66,19 @@ WITH s AS (
 DELETE FROM agent_changes WHERE agent = $1 AND $3::boolean AND EXISTS (SELECT 1 FROM s)";
 pub(super) const SET_LOG: &str = "UPDATE agent_state SET change_log = $2 WHERE agent = $1";
 pub(super) const CLEAR_LOG: &str = "DELETE FROM agent_changes WHERE agent = $1";
-/// Appends a change ($2: its version) and prunes: versions up to $8 (keep_last), and those
-/// older than $9 ms (keep_seconds); never the change just appended. (The DELETE does not see
-/// the row the INSERT adds: one snapshot for the whole statement.)
+/// Appends a change ($2: its version; $10 its schema version, $11 the version a migration
+/// upgraded from) and prunes: versions up to $8 (keep_last), and those older than $9 ms
+/// (keep_seconds); never the change just appended. (The DELETE does not see the row the INSERT
+/// adds: one snapshot for the whole statement.)
 pub(super) const LOG_CHANGE: &str = "
 WITH l AS (
-    INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev)
-    VALUES ($1, $2::bigint, $3::bigint, $4::bigint, $5::text, $6::text, $7::text)
+    INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev, schema,
+        migrated_from)
+    VALUES ($1, $2::bigint, $3::bigint, $4::bigint, $5::text, $6::text, $7::text, $10::integer,
+        $11::integer)
     ON CONFLICT (agent, version) DO UPDATE SET at_ms = excluded.at_ms, writer = excluded.writer,
-        patch = excluded.patch, next = excluded.next, prev = excluded.prev
+        patch = excluded.patch, next = excluded.next, prev = excluded.prev,
+        schema = excluded.schema, migrated_from = excluded.migrated_from
 )
 DELETE FROM agent_changes WHERE agent = $1 AND version < $2::bigint
     AND (version <= $8::bigint OR at_ms < $9::bigint)";
@@ -79,7 +87,7 @@ DELETE FROM agent_changes WHERE agent = $1 AND version < $2::bigint
 /// logged, so what a retention setting changed since the last write is already in effect
 /// (as on SQLite, which prunes in batches and hides the rest).
 pub(super) const CHANGES_AFTER: &str =
-    "SELECT c.version, c.at_ms, c.writer, c.patch, c.next, c.prev
+    "SELECT c.version, c.at_ms, c.writer, c.patch, c.next, c.prev, c.schema, c.migrated_from
      FROM agent_changes c,
           (SELECT version AS v, at_ms AS t FROM agent_changes WHERE agent = $1
            ORDER BY version DESC LIMIT 1) n
@@ -88,7 +96,8 @@ pub(super) const CHANGES_AFTER: &str =
        AND ($4::bigint IS NULL OR c.at_ms >= n.t - $4::bigint OR c.version = n.v)
      ORDER BY c.version";
 /// The change that made $2, if the retention keeps it (as in [`CHANGES_AFTER`]).
-pub(super) const CHANGE_AT: &str = "SELECT c.version, c.at_ms, c.writer, c.patch, c.next, c.prev
+pub(super) const CHANGE_AT: &str =
+    "SELECT c.version, c.at_ms, c.writer, c.patch, c.next, c.prev, c.schema, c.migrated_from
      FROM agent_changes c,
           (SELECT version AS v, at_ms AS t FROM agent_changes WHERE agent = $1
            ORDER BY version DESC LIMIT 1) n
@@ -98,51 +107,55 @@ pub(super) const CHANGE_AT: &str = "SELECT c.version, c.at_ms, c.writer, c.patch
 /// The change that made $2, kept or not (this backend stores every change's state, so it
 /// alone rebuilds the state at $2).
 pub(super) const REPLAY_TO: &str =
-    "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
+    "SELECT version, at_ms, writer, patch, next, prev, schema, migrated_from FROM agent_changes
      WHERE agent = $1 AND version = $2::bigint";
 
-/// The optimistic commit of version $3 ($4: its stamp; $5, $6: the time, $7 the size, $8
-/// the patches to drop, as in [`WRITE_STATE`]) with the log off. (A first write, version 1 or
+/// The optimistic commit of version $3 ($4: its stamp; $5, $6: the time, $7 the size, $8 the
+/// schema version) with the log off. (A first write, version 1 or
 /// the first after a deletion, is always a locked one: its version depends on the agent's
 /// tombstone, `agent_deleted`.)
 pub(super) const NEXT_WRITE: &str = "
 UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
     written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint),
-    base = $3::bigint, tail = 0, bytes = $7::bigint
+    base = $3::bigint, tail = 0, bytes = $7::bigint, schema = $8::integer
 WHERE agent = $1 AND version = $3::bigint - 1 AND change_log IS NULL
 RETURNING version";
-/// [`NEXT_WRITE`] when patches are stored ($8: true), which it deletes. (A statement of its
+/// [`NEXT_WRITE`] when patches are stored ($9: true), which it deletes. (A statement of its
 /// own: a data-modifying `WITH` costs the server a third of a plain write's time, which a
 /// write that has no patches to delete should not pay.)
 pub(super) const NEXT_WRITE_DROPPING: &str = "
 WITH s AS (
     UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
         written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint),
-        base = $3::bigint, tail = 0, bytes = $7::bigint
+        base = $3::bigint, tail = 0, bytes = $7::bigint, schema = $8::integer
     WHERE agent = $1 AND version = $3::bigint - 1 AND change_log IS NULL
     RETURNING version
 ), d AS (
-    DELETE FROM agent_changes WHERE agent = $1 AND $8::boolean AND version < $3::bigint
+    DELETE FROM agent_changes WHERE agent = $1 AND $9::boolean AND version < $3::bigint
         AND EXISTS (SELECT 1 FROM s)
 )
 SELECT version FROM s";
 /// The optimistic commit of version $3 with the log on ($4: the retention it was computed
 /// with), its log entry ($5 at_ms, $6 writer, $7 patch, $8 next or NULL for $2, $9 prev) and
 /// the pruning ($10, $11 as in [`LOG_CHANGE`]), its stamp ($12), the time ($13, $14 as in
-/// [`WRITE_STATE`]) and its size ($15), all or nothing. (With the log on, every version's
+/// [`WRITE_STATE`]), its size ($15), its schema version ($16, of the state and the entry) and
+/// the version a migration upgraded from ($17, the entry's), all or nothing. (With the log on, every version's
 /// state is stored: the log's entries hold it, see `delta`.)
 pub(super) const LOGGED_WRITE: &str = "
 WITH s AS (
     UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $12::bigint,
         written_ms = $13::bigint, written_grain = greatest(written_grain, $14::bigint),
-        base = $3::bigint, tail = 0, bytes = $15::bigint
+        base = $3::bigint, tail = 0, bytes = $15::bigint, schema = $16::integer
     WHERE agent = $1 AND version = $3::bigint - 1 AND change_log = $4::text
     RETURNING version
 ), l AS (
-    INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev)
-    SELECT $1, version, $5::bigint, $6::bigint, $7::text, COALESCE($8::text, $2), $9::text FROM s
+    INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev, schema,
+        migrated_from)
+    SELECT $1, version, $5::bigint, $6::bigint, $7::text, COALESCE($8::text, $2), $9::text,
+        $16::integer, $17::integer FROM s
     ON CONFLICT (agent, version) DO UPDATE SET at_ms = excluded.at_ms, writer = excluded.writer,
-        patch = excluded.patch, next = excluded.next, prev = excluded.prev
+        patch = excluded.patch, next = excluded.next, prev = excluded.prev,
+        schema = excluded.schema, migrated_from = excluded.migrated_from
 ), d AS (
     DELETE FROM agent_changes WHERE agent = $1 AND EXISTS (SELECT 1 FROM s)
         AND version < $3::bigint AND (version <= $10::bigint OR at_ms < $11::bigint)
@@ -178,10 +191,11 @@ pub(super) const IDLE: &str = "SELECT agent, version, bytes, written_ms
 /// Deletes the change logs of the agents $1 (an array).
 pub(super) const DELETE_CHANGES: &str = "DELETE FROM agent_changes WHERE agent = ANY($1::text[])";
 /// Deletes the rows of the agents $1 that hold no change-log setting, and empties those that
-/// do (the setting stays: nothing stored, version 0).
+/// do (the setting stays: nothing stored, version 0, schema version 0).
 pub(super) const DELETE_ROWS: &str = "
 WITH d AS (DELETE FROM agent_state WHERE agent = ANY($1::text[]) AND change_log IS NULL)
-UPDATE agent_state SET value = NULL, version = 0, stamp = 0, base = 0, tail = 0, bytes = 0
+UPDATE agent_state SET value = NULL, version = 0, stamp = 0, base = 0, tail = 0, bytes = 0,
+    schema = 0
     WHERE agent = ANY($1::text[]) AND change_log IS NOT NULL";
 /// The tombstones of deleted agents: the hashes of their ids ($1) and their last versions ($2).
 pub(super) const TOMBSTONES: &str = "INSERT INTO agent_deleted (id_hash, version)

@@ -48,7 +48,7 @@ impl SqliteAgents {
             ));
         }
         let conn = Sqlite::open(path, options)?;
-        if conn.schema() < super::SCHEMA_VERSION {
+        if conn.schema() < super::schema::AGENTS_SCHEMA {
             return Err(Error::Storage(
                 format!(
                     "{}: this store predates listing and deletion (schema version {}); open it \
@@ -211,7 +211,7 @@ impl Sqlite {
             let now = now_ms();
             conn.prepare_cached(
                 "UPDATE agent_state SET value = NULL, version = 0, base = 0, tail = 0, bytes = 0,
-                 written_ms = ?2, written_grain = ?3 WHERE agent = ?1",
+                 schema = 0, written_ms = ?2, written_grain = ?3 WHERE agent = ?1",
             )?
             .execute(rusqlite::params![id, now, grain_of(now)])
             .map_err(fail)?;

@@ -44,18 +44,30 @@ impl Sqlite {
         if self.schema < 5 {
             return Ok(self.read_state(agent)?.map(|(value, version)| StoredRead {
                 version,
+                // Before schema 6 no schema version was stored.
+                schema: 0,
                 base: Some((value, version)),
                 patches: Vec::new(),
             }));
         }
         let conn = self.conn()?;
+        // A read-only handle on a schema-5 file: no schema versions stored (0).
+        let sql = if self.schema >= 6 {
+            "SELECT version, base, schema FROM agent_state WHERE agent = ?1"
+        } else {
+            "SELECT version, base, 0 FROM agent_state WHERE agent = ?1"
+        };
         let head = conn
-            .prepare_cached("SELECT version, base FROM agent_state WHERE agent = ?1")?
+            .prepare_cached(sql)?
             .query_row([agent], |r| {
-                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+                Ok((
+                    r.get::<_, i64>(0)? as u64,
+                    r.get::<_, i64>(1)? as u64,
+                    r.get::<_, u32>(2)?,
+                ))
             })
             .optional()?;
-        let Some((version, base)) = head.filter(|h| h.0 > 0) else {
+        let Some((version, base, schema)) = head.filter(|h| h.0 > 0) else {
             return Ok(None);
         };
         // Only a cache that is behind catches up by patches: one at the stored version is
@@ -120,6 +132,7 @@ impl Sqlite {
         }
         Ok(Some(StoredRead {
             version,
+            schema,
             base: base_copy,
             patches,
         }))
@@ -151,7 +164,7 @@ impl Sqlite {
                 && h.tail + patch_len <= size as u64
                 && version - h.base <= MAX_PATCHES
             {
-                self.set_head(agent, version, (now, grain), size, None, patch_len)?;
+                self.set_head(agent, change, (now, grain), None, patch_len)?;
                 self.append_change(agent, change, log, false)?;
                 return Ok(Head {
                     version,
@@ -177,8 +190,8 @@ impl Sqlite {
             None => {
                 conn.prepare_cached(
                     "INSERT INTO agent_state
-                     (agent, value, version, written_ms, written_grain, base, tail, bytes)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?3, 0, ?6)",
+                     (agent, value, version, written_ms, written_grain, base, tail, bytes, schema)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?3, 0, ?6, ?7)",
                 )?
                 .execute(rusqlite::params![
                     agent,
@@ -186,12 +199,13 @@ impl Sqlite {
                     version as i64,
                     now,
                     crate::store::grain_of(now),
-                    size as i64
+                    size as i64,
+                    i64::from(change.schema)
                 ])
                 .map_err(fail)?;
             }
             Some(h) => {
-                self.set_head(agent, version, (now, grain), size, Some(value), 0)?;
+                self.set_head(agent, change, (now, grain), Some(value), 0)?;
                 if inline && !h.inline && h.version > 0 {
                     conn.prepare_cached("DELETE FROM agent_base WHERE agent = ?1")?
                         .execute([agent])
@@ -235,21 +249,20 @@ impl Sqlite {
             .optional()?)
     }
 
-    /// One UPDATE of the head row: the version, the time (the indexed minute only when it moved:
-    /// an index entry rewritten at every write would cost a third of a bare write), the state's
-    /// size, and either a new base (`base`: the inline value or NULL; the tail starts again) or
-    /// `tail_add` more patch bytes.
+    /// One UPDATE of the head row: `change`'s version and schema version, the time (the indexed
+    /// minute only when it moved: an index entry rewritten at every write would cost a third of
+    /// a bare write), the state's size, and either a new base (`base`: the inline value or NULL;
+    /// the tail starts again) or `tail_add` more patch bytes.
     fn set_head(
         &self,
         agent: &str,
-        version: u64,
+        change: &NewChange<'_>,
         (now, grain): (i64, Option<i64>),
-        size: usize,
         base: Option<Option<&[u8]>>,
         tail_add: u64,
     ) -> Result<()> {
         let minute = if grain.is_some() {
-            ", written_grain = ?6"
+            ", written_grain = ?7"
         } else {
             ""
         };
@@ -259,18 +272,21 @@ impl Sqlite {
             "tail = tail + ?5"
         };
         let sql = format!(
-            "UPDATE agent_state SET version = ?2, written_ms = ?3, bytes = ?4, {set}{minute}
-             WHERE agent = ?1"
+            "UPDATE agent_state SET version = ?2, written_ms = ?3, bytes = ?4, {set},
+             schema = ?6{minute} WHERE agent = ?1"
         );
         let mut stmt = self.conn()?.prepare_cached(&sql)?;
-        let (version, size) = (version as i64, size as i64);
+        let (version, size) = (change.version as i64, change.next.len() as i64);
+        let schema = i64::from(change.schema);
         let fifth: &dyn rusqlite::ToSql = match &base {
             Some(value) => &super::blob(*value),
             None => &(tail_add as i64),
         };
         let updated = match &grain {
-            Some(grain) => stmt.execute(rusqlite::params![agent, version, now, size, fifth, grain]),
-            None => stmt.execute(rusqlite::params![agent, version, now, size, fifth]),
+            Some(grain) => stmt.execute(rusqlite::params![
+                agent, version, now, size, fifth, schema, grain
+            ]),
+            None => stmt.execute(rusqlite::params![agent, version, now, size, fifth, schema]),
         }
         .map_err(|e| self.storage_err("cannot write", e))?;
         if updated != 1 {
@@ -330,14 +346,17 @@ impl Sqlite {
                 self.conn()?
                     .prepare_cached(
                         "INSERT OR REPLACE INTO agent_changes
-                         (agent, version, at_ms, writer, patch) VALUES (?1, ?2, ?3, ?4, ?5)",
+                         (agent, version, at_ms, writer, patch, schema, migrated_from)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                     )?
                     .execute(rusqlite::params![
                         agent,
                         change.version as i64,
                         change.at_ms,
                         change.writer as i64,
-                        super::blob(change.patch)
+                        super::blob(change.patch),
+                        i64::from(change.schema),
+                        change.migrated_from.map(i64::from)
                     ])
                     .map_err(|e| self.storage_err("cannot write", e))?;
                 Ok(())

@@ -143,8 +143,8 @@ impl Sqlite {
         self.conn()?
             .prepare_cached(
                 "INSERT OR REPLACE INTO agent_changes
-                 (agent, version, at_ms, writer, patch, next, prev)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 (agent, version, at_ms, writer, patch, next, prev, schema, migrated_from)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(rusqlite::params![
                 agent,
@@ -153,7 +153,9 @@ impl Sqlite {
                 change.writer as i64,
                 super::blob(change.patch),
                 super::blob(full.then(|| change.next.json())),
-                super::blob(change.prev)
+                super::blob(change.prev),
+                i64::from(change.schema),
+                change.migrated_from.map(i64::from)
             ])
             .map_err(fail)?;
         if change.version.is_multiple_of(PRUNE_EVERY) {
@@ -227,17 +229,18 @@ impl Sqlite {
             1 => return Ok(Vec::new()),
             // A version-2 store (read-only) was pruned exactly: all it holds is kept.
             2 => format!(
-                "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes c
+                "SELECT version, at_ms, writer, patch, next, prev, 0, NULL FROM agent_changes c
                  WHERE {filter} AND ?1 IS NOT NULL AND ?3 IS ?3 AND ?4 IS ?4 ORDER BY version"
             ),
             _ => format!(
-                "SELECT c.version, c.at_ms, c.writer, c.patch, c.next, c.prev
+                "SELECT c.version, c.at_ms, c.writer, c.patch, c.next, c.prev, {cols}
                  FROM agent_changes c,
                       (SELECT version AS v, at_ms AS t FROM agent_changes WHERE agent = ?1
                        ORDER BY version DESC LIMIT 1) n
                  WHERE c.agent = ?1 AND {filter} AND {}
                  ORDER BY c.version",
-                visible("c", "n.v", "n.t", "?3", "?4")
+                visible("c", "n.v", "n.t", "?3", "?4"),
+                cols = self.schema_columns(true)
             ),
         };
         let mut stmt = self.conn()?.prepare_cached(&sql)?;
@@ -253,21 +256,32 @@ impl Sqlite {
     pub(super) fn replay_to(&self, agent: &str, version: u64) -> Result<Vec<LoggedChange>> {
         let sql = match self.schema {
             1 => return Ok(Vec::new()),
-            2 => {
-                "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
+            2 => "SELECT version, at_ms, writer, patch, next, prev, 0, NULL FROM agent_changes
                  WHERE version = ?2 AND ?1 IS NOT NULL"
-            }
-            _ => {
-                "SELECT version, at_ms, writer, patch, next, prev FROM agent_changes
+                .to_string(),
+            _ => format!(
+                "SELECT version, at_ms, writer, patch, next, prev, {} FROM agent_changes
                  WHERE agent = ?1 AND version <= ?2 AND version >= (
                    SELECT max(version) FROM agent_changes
                    WHERE agent = ?1 AND version <= ?2 AND next IS NOT NULL)
-                 ORDER BY version"
-            }
+                 ORDER BY version",
+                self.schema_columns(false)
+            ),
         };
-        let mut stmt = self.conn()?.prepare_cached(sql)?;
+        let mut stmt = self.conn()?.prepare_cached(&sql)?;
         let rows = stmt.query_map(rusqlite::params![agent, version as i64], row_to_change)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The columns of an entry's schema version and the version a migration upgraded from
+    /// (of the table aliased `c` when `aliased`): constants before schema 6, which stored none
+    /// (a read-only handle reads an older file as it is).
+    fn schema_columns(&self, aliased: bool) -> &'static str {
+        match (self.schema >= 6, aliased) {
+            (false, _) => "0, NULL",
+            (true, false) => "schema, migrated_from",
+            (true, true) => "c.schema, c.migrated_from",
+        }
     }
 
     /// The agent's change log retention as stored (`None`: the log is off).
@@ -342,5 +356,7 @@ fn row_to_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<LoggedChange> {
             rusqlite::types::ValueRef::Null => None,
             v => Some(v.as_bytes()?.to_vec()),
         },
+        schema: r.get(6)?,
+        migrated_from: r.get(7)?,
     })
 }

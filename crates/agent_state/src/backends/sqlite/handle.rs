@@ -54,7 +54,7 @@ pub fn open(path: &Path, options: &StoreOptions) -> Result<SqliteAgent> {
         }
         _ => Shared::private(Sqlite::open(path, options)?),
     };
-    if options.agent_id.is_some() && shared.conn().schema() < super::SCHEMA_VERSION {
+    if options.agent_id.is_some() && shared.conn().schema() < super::schema::AGENTS_SCHEMA {
         return Err(Error::Storage(
             format!(
                 "{}: this store predates agent ids (schema version {}); open it once for writing \

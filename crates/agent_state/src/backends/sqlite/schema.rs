@@ -4,30 +4,36 @@
 //! so foreign SQLite files are recognised and left untouched; `user_version` holds the schema
 //! version so later releases can migrate. Table `agent_state(agent TEXT PRIMARY KEY, value BLOB,
 //! version INTEGER, change_log BLOB, written_ms INTEGER, written_grain INTEGER, base INTEGER,
-//! tail INTEGER, bytes INTEGER)` has one row per agent, its head: its key (the `agent_id`, or
-//! `''` for the file's single agent, opened without one), the state's version, which counts its
-//! commits (1 for the first write; after a deletion of the agent, one above its tombstone's; 0:
-//! nothing stored, the row then only holds the log setting), the change log's retention (JSON;
-//! NULL: the log is off), and when the state was last written: exactly (`written_ms`), and
-//! rounded down to a minute in `written_grain`, which the index `agent_state_idle` orders for
-//! expiry and which a handle rewrites at most once a minute (an index entry rewritten at every
-//! write would cost a third of a bare write). The state itself is its base, the full copy at
-//! version `base` (in `value` when small, else in table `agent_base(agent, value)`), and the
-//! patches of the versions after it, rows of `agent_changes`; `tail` counts their bytes and
-//! `bytes` is the current state's size (see `delta`). Table `agent_deleted(id_hash, version)`
-//! holds the tombstones of deleted agents: the hash of the id (not the id) and the last
-//! version. Every connection that writes has `secure_delete` on, so what a write or a deletion
-//! frees is overwritten with zeros. Table `agent_changes(agent, version, at_ms, writer, patch,
-//! next, prev)`, keyed by agent and version, holds those patches and, when it is on, the change
-//! log, written in the same transaction as the head: a merge's patch, and its full state
-//! (`next`) only at checkpoints (see `entries`). The journal is WAL, so readers never block the
-//! writer.
+//! tail INTEGER, bytes INTEGER, schema INTEGER)` has one row per agent, its head: its key (the
+//! `agent_id`, or `''` for the file's single agent, opened without one), the state's version,
+//! which counts its commits (1 for the first write; after a deletion of the agent, one above its
+//! tombstone's; 0: nothing stored, the row then only holds the log setting), the change log's
+//! retention (JSON; NULL: the log is off), and when the state was last written: exactly
+//! (`written_ms`), and rounded down to a minute in `written_grain`, which the index
+//! `agent_state_idle` orders for expiry and which a handle rewrites at most once a minute (an
+//! index entry rewritten at every write would cost a third of a bare write). The state itself is
+//! its base, the full copy at version `base` (in `value` when small, else in table
+//! `agent_base(agent, value)`), and the patches of the versions after it, rows of
+//! `agent_changes`; `tail` counts their bytes and `bytes` is the current state's size (see
+//! `delta`). `schema` is the schema version the state was written under (the one its program
+//! declares; 0: none, or written before schema 6), set by every write with the version, and 0
+//! again when the agent is deleted. Table `agent_deleted(id_hash, version)` holds the
+//! tombstones of deleted agents: the hash of the id (not the id) and the last version. Every
+//! connection that writes has `secure_delete` on, so what a write or a deletion frees is
+//! overwritten with zeros. Table `agent_changes(agent, version, at_ms, writer, patch, next,
+//! prev, schema, migrated_from)`, keyed by agent and version, holds those patches and, when it
+//! is on, the change log, written in the same transaction as the head: a merge's patch, and its
+//! full state (`next`) only at checkpoints (see `entries`); a row's `schema` is the schema
+//! version of the state after its change, and `migrated_from` (NULL but for a schema
+//! migration) the schema version that migration upgraded from. The journal is WAL, so readers
+//! never block the writer.
 //!
 //! Schema history: 1 had one table `agent_kv(key, value)` with the state under the key
 //! `__agent_state`; 2 added its `version` column, the retention under `__agent_change_log` and
 //! `agent_changes` without the `agent` column; 3 holds many agents; 4 adds the times of the
-//! last writes, their index and `agent_deleted`; 5 stores a state as its base and patches.
-//! Opening an older store for
+//! last writes, their index and `agent_deleted`; 5 stores a state as its base and patches; 6
+//! adds the schema version of each state and log entry (`schema`, `migrated_from`), for schema
+//! evolution (what was stored before is schema 0). Opening an older store for
 //! writing migrates it in place, one step at a time, each in one write transaction (its single
 //! agent becomes the agent `''`); a read-only handle reads the old layout as it is.
 
@@ -41,7 +47,11 @@ use crate::store::{StoreOptions, Synchronous};
 /// `PRAGMA application_id` of an agent store: ASCII "AgSt".
 pub const APPLICATION_ID: i32 = 0x4167_5374;
 /// The schema version this release writes and understands.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
+/// The oldest schema whose layout a handle with an `agent_id`, a listing or a deletion read
+/// (a read-only handle reads a file of schema 5 as it is: schema 6 only adds the schema
+/// versions, which read as 0 there).
+pub(super) const AGENTS_SCHEMA: i32 = 5;
 
 impl Sqlite {
     pub(super) fn check_and_init(
@@ -97,7 +107,10 @@ impl Sqlite {
                 if schema <= 3 {
                     self.migrate_from_3()?;
                 }
-                self.migrate_from_4()?;
+                if schema <= 4 {
+                    self.migrate_from_4()?;
+                }
+                self.migrate_from_5()?;
                 self.schema = SCHEMA_VERSION;
             }
             FileKind::Store(schema) => self.schema = schema,
@@ -185,6 +198,20 @@ impl Sqlite {
                  PRAGMA user_version = 5;"
             ),
             "cannot migrate the store from schema version 4",
+        )
+    }
+
+    /// Schema 5 -> 6: the schema version of each state (its head row) and of each row of
+    /// `agent_changes`, and the version a schema migration upgraded from; what is stored
+    /// becomes schema 0 (none declared), in one write transaction.
+    pub(super) fn migrate_from_5(&self) -> Result<()> {
+        self.upgrade_schema(
+            5,
+            &format!(
+                "{SCHEMA_COLUMNS}
+                 PRAGMA user_version = 6;"
+            ),
+            "cannot migrate the store from schema version 5",
         )
     }
 
@@ -308,6 +335,7 @@ impl Sqlite {
                  {STORE_TABLES}
                  {DELTA_COLUMNS}
                  {BASE_TABLE}
+                 {SCHEMA_COLUMNS}
                  PRAGMA application_id = {APPLICATION_ID};
                  PRAGMA user_version = {SCHEMA_VERSION};"
             ),
@@ -328,6 +356,12 @@ pub(super) enum FileKind {
 const DELTA_COLUMNS: &str = "ALTER TABLE agent_state ADD COLUMN base INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE agent_state ADD COLUMN tail INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE agent_state ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;";
+
+/// What schema 6 adds: the schema version of the state (the head row) and of each row of
+/// `agent_changes`, and, for a schema migration's row, the version it upgraded from.
+const SCHEMA_COLUMNS: &str = "ALTER TABLE agent_state ADD COLUMN schema INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agent_changes ADD COLUMN schema INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agent_changes ADD COLUMN migrated_from INTEGER;";
 
 /// Schema 5's full copies of the states too large for the head row (see `delta`).
 const BASE_TABLE: &str = "CREATE TABLE agent_base (
