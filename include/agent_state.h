@@ -11,8 +11,8 @@
  *   3. Opening and closing: AgentHandle, agent_open (its options), agent_close.
  *   4. Reading and writing the state: agent_get_state, agent_get_state_versioned,
  *      agent_set_state, agent_replace_state, agent_set_state_if, agent_replace_state_if.
- *   5. Hooks: AgentStateChange, AgentStateChangedFn, AgentFreeFn, AgentInitialStateFn,
- *      AgentValidateFn, agent_on_state_changed, agent_remove_hook,
+ *   5. Hooks: AgentStateChange (and AGENT_CHANGE_*), AgentStateChangedFn, AgentFreeFn,
+ *      AgentInitialStateFn, AgentValidateFn, agent_on_state_changed, agent_remove_hook,
  *      agent_set_initial_state_hook, agent_set_validator.
  *   6. The change log: agent_poll, agent_changes_since, agent_get_state_at,
  *      agent_restore_state.
@@ -20,6 +20,9 @@
  *      agent_cancel_fire, agent_cancel_free (AGENT_ERR_CANCELLED).
  *   8. A store's agents: agent_store_list, agent_store_delete (with erasure),
  *      agent_store_expire.
+ *   9. Schema evolution: AgentSchemaStepFn, agent_set_schema_step, agent_schema_version,
+ *      agent_get_state_at_stored, agent_upgrade_state (the open options schema_version and
+ *      schema_steps; AGENT_ERR_NEWER_SCHEMA, AGENT_ERR_MIGRATION).
  *
  * Conventions of the whole API:
  * - Every fallible function returns an AgentStatus: AGENT_OK (0) or an AGENT_ERR_* code, and
@@ -62,6 +65,23 @@
 #define AGENT_STATE_VERSION_MINOR 3
 #define AGENT_STATE_VERSION_PATCH 0
 #define AGENT_STATE_VERSION "0.3.0"
+
+/**
+ * `AgentStateChange.kind` of a merge patch (`agent_set_state`, `agent_set_state_if`).
+ */
+#define AGENT_CHANGE_MERGE 1
+
+/**
+ * `AgentStateChange.kind` of a replacement (`agent_replace_state`, `agent_restore_state`, a
+ * deletion seen by `agent_poll`).
+ */
+#define AGENT_CHANGE_REPLACE 2
+
+/**
+ * `AgentStateChange.kind` of a schema migration: a state stored under an older schema version
+ * upgraded to the handle's (`migrated_from` to `schema`).
+ */
+#define AGENT_CHANGE_MIGRATION 3
 
 /**
  * The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`
@@ -141,6 +161,20 @@ typedef struct AgentStateChange {
    * earlier callers that do not read it keep working.
    */
   uint64_t version;
+  /**
+   * What kind of change: `AGENT_CHANGE_MERGE`, `AGENT_CHANGE_REPLACE` (also a restore, and
+   * a deletion seen by `agent_poll`) or `AGENT_CHANGE_MIGRATION`. Appended in 0.4, as are
+   * the two fields after it.
+   */
+  int32_t kind;
+  /**
+   * The schema version of `next` (the writer's `schema_version` option; 0 when none).
+   */
+  uint32_t schema;
+  /**
+   * For `AGENT_CHANGE_MIGRATION`: the schema version the state was upgraded from; else 0.
+   */
+  uint32_t migrated_from;
 } AgentStateChange;
 
 /**
@@ -174,6 +208,22 @@ typedef int32_t (*AgentInitialStateFn)(void *user_data, struct AgentBuffer *out)
 typedef int32_t (*AgentValidateFn)(void *user_data,
                                    const struct AgentStateChange *change,
                                    struct AgentBuffer *message);
+
+/**
+ * A schema step of code: upgrades `state` (`state_len` bytes of compact JSON, NUL-terminated
+ * after its length, valid only during the call), stored under schema version `from`, to
+ * version `from + 1`. Fill `*out` with the JSON text of the upgraded state (a plain object),
+ * normally with `agent_buffer_copy` (the library frees it), and return 0. Any other return
+ * fails the upgrade (`AGENT_ERR_MIGRATION`, nothing written); to say why, fill `*message`
+ * with `agent_buffer_copy` (UTF-8 text, freed by the library), which the caller's
+ * `agent_last_error` then includes.
+ */
+typedef int32_t (*AgentSchemaStepFn)(void *user_data,
+                                     uint32_t from,
+                                     const uint8_t *state,
+                                     size_t state_len,
+                                     struct AgentBuffer *out,
+                                     struct AgentBuffer *message);
 
 /**
  * Success.
@@ -210,9 +260,9 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
 
 /**
  * The store failed: an I/O error, a full disk, a read-only store or file, a corrupt or foreign
- * file, a newer schema; on PostgreSQL, an error of the server other than an unreachable one
- * (`AGENT_ERR_UNAVAILABLE`), refused credentials (`AGENT_ERR_AUTH`) or a lock wait
- * (`AGENT_ERR_BUSY`).
+ * file, a store in a newer release's format; on PostgreSQL, an error of the server other than
+ * an unreachable one (`AGENT_ERR_UNAVAILABLE`), refused credentials (`AGENT_ERR_AUTH`) or a
+ * lock wait (`AGENT_ERR_BUSY`).
  */
 #define AGENT_ERR_STORAGE 6
 
@@ -273,6 +323,22 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
  * finishes, or on PostgreSQL reports its outcome unknown as `AGENT_ERR_UNAVAILABLE` does.)
  */
 #define AGENT_ERR_CANCELLED 14
+
+/**
+ * The agent's state is stored under a newer schema version than the handle declares (open
+ * option `schema_version`): a newer program wrote it. Nothing was read into the handle's shape
+ * or written over it (an older program never overwrites a newer state); run the newer program,
+ * or open with `read_only` to read it as stored.
+ */
+#define AGENT_ERR_NEWER_SCHEMA 15
+
+/**
+ * Upgrading a stored state to the handle's schema version failed: a step (`schema_steps`, or
+ * one set with `agent_set_schema_step`) failed or is missing, or its result is not a state the
+ * codec, the size cap or the validator accepts. The message names the step and why; the
+ * stored state is as it was.
+ */
+#define AGENT_ERR_MIGRATION 16
 
 /**
  * A bug in the library was caught at the ABI boundary; the handle may still be used.
@@ -360,8 +426,17 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * non-empty UTF-8 string of at most 255 bytes, without NUL: which agent of the store; required on
  * PostgreSQL; on a SQLite file absent means the file's single agent), `"max_connections"`
  * (PostgreSQL: the most connections this process keeps to the server, shared by all its
- * handles to it, 1 to 1000, default 4; the pool has the largest size any open asked for).
- * Unknown keys are refused.
+ * handles to it, 1 to 1000, default 4; the pool has the largest size any open asked for),
+ * `"schema_version"` (0 to 1000000, default 0: the schema version of the states this program
+ * reads and writes; a state stored under an older one is upgraded on first touch by the steps,
+ * once, as a change of its own, `AGENT_CHANGE_MIGRATION`; one stored under a newer one is
+ * refused with `AGENT_ERR_NEWER_SCHEMA` unless `"read_only"`), `"schema_steps"`
+ * (`[{"from": K, "ops": [...]}, ...]`: declarative steps, each upgrading a state from version K
+ * to K + 1 with the operations `{"op": "merge", "value": {...}}` (an RFC 7396 patch, at
+ * `"path"` when given), `"default"` (`"path"`, `"value"`: set where missing), `"set"`,
+ * `"remove"` (where present), `"rename"` (`"path"`, `"to"`: a member's new name) and `"move"`
+ * (`"from"`, `"path"`); steps of code, `agent_set_schema_step`, fill the versions these leave
+ * out). Unknown keys are refused.
  *
  * Agents of one store are isolated: state, version, change log, hooks. On a SQLite file, the
  * handles with an `agent_id` in one process share one connection per file and set of options
@@ -752,6 +827,68 @@ AgentStatus agent_store_expire(const char *path,
                                uint32_t limit,
                                int dry_run,
                                struct AgentBuffer *out);
+
+/**
+ * Sets the step of code of handle `h` that upgrades a state from schema version `from` to
+ * `from + 1` (`fn` NULL removes it). A handle opened with `"schema_version": N` upgrades a
+ * state stored under an older version on first touch, running the steps from its version up
+ * to N (declarative ones from the `schema_steps` option, these for the others), then the
+ * validator, and commits the result as a migration (`AGENT_CHANGE_MIGRATION` to hooks), once,
+ * whichever handle or process gets there first. Set the steps right after `agent_open`,
+ * before the first read or write.
+ *
+ * The step runs with the handle's lock held inside the write transaction: it must be quick,
+ * and a call into the same handle from inside it fails with `AGENT_ERR_BUSY`.
+ *
+ * Ownership: `free_user_data` (may be NULL) is called exactly once with `user_data`: when the
+ * step is replaced or removed, when the handle is closed, or right away if this call fails (or
+ * `fn` is NULL).
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (`from` not below the handle's schema version, or a
+ * declarative step from `from` already given in the options), `AGENT_ERR_BAD_HANDLE`,
+ * `AGENT_ERR_BUSY` (from inside a hook of `h` that holds its lock).
+ * Thread-safety: any thread; `user_data` must be usable from every thread that reads or writes.
+ */
+AgentStatus agent_set_schema_step(AgentHandle h,
+                                  uint32_t from,
+                                  AgentSchemaStepFn fn,
+                                  void *user_data,
+                                  AgentFreeFn free_user_data);
+
+/**
+ * The schema version handle `h` declares (its `schema_version` open option; 0 when none), in
+ * `*out`. Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`), `AGENT_ERR_BAD_HANDLE`.
+ * Thread-safety: any thread.
+ */
+AgentStatus agent_schema_version(AgentHandle h, uint32_t *out);
+
+/**
+ * The state at `version`, as `agent_get_state_at` finds it, as stored: `*out` receives it and
+ * `*out_schema` (may be NULL) the schema version it was written under (the handle's own for
+ * version 0, the initial state). Errors: those of `agent_get_state_at`.
+ * Ownership: release `*out` with `agent_buffer_free`. Thread-safety: any thread.
+ */
+AgentStatus agent_get_state_at_stored(AgentHandle h,
+                                      uint64_t version,
+                                      struct AgentBuffer *out,
+                                      uint32_t *out_schema);
+
+/**
+ * `state` (`len` bytes of JSON text of an object), stored under schema version `from`,
+ * upgraded to handle `h`'s schema version by its steps, into `*out`; nothing is written. For a
+ * state read from the history (`agent_get_state_at_stored`, the `"schema"` of an
+ * `agent_changes_since` entry) wanted in the current shape; a state of the handle's version
+ * comes back as it is.
+ * Errors: `AGENT_ERR_NEWER_SCHEMA` (`from` above the handle's version), `AGENT_ERR_MIGRATION`,
+ * `AGENT_ERR_JSON` / `AGENT_ERR_CODEC` / `AGENT_ERR_INVALID_ARGUMENT` (the input),
+ * `AGENT_ERR_BAD_HANDLE`.
+ * Ownership: `state` is borrowed for the call; release `*out` with `agent_buffer_free`.
+ * Thread-safety: any thread.
+ */
+AgentStatus agent_upgrade_state(AgentHandle h,
+                                const uint8_t *state,
+                                size_t len,
+                                uint32_t from,
+                                struct AgentBuffer *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -63,11 +63,15 @@ pub enum ErrorKind {
     Auth = 13,
     /// [`Error::Cancelled`].
     Cancelled = 14,
+    /// [`Error::NewerSchema`].
+    NewerSchema = 15,
+    /// [`Error::Migration`].
+    Migration = 16,
 }
 
 impl ErrorKind {
     /// Every kind, in number order.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::InvalidArgument,
         ErrorKind::Closed,
         ErrorKind::Json,
@@ -82,9 +86,11 @@ impl ErrorKind {
         ErrorKind::Unavailable,
         ErrorKind::Auth,
         ErrorKind::Cancelled,
+        ErrorKind::NewerSchema,
+        ErrorKind::Migration,
     ];
 
-    /// The kind's number (1 to 14).
+    /// The kind's number (1 to 16).
     pub const fn code(self) -> i32 {
         self as i32
     }
@@ -106,6 +112,8 @@ impl ErrorKind {
             ErrorKind::Unavailable => "UNAVAILABLE",
             ErrorKind::Auth => "AUTH",
             ErrorKind::Cancelled => "CANCELLED",
+            ErrorKind::NewerSchema => "NEWER_SCHEMA",
+            ErrorKind::Migration => "MIGRATION",
         }
     }
 }
@@ -133,8 +141,8 @@ impl ErrorKind {
                  handle's max_value_bytes, or the store's); nothing was written."
             }
             ErrorKind::Storage => {
-                "The store failed: I/O, a full disk, a read-only or foreign store, a newer \
-                 schema, or the server's error answer."
+                "The store failed: I/O, a full disk, a read-only or foreign store, a store in \
+                 a newer release's format, or the server's error answer."
             }
             ErrorKind::Busy => {
                 "Another connection held what the call needs for longer than busy_timeout_ms; \
@@ -159,6 +167,15 @@ impl ErrorKind {
             ErrorKind::Cancelled => {
                 "The call's cancel token fired, or its deadline passed; nothing was written."
             }
+            ErrorKind::NewerSchema => {
+                "The state was stored under a newer schema version than this handle declares \
+                 (schema_version); nothing was read into it or written over it. Run the newer \
+                 program, or open read_only to read it as stored."
+            }
+            ErrorKind::Migration => {
+                "A schema step failed, or one is missing, while upgrading a stored state to \
+                 this handle's schema_version; the stored state is as it was."
+            }
         }
     }
 }
@@ -172,7 +189,9 @@ impl Error {
             Error::Json(_) => ErrorKind::Json,
             Error::Codec(_) => ErrorKind::Codec,
             Error::TooLarge(_) => ErrorKind::TooLarge,
-            Error::Storage(_) | Error::Corrupt(_) | Error::Stale(_) => ErrorKind::Storage,
+            Error::Storage(_) | Error::Corrupt(_) | Error::Stale(_) | Error::Outdated(_) => {
+                ErrorKind::Storage
+            }
             Error::Busy(_) => ErrorKind::Busy,
             Error::Hook(_) => ErrorKind::Hook,
             Error::Conflict { .. } => ErrorKind::Conflict,
@@ -181,6 +200,8 @@ impl Error {
             Error::Unavailable(_) => ErrorKind::Unavailable,
             Error::Auth(_) => ErrorKind::Auth,
             Error::Cancelled(_) => ErrorKind::Cancelled,
+            Error::NewerSchema { .. } => ErrorKind::NewerSchema,
+            Error::Migration { .. } => ErrorKind::Migration,
         }
     }
 }
@@ -335,11 +356,36 @@ pub enum Error {
     /// The call's cancel token fired, or its deadline passed, while the call waited (for a
     /// lock, a connection or the server; see [`crate::Cancel`]): nothing was written.
     Cancelled(String),
+    /// The state is stored under a newer schema version than this handle declares (option
+    /// `schema_version`): a newer program wrote it. Nothing was read into this handle's shape
+    /// or written over it; a `read_only` handle reads it as stored.
+    NewerSchema {
+        /// The schema version the state was stored under.
+        stored: u32,
+        /// The schema version this handle declares.
+        declared: u32,
+        /// What was refused, in words.
+        message: String,
+    },
+    /// Upgrading a stored state to this handle's schema version failed: a step (declarative or
+    /// code) failed or is missing, or its result is not a state the codec, the size cap or the
+    /// validator accepts. The stored state is as it was.
+    Migration {
+        /// The schema version of the step that failed (it upgrades `from` to `from + 1`).
+        from: u32,
+        /// Which step and why, in words.
+        message: String,
+    },
     /// Internal to the write path, never returned by the agent (and not constructible outside
     /// the crate): an optimistic write found the stored version moved since the state it was
     /// computed from; nothing was written, and the write is retried under a lock.
     #[doc(hidden)]
     Stale(Internal),
+    /// Internal to the write path, never returned by the agent: the stored state is of an
+    /// older schema version than the handle's, so it is migrated first and the write made
+    /// again.
+    #[doc(hidden)]
+    Outdated(Internal),
 }
 
 /// The payload of [`Error::Stale`], which only the crate constructs.
@@ -368,6 +414,11 @@ impl Error {
     pub(crate) fn stale() -> Error {
         Error::Stale(Internal(()))
     }
+
+    /// The internal "migrate first" signal of the write path (see `Error::Outdated`).
+    pub(crate) fn outdated() -> Error {
+        Error::Outdated(Internal(()))
+    }
 }
 
 impl fmt::Display for Error {
@@ -388,8 +439,13 @@ impl fmt::Display for Error {
             Error::Unavailable(m) => write!(f, "unavailable: {m}"),
             Error::Auth(m) => write!(f, "cannot secure or authenticate the connection: {m}"),
             Error::Cancelled(m) => write!(f, "cancelled: {m}"),
+            Error::NewerSchema { message, .. } => write!(f, "newer schema: {message}"),
+            Error::Migration { message, .. } => write!(f, "schema migration failed: {message}"),
             Error::Stale(_) => f.write_str(
                 "storage error: the state changed during an optimistic write (internal; retried)",
+            ),
+            Error::Outdated(_) => f.write_str(
+                "storage error: the state is of an older schema version (internal; migrated)",
             ),
         }
     }

@@ -22,6 +22,33 @@ use crate::error::Error;
 pub use crate::value::patch::Patch;
 use crate::value::snapshot::Snapshot;
 
+/// Which kind of change a [`StateChange`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ChangeKind {
+    /// An RFC 7396 merge patch (the change's `patch`).
+    Merge,
+    /// A replacement of the whole state (also a restore, and a deletion's event at version 0).
+    Replace,
+    /// A schema migration: the stored state upgraded from schema version `from` to the
+    /// change's `schema` by the handle's steps (see the open option `schema_version`).
+    Migration {
+        /// The schema version the state was stored under before.
+        from: u32,
+    },
+}
+
+impl ChangeKind {
+    /// The kind's name: `"merge"`, `"replace"` or `"migration"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChangeKind::Merge => "merge",
+            ChangeKind::Replace => "replace",
+            ChangeKind::Migration { .. } => "migration",
+        }
+    }
+}
+
 /// One committed change as hooks see it.
 #[derive(Debug)]
 pub struct StateChange {
@@ -29,10 +56,14 @@ pub struct StateChange {
     pub next: Arc<Snapshot>,
     /// The state before the change (the initial state when nothing was stored).
     pub prev: Arc<Snapshot>,
-    /// The merge patch as applied; `None` for a replacement.
+    /// The merge patch as applied; `None` for a replacement or a migration.
     pub patch: Option<Patch>,
     /// The state's version after the change (1 for the first write of a store).
     pub version: u64,
+    /// What kind of change it is.
+    pub kind: ChangeKind,
+    /// The schema version of `next` (0 when the writer declared none).
+    pub schema: u32,
 }
 
 /// A hook fired after every committed change. An `Err` is reported to the caller that made the
@@ -50,6 +81,18 @@ pub trait Validator: Send + Sync {
     /// would get), inside its transaction: `Ok` lets it commit, `Err(reason)` rejects it
     /// ([`crate::Error::Rejected`] with the reason).
     fn validate(&self, change: &StateChange) -> Result<(), String>;
+}
+
+/// A step of code that upgrades a state from one schema version to the next (see the open
+/// option `schema_version`): registered with [`Agent::set_schema_step`](crate::Agent::set_schema_step)
+/// for the version it upgrades from.
+pub trait SchemaStep: Send + Sync {
+    /// Called with the state as stored under schema version `from` (JSON text through
+    /// [`Snapshot::json`]) inside the write transaction that upgrades it: returns the state at
+    /// `from + 1` as JSON text of an object, checked like a replacement, or `Err(reason)`,
+    /// which fails the upgrade ([`crate::Error::Migration`]) with nothing written. Runs under
+    /// the handle's lock: calling the same handle from it fails with [`crate::Error::Busy`].
+    fn upgrade(&self, from: u32, state: &Snapshot) -> Result<Vec<u8>, String>;
 }
 
 /// A hook that supplies the initial state, as JSON text, whenever one is needed.

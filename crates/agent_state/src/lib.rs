@@ -158,7 +158,9 @@ pub use agent_state_value as value;
 pub use agents::{delete_agent, expire_agents, list_agents, AgentInfo, AgentQuery};
 pub use cancel::Cancel;
 pub use error::{Detail, Error, ErrorKind, Result};
-pub use hooks::{InitialStateHook, Patch, StateChange, StateChangedHook, Validator};
+pub use hooks::{
+    ChangeKind, InitialStateHook, Patch, SchemaStep, StateChange, StateChangedHook, Validator,
+};
 pub use options::OpenOptions;
 pub use store::Synchronous;
 pub use value::snapshot::Snapshot;

@@ -27,6 +27,8 @@ pub const MAX_AGENT_ID_BYTES: usize = 255;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4;
 /// The largest `max_connections` accepted.
 pub const MAX_MAX_CONNECTIONS: usize = 1000;
+/// The largest `schema_version` accepted.
+pub const MAX_SCHEMA_VERSION: u32 = 1_000_000;
 
 /// Everything `agent_open` can be told.
 #[derive(Debug, Clone)]
@@ -57,6 +59,14 @@ pub struct OpenOptions {
     pub agent_id: Option<String>,
     /// PostgreSQL: the most connections this process keeps to one server.
     pub max_connections: usize,
+    /// The schema version of the states this program reads and writes (option
+    /// `schema_version`; 0 when it declares none). A state stored under an older version is
+    /// upgraded by the steps on first touch; one stored under a newer version is refused
+    /// ([`Error::NewerSchema`]) unless `read_only`.
+    pub schema_version: u32,
+    /// The declarative steps (option `schema_steps`), each upgrading a state from its `from`
+    /// version to the next. Steps of code ([`crate::Agent::set_schema_step`]) fill the others.
+    pub schema_steps: Vec<crate::value::schema_steps::DeclarativeStep>,
 }
 
 impl Default for OpenOptions {
@@ -72,6 +82,8 @@ impl Default for OpenOptions {
             change_log: None,
             agent_id: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            schema_version: 0,
+            schema_steps: Vec::new(),
         }
     }
 }
@@ -101,6 +113,9 @@ pub enum OptionKind {
     /// The change log's retention (`{"keep_last": N, "keep_seconds": T}`, at least one, each
     /// 1 to [`MAX_RETENTION`]) or `false`.
     Retention,
+    /// Declarative schema steps: an array of `{"from": K, "ops": [...]}` (see
+    /// [`crate::value::schema_steps`]).
+    SchemaSteps,
 }
 
 /// Which backends an option applies to.
@@ -227,6 +242,29 @@ pub const OPTIONS: &[OptionSpec] = &[
         doc: "Which agent of the store.",
     },
     OptionSpec {
+        name: "schema_version",
+        kind: OptionKind::Integer {
+            min: 0,
+            max: MAX_SCHEMA_VERSION as u64,
+        },
+        default: Some("0"),
+        when_absent: "0",
+        applies: Applies::All,
+        doc: "The schema version of the states this program reads and writes. A state stored \
+              under an older one is upgraded by the steps on first touch (and written back); one \
+              stored under a newer one is refused with NEWER_SCHEMA unless read_only.",
+    },
+    OptionSpec {
+        name: "schema_steps",
+        kind: OptionKind::SchemaSteps,
+        default: Some("[]"),
+        when_absent: "[]",
+        applies: Applies::All,
+        doc: "Declarative steps, [{\"from\": K, \"ops\": [...]}], each upgrading a state \
+              from version K to K + 1 with merge, default, set, remove, rename and move \
+              operations; steps of code fill the versions these leave out.",
+    },
+    OptionSpec {
         name: "max_connections",
         kind: OptionKind::Integer {
             min: 1,
@@ -282,7 +320,7 @@ impl OptionSpec {
                         "a non-empty string of at most {max_bytes} bytes (UTF-8), without NUL"
                     ))
                 }),
-            OptionKind::Retention => Ok(Checked::Value(value)),
+            OptionKind::Retention | OptionKind::SchemaSteps => Ok(Checked::Value(value)),
         }
     }
 }
@@ -345,6 +383,13 @@ impl OpenOptions {
                 }
                 ("agent_id", Checked::Text(t)) => options.agent_id = Some(t.to_string()),
                 ("max_connections", c) => options.max_connections = int(&c) as usize,
+                ("schema_version", c) => options.schema_version = int(&c) as u32,
+                ("schema_steps", Checked::Value(v)) => {
+                    options.schema_steps =
+                        crate::value::schema_steps::parse_steps(v).map_err(|e| {
+                            Error::InvalidArgument(format!("option \"schema_steps\": {e}"))
+                        })?
+                }
                 // Every entry of OPTIONS is read above (a unit test holds that); an entry added
                 // without its line here is refused rather than silently ignored.
                 (name, _) => {
@@ -353,6 +398,17 @@ impl OpenOptions {
                     )))
                 }
             }
+        }
+        if let Some(step) = options
+            .schema_steps
+            .iter()
+            .find(|s| s.from >= options.schema_version)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "option \"schema_steps\": the step from version {} upgrades past schema_version \
+                 {} (steps go from 0 up to schema_version - 1)",
+                step.from, options.schema_version
+            )));
         }
         if options.read_only && options.store_max_value_bytes.is_some() {
             return Err(Error::InvalidArgument(
@@ -392,6 +448,7 @@ mod tests {
                 OptionKind::Bool => "false",
                 OptionKind::Text { .. } => "\"x\"",
                 OptionKind::Retention => "{\"keep_last\":1}",
+                OptionKind::SchemaSteps => "[]",
             }
         };
         for o in OPTIONS {

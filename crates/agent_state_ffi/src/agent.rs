@@ -38,8 +38,17 @@ use agent_state::Agent;
 /// non-empty UTF-8 string of at most 255 bytes, without NUL: which agent of the store; required on
 /// PostgreSQL; on a SQLite file absent means the file's single agent), `"max_connections"`
 /// (PostgreSQL: the most connections this process keeps to the server, shared by all its
-/// handles to it, 1 to 1000, default 4; the pool has the largest size any open asked for).
-/// Unknown keys are refused.
+/// handles to it, 1 to 1000, default 4; the pool has the largest size any open asked for),
+/// `"schema_version"` (0 to 1000000, default 0: the schema version of the states this program
+/// reads and writes; a state stored under an older one is upgraded on first touch by the steps,
+/// once, as a change of its own, `AGENT_CHANGE_MIGRATION`; one stored under a newer one is
+/// refused with `AGENT_ERR_NEWER_SCHEMA` unless `"read_only"`), `"schema_steps"`
+/// (`[{"from": K, "ops": [...]}, ...]`: declarative steps, each upgrading a state from version K
+/// to K + 1 with the operations `{"op": "merge", "value": {...}}` (an RFC 7396 patch, at
+/// `"path"` when given), `"default"` (`"path"`, `"value"`: set where missing), `"set"`,
+/// `"remove"` (where present), `"rename"` (`"path"`, `"to"`: a member's new name) and `"move"`
+/// (`"from"`, `"path"`); steps of code, `agent_set_schema_step`, fill the versions these leave
+/// out). Unknown keys are refused.
 ///
 /// Agents of one store are isolated: state, version, change log, hooks. On a SQLite file, the
 /// handles with an `agent_id` in one process share one connection per file and set of options

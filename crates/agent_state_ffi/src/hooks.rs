@@ -11,7 +11,7 @@ use super::callback::{AgentFreeFn, Callback, UserData};
 use super::handle::AgentHandle;
 use super::status::AgentStatus;
 use agent_state::Error;
-use agent_state::{InitialStateHook, StateChange, StateChangedHook, Validator};
+use agent_state::{ChangeKind, InitialStateHook, StateChange, StateChangedHook, Validator};
 
 /// One committed change, as an `on_state_changed` hook sees it: borrowed views of compact JSON
 /// text, each NUL-terminated after its length, valid only until the hook returns (copy what you
@@ -33,7 +33,24 @@ pub struct AgentStateChange {
     /// The state's version after the change (1 for a store's first write). Appended in 0.2:
     /// earlier callers that do not read it keep working.
     pub version: u64,
+    /// What kind of change: `AGENT_CHANGE_MERGE`, `AGENT_CHANGE_REPLACE` (also a restore, and
+    /// a deletion seen by `agent_poll`) or `AGENT_CHANGE_MIGRATION`. Appended in 0.4, as are
+    /// the two fields after it.
+    pub kind: i32,
+    /// The schema version of `next` (the writer's `schema_version` option; 0 when none).
+    pub schema: u32,
+    /// For `AGENT_CHANGE_MIGRATION`: the schema version the state was upgraded from; else 0.
+    pub migrated_from: u32,
 }
+
+/// `AgentStateChange.kind` of a merge patch (`agent_set_state`, `agent_set_state_if`).
+pub const AGENT_CHANGE_MERGE: i32 = 1;
+/// `AgentStateChange.kind` of a replacement (`agent_replace_state`, `agent_restore_state`, a
+/// deletion seen by `agent_poll`).
+pub const AGENT_CHANGE_REPLACE: i32 = 2;
+/// `AgentStateChange.kind` of a schema migration: a state stored under an older schema version
+/// upgraded to the handle's (`migrated_from` to `schema`).
+pub const AGENT_CHANGE_MIGRATION: i32 = 3;
 
 /// An `on_state_changed` hook. Return 0 for success; any other value makes the call that made
 /// the change return `AGENT_ERR_HOOK` (the change stays committed). `change` and the bytes it
@@ -82,6 +99,16 @@ fn change_view(change: &StateChange) -> AgentStateChange {
         patch,
         patch_len,
         version: change.version,
+        kind: match change.kind {
+            ChangeKind::Merge => AGENT_CHANGE_MERGE,
+            ChangeKind::Migration { .. } => AGENT_CHANGE_MIGRATION,
+            _ => AGENT_CHANGE_REPLACE,
+        },
+        schema: change.schema,
+        migrated_from: match change.kind {
+            ChangeKind::Migration { from } => from,
+            _ => 0,
+        },
     }
 }
 

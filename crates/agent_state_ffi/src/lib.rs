@@ -17,7 +17,8 @@
 // One module per topic of the API (the header lists the topics in its contents and
 // tests/header.rs orders the declarations by them): status.rs (version and errors), buffer.rs,
 // handle.rs and agent.rs (opening and closing), state.rs (reading and writing), hooks.rs,
-// history.rs (the change log), cancel.rs, store.rs (a store's agents). Then the machinery every
+// history.rs (the change log), cancel.rs, store.rs (a store's agents), schema.rs (schema
+// evolution). Then the machinery every
 // export uses.
 mod agent;
 mod buffer;
@@ -25,6 +26,7 @@ mod cancel;
 mod handle;
 mod history;
 mod hooks;
+mod schema;
 mod state;
 mod status;
 mod store;

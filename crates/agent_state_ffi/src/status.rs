@@ -59,9 +59,9 @@ pub const AGENT_ERR_CODEC: AgentStatus = 4;
 /// The input document, or the encoded state a change would produce, exceeds `max_value_bytes`.
 pub const AGENT_ERR_TOO_LARGE: AgentStatus = 5;
 /// The store failed: an I/O error, a full disk, a read-only store or file, a corrupt or foreign
-/// file, a newer schema; on PostgreSQL, an error of the server other than an unreachable one
-/// (`AGENT_ERR_UNAVAILABLE`), refused credentials (`AGENT_ERR_AUTH`) or a lock wait
-/// (`AGENT_ERR_BUSY`).
+/// file, a store in a newer release's format; on PostgreSQL, an error of the server other than
+/// an unreachable one (`AGENT_ERR_UNAVAILABLE`), refused credentials (`AGENT_ERR_AUTH`) or a
+/// lock wait (`AGENT_ERR_BUSY`).
 pub const AGENT_ERR_STORAGE: AgentStatus = 6;
 /// Another connection held what the call needs (SQLite's write lock; on PostgreSQL the agent's
 /// row, a table lock or every connection of the pool) for longer than `busy_timeout_ms`, or
@@ -97,6 +97,16 @@ pub const AGENT_ERR_AUTH: AgentStatus = 13;
 /// written; the handle stays usable. (A commit already under way is never cancelled: it
 /// finishes, or on PostgreSQL reports its outcome unknown as `AGENT_ERR_UNAVAILABLE` does.)
 pub const AGENT_ERR_CANCELLED: AgentStatus = 14;
+/// The agent's state is stored under a newer schema version than the handle declares (open
+/// option `schema_version`): a newer program wrote it. Nothing was read into the handle's shape
+/// or written over it (an older program never overwrites a newer state); run the newer program,
+/// or open with `read_only` to read it as stored.
+pub const AGENT_ERR_NEWER_SCHEMA: AgentStatus = 15;
+/// Upgrading a stored state to the handle's schema version failed: a step (`schema_steps`, or
+/// one set with `agent_set_schema_step`) failed or is missing, or its result is not a state the
+/// codec, the size cap or the validator accepts. The message names the step and why; the
+/// stored state is as it was.
+pub const AGENT_ERR_MIGRATION: AgentStatus = 16;
 /// A bug in the library was caught at the ABI boundary; the handle may still be used.
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
@@ -122,6 +132,8 @@ status_table! {
     AGENT_ERR_UNAVAILABLE => Unavailable,
     AGENT_ERR_AUTH => Auth,
     AGENT_ERR_CANCELLED => Cancelled,
+    AGENT_ERR_NEWER_SCHEMA => NewerSchema,
+    AGENT_ERR_MIGRATION => Migration,
     AGENT_ERR_PANIC,
 }
 

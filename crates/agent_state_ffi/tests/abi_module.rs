@@ -86,13 +86,19 @@ fn header_declarations(header: &str) -> BTreeMap<String, Decl> {
     for line in text.lines() {
         let line = line.trim();
         if let Some(define) = line.strip_prefix("#define ") {
-            // Status codes; the version macros and the include guard are not the ABI's.
+            // Status codes and the change kinds (plain int32_t); the version macros and the
+            // include guard are not the ABI's.
             let mut words = define.split_whitespace();
             if let (Some(name), Some(value), None) = (words.next(), words.next(), words.next()) {
                 if name.starts_with("AGENT_") && !name.starts_with("AGENT_STATE_") {
+                    let ty = if name.starts_with("AGENT_CHANGE_") {
+                        "i32"
+                    } else {
+                        "AgentStatus"
+                    };
                     decls.insert(
                         name.to_string(),
-                        Decl::new(format!("pub const {name}: AgentStatus = {value};")),
+                        Decl::new(format!("pub const {name}: {ty} = {value};")),
                     );
                 }
             }

@@ -76,6 +76,11 @@ const TOPICS: &[&str] = &[
     "agent_store_list",
     "agent_store_delete",
     "agent_store_expire",
+    // 9. Schema evolution.
+    "agent_set_schema_step",
+    "agent_schema_version",
+    "agent_get_state_at_stored",
+    "agent_upgrade_state",
 ];
 
 /// `header` with its function declarations (each with its doc comment: blocks separated by a

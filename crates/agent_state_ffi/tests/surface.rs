@@ -24,6 +24,10 @@ fn kind(k: OptionKind) -> Value {
             "max": agent_state::options::MAX_RETENTION,
             "off": false
         }),
+        OptionKind::SchemaSteps => json!({
+            "type": "schema_steps",
+            "ops": ["merge", "default", "set", "remove", "rename", "move"],
+        }),
         other => panic!("the surface does not describe {other:?} yet"),
     }
 }

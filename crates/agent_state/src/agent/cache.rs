@@ -19,6 +19,8 @@ pub(super) struct Cache {
     stored: Option<Arc<Snapshot>>,
     /// The stored state's version (0: nothing stored).
     version: u64,
+    /// The schema version the stored state was written under.
+    schema: u32,
     /// The change log's retention; `None` when the log is off.
     log: Option<LogRetention>,
     /// The stored state's stamp ([`Head::stamp`]).
@@ -32,6 +34,8 @@ pub(super) struct Cache {
 pub(super) struct Current {
     pub stored: Option<Arc<Snapshot>>,
     pub version: u64,
+    /// The schema version `stored` was written under (0 when nothing is stored).
+    pub schema: u32,
     pub log: Option<LogRetention>,
     /// The log holds the change that made `version`: this handle logged it, and nothing was
     /// committed to the store since (false when unknown).
@@ -72,6 +76,7 @@ impl Cache {
         Current {
             stored: self.stored.clone(),
             version: self.version,
+            schema: self.schema,
             log: self.log,
             logged: self.own_logged,
         }
@@ -84,11 +89,13 @@ impl Cache {
         &mut self,
         stored: Arc<Snapshot>,
         version: u64,
+        schema: u32,
         log: Option<LogRetention>,
         stamp: u64,
     ) {
         self.stored = Some(stored);
         self.version = version;
+        self.schema = schema;
         self.log = log;
         self.stamp = stamp;
         self.own_logged = log.is_some();
@@ -187,12 +194,12 @@ fn reread(store: &dyn Backend, mark: Option<Mark>, old: &Option<Cache>) -> Resul
     let have = old
         .as_ref()
         .and_then(|c| c.stored.as_ref().map(|s| (c.version, s)));
-    let (stored, version) = match store.read_stored(have.map(|h| h.0))? {
-        None => (None, 0),
+    let (stored, version, schema) = match store.read_stored(have.map(|h| h.0))? {
+        None => (None, 0, 0),
         Some(read) => {
-            let version = read.version;
+            let (version, schema) = (read.version, read.schema);
             let state = super::replay::stored_state(read, have.map(|h| h.1))?;
-            (Some(state), version)
+            (Some(state), version, schema)
         }
     };
     let log = store.log_retention()?;
@@ -201,6 +208,7 @@ fn reread(store: &dyn Backend, mark: Option<Mark>, old: &Option<Cache>) -> Resul
         mark,
         stored,
         version,
+        schema,
         log,
         stamp: store.stamp(),
         own_logged: false,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::cache::{self, Context, Current};
 use super::{replay, Agent, Cursor, Inner, View};
 use crate::error::{Error, Result};
-use crate::hooks::{Patch, StateChange};
+use crate::hooks::{ChangeKind, Patch, StateChange};
 use crate::store::{Backend, Txn};
 use crate::value::{accept, json};
 
@@ -142,11 +142,18 @@ impl Agent {
                         }
                         None => None,
                     };
+                    let kind = match (c.migrated_from, &patch) {
+                        (Some(from), _) => ChangeKind::Migration { from },
+                        (None, Some(_)) => ChangeKind::Merge,
+                        (None, None) => ChangeKind::Replace,
+                    };
                     foreign.events.push(StateChange {
                         next: Arc::clone(next),
                         prev: before,
                         patch,
                         version: c.version,
+                        kind,
+                        schema: c.schema,
                     });
                 }
                 (Some(_), Some(_)) => {} // this handle's own change, delivered when made
@@ -181,6 +188,8 @@ impl Agent {
             prev: Arc::clone(last),
             patch: None,
             version: 0,
+            kind: ChangeKind::Replace,
+            schema: self.schema.version,
         }
     }
 

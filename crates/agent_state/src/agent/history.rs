@@ -10,7 +10,10 @@ use crate::value::snapshot::Snapshot;
 
 impl Agent {
     /// The retained changes with a version above `after`, oldest first, as a JSON array of
-    /// `{"version", "at" (ms since the epoch), "patch" (null for a replace), "next"}`.
+    /// `{"version", "at" (ms since the epoch), "schema" (the schema version of `next`),
+    /// "migrated_from" (for a schema migration, the version it upgraded from; else null),
+    /// "patch" (null for a replace or a migration), "next"}`. States are as stored: a caller
+    /// that wants one in the handle's current shape upgrades it ([`Agent::upgrade_state`]).
     pub fn changes_since(&self, after: u64) -> Result<Vec<u8>> {
         let mut guard = self.lock_inner()?;
         let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
@@ -80,15 +83,34 @@ impl Agent {
     }
 
     /// The state at a version: the current one, one the change log retains, or version 0 (the
-    /// initial state). [`Error::Gap`] when the log does not retain it.
+    /// initial state), as stored (see [`Agent::state_at_stored`] for its schema version, and
+    /// [`Agent::state_at_upgraded`]). [`Error::Gap`] when the log does not retain it.
     pub fn state_at(&self, version: u64) -> Result<Arc<Snapshot>> {
+        self.state_at_stored(version).map(|(state, _)| state)
+    }
+
+    /// [`Agent::state_at`] upgraded to this handle's schema version by its steps (nothing is
+    /// written): what [`Agent::restore`] writes back. [`Error::NewerSchema`] for a state of a
+    /// newer version; [`Error::Migration`] as a migration would fail.
+    pub fn state_at_upgraded(&self, version: u64) -> Result<Arc<Snapshot>> {
+        let (state, schema) = self.state_at_stored(version)?;
+        match self.fit(schema) {
+            super::schema::Fit::Current => Ok(state),
+            super::schema::Fit::Newer => Err(self.newer(schema)),
+            super::schema::Fit::Older => self.upgrade(schema, &state),
+        }
+    }
+
+    /// [`Agent::state_at`] with the schema version the state was written under (the handle's
+    /// own for version 0, the initial state).
+    pub fn state_at_stored(&self, version: u64) -> Result<(Arc<Snapshot>, u32)> {
         let mut guard = self.lock_inner()?;
         let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
         let stored = {
             let txn = Txn::snapshot(&**store)?;
             let current = cache::current(&*txn, &mut view.cache, Context::ReadTransaction)?;
             if version == current.version {
-                current.stored
+                current.stored.map(|s| (s, current.schema))
             } else if version == 0 {
                 None
             } else if version > current.version {
@@ -98,23 +120,25 @@ impl Agent {
                 )));
             } else {
                 let retained = match current.log {
-                    Some(retention) => txn.change_at(version, retention)?.is_some(),
-                    None => false, // the log is off: it retains nothing
+                    Some(retention) => txn.change_at(version, retention)?,
+                    None => None, // the log is off: it retains nothing
                 };
-                if !retained {
+                let Some(entry) = retained else {
                     return Err(Error::Gap {
                         missing: version..=version,
                         message: format!("version {version} is not retained by the change log"),
                     });
-                }
-                Some(replay::rebuild(&*txn, version)?.ok_or_else(|| unrebuildable(version))?)
+                };
+                let state =
+                    replay::rebuild(&*txn, version)?.ok_or_else(|| unrebuildable(version))?;
+                Some((state, entry.schema))
             }
         };
         // The read transaction is over; the initial-state hook runs under the handle's lock,
         // as it does for every read.
         match stored {
-            Some(state) => Ok(state),
-            None => self.initial(),
+            Some(stored) => Ok(stored),
+            None => Ok((self.initial()?, self.schema.version)),
         }
     }
 }
@@ -135,8 +159,15 @@ fn changes_json(changes: &[LoggedChange], states: &[Arc<Snapshot>]) -> Vec<u8> {
         if i > 0 {
             out.push(b',');
         }
+        let migrated_from = c
+            .migrated_from
+            .map_or_else(|| "null".to_string(), |f| f.to_string());
         out.extend_from_slice(
-            format!("{{\"version\":{},\"at\":{},\"patch\":", c.version, c.at_ms).as_bytes(),
+            format!(
+                "{{\"version\":{},\"at\":{},\"schema\":{},\"migrated_from\":{migrated_from},\"patch\":",
+                c.version, c.at_ms, c.schema
+            )
+            .as_bytes(),
         );
         out.extend_from_slice(c.patch.as_deref().unwrap_or(b"null"));
         out.extend_from_slice(b",\"next\":");

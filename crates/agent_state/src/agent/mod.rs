@@ -4,7 +4,7 @@
 //! (reads of a hot handle, from the thread's own copy, without the lock),
 //! `write` (set, replace, restore: the write path), `feed` (other handles' changes to this
 //! handle's hooks, `poll`), `history` (the change log's queries), `hooks` (hook slots and
-//! the re-entry guard). Storage is reached only through `store::Backend`; values come
+//! the re-entry guard), `schema` (schema versions and the migration of older states). Storage is reached only through `store::Backend`; values come
 //! in only through `value::accept` (a patch, a state, a stored state) and change only by
 //! `Snapshot::merge`.
 
@@ -15,6 +15,7 @@ mod history;
 mod hooks;
 mod hot;
 mod replay;
+mod schema;
 mod write;
 
 use std::path::Path;
@@ -54,6 +55,10 @@ pub struct Agent {
     cap: Cap,
     /// What readers check before they trust their own copy of the state, without the lock.
     hot: Hot,
+    /// The schema version this handle declares and its steps (see `schema`).
+    schema: schema::Plan,
+    /// Opened `read_only`: states of every schema version are read as stored.
+    read_only: bool,
 }
 
 /// What the agent's lock guards: the connection, and what this handle knows of the store.
@@ -112,6 +117,10 @@ impl Written {
         }
     }
 }
+
+/// What one locked read found: the state read, with its ticket, or the schema version of a
+/// stored state the handle must upgrade (or refuse) before reading it.
+type ReadOnce = std::result::Result<(Arc<Held>, Option<Ticket>), u32>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -174,6 +183,8 @@ impl Agent {
             initial_state: initial,
             cap,
             hot: Hot::default(),
+            schema: schema::Plan::new(options.schema_version, &options.schema_steps),
+            read_only: options.read_only,
         };
         {
             let mut guard = agent.lock_inner()?;
@@ -306,26 +317,64 @@ impl Agent {
     }
 
     fn read_locked(&self) -> Result<(Arc<Held>, Option<Ticket>)> {
+        // A state of an older schema version is migrated on first touch (once: the migration
+        // commits only from the state it was computed from), then read again; a newer one is
+        // refused. A read-only handle reads every state as stored.
+        let mut migrated = false;
+        loop {
+            let read = self.read_once()?;
+            match read {
+                Ok(held) => return Ok(held),
+                Err(stored) if self.fit(stored) == schema::Fit::Newer => {
+                    return Err(self.newer(stored))
+                }
+                Err(stored) if migrated => {
+                    return Err(Error::Busy(
+                        format!(
+                            "the state was stored under the older schema version {stored} \
+                             again while this read upgraded it (another program rewrote it); \
+                             try again"
+                        )
+                        .into(),
+                    ))
+                }
+                Err(_) => {
+                    self.change(write::Change::Migrate, None)?;
+                    migrated = true;
+                }
+            }
+        }
+    }
+
+    /// One locked read: the state kept for this thread, or (`Err`) the schema version of a
+    /// stored state this handle must not read as it is.
+    fn read_once(&self) -> Result<ReadOnce> {
         let mut guard = self.lock_inner()?;
         let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
         let current = cache::current(&**store, &mut view.cache, Context::Autocommit)?;
+        if current.stored.is_some()
+            && !self.read_only
+            && self.fit(current.schema) != schema::Fit::Current
+        {
+            return Ok(Err(current.schema));
+        }
         let Some(state) = current.stored else {
             // The initial state (a hook may answer differently each time): never kept.
             let state = self.initial()?;
-            return Ok(hot::keep(self.id, 0, None, state, current.version));
+            return Ok(Ok(hot::keep(self.id, 0, None, state, current.version)));
         };
         // The mark the cache recorded was read before its state was confirmed: while it is
         // unchanged, so is the state (cache.rs). Copies are made only from such a mark.
         let seen = view.cache.as_ref().and_then(Cache::mark);
         let seen = seen.zip(seen.and_then(|_| store.commit_watch()));
         let publication = self.hot.publication();
-        Ok(hot::keep(
+        Ok(Ok(hot::keep(
             self.id,
             publication,
             seen,
             state,
             current.version,
-        ))
+        )))
     }
 
     /// Closes the store. Later calls fail with [`Error::Closed`]; hooks are dropped once no

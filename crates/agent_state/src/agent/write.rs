@@ -1,5 +1,6 @@
-//! The write path: merge, replace and restore, each one write transaction that starts from
-//! the latest committed state, then delivery to this handle's hooks in commit order.
+//! The write path: merge, replace, restore and schema migration, each one write transaction
+//! that starts from the latest committed state, then delivery to this handle's hooks in commit
+//! order.
 
 use std::sync::Arc;
 
@@ -7,9 +8,10 @@ use serde_json::Value;
 
 use super::cache::{self, Context, Current};
 use super::feed::Foreign;
+use super::schema::Fit;
 use super::{lock, Agent, Cursor, Inner, Versioned, View, Written};
 use crate::error::{Error, Result};
-use crate::hooks::{Patch, StateChange};
+use crate::hooks::{ChangeKind, Patch, StateChange};
 use crate::store::{Backend, LogRetention, NewChange, Txn};
 use crate::value::accept::{self, StateInput};
 use crate::value::snapshot::Snapshot;
@@ -19,6 +21,9 @@ use crate::value::snapshot::Snapshot;
 pub(super) enum Change {
     Merge(Patch),
     Replace(Arc<Snapshot>),
+    /// Upgrade a state stored under an older schema version to the handle's (see `schema`);
+    /// nothing to do when nothing is stored or the state is of the handle's version already.
+    Migrate,
 }
 
 /// What a change came to inside the transaction.
@@ -37,6 +42,7 @@ struct Applied {
     next: Arc<Snapshot>,
     patch: Option<Patch>,
     version: u64,
+    kind: ChangeKind,
     log: Option<LogRetention>,
     /// With the log on: changes of other handles to deliver first.
     foreign: Option<Foreign>,
@@ -98,7 +104,32 @@ impl Agent {
     /// explain a conflict, a rejection, a codec or size error), nothing was written and the
     /// change is made again under the row's lock from the latest state: what a call returns
     /// never depends on a stale cache.
+    ///
+    /// A state stored under an older schema version is migrated first, as a change of its own
+    /// (see `schema`), and the write is then made from the upgraded state.
     pub(super) fn change(&self, change: Change, expected: Option<u64>) -> Result<Written> {
+        // Twice at most: a state migrated by this call cannot be older again, unless another
+        // process keeps writing older states, which the next call sees.
+        for _ in 0..2 {
+            match self.change_once(change.clone(), expected) {
+                Err(Error::Outdated(_)) => {
+                    self.change_once(Change::Migrate, None)?;
+                }
+                other => return other,
+            }
+        }
+        self.change_once(change, expected).map_err(|e| match e {
+            Error::Outdated(_) => Error::Busy(
+                "the state was written under an older schema version again while this call \
+                 upgraded it; nothing was written, try again"
+                    .to_string()
+                    .into(),
+            ),
+            e => e,
+        })
+    }
+
+    fn change_once(&self, change: Change, expected: Option<u64>) -> Result<Written> {
         let (events, result) = {
             let mut guard = self.lock_inner()?;
             let Inner { store, view } = guard.as_mut().ok_or(Error::Closed)?;
@@ -165,6 +196,7 @@ impl Agent {
                 next,
                 patch,
                 version,
+                kind,
                 log,
                 foreign,
             } = applied;
@@ -173,7 +205,13 @@ impl Agent {
                 None => Vec::new(),
             };
             if let Some(cache) = view.cache.as_mut() {
-                cache.committed(Arc::clone(&next), version, log, store.stamp());
+                cache.committed(
+                    Arc::clone(&next),
+                    version,
+                    self.schema.version,
+                    log,
+                    store.stamp(),
+                );
             }
             self.hot.invalidate(); // no thread trusts its copy of the state before this write
             view.cursor = Cursor {
@@ -188,6 +226,8 @@ impl Agent {
                     prev,
                     patch,
                     version,
+                    kind,
+                    schema: self.schema.version,
                 },
             ));
             (
@@ -247,7 +287,7 @@ impl Agent {
         change: Change,
         expected: Option<u64>,
     ) -> Result<Outcome> {
-        let (prev, version, log, logged, stored) = match (
+        let (prev, version, log, logged, stored, schema) = match (
             cache::current(store, &mut view.cache, Context::WriteTransaction),
             &change,
         ) {
@@ -261,7 +301,27 @@ impl Agent {
                     Some(state) => (Arc::clone(state), true),
                     None => (self.initial()?, false),
                 };
-                (prev, current.version, current.log, current.logged, stored)
+                let schema = match (stored, self.fit(current.schema), &change) {
+                    // Nothing stored, or stored as this handle writes it: nothing to migrate.
+                    (false, ..) | (true, Fit::Current, _) => None,
+                    (true, Fit::Newer, _) => return Err(self.newer(current.schema)),
+                    (true, Fit::Older, Change::Migrate) => Some(current.schema),
+                    (true, Fit::Older, _) => return Err(Error::outdated()),
+                };
+                if matches!(change, Change::Migrate) && schema.is_none() {
+                    return Ok(Outcome::Unchanged(Versioned {
+                        state: prev,
+                        version: current.version,
+                    }));
+                }
+                (
+                    prev,
+                    current.version,
+                    current.log,
+                    current.logged,
+                    stored,
+                    schema,
+                )
             }
             // A replacement needs nothing of the previous state, so it can repair an entry
             // that no longer decodes; hooks then see `{}` as prev.
@@ -273,6 +333,7 @@ impl Agent {
                     store.log_retention()?,
                     false,
                     false,
+                    None,
                 )
             }
             (Err(e), _) => return Err(e),
@@ -292,11 +353,24 @@ impl Agent {
         // Merged without a cap first: a change that leaves the stored state as it is writes
         // nothing, so it cannot be too large, even when another handle's larger cap let the
         // stored state grow past this one's.
-        let (next, patch) = match change {
-            Change::Merge(patch) => (Arc::new(prev.merge(&patch, usize::MAX)?), Some(patch)),
-            Change::Replace(next) => (next, None),
+        let (next, patch, kind) = match (change, schema) {
+            (Change::Merge(patch), _) => (
+                Arc::new(prev.merge(&patch, usize::MAX)?),
+                Some(patch),
+                ChangeKind::Merge,
+            ),
+            (Change::Replace(next), _) => (next, None, ChangeKind::Replace),
+            // The upgrade checks its result against the codec and the cap, step by step.
+            (Change::Migrate, Some(from)) => (
+                self.upgrade(from, &prev)?,
+                None,
+                ChangeKind::Migration { from },
+            ),
+            (Change::Migrate, None) => unreachable!("returned above: nothing to migrate"),
         };
-        if stored && next.same_encoding(&prev) {
+        // A migration that leaves the state's bytes as they were still records the new schema.
+        let migration = matches!(kind, ChangeKind::Migration { .. });
+        if stored && !migration && next.same_encoding(&prev) {
             return Ok(Outcome::Unchanged(Versioned {
                 state: prev,
                 version,
@@ -323,9 +397,21 @@ impl Agent {
                 prev: Arc::clone(&prev),
                 patch,
                 version,
+                kind,
+                schema: self.schema.version,
             };
             self.locked_hook(|| validator.validate(&proposed))
-                .map_err(|m| Error::Rejected(format!("the validator rejected the change: {m}")))?;
+                .map_err(|m| match kind {
+                    ChangeKind::Migration { from } => Error::Migration {
+                        from,
+                        message: format!(
+                            "the validator rejected the state upgraded from schema version \
+                             {from} to {}: {m}",
+                            self.schema.version
+                        ),
+                    },
+                    _ => Error::Rejected(format!("the validator rejected the change: {m}")),
+                })?;
             patch = proposed.patch;
         }
         let mut foreign = None;
@@ -335,6 +421,7 @@ impl Agent {
             let before = Current {
                 stored: (!first).then(|| Arc::clone(&prev)),
                 version: if first { 0 } else { version - 1 },
+                schema: schema.unwrap_or(self.schema.version),
                 log,
                 logged,
             };
@@ -348,6 +435,11 @@ impl Agent {
                 at_ms: crate::store::now_ms(),
                 writer: self.writer,
                 patch: patch.as_ref().map(|p| p.json()),
+                schema: self.schema.version,
+                migrated_from: match kind {
+                    ChangeKind::Migration { from } => Some(from),
+                    _ => None,
+                },
                 // The first change of an incarnation: its prev is the writer's initial
                 // state, which other handles cannot know.
                 prev: first.then(|| prev.json()),
@@ -360,6 +452,7 @@ impl Agent {
             next,
             patch,
             version,
+            kind,
             log,
             foreign,
         }))
@@ -370,7 +463,9 @@ impl Agent {
     pub fn restore(&self, version: u64) -> Result<Versioned> {
         // A stored state is a checked one, encoded: it is the replacement as it is. Its size
         // (a smaller max_value_bytes may now refuse it) is checked before anything is written.
-        let old = self.state_at(version)?;
+        // Upgraded to this handle's schema version: a state of an older one is never written
+        // back as if it were of the current one.
+        let old = self.state_at_upgraded(version)?;
         if old.len() > self.cap.bytes {
             return Err(self.cap.refuses_state(old.len(), None));
         }

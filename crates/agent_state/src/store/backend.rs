@@ -218,6 +218,9 @@ pub trait StoredState {
 pub struct StoredRead {
     /// The stored version.
     pub version: u64,
+    /// The schema version the stored state was written under (0: before schema versions
+    /// were stored, or by a program that declares none).
+    pub schema: u32,
     /// The full state at version `base.1`, or `None` when the patches apply to the caller's
     /// own copy (at the `have` it gave).
     pub base: Option<(Vec<u8>, u64)>,

@@ -109,6 +109,8 @@ mod tests {
                 at_ms: 0,
                 writer: 1,
                 patch: None,
+                schema: 0,
+                migrated_from: None,
                 prev: None,
                 next: &next,
             },

@@ -114,8 +114,15 @@ pub struct LoggedChange {
     pub at_ms: i64,
     /// Which agent handle made it (an id unique to one open handle).
     pub writer: u64,
-    /// The merge patch as applied (compact JSON), or `None` for a replacement.
+    /// The merge patch as applied (compact JSON), or `None` for a replacement (or a schema
+    /// migration, see `migrated_from`).
     pub patch: Option<Vec<u8>>,
+    /// The schema version of the state after this change (see the open option
+    /// `schema_version`; 0 for what was written before schema versions were stored).
+    pub schema: u32,
+    /// For a schema migration (a change that upgraded the state to `schema`): the schema
+    /// version it upgraded from. `None` for a merge or a replacement.
+    pub migrated_from: Option<u32>,
     /// The state before the change, kept only for an agent's first change (version 1, or the
     /// first after a deletion), whose `prev` is the writer's initial state, which other
     /// handles cannot know. It also marks where an incarnation of the agent begins.
@@ -145,6 +152,12 @@ pub struct NewChange<'a> {
     pub writer: u64,
     /// The merge patch (encoded); `None` for a replacement.
     pub patch: Option<&'a [u8]>,
+    /// The schema version of the state after the change, written with the state (its head)
+    /// and with the change's log entry.
+    pub schema: u32,
+    /// For a schema migration: the schema version the state was upgraded from (written with
+    /// the log entry); `None` otherwise.
+    pub migrated_from: Option<u32>,
     /// The state before (encoded), for the first change of an incarnation.
     pub prev: Option<&'a [u8]>,
     /// The state after. Its encoding ([`Snapshot::json`]) is assembled only when a backend

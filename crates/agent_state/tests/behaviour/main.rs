@@ -19,6 +19,7 @@ mod group_commit;
 mod hooks;
 mod hot_reads;
 mod hot_reads_fork;
+mod schema;
 mod store_agents;
 mod store_agents_race;
 mod versions;

@@ -32,7 +32,14 @@ pub struct AgentStateChange {
     pub patch: *const u8,
     pub patch_len: usize,
     pub version: u64,
+    pub kind: i32,
+    pub schema: u32,
+    pub migrated_from: u32,
 }
+
+pub const AGENT_CHANGE_MERGE: i32 = 1;
+pub const AGENT_CHANGE_REPLACE: i32 = 2;
+pub const AGENT_CHANGE_MIGRATION: i32 = 3;
 
 // The header's function pointer types; NULL (None) where a function takes one to mean "none".
 pub type AgentStateChangedFn =
@@ -47,6 +54,17 @@ pub type AgentValidateFn = Option<
     unsafe extern "C" fn(
         user_data: *mut c_void,
         change: *const AgentStateChange,
+        message: *mut AgentBuffer,
+    ) -> i32,
+>;
+
+pub type AgentSchemaStepFn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        from: u32,
+        state: *const u8,
+        state_len: usize,
+        out: *mut AgentBuffer,
         message: *mut AgentBuffer,
     ) -> i32,
 >;
@@ -66,6 +84,8 @@ pub const AGENT_ERR_GAP: AgentStatus = 11;
 pub const AGENT_ERR_UNAVAILABLE: AgentStatus = 12;
 pub const AGENT_ERR_AUTH: AgentStatus = 13;
 pub const AGENT_ERR_CANCELLED: AgentStatus = 14;
+pub const AGENT_ERR_NEWER_SCHEMA: AgentStatus = 15;
+pub const AGENT_ERR_MIGRATION: AgentStatus = 16;
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
 extern "C" {
@@ -176,6 +196,27 @@ extern "C" {
         idle_ms: u64,
         limit: u32,
         dry_run: c_int,
+        out: *mut AgentBuffer,
+    ) -> AgentStatus;
+    pub fn agent_set_schema_step(
+        h: AgentHandle,
+        from: u32,
+        r#fn: AgentSchemaStepFn,
+        user_data: *mut c_void,
+        free_user_data: AgentFreeFn,
+    ) -> AgentStatus;
+    pub fn agent_schema_version(h: AgentHandle, out: *mut u32) -> AgentStatus;
+    pub fn agent_get_state_at_stored(
+        h: AgentHandle,
+        version: u64,
+        out: *mut AgentBuffer,
+        out_schema: *mut u32,
+    ) -> AgentStatus;
+    pub fn agent_upgrade_state(
+        h: AgentHandle,
+        state: *const u8,
+        len: usize,
+        from: u32,
         out: *mut AgentBuffer,
     ) -> AgentStatus;
 }
