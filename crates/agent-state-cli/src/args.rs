@@ -86,6 +86,19 @@ pub struct Global {
     /// store for every process, so no command ever changes it unless told
     #[arg(long, global = true, value_name = "JSON")]
     pub change_log: Option<String>,
+    /// The schema version this command reads and writes states under (the library's
+    /// schema_version, 0 to 1000000; default 0). A write to a state stored under an older
+    /// version migrates it first (with --steps); a state stored under a newer one is refused
+    /// (AGENT_ERR_NEWER_SCHEMA, exit 79). `get` and `at`, which open read-only, show an older
+    /// state upgraded without writing it and refuse a newer one; without this option they
+    /// print every state as stored. `migrate` takes --to instead
+    #[arg(long, global = true, value_name = "N")]
+    pub schema_version: Option<u64>,
+    /// A file holding the declarative schema steps (the library's schema_steps: a JSON array
+    /// of {"from": K, "ops": [...]}, one per version K -> K+1), for --schema-version or
+    /// `migrate --to`
+    #[arg(long, global = true, value_name = "FILE")]
+    pub steps: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -142,8 +155,10 @@ pub enum Command {
     },
     /// Print the change log (needs the agent's change log)
     ///
-    /// A JSON array of {"version", "at" (ms since the epoch), "patch" (null for a replacement),
-    /// "next"}, oldest first, as the library's changes_since gives it. Without the change log:
+    /// A JSON array of {"version", "at" (ms since the epoch), "schema" (the schema version the
+    /// state was written under), "migrated_from" (for a schema migration, the version it
+    /// upgraded from, else null), "patch" (null for a replacement or a migration), "next"},
+    /// oldest first, as the library's changes_since gives it. Without the change log:
     /// AGENT_ERR_INVALID_ARGUMENT (see --change-log).
     History {
         /// The store: a file path or a postgresql:// URI
@@ -311,6 +326,58 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = 1000,
               value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH))]
         batch: u64,
+    },
+    /// Upgrade every agent of the store to schema version --to with the steps of --steps
+    ///
+    /// Lists the store's agents by id in batches of --batch and opens each with
+    /// schema_version N and the steps (--steps FILE, required: a JSON array of
+    /// {"from": K, "ops": [...]}), and reads it: the library migrates an older state on
+    /// that first touch, once, in its own transaction (a program running at the same time is
+    /// safe: the state is migrated once, whoever touches it first). An agent already at N is
+    /// read, not written. With --agent, only that agent; with --prefix, only those ids.
+    ///
+    /// Prints a summary on stdout: {"to": N, "dry_run": B, "migrated": M, "current": C,
+    /// "failed": F, "failures": [{"id": ID, "status": NAME, "message": ...}] (the first 10),
+    /// "interrupted": null or the signal's name, "last": the last id gone through}; progress goes to stderr (a bar on a terminal, else a line per
+    /// batch: `agent-state migrate: D/T agents (M migrated, C current, F failed), R/s`).
+    /// Exits 0 when no agent failed, else with the first failure's status (a state of a newer
+    /// schema version is AGENT_ERR_NEWER_SCHEMA and is left alone; a step that fails is
+    /// AGENT_ERR_MIGRATION, the state left as it was).
+    ///
+    /// Resumable: SIGINT or SIGTERM stops after the agent being migrated, prints the summary
+    /// and exits 130 (SIGINT) or 143 (SIGTERM); a run killed outright loses at most that
+    /// agent's migration, which is one transaction. No checkpoint is kept: run the same
+    /// command again and it goes through the store from the start, counting the agents
+    /// already at N as current without writing them (a read each), so an agent is never
+    /// migrated twice and one an old program wrote meanwhile is not skipped. --after ID (the
+    /// last id the interrupted run's stderr names) skips the agents before it.
+    ///
+    /// --dry-run opens the store read-only and writes nothing: it upgrades each state in
+    /// memory (as the library would), counts what would be migrated, and adds the first
+    /// --sample changes to the summary, as "sample": [{"id", "from", "before", "after",
+    /// "patch"}] (patch: the RFC 7396 merge patch from before to after).
+    Migrate {
+        /// The store: a file path or a postgresql:// URI
+        store: PathBuf,
+        /// The schema version to upgrade every agent to (0 to 1000000)
+        #[arg(long, value_name = "N")]
+        to: u64,
+        /// Write nothing: count what would be migrated and show a sample of the changes
+        #[arg(long)]
+        dry_run: bool,
+        /// How many agent ids one listing of the store reads (1 to 10000)
+        #[arg(long, value_name = "N", default_value_t = 1000,
+              value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH))]
+        batch: u64,
+        /// Start after this agent id (the ids are gone through in byte order)
+        #[arg(long, value_name = "ID")]
+        after: Option<String>,
+        /// Only the agents whose id starts with P (byte-wise)
+        #[arg(long, value_name = "P")]
+        prefix: Option<String>,
+        /// With --dry-run, how many changes the summary shows (0: none)
+        #[arg(long, value_name = "N", default_value_t = 3)]
+        sample: u64,
     },
     /// Check a store (read-only) and print a JSON report
     ///

@@ -44,7 +44,7 @@ pub fn check(store: &Path, global: &Global, out: Output) -> Result<(), Failure> 
                     verdict.fail(*status, "schema", message);
                     message.clone()
                 }
-                Failure::OutputClosed => String::new(),
+                Failure::OutputClosed | Failure::Exit { .. } => String::new(),
             };
             let skipped = json!({ "ok": false, "error": "not checked: the store did not open" });
             (
@@ -165,6 +165,6 @@ fn failed(verdict: &mut Verdict, failure: Failure) -> Value {
             verdict.fail(status, "change_log", &message);
             json!({ "ok": false, "error": message })
         }
-        Failure::OutputClosed => json!({ "ok": false }),
+        Failure::OutputClosed | Failure::Exit { .. } => json!({ "ok": false }),
     }
 }

@@ -79,6 +79,9 @@ pub enum Failure {
     /// Whoever read standard output went away (`agent-state watch s.db | head -1`): there is
     /// nobody left to tell, so the command ends quietly with exit 0, as `rg` and `git` do.
     OutputClosed,
+    /// Ended by a signal before its work was done (`migrate`): `message` on stderr as it is,
+    /// exit `code` (128 + the signal, as shells report it).
+    Exit { code: u8, message: String },
 }
 
 impl Failure {
@@ -139,7 +142,7 @@ pub fn exit_code_table() -> String {
     }
     text.push_str(
         "Exit code = 64 + the library's status number; errors print `agent-state: NAME: message` \
-         on stderr.",
+         on stderr.\n  130  `migrate` interrupted by SIGINT (143: by SIGTERM): run it again to go on",
     );
     text
 }

@@ -19,6 +19,7 @@ mod failure;
 mod history;
 mod import;
 mod input;
+mod migrate;
 mod open;
 mod output;
 mod pretty;
@@ -68,6 +69,10 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) | Err(Failure::OutputClosed) => ExitCode::SUCCESS,
+        Err(Failure::Exit { code, message }) => {
+            eprintln!("{message}");
+            ExitCode::from(code)
+        }
         Err(Failure::Failed { status, message }) => {
             eprintln!("agent-state: {}: {message}", status.name());
             // Exit codes are 65..=75 and 163, all within u8.
@@ -131,6 +136,27 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             input,
             force,
         } => import::import(store, global, out, input, *force),
+        Command::Migrate {
+            store,
+            to,
+            dry_run,
+            batch,
+            after,
+            prefix,
+            sample,
+        } => migrate::migrate(
+            store,
+            global,
+            out,
+            &migrate::Migration {
+                to: *to,
+                dry_run: *dry_run,
+                batch: *batch,
+                after: after.clone(),
+                prefix: prefix.clone(),
+                sample: *sample,
+            },
+        ),
         Command::Check { store } => check::check(store, global, out),
         Command::Ls {
             store,

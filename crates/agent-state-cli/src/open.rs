@@ -76,12 +76,67 @@ fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
             .map_err(|e| Failure::context("--change-log", e.into()))?;
         map.insert("change_log".into(), value);
     }
+    schema_options(&mut map, global, global.schema_version)?;
     from_map(map)
+}
+
+/// Adds `schema_version` (`version`) and `schema_steps` (the array in the file of `--steps`).
+/// The library checks both (ranges, ops, one step per version below the version).
+pub fn schema_options(
+    map: &mut Map<String, Value>,
+    global: &Global,
+    version: Option<u64>,
+) -> Result<(), Failure> {
+    let mut schema = Map::new();
+    if let Some(version) = version {
+        schema.insert("schema_version".into(), version.into());
+        from_map(schema.clone())?;
+    }
+    if let Some(path) = &global.steps {
+        schema.insert("schema_steps".into(), read_steps(path)?);
+        // Checked here, so that a refusal names the file.
+        let text = agent_state::value::json::to_vec(&Value::Object(schema.clone()));
+        OpenOptions::from_json(&text)
+            .map_err(|e| Failure::context(&format!("--steps {}", path.display()), e))?;
+    }
+    map.extend(schema);
+    Ok(())
+}
+
+/// The steps of a `--steps` file: a JSON array (the library checks each step).
+fn read_steps(path: &Path) -> Result<Value, Failure> {
+    let shown = path.display();
+    let text = std::fs::read(path).map_err(|e| {
+        Failure::invalid(format!("--steps {shown}: cannot read the steps file: {e}"))
+    })?;
+    match agent_state::value::json::parse(&text) {
+        Ok(steps @ Value::Array(_)) => Ok(steps),
+        Ok(other) => Err(Failure::invalid(format!(
+            "--steps {shown}: expected a JSON array of steps ([{{\"from\": K, \"ops\": [...]}}, ...]), \
+             not {}",
+            kind(&other)
+        ))),
+        Err(e) => Err(Failure::invalid(format!(
+            "--steps {shown}: not JSON: {}",
+            agent_state::Error::from(e)
+        ))),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The open options of the connection itself, which the commands on a store's agents as a
 /// whole (`ls`, `rm`, `expire`) use too.
-fn connection_options(global: &Global, access: Access) -> Map<String, Value> {
+pub fn connection_options(global: &Global, access: Access) -> Map<String, Value> {
     let mut map = Map::new();
     if let Some(n) = global.max_connections {
         map.insert("max_connections".into(), n.into());
@@ -106,7 +161,7 @@ fn connection_options(global: &Global, access: Access) -> Map<String, Value> {
     map
 }
 
-fn from_map(map: Map<String, Value>) -> Result<OpenOptions, Failure> {
+pub fn from_map(map: Map<String, Value>) -> Result<OpenOptions, Failure> {
     let text = agent_state::value::json::to_vec(&Value::Object(map));
     OpenOptions::from_json(&text).map_err(|e| Failure::context("options", e))
 }
@@ -137,6 +192,13 @@ pub fn store_options(
         return Err(Failure::invalid(format!(
             "--store-max-value-bytes is recorded by the commands that write a state (set, \
              replace, restore, import), not by `{command}`"
+        )));
+    }
+    if global.schema_version.is_some() || global.steps.is_some() {
+        return Err(Failure::invalid(format!(
+            "--schema-version and --steps are for the commands that read or write a state; \
+             `{command}` works on the store's agents as stored (`migrate --to N --steps FILE` \
+             upgrades them all)"
         )));
     }
     let mut map = connection_options(global, access);

@@ -6,6 +6,7 @@ mod agents;
 mod check;
 mod interface;
 mod log;
+mod migrate;
 mod state;
 mod transfer;
 mod watch;
@@ -79,6 +80,8 @@ pub fn exit_code(status: &str) -> i32 {
         "AGENT_ERR_UNAVAILABLE" => 12,
         "AGENT_ERR_AUTH" => 13,
         "AGENT_ERR_CANCELLED" => 14,
+        "AGENT_ERR_NEWER_SCHEMA" => 15,
+        "AGENT_ERR_MIGRATION" => 16,
         other => panic!("no exit code in the tests for {other}"),
     };
     64 + number
