@@ -141,8 +141,11 @@ pub fn exit_code_table() -> String {
         ));
     }
     text.push_str(
+        "  130  `migrate` interrupted by SIGINT (143: by SIGTERM): run it again to go on\n",
+    );
+    text.push_str(
         "Exit code = 64 + the library's status number; errors print `agent-state: NAME: message` \
-         on stderr.\n  130  `migrate` interrupted by SIGINT (143: by SIGTERM): run it again to go on",
+         on stderr.",
     );
     text
 }
