@@ -145,11 +145,9 @@ impl Progress {
     fn new(total: u64) -> Progress {
         let bar = io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            let style = ProgressStyle::with_template(
-                "migrate [{bar:40}] {pos}/{len} agents, {per_sec} ({eta}) {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
+            let style = ProgressStyle::with_template("migrate [{bar:20}] {pos}/{len}, {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
             bar.set_style(style);
             bar
         });
@@ -167,26 +165,23 @@ impl Progress {
         let done = tally.done();
         // Agents written during the run may make more than were counted at the start.
         self.total = self.total.max(done);
+        let seconds = self.started.elapsed().as_secs_f64().max(1e-3);
+        let rate = done as f64 / seconds;
         if let Some(bar) = &self.bar {
             bar.set_length(self.total);
-            bar.set_position(done);
             bar.set_message(format!(
-                "{} migrated, {} current, {} failed",
+                "{} migrated, {} current, {} failed, {rate:.0}/s",
                 tally.migrated, tally.current, tally.failed
             ));
+            bar.set_position(done);
             return;
         }
         if batch_end || self.last_line.elapsed() >= LINE_EVERY {
             self.last_line = Instant::now();
-            let seconds = self.started.elapsed().as_secs_f64().max(1e-3);
             eprintln!(
                 "agent-state migrate: {done}/{} agents ({} migrated, {} current, {} failed), \
                  {:.0}/s",
-                self.total,
-                tally.migrated,
-                tally.current,
-                tally.failed,
-                done as f64 / seconds
+                self.total, tally.migrated, tally.current, tally.failed, rate
             );
         }
     }
@@ -221,6 +216,12 @@ pub fn migrate(store: &Path, global: &Global, out: Output, m: &Migration) -> Res
             "--read-only: a read-only handle reads every state as stored and migrates nothing; \
              use --dry-run to see what would be migrated",
         ));
+    }
+    if let (Some(id), true) = (&global.agent, m.after.is_some() || m.prefix.is_some()) {
+        return Err(Failure::invalid(format!(
+            "--agent {id:?} migrates that one agent; --after and --prefix select agents of the \
+             whole store"
+        )));
     }
     let access = if m.dry_run {
         Access::Read
