@@ -31,6 +31,8 @@ void test_version_and_status_names(void)
         { AGENT_ERR_UNAVAILABLE, 12, "AGENT_ERR_UNAVAILABLE" },
         { AGENT_ERR_AUTH, 13, "AGENT_ERR_AUTH" },
         { AGENT_ERR_CANCELLED, 14, "AGENT_ERR_CANCELLED" },
+        { AGENT_ERR_NEWER_SCHEMA, 15, "AGENT_ERR_NEWER_SCHEMA" },
+        { AGENT_ERR_MIGRATION, 16, "AGENT_ERR_MIGRATION" },
         { AGENT_ERR_PANIC, 99, "AGENT_ERR_PANIC" },
     };
     size_t i;
@@ -50,7 +52,7 @@ void test_version_and_status_names(void)
                agent_status_name(k[i].code), k[i].name);
     }
     CHECK(strcmp(agent_status_name(-1), "AGENT_ERR_UNKNOWN") == 0);
-    CHECK(strcmp(agent_status_name(15), "AGENT_ERR_UNKNOWN") == 0);
+    CHECK(strcmp(agent_status_name(17), "AGENT_ERR_UNKNOWN") == 0);
     CHECK(strcmp(agent_status_name(100), "AGENT_ERR_UNKNOWN") == 0);
 }
 

@@ -118,4 +118,13 @@ void test_two_processes_write_one_file(void);
 void test_processes_may_create_one_store_at_once(void);
 void test_processes_compare_and_set_one_counter(void);
 
+/* schema.c */
+void test_schema_an_older_state_is_upgraded_on_first_read_as_a_migration(void);
+void test_schema_a_write_to_an_older_state_migrates_it_first(void);
+void test_schema_an_older_program_gets_newer_schema_and_writes_nothing(void);
+void test_schema_a_step_of_code_runs_and_a_failing_step_changes_nothing(void);
+void test_schema_step_user_data_is_freed_exactly_once(void);
+void test_schema_history_reads_as_stored_and_upgrade_state_upgrades(void);
+void test_schema_functions_refuse_bad_arguments(void);
+
 #endif
