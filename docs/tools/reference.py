@@ -322,6 +322,10 @@ def kind_text(kind):
         keys = " and/or ".join(f"`{{\"{k}\": N}}`" for k in kind["keys"])
         off = f", or `{json.dumps(kind['off'])}`" if "off" in kind else ""
         return f"{keys} (N up to {kind['max']}){off}"
+    if t == "schema_steps":
+        ops = ", ".join(f"`{o}`" for o in kind["ops"])
+        return (f"array of `{{\"from\": K, \"ops\": [...]}}` steps; ops {ops} "
+                "([Schema evolution](../guides/schema-evolution.md))")
     raise SystemExit(f"reference.py: {SURFACE}: an option kind the generator does not know: {t}")
 
 
