@@ -240,6 +240,8 @@ mod book {
     pub struct GuidesFromLanggraph;
     #[doc = include_str!("../../../docs/src/guides/postgresql.md")]
     pub struct GuidesPostgresql;
+    #[doc = include_str!("../../../docs/src/guides/schema-evolution.md")]
+    pub struct GuidesSchemaEvolution;
     #[doc = include_str!("../../../docs/src/guides/serve.md")]
     pub struct GuidesServe;
     #[doc = include_str!("../../../docs/src/introduction.md")]
