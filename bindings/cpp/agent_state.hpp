@@ -7,7 +7,9 @@
 // gives the state the next version: `get_state_versioned()` and `set_state_if(expected, patch)`
 // make read-modify-write loops that never overwrite another writer's change, `set_validator()`
 // gates changes before they commit, and the opt-in change log (Options::change_log) feeds
-// `poll()`, `changes_since()`, `state_at()` and `restore()`. The free functions
+// `poll()`, `changes_since()`, `state_at()` and `restore()`. Options::schema_version and
+// schema steps (Options::schema_steps, `set_schema_step()`) upgrade states written by older
+// code on first touch. The free functions
 // `list_agents()`, `delete_agent()` and `expire_agents()` manage a store's agents.
 //
 // Usage: compile with `-std=c++17` (or later), put both this directory (this header and its
@@ -44,8 +46,9 @@
 //   agent_state/text.hpp     json_quote() and the checks of text before the C library sees it
 //   agent_state/buffer.hpp   Buffer
 //   agent_state/options.hpp  Synchronous, ChangeLog, Options
-//   agent_state/hooks.hpp    the hook types, Change, their C trampolines, Subscription
-//   agent_state/agent.hpp    Agent, Versioned
+//   agent_state/hooks.hpp    the hook types, Change, ChangeKind, SchemaStepFn, their C
+//                            trampolines, Subscription
+//   agent_state/agent.hpp    Agent, Versioned, StoredState
 //   agent_state/cancel.hpp   Cancel, Cancel::Scope (cancelling one call)
 //   agent_state/store.hpp    AgentInfo, list_agents(), delete_agent(), expire_agents()
 

@@ -77,6 +77,8 @@ const std::vector<std::pair<std::string, Setter>> &setters() {
         {"change_log", [](Options &o) { o.change_log = agent_state::ChangeLog::last(10); }},
         {"agent_id", [](Options &o) { o.agent_id = "a"; }},
         {"max_connections", [](Options &o) { o.max_connections = 2; }},
+        {"schema_version", [](Options &o) { o.schema_version = 2; }},
+        {"schema_steps", [](Options &o) { o.schema_steps = "[]"; }},
     };
     return all;
 }
@@ -142,7 +144,8 @@ TEST(status_is_exactly_the_surface_statuses) {
         AGENT_STATE_STATUS(hook),        AGENT_STATE_STATUS(conflict),
         AGENT_STATE_STATUS(rejected),    AGENT_STATE_STATUS(gap),
         AGENT_STATE_STATUS(unavailable), AGENT_STATE_STATUS(auth),
-        AGENT_STATE_STATUS(cancelled),   AGENT_STATE_STATUS(panic),
+        AGENT_STATE_STATUS(cancelled),   AGENT_STATE_STATUS(newer_schema),
+        AGENT_STATE_STATUS(migration),   AGENT_STATE_STATUS(panic),
     };
 #undef AGENT_STATE_STATUS
     std::map<std::int32_t, std::string> want, have;

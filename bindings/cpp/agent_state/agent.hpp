@@ -1,5 +1,5 @@
 // agent_state/agent.hpp: Agent, one open agent store (and Versioned, a state with its
-// version).
+// version; StoredState, a state with its schema version).
 // A part of the C++ wrapper: include "agent_state.hpp", which includes them all.
 
 #ifndef AGENT_STATE_HPP_AGENT
@@ -32,6 +32,15 @@ struct Versioned {
     std::uint64_t version = 0;
 };
 
+/// A state as stored (Agent::state_at_stored): its JSON text and the schema version it was
+/// written under.
+struct StoredState {
+    /// The state, as compact JSON text, as stored (not upgraded).
+    std::string state;
+    /// The schema version it was written under (Options::schema_version of its writer).
+    std::uint32_t schema = 0;
+};
+
 namespace detail {
 
 /// Closed, moved-from or never-opened Agent.
@@ -62,6 +71,11 @@ namespace detail {
 /// change is stored all the same. The same holds for every call that writes (set_state_if,
 /// replace_state_if, restore) and for poll(), which delivers other handles' changes.
 ///
+/// Schema versions: an Agent opened with Options::schema_version upgrades an older stored
+/// state on first touch (see set_schema_step); every read and write of a state stored under a
+/// newer version throws Error(Status::newer_schema), and a failed upgrade
+/// Error(Status::migration), nothing written.
+///
 /// Versions and the change log: every commit gives the state the next version (1 for a store's
 /// first write). With the change log on (Options::change_log), poll() delivers to this Agent's
 /// hooks the changes that other Agents and processes committed, and changes_since(),
@@ -88,8 +102,9 @@ public:
     }
 
     /// Opens the store at `path` with `options_json`, the JSON object `agent_open` takes
-    /// (keys initial_state, max_value_bytes, synchronous, busy_timeout_ms, server_timeout_ms, read_only,
-    /// change_log, agent_id, max_connections).
+    /// (keys initial_state, max_value_bytes, store_max_value_bytes, synchronous,
+    /// busy_timeout_ms, server_timeout_ms, read_only, change_log, agent_id, max_connections,
+    /// schema_version, schema_steps).
     /// Throws as the constructor; malformed options are Status::json, unknown or ill-typed
     /// ones Status::invalid_argument.
     static Agent open(std::string_view path, std::string_view options_json) {
@@ -156,9 +171,11 @@ public:
     AgentHandle release() noexcept { return handle_.exchange(0); }
 
     /// The state as compact JSON text: the stored object, or the initial state while nothing is
-    /// stored (reading never stores it). Throws Error (bad_handle, storage, busy; json, codec,
-    /// too_large, invalid_argument for a bad answer of the initial-state hook) or rethrows what
-    /// the initial-state hook threw.
+    /// stored (reading never stores it; a state stored under an older schema version is
+    /// upgraded first, committed as a migration: see set_schema_step). Throws Error
+    /// (bad_handle, storage, busy; json, codec, too_large, invalid_argument for a bad answer of
+    /// the initial-state hook; newer_schema, migration) or rethrows what the initial-state hook
+    /// threw.
     std::string get_state() const { return get_state_buffer().str(); }
 
     /// As get_state(), without copying: the Buffer shares the library's immutable snapshot.
@@ -411,8 +428,11 @@ public:
 
     /// The changes committed after version `after` (by any Agent or process), oldest first,
     /// as the JSON text of an array:
-    /// `[{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...]` (`at`: milliseconds since
-    /// the Unix epoch; `patch` null for a replacement); `[]` when `after` is the current
+    /// `[{"version":N,"at":MS,"schema":S,"migrated_from":F|null,"patch":{...}|null,
+    /// "next":{...}},...]` (`at`: milliseconds since the Unix epoch; `schema`: the schema
+    /// version of `next`; `migrated_from`: for a migration, the version it upgraded from;
+    /// `patch` null for a replacement or a migration; states as stored: upgrade_state() gives
+    /// one in this Agent's shape); `[]` when `after` is the current
     /// version. For a client that reconnects: send it the changes since the version it has.
     /// Throws Error: invalid_argument (the change log is off, `after` is in the future), gap
     /// (the log no longer holds all of them: send the whole state instead), bad_handle,
@@ -437,7 +457,8 @@ public:
     }
 
     /// Point-in-time recovery: replaces the state with the state at `version` (as state_at()
-    /// finds it), as a new change with a new version; hooks see it as a replacement and the
+    /// finds it, upgraded to this Agent's schema version when it was stored under an older
+    /// one), as a new change with a new version; hooks see it as a replacement and the
     /// validator gates it. Returns the restored state and its new version. Throws what
     /// state_at() and replace_state() throw.
     Versioned restore(std::uint64_t version) {
@@ -447,6 +468,79 @@ public:
         detail::begin_call();
         detail::check(agent_restore_state(h, version, out.out(), &new_version));
         return Versioned{out.str(), new_version};
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Schema versions (Options::schema_version, Options::schema_steps).
+
+    /// Sets the step of code that upgrades a state from schema version `from` to `from + 1`;
+    /// an empty `fn` removes it. An Agent opened with Options::schema_version N upgrades a state
+    /// stored under an older version on first touch (a read or a write), running the steps
+    /// from its version up to N (the declarative ones of Options::schema_steps, these for the
+    /// others), then the validator, and commits the result as a migration
+    /// (ChangeKind::migration to hooks), once, whichever Agent or process gets there first.
+    /// Set the steps right after opening, before the first read or write.
+    ///
+    /// `fn` runs with the Agent's lock held, inside the write transaction, on the thread that
+    /// read or wrote: keep it quick; calling this Agent from inside it throws
+    /// Error(Status::busy). What it throws never crosses the C library: the upgrade fails, and
+    /// the reading or writing call throws Error(Status::migration) whose message names the
+    /// step and includes the exception's what(); nothing is written. The function is
+    /// destroyed when the step is replaced or removed, or the Agent closed (or right away if
+    /// this call fails). It must be safe to run on every thread that reads or writes.
+    /// Throws Error: invalid_argument (`from` not below schema_version(), or a declarative
+    /// step from `from` given in the options), bad_handle, busy (from inside this Agent's own
+    /// hooks that hold its lock).
+    void set_schema_step(std::uint32_t from, SchemaStepFn fn) {
+        const AgentHandle h = live("set_schema_step");
+        detail::begin_call();
+        if (!fn) {
+            detail::check(agent_set_schema_step(h, from, nullptr, nullptr, nullptr));
+            return;
+        }
+        auto *heap = new SchemaStepFn(std::move(fn));
+        // On failure the library calls the finalizer right away: `heap` is not leaked.
+        detail::check(agent_set_schema_step(h, from, detail::agent_state_cpp_schema_step, heap,
+                                            detail::agent_state_cpp_free_schema_step));
+    }
+
+    /// Removes the step of code from `from` (as set_schema_step(from, {})).
+    void clear_schema_step(std::uint32_t from) { set_schema_step(from, SchemaStepFn()); }
+
+    /// The schema version this Agent declares (Options::schema_version; 0 when unset).
+    /// Throws Error: bad_handle.
+    std::uint32_t schema_version() const {
+        const AgentHandle h = live("schema_version");
+        std::uint32_t out = 0;
+        detail::begin_call();
+        detail::check(agent_schema_version(h, &out));
+        return out;
+    }
+
+    /// The state at `version` as state_at() finds it, but as stored (not upgraded), with the
+    /// schema version it was written under (this Agent's own for version 0, the initial
+    /// state). Throws as state_at().
+    StoredState state_at_stored(std::uint64_t version) const {
+        const AgentHandle h = live("state_at_stored");
+        Buffer out;
+        std::uint32_t schema = 0;
+        detail::begin_call();
+        detail::check(agent_get_state_at_stored(h, version, out.out(), &schema));
+        return StoredState{out.str(), schema};
+    }
+
+    /// `state` (the JSON text of an object) stored under schema version `from`, upgraded to
+    /// this Agent's schema version by its steps, as compact JSON text; nothing is written. For
+    /// a state from the history (state_at_stored(), the `"schema"` of a changes_since() entry)
+    /// wanted in the current shape; a state of this Agent's version comes back as it is.
+    /// Throws Error: newer_schema (`from` above schema_version()), migration (a step failed,
+    /// threw or is missing), json / codec / invalid_argument (the input), bad_handle.
+    std::string upgrade_state(std::string_view state, std::uint32_t from) const {
+        const AgentHandle h = live("upgrade_state");
+        Buffer out;
+        detail::begin_call();
+        detail::check(agent_upgrade_state(h, detail::bytes(state), state.size(), from, out.out()));
+        return out.str();
     }
 
 private:

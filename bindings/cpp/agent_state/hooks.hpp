@@ -1,10 +1,11 @@
-// agent_state/hooks.hpp: hooks: their function types and Change, the C trampolines that run
-// them, how their exceptions come back to the call (detail::check), and Subscription.
+// agent_state/hooks.hpp: hooks: their function types, Change and ChangeKind, the schema
+// step's type, the C trampolines that run them, how their exceptions come back to the call (detail::check), and Subscription.
 // A part of the C++ wrapper: include "agent_state.hpp", which includes them all.
 
 #ifndef AGENT_STATE_HPP_HOOKS
 #define AGENT_STATE_HPP_HOOKS
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -34,6 +35,17 @@ using StateChangedFn = std::function<void(std::string_view next, std::string_vie
 /// nothing is stored.
 using InitialStateFn = std::function<std::string()>;
 
+/// What kind of change a Change is (the C `AGENT_CHANGE_*` numbers).
+enum class ChangeKind : std::int32_t {
+    /// A merge patch (set_state, set_state_if).
+    merge = AGENT_CHANGE_MERGE,
+    /// A replacement (replace_state, replace_state_if, restore; a deletion seen by poll).
+    replace = AGENT_CHANGE_REPLACE,
+    /// A schema migration: a state stored under an older schema version upgraded to the
+    /// writer's (Options::schema_version); Change::migrated_from says from which.
+    migration = AGENT_CHANGE_MIGRATION,
+};
+
 /// One change, as Agent::on_change hooks and the validator see it. The views are valid only
 /// during the call: copy what you keep.
 struct Change {
@@ -42,14 +54,26 @@ struct Change {
     /// The state before the change (the initial state when nothing was stored).
     std::string_view prev;
     /// The merge patch as applied by set_state (and set_state_if); std::nullopt for a
-    /// replacement (replace_state, replace_state_if, restore).
+    /// replacement (replace_state, replace_state_if, restore) and a migration.
     std::optional<std::string_view> patch;
     /// The state's version after the change (for the validator: the version it would get).
     std::uint64_t version = 0;
+    /// What kind of change this is.
+    ChangeKind kind = ChangeKind::merge;
+    /// The schema version of `next`: the writer's Options::schema_version (0 when unset).
+    std::uint32_t schema = 0;
+    /// For ChangeKind::migration, the schema version the state was upgraded from;
+    /// std::nullopt for any other change.
+    std::optional<std::uint32_t> migrated_from;
 };
 
 /// An Agent::on_change hook: sees each committed change, with its version.
 using ChangeFn = std::function<void(const Change &change)>;
+
+/// A schema step of code (Agent::set_schema_step): takes a state stored under the step's
+/// version K (compact JSON text, valid only during the call) and returns the JSON text of the
+/// same state upgraded to version K + 1 (a plain object). Throw to fail the upgrade.
+using SchemaStepFn = std::function<std::string(std::string_view state)>;
 
 /// A validator (Agent::set_validator): returns normally to let the change commit, throws to
 /// reject it.
@@ -167,6 +191,11 @@ inline Change to_change(const AgentStateChange &c) noexcept {
         change.patch.emplace(reinterpret_cast<const char *>(c.patch), c.patch_len);
     }
     change.version = c.version;
+    change.kind = static_cast<ChangeKind>(c.kind);
+    change.schema = c.schema;
+    if (c.kind == AGENT_CHANGE_MIGRATION) {
+        change.migrated_from = c.migrated_from;
+    }
     return change;
 }
 
@@ -234,6 +263,37 @@ inline std::int32_t agent_state_cpp_initial_state(void *user_data, AgentBuffer *
         }
         return 1;
     }
+}
+
+/// The C trampoline of a SchemaStepFn: copies its answer into a library buffer; an exception
+/// fails the step, its what() becoming the failure message (for an exception that is not a
+/// std::exception, a fixed text). Nothing unwinds through the library.
+inline std::int32_t agent_state_cpp_schema_step(void *user_data, std::uint32_t /*from*/,
+                                                const std::uint8_t *state, std::size_t state_len,
+                                                AgentBuffer *out, AgentBuffer *message) noexcept {
+    const auto &fn = *static_cast<const SchemaStepFn *>(user_data);
+    const char *why = "the schema step threw an exception that is not a std::exception";
+    try {
+        const std::string next =
+            fn(std::string_view(reinterpret_cast<const char *>(state), state_len));
+        if (agent_buffer_copy(reinterpret_cast<const std::uint8_t *>(next.data()), next.size(),
+                              out) == AGENT_OK) {
+            return 0;
+        }
+        why = "the schema step's answer could not be copied";
+    } catch (const std::exception &e) {
+        (void)agent_buffer_copy(reinterpret_cast<const std::uint8_t *>(e.what()),
+                                std::strlen(e.what()), message);
+        return 1;
+    } catch (...) {
+    }
+    (void)agent_buffer_copy(reinterpret_cast<const std::uint8_t *>(why), std::strlen(why), message);
+    return 1;
+}
+
+/// Finalizer of a SchemaStepFn registration (called exactly once by the library).
+inline void agent_state_cpp_free_schema_step(void *user_data) noexcept {
+    delete static_cast<SchemaStepFn *>(user_data);
 }
 
 /// Finalizer of an InitialStateFn registration (called exactly once by the library).

@@ -99,10 +99,25 @@ struct Options {
     /// Agents on it: 1 to 1000 (default 4; the pool has the largest size any open asked for).
     /// A SQLite file does not use it.
     std::optional<std::uint64_t> max_connections;
+    /// The schema version of the states this program reads and writes: 0 to 1000000 (unset:
+    /// 0). A state stored under an older version is upgraded on first touch (a read or a
+    /// write) by the steps (schema_steps, Agent::set_schema_step), once, as a change of its
+    /// own that hooks see with ChangeKind::migration; one stored under a newer version is
+    /// refused with Status::newer_schema unless read_only (which reads every state as stored).
+    std::optional<std::uint32_t> schema_version;
+    /// Declarative schema steps, as the JSON text of an array:
+    /// `[{"from": K, "ops": [...]}, ...]`, each upgrading a state from version K to K + 1 with
+    /// the ops `{"op":"merge","value":{...}}` (RFC 7396, at `"path"` when given),
+    /// `{"op":"default","path":P,"value":V}` (set where missing), `"set"`, `"remove"` (where
+    /// present), `{"op":"rename","path":P,"to":"name"}` and `{"op":"move","from":P,"path":Q}`
+    /// (paths: JSON Pointers to object members). It must be exactly one JSON value; the
+    /// library checks the rest (Status::invalid_argument). Agent::set_schema_step fills the
+    /// versions these leave out.
+    std::optional<std::string> schema_steps;
 
     /// The options as the JSON object `agent_open` takes (`{}` when nothing is set).
-    /// Throws Error(Status::json) when `initial_state` is not exactly one JSON value (so that
-    /// it can never inject other options) or holds a NUL byte, and
+    /// Throws Error(Status::json) when `initial_state` or `schema_steps` is not exactly one
+    /// JSON value (so that it can never inject other options) or holds a NUL byte, and
     /// Error(Status::invalid_argument) when `change_log` is off but has a retention, or
     /// `agent_id` is not valid UTF-8 or holds a NUL byte (the library checks its length).
     std::string to_json() const;
@@ -171,6 +186,15 @@ inline std::string Options::to_json() const {
         }
         member("agent_id");
         out += json_quote(*agent_id);
+    }
+    if (schema_version) {
+        member("schema_version");
+        out += std::to_string(*schema_version);
+    }
+    if (schema_steps) {
+        detail::check_one_value(*schema_steps, "schema_steps");
+        member("schema_steps");
+        out += *schema_steps;
     }
     if (max_connections) {
         member("max_connections");

@@ -32,7 +32,8 @@ enum class Status : std::int32_t {
     codec = AGENT_ERR_CODEC,
     /// The input, or the state a change would produce, exceeds `max_value_bytes`.
     too_large = AGENT_ERR_TOO_LARGE,
-    /// The store failed: I/O, read-only store, corrupt or foreign file, newer schema; a
+    /// The store failed: I/O, read-only store, corrupt or foreign file, a store of a newer
+    /// release (for a state of a newer schema version, see Status::newer_schema); a
     /// PostgreSQL error other than an unreachable server (Status::unavailable) or refused
     /// credentials (Status::auth).
     storage = AGENT_ERR_STORAGE,
@@ -66,6 +67,16 @@ enum class Status : std::int32_t {
     /// deadline passed, while the call waited for a lock, a connection or the server. Nothing
     /// was written; the Agent stays usable.
     cancelled = AGENT_ERR_CANCELLED,
+    /// The agent's state is stored under a newer schema version than this Agent declares
+    /// (Options::schema_version): a newer program wrote it. Nothing was read into this Agent's
+    /// shape or written over it; run the newer program, or open with Options::read_only to
+    /// read it as stored.
+    newer_schema = AGENT_ERR_NEWER_SCHEMA,
+    /// Upgrading a stored state to this Agent's schema version failed: a step
+    /// (Options::schema_steps or Agent::set_schema_step) failed, threw or is missing, or its
+    /// result is refused (codec, size cap, validator). The message names the step
+    /// (`schema step 1 -> 2: ...`) and why; the stored state is as it was.
+    migration = AGENT_ERR_MIGRATION,
     /// A bug in the library was caught at the C boundary; the Agent may still be used.
     panic = AGENT_ERR_PANIC,
 };
