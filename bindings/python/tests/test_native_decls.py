@@ -193,7 +193,9 @@ def test_the_header_parses(header: Header) -> None:
     # (a parser that found nothing would make the other tests pass vacuously)
     assert len(header.functions) >= 20 and "agent_open" in header.functions
     assert set(header.structs) == {"AgentBuffer", "AgentStateChange"}
-    assert set(header.fn_types) == {"AgentStateChangedFn", "AgentFreeFn", "AgentInitialStateFn", "AgentValidateFn"}
+    assert set(header.fn_types) == {
+        "AgentStateChangedFn", "AgentFreeFn", "AgentInitialStateFn", "AgentValidateFn", "AgentSchemaStepFn"
+    }
     assert header.typedefs == {
         "AgentStatus": (("int32_t",), 0),
         "AgentHandle": (("uint64_t",), 0),
@@ -248,6 +250,7 @@ def test_the_callback_types_match_the_header_typedefs(header: Header) -> None:
         "AgentStateChangedFn": _native.STATE_CHANGED_FN,
         "AgentInitialStateFn": _native.INITIAL_STATE_FN,
         "AgentValidateFn": _native.VALIDATE_FN,
+        "AgentSchemaStepFn": _native.SCHEMA_STEP_FN,
         "AgentFreeFn": _native.FREE_FN,
     }
     assert set(pairs) == set(header.fn_types)

@@ -48,8 +48,8 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from . import _native
 from ._async_hooks import AsyncHook
 from ._hook import Hook
-from ._inflight import REJECTED, tls
-from ._records import CHANGE, NEXT_PREV, NEXT_PREV_PATCH, Change
+from ._inflight import REJECTED, STEP_FAILED, tls
+from ._records import CHANGE, CHANGE_KINDS, NEXT_PREV, NEXT_PREV_PATCH, STATE, STATE_FROM, Change, new_change
 from .codec import encode_state, json_text
 from .decoding import decode_state
 
@@ -123,12 +123,13 @@ _FORMS: Dict[str, Tuple[Tuple[str, int], ...]] = {
     "on_state_changed": ((NEXT_PREV_PATCH, 3), (NEXT_PREV, 2)),
     "on_change": ((CHANGE, 1), (NEXT_PREV_PATCH, 3), (NEXT_PREV, 2)),
     "validator": ((CHANGE, 1), (NEXT_PREV_PATCH, 3), (NEXT_PREV, 2)),
+    "schema step": ((STATE, 1), (STATE_FROM, 2)),
 }
 
 
 def call_form(callback: Callable[..., Any], what: str) -> str:
-    """How ``callback``, registered as ``what`` (``"on_state_changed"``, ``"on_change"`` or
-    ``"validator"``), is called: the first of its accepted forms its signature can be called
+    """How ``callback``, registered as ``what`` (``"on_state_changed"``, ``"on_change"``,
+    ``"validator"`` or ``"schema step"``), is called: the first of its accepted forms its signature can be called
     with positionally. Raises :class:`TypeError` naming the accepted forms when none fits (a
     callable of one parameter given to ``on_state_changed``, say), so that the mistake shows at
     registration instead of as a failure of every write."""
@@ -178,11 +179,15 @@ def _arguments(form: str, c: Any) -> Tuple[Any, ...]:
 
 def _change_of(c: Any) -> Change:
     """The :class:`~agent_state.Change` of a borrowed ``AgentStateChange``, decoded."""
-    return Change(
+    kind = CHANGE_KINDS.get(c.kind)
+    return new_change(
         decode_state(_native.text_at(c.next, c.next_len)),
         decode_state(_native.text_at(c.prev, c.prev_len)),
         decode_state(_native.text_at(c.patch, c.patch_len)) if c.patch else None,
         c.version,
+        kind,
+        c.schema,
+        c.migrated_from if kind == "migration" else None,
     )
 
 
@@ -281,6 +286,55 @@ def _initial_state(user_data: int, out: Any, handed: Any = ()) -> int:
         return 0 if handed else 1
 
 
+def _make_schema_step(form: str) -> Callable[..., int]:
+    def _schema_step(
+        user_data: int,
+        from_version: int,
+        state: Any,
+        state_len: int,
+        out: Any,
+        message: Any,
+        handed: Any = (),
+        form: str = form,
+    ) -> int:
+        # The upgraded state counts once handed over: an exception before that fails the step
+        # (its message, "ValueError: ...", becomes the library's reason), one after it is
+        # carried to the call.
+        try:
+            handed = []
+            table = tables[user_data]
+            fn = table[user_data]
+            current = decode_state(_native.text_at(state, state_len))
+            args = (current,) if form == STATE else (current, from_version)
+            returned: Any = []
+            returned += _starmap(fn, (args,))
+            value = returned[0]
+            data = encode_state(current if value is None else value, "the schema step's result", table.default)
+            handed += _starmap(_copy, ((data, out),))
+            return 0
+        except BaseException as exc:
+            if handed:  # possible on 3.9 and 3.10 only
+                try:
+                    tls.frames[-1] += (exc,)
+                except BaseException:  # pragma: no cover - every call that upgrades has a frame
+                    pass
+                return 0
+            try:
+                tls.frames[-1] += ((STEP_FAILED, exc),)  # the MigrationError's cause
+            except BaseException:  # pragma: no cover - every call that upgrades has a frame
+                pass
+            try:
+                _copy(_native.describe(exc).encode("utf-8", "backslashreplace"), message)
+            except BaseException as late:
+                try:
+                    tls.frames[-1] += (late,)
+                except BaseException:  # pragma: no cover - every call that upgrades has a frame
+                    pass
+            return 1
+
+    return _schema_step
+
+
 def _free(user_data: int, table: Any = None) -> None:
     # From 3.11 on, no instruction here handles signals: the release always completes.
     try:
@@ -315,9 +369,14 @@ VALIDATE_TRAMPOLINES = {
     form: _native.VALIDATE_FN(_enter_inside_try(_make_validate(form))) for form, _ in _FORMS["validator"]
 }
 VALIDATE_TRAMPOLINE = VALIDATE_TRAMPOLINES[CHANGE]
+#: The schema step trampoline of each call form.
+SCHEMA_STEP_TRAMPOLINES = {
+    form: _native.SCHEMA_STEP_FN(_enter_inside_try(_make_schema_step(form))) for form, _ in _FORMS["schema step"]
+}
 INITIAL_STATE_TRAMPOLINE = _native.INITIAL_STATE_FN(_enter_inside_try(_initial_state))
 FREE_TRAMPOLINE = _native.FREE_FN(_enter_inside_try(_free))
 # NULL function pointers (a CFUNCTYPE argument does not take None).
 NULL_INITIAL_STATE = _native.INITIAL_STATE_FN()
 NULL_VALIDATE = _native.VALIDATE_FN()
+NULL_SCHEMA_STEP = _native.SCHEMA_STEP_FN()
 NULL_FREE = _native.FREE_FN()

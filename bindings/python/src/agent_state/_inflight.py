@@ -57,6 +57,9 @@ tls = threading.local()
 #: had answered), and ``(REJECTED, exc)``: the exception with which the validator rejected the
 #: change (a tuple, so that a callback records it without calling anything).
 REJECTED = "rejected by the validator"
+#: ``(STEP_FAILED, exc)``: the exception a schema step of code raised (the
+#: :class:`~agent_state.MigrationError`'s cause).
+STEP_FAILED = "raised by a schema step"
 _every: "weakref.WeakSet[Frames]" = weakref.WeakSet()
 _every_lock = threading.Lock()  # a WeakSet may not grow while the exit step iterates it
 

@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional, Tuple
 
 from . import _inflight
-from ._inflight import REJECTED, frames as _frames
+from ._inflight import REJECTED, STEP_FAILED, frames as _frames
 from .errors import (
     AGENT_ERR_GAP,
     AGENT_ERR_HOOK,
+    AGENT_ERR_MIGRATION,
     AGENT_ERR_REJECTED,
     AgentError,
     GapError,
@@ -72,7 +73,7 @@ class AgentBuffer(ctypes.Structure):
 class AgentStateChange(ctypes.Structure):
     """``struct AgentStateChange``: borrowed views of one committed change (or, for the
     validator, of the change about to commit), valid only during the call. ``version`` was
-    appended in 0.2."""
+    appended in 0.2; ``kind``, ``schema`` and ``migrated_from`` in 0.4."""
 
     _fields_ = [
         ("next", ctypes.c_void_p),
@@ -82,6 +83,9 @@ class AgentStateChange(ctypes.Structure):
         ("patch", ctypes.c_void_p),
         ("patch_len", ctypes.c_size_t),
         ("version", ctypes.c_uint64),
+        ("kind", ctypes.c_int32),
+        ("schema", ctypes.c_uint32),
+        ("migrated_from", ctypes.c_uint32),
     ]
 
 
@@ -92,6 +96,17 @@ INITIAL_STATE_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POIN
 #: ``int32_t (*AgentValidateFn)(void *user_data, const AgentStateChange *change, AgentBuffer *message)``
 VALIDATE_FN = ctypes.CFUNCTYPE(
     ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(AgentStateChange), ctypes.POINTER(AgentBuffer)
+)
+#: ``int32_t (*AgentSchemaStepFn)(void *user_data, uint32_t from, const uint8_t *state,
+#: size_t state_len, AgentBuffer *out, AgentBuffer *message)``
+SCHEMA_STEP_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int32,
+    ctypes.c_void_p,
+    ctypes.c_uint32,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.POINTER(AgentBuffer),
+    ctypes.POINTER(AgentBuffer),
 )
 #: ``void (*AgentFreeFn)(void *user_data)``
 FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -165,7 +180,8 @@ def _raise_status(result: int, name: str, carried: List[Any]) -> None:
     - on success, the first exception carried: one that a signal handler raised after a
       callback had answered;
     - otherwise the error of ``result``, with the message the library left for this thread;
-      for ``AGENT_ERR_REJECTED`` with the validator's exception as ``__cause__``; for
+      for ``AGENT_ERR_REJECTED`` with the validator's exception as ``__cause__``, for
+      ``AGENT_ERR_MIGRATION`` with the exception of the schema step that raised; for
       ``AGENT_ERR_HOOK`` and ``AGENT_ERR_GAP`` (of ``agent_poll``, whose deliveries happened all
       the same) with the exceptions its hooks raised.
     """
@@ -183,8 +199,9 @@ def _raise_status(result: int, name: str, carried: List[Any]) -> None:
     err = error_for_status(result, message)
     if not carried:
         raise err
-    if result == AGENT_ERR_REJECTED:
-        reasons = [e[1] for e in carried if type(e) is tuple and e[0] is REJECTED]
+    if result == AGENT_ERR_REJECTED or result == AGENT_ERR_MIGRATION:
+        marker = REJECTED if result == AGENT_ERR_REJECTED else STEP_FAILED
+        reasons = [e[1] for e in carried if type(e) is tuple and e[0] is marker]
         if reasons:
             raise err from reasons[-1]
     elif result == AGENT_ERR_HOOK or result == AGENT_ERR_GAP:
@@ -275,6 +292,11 @@ def _declare(lib: ctypes.CDLL) -> None:
     status_fn("agent_get_state_at", _c_handle, ctypes.c_uint64, buf_p)
     status_fn("agent_restore_state", _c_handle, ctypes.c_uint64, buf_p, u64_p)
     status_fn("agent_set_validator", _c_handle, VALIDATE_FN, ctypes.c_void_p, FREE_FN)
+    # Schema evolution.
+    status_fn("agent_set_schema_step", _c_handle, ctypes.c_uint32, SCHEMA_STEP_FN, ctypes.c_void_p, FREE_FN)
+    status_fn("agent_schema_version", _c_handle, ctypes.POINTER(ctypes.c_uint32))
+    status_fn("agent_get_state_at_stored", _c_handle, ctypes.c_uint64, buf_p, ctypes.POINTER(ctypes.c_uint32))
+    status_fn("agent_upgrade_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint32, buf_p)
     # Cancel tokens (AgentCancel is a uint64_t id, like AgentHandle).
     status_fn("agent_cancel_new", ctypes.c_int64, u64_p)
     status_fn("agent_cancel_bind", ctypes.c_uint64)

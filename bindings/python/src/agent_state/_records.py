@@ -32,6 +32,13 @@ from typing import (
 
 State = Dict[str, Any]
 
+#: What kind of change a :class:`Change` is: ``"merge"`` (``set_state`` and its forms),
+#: ``"replace"`` (``replace_state`` and its forms, ``restore``, a deletion seen by ``poll``) or
+#: ``"migration"`` (a state stored under an older schema version upgraded to the agent's).
+ChangeKind = Literal["merge", "replace", "migration"]
+#: The kinds of the C ABI's ``AgentStateChange.kind`` (``AGENT_CHANGE_*``).
+CHANGE_KINDS: Dict[int, ChangeKind] = {1: "merge", 2: "replace", 3: "migration"}
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
     from typing_extensions import Protocol, TypeVar
@@ -53,6 +60,13 @@ if TYPE_CHECKING:
         patch: Optional[State]
         version: int
 
+        @property
+        def kind(self) -> ChangeKind: ...
+        @property
+        def schema(self) -> int: ...
+        @property
+        def migrated_from(self) -> Optional[int]: ...
+
     class Versioned(NamedTuple, Generic[StateT]):
         state: StateT
         version: int
@@ -62,6 +76,11 @@ if TYPE_CHECKING:
         at: _dt.datetime
         patch: Optional[State]
         next: StateT
+
+        @property
+        def schema(self) -> int: ...
+        @property
+        def migrated_from(self) -> Optional[int]: ...
 
 else:
     from typing import TypeVar
@@ -73,21 +92,77 @@ else:
         # Versioned[ConvState] at run time (in a cast(), say): an alias of the plain class.
         return types.GenericAlias(cls, item)
 
-    class Change(NamedTuple):
-        """One change of the state, as :meth:`Agent.on_change` hooks and the validator
-        (:meth:`Agent.set_validator`) see it. Fresh, decoded values: keep them as you like."""
-
+    class _ChangeFields(NamedTuple):
         #: The state after the change.
         next: State
         #: The state before it (for a store's first change, the initial state of the agent that
         #: made it).
         prev: State
         #: The merge patch as applied (``set_state`` and its forms); ``None`` for a replacement
-        #: (``replace_state`` and its forms, ``restore``).
+        #: (``replace_state`` and its forms, ``restore``) and a migration.
         patch: Optional[State]
         #: The state's version after the change: 1 for the agent's first write, one more for
         #: each commit. The validator sees the version the change would get.
         version: int
+
+    class Change(_ChangeFields):
+        """One change of the state, as :meth:`Agent.on_change` hooks and the validator
+        (:meth:`Agent.set_validator`) see it. Fresh, decoded values: keep them as you like.
+
+        A named tuple ``(next, prev, patch, version)``; ``kind``, ``schema`` and
+        ``migrated_from`` (below) are attributes besides the tuple's four fields, so that
+        unpacking and comparing changes work as in earlier releases (two changes that differ
+        only in them compare equal).
+        """
+
+        def __new__(
+            cls,
+            next: State,
+            prev: State,
+            patch: Optional[State],
+            version: int,
+            kind: Optional[ChangeKind] = None,
+            schema: int = 0,
+            migrated_from: Optional[int] = None,
+        ) -> "Change":
+            self = super().__new__(cls, next, prev, patch, version)
+            if kind is not None:
+                self.__dict__["kind"] = kind
+            self.__dict__["schema"] = schema
+            self.__dict__["migrated_from"] = migrated_from
+            return self
+
+        @property
+        def kind(self) -> ChangeKind:
+            """``"merge"``, ``"replace"`` or ``"migration"`` (:data:`ChangeKind`): a
+            migration upgraded a state stored under schema version ``migrated_from`` to
+            ``schema`` (its ``patch`` is ``None``). Built without it: ``"merge"`` when
+            ``patch`` is not ``None``, else ``"replace"``."""
+            kind: Optional[ChangeKind] = self.__dict__.get("kind")
+            if kind is None:
+                return "merge" if self.patch is not None else "replace"
+            return kind
+
+        @property
+        def schema(self) -> int:
+            """The schema version of ``next``: the writer's ``schema_version`` open option
+            (0 when none)."""
+            value: int = self.__dict__.get("schema", 0)
+            return value
+
+        @property
+        def migrated_from(self) -> Optional[int]:
+            """For a migration, the schema version the state was upgraded from; else
+            ``None``."""
+            value: Optional[int] = self.__dict__.get("migrated_from")
+            return value
+
+        def _replace(self, **fields: Any) -> Any:
+            # namedtuple's _replace makes the tuple alone: keep the attributes besides it.
+            new = super()._replace(**fields)
+            new.__dict__.update(self.__dict__)
+            return new
+
 
     class Versioned(NamedTuple):
         """A state together with its version, as :meth:`Agent.get_state_versioned`, the
@@ -100,22 +175,67 @@ else:
         #: nothing is stored: the state is then the initial state).
         version: int
 
-    class LoggedChange(NamedTuple):
-        """One change retained by the agent's change log, as :meth:`Agent.changes_since`
-        returns it."""
-
+    class _LoggedChangeFields(NamedTuple):
         #: The state's version after the change.
         version: int
         #: When the change was committed (millisecond precision, ``tzinfo=timezone.utc``).
         at: _dt.datetime
         #: The merge patch as applied; ``None`` for a replacement (``replace_state``,
-        #: ``restore``).
+        #: ``restore``) and a migration.
         patch: Optional[State]
-        #: The state after the change.
+        #: The state after the change, as stored (under schema version ``schema``).
         next: State
+
+    class LoggedChange(_LoggedChangeFields):
+        """One change retained by the agent's change log, as :meth:`Agent.changes_since`
+        returns it: a named tuple ``(version, at, patch, next)``, with ``schema`` and
+        ``migrated_from`` as attributes besides its four fields (as :class:`Change` has them).
+        ``next`` is as stored: :meth:`Agent.upgrade_state` brings a state of an older
+        ``schema`` to the agent's."""
+
+        def __new__(
+            cls,
+            version: int,
+            at: _dt.datetime,
+            patch: Optional[State],
+            next: State,
+            schema: int = 0,
+            migrated_from: Optional[int] = None,
+        ) -> "LoggedChange":
+            self = super().__new__(cls, version, at, patch, next)
+            self.__dict__["schema"] = schema
+            self.__dict__["migrated_from"] = migrated_from
+            return self
+
+        @property
+        def schema(self) -> int:
+            """The schema version ``next`` was written under (0 when the writer declared
+            none)."""
+            value: int = self.__dict__.get("schema", 0)
+            return value
+
+        @property
+        def migrated_from(self) -> Optional[int]:
+            """For a migration, the schema version the state was upgraded from; else
+            ``None``."""
+            value: Optional[int] = self.__dict__.get("migrated_from")
+            return value
+
+        def _replace(self, **fields: Any) -> Any:
+            # namedtuple's _replace makes the tuple alone: keep the attributes besides it.
+            new = super()._replace(**fields)
+            new.__dict__.update(self.__dict__)
+            return new
 
     for _record in (Change, Versioned, LoggedChange):
         _record.__class_getitem__ = classmethod(_subscript)
+
+
+#: ``Change(next, prev, patch, version, kind, schema, migrated_from)`` and
+#: ``LoggedChange(version, at, patch, next, schema, migrated_from)``: the records with their
+#: attributes besides the tuple (the types above declare the tuple's fields alone).
+new_change: Callable[..., "Change[Any]"] = Change
+new_logged_change: Callable[..., "LoggedChange[Any]"] = LoggedChange
 
 
 class AgentInfo(NamedTuple):
@@ -140,6 +260,11 @@ CHANGE = "change"
 NEXT_PREV_PATCH = "next, prev, patch"
 #: ``fn(next, prev)``, the reference's ``onStateChanged(next, prev)``.
 NEXT_PREV = "next, prev"
+# How a schema step of code is called (Agent.set_schema_step).
+#: ``step(state)``.
+STATE = "state"
+#: ``step(state, from_version)``.
+STATE_FROM = "state, from_version"
 
 #: ``callback(next, prev)`` or ``callback(next, prev, patch)``; ``patch`` is ``None`` for a
 #: ``replace_state`` change.
@@ -151,6 +276,10 @@ ChangeCallback = Union[Callable[[Change], Any], StateChangedCallback]
 #: to commit: raising rejects it, returning (whatever the value) accepts it; see
 #: :meth:`Agent.set_validator`.
 ValidatorCallback = Union[Callable[[Change], Any], StateChangedCallback]
+#: ``step(state)`` or ``step(state, from_version)``: a schema step of code
+#: (:meth:`Agent.set_schema_step`), returning the upgraded state (or ``None``: ``state`` as it
+#: changed it in place).
+SchemaStepCallback = Union[Callable[[State], Any], Callable[[State, int], Any]]
 #: ``callback()`` returning the initial state (a dict, a dataclass or pydantic model instance),
 #: or its raw JSON text (str or bytes).
 InitialStateCallback = Callable[[], Union[Mapping[str, Any], "StateModel", str, bytes]]

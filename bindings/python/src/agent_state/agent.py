@@ -9,12 +9,27 @@ import os
 import re
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Mapping, Optional, Type, TypeVar, Union, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Generic,
+    List,
+    Mapping,
+    Optional,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+    overload,
+)
 
 from . import _callbacks, _inflight, _native
 from ._callbacks import CallbackTable
 from ._hook import Hook
 from ._options import check_version as _version
+from ._options import int_arg
 from ._options import OPEN_KEYS, options_json, store_path
 from ._native import call, call_text, call_text_versioned
 from ._models import build
@@ -25,10 +40,12 @@ from ._records import (
     LoggedChange,
     Patch,
     PathLike,
+    SchemaStepCallback,
     State,
     StateModel,
     StateT,
     Versioned,
+    new_logged_change,
 )
 from .codec import encode_patch, encode_state, json_text
 from .decoding import decode, decode_state
@@ -41,6 +58,8 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "library_version"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+#: The largest schema version a step may start from (a ``uint32_t`` in the C ABI).
+_MAX_SCHEMA = 2**32 - 1
 M = TypeVar("M")
 #: A validator, returned as given (set_validator is a decorator).
 _V = TypeVar("_V", bound=Callable[..., Any])
@@ -64,6 +83,14 @@ def _close_handle(handle: int) -> None:
         call(_native.library().agent_close, handle)
     except Exception:
         pass
+
+
+def _schema_arg(value: Any, what: str) -> int:
+    """A schema version argument: an int (not a bool) from 0 to 2**32 - 1."""
+    number = int_arg(value, what)
+    if not 0 <= number <= _MAX_SCHEMA:
+        raise InvalidArgumentError(f"{what} must be from 0 to 2**32 - 1, not {number}")
+    return number
 
 
 def library_version() -> str:
@@ -367,7 +394,8 @@ class Agent(Generic[StateT]):
 
     def changes_since(self, version: int) -> List[LoggedChange[StateT]]:
         """The changes committed after ``version`` (through any handle or process), oldest
-        first, as :class:`LoggedChange` tuples ``(version, at, patch, next)``; ``[]`` if
+        first, as :class:`LoggedChange` tuples ``(version, at, patch, next)`` (with ``schema``
+        and ``migrated_from``: ``next`` as stored, see :meth:`upgrade_state`); ``[]`` if
         ``version`` is the current one. What a client that reconnects with the state at
         ``version`` needs to catch up. Needs the agent's change log.
 
@@ -377,19 +405,22 @@ class Agent(Generic[StateT]):
         """
         text = call_text(_native._hot_changes_since, self._h(), _version(version, "version"))
         return [
-            LoggedChange(
+            new_logged_change(
                 entry["version"],
                 _EPOCH + _dt.timedelta(milliseconds=entry["at"]),
                 entry["patch"],
                 entry["next"],
+                entry.get("schema", 0),
+                entry.get("migrated_from"),
             )
             for entry in decode(text)
         ]
 
     def changes_since_json(self, version: int) -> str:
         """:meth:`changes_since` as the library returns it, one JSON array ready to send:
-        ``[{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...]`` (``at`` in
-        milliseconds since the Unix epoch, ``patch`` null for a replacement)."""
+        ``[{"version":N,"at":MS,"patch":{...}|null,"next":{...},"schema":S,"migrated_from":F|null},...]``
+        (``at`` in milliseconds since the Unix epoch, ``patch`` null for a replacement or a
+        migration)."""
         return call_text(_native._hot_changes_since, self._h(), _version(version, "version"))
 
     def state_at(self, version: int) -> StateT:
@@ -402,9 +433,11 @@ class Agent(Generic[StateT]):
 
     def restore(self, version: int) -> Versioned[StateT]:
         """Point-in-time recovery: replaces the state with the state at ``version`` (as
-        :meth:`state_at` finds it) as a new change, and returns ``Versioned(restored state, new
+        :meth:`state_at` finds it; one stored under an older schema version upgraded to this
+        agent's by its steps) as a new change, and returns ``Versioned(restored state, new
         version)``. The validator gates it and hooks see it as a replacement (``patch`` None).
-        Raises what :meth:`state_at` and :meth:`replace_state` raise."""
+        Raises what :meth:`state_at` and :meth:`replace_state` raise, and
+        :class:`~agent_state.MigrationError`."""
         text, new_version = call_text_versioned(
             _native._hot_restore_state, self._h(), _version(version, "version")
         )
@@ -541,3 +574,102 @@ class Agent(Generic[StateT]):
         # On failure the library has already called FREE_TRAMPOLINE(key): nothing to undo.
         call(lib.agent_set_validator, handle, trampoline, key, _callbacks.FREE_TRAMPOLINE)
         return validator
+
+    # -- schema evolution ----------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version this agent declares: its ``schema_version`` open option (0 when
+        none). Raises :class:`~agent_state.BadHandleError` once closed."""
+        out = ctypes.c_uint32(0)
+        call(_native.library().agent_schema_version, self._h(), ctypes.byref(out))
+        return out.value
+
+    def set_schema_step(self, from_version: int, step: Optional[SchemaStepCallback]) -> None:
+        """Sets ``step`` as this agent's schema step of code from ``from_version`` to
+        ``from_version + 1`` (``None`` removes it).
+
+        An agent opened with ``schema_version=N`` upgrades a state stored under an older
+        version the first time it reads or writes it: it runs the steps from the stored
+        version up to N (the declarative ones of the ``schema_steps`` option, these for the
+        versions it leaves out), then the validator, and commits the result as a change of its
+        own (hooks see ``kind == "migration"``), once, whichever agent or process gets there
+        first. Set the steps right after opening, before the first read or write.
+
+        ``step(state)`` or ``step(state, from_version)`` (chosen here from its signature, as
+        for hooks; one that can be called neither way raises :class:`TypeError`) gets the
+        state as stored under ``from_version``, a fresh ``dict``, and returns the upgraded
+        state (a dict, or a dataclass or pydantic model instance), or ``None`` for ``state``
+        as it changed it in place. An exception it raises fails the upgrade: the read or write
+        that needed it raises :class:`~agent_state.MigrationError`, whose message names the
+        step and the exception (``schema step 0 -> 1: the step failed: ValueError: ...``) and
+        whose ``__cause__`` is the exception; nothing is written. (``KeyboardInterrupt``,
+        ``SystemExit`` and other non-``Exception`` errors fail the upgrade and then propagate
+        as themselves.) Its result goes through the codec (with the ``default`` encoder), the
+        size cap and the validator, which may refuse it too (``MigrationError``).
+
+        It runs with the agent's lock held, inside the write transaction, on the thread that
+        made the call (and for :meth:`upgrade_state` outside any transaction): keep it quick,
+        and do not use this agent from inside it (:class:`~agent_state.BusyError`). The agent
+        holds ``step`` until it is replaced, removed or the agent closed.
+
+        Raises :class:`TypeError` (``from_version`` not an int, ``step`` not callable),
+        :class:`~agent_state.InvalidArgumentError` (``from_version`` negative or not below
+        :attr:`schema_version`, or a declarative step from ``from_version`` already given in
+        ``schema_steps``: one step per version), :class:`~agent_state.BadHandleError`.
+        """
+        start = _schema_arg(from_version, "from_version")
+        lib = _native.library()
+        if step is None:
+            handle = self._h()
+            call(lib.agent_set_schema_step, handle, start, _callbacks.NULL_SCHEMA_STEP, None, _callbacks.NULL_FREE)
+            return
+        if not callable(step):
+            raise TypeError(f"the schema step must be callable, not {type(step).__name__}")
+        trampoline = _callbacks.SCHEMA_STEP_TRAMPOLINES[_callbacks.call_form(step, "schema step")]
+        handle = self._h()
+        key = _callbacks.register(self._callbacks, step)
+        # On failure the library has already called FREE_TRAMPOLINE(key): nothing to undo.
+        call(lib.agent_set_schema_step, handle, start, trampoline, key, _callbacks.FREE_TRAMPOLINE)
+
+    def state_at_stored(self, version: int) -> Tuple[State, int]:
+        """The state at ``version`` as :meth:`state_at` finds it, as stored, and the schema
+        version it was written under: ``(state, schema)`` (for version 0, the initial state,
+        this agent's own :attr:`schema_version`). Nothing is upgraded:
+        :meth:`upgrade_state` brings an older one to this agent's shape. Raises what
+        :meth:`state_at` raises."""
+        number = _version(version, "version")
+        handle = self._h()
+        buf = _native.AgentBuffer()
+        schema = ctypes.c_uint32(0)
+        try:
+            call(_native.library().agent_get_state_at_stored, handle, number, ctypes.byref(buf), ctypes.byref(schema))
+            state: State = decode_state(_native.text_at(buf.data, buf.len))
+        finally:
+            _native.library().agent_buffer_free(ctypes.byref(buf))
+        return state, schema.value
+
+    def upgrade_state(self, state: Union[Mapping[str, Any], StateModel], from_version: int) -> StateT:
+        """``state``, stored under schema version ``from_version``, upgraded to this agent's
+        :attr:`schema_version` by its steps (declarative and of code, as a migration would
+        run them, without the validator); nothing is read or written. For a state of the
+        history (:meth:`state_at_stored`, a :class:`LoggedChange`'s ``next`` and ``schema``)
+        wanted in the current shape; a state of this agent's version comes back as it is.
+
+        Raises :class:`~agent_state.NewerSchemaError` (``from_version`` above this agent's),
+        :class:`~agent_state.MigrationError` (a step failed or is missing),
+        :class:`~agent_state.CodecError` (a value that cannot be stored), :class:`TypeError`
+        and :class:`~agent_state.InvalidArgumentError` (the arguments),
+        :class:`~agent_state.BusyError` (from inside one of this agent's steps or its
+        validator).
+        """
+        data = encode_state(state, "state", self._default)
+        start = _schema_arg(from_version, "from_version")
+        handle = self._h()
+        buf = _native.AgentBuffer()
+        try:
+            call(_native.library().agent_upgrade_state, handle, data, len(data), start, ctypes.byref(buf))
+            upgraded: StateT = _decode_state(_native.text_at(buf.data, buf.len))
+        finally:
+            _native.library().agent_buffer_free(ctypes.byref(buf))
+        return upgraded

@@ -29,6 +29,7 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Tuple,
     Type,
     TypeVar,
     Union,
@@ -45,6 +46,7 @@ from ._records import (
     LoggedChange,
     Patch,
     PathLike,
+    SchemaStepCallback,
     State,
     StateModel,
     StateT,
@@ -456,6 +458,30 @@ class AsyncAgent(Generic[StateT]):
         runs inside the write transaction, on the worker thread)."""
         _plain(validator, "validator")
         return self._agent.set_validator(validator)
+
+    # -- schema evolution ----------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        """:attr:`Agent.schema_version <agent_state.Agent.schema_version>` (no I/O)."""
+        return self._agent.schema_version
+
+    def set_schema_step(self, from_version: int, step: Optional[SchemaStepCallback]) -> None:
+        """:meth:`Agent.set_schema_step <agent_state.Agent.set_schema_step>`: a plain function
+        (it runs inside the write transaction, on the worker thread); a coroutine function
+        raises :class:`TypeError`."""
+        _plain(step, "schema step")
+        self._agent.set_schema_step(from_version, step)
+
+    async def state_at_stored(self, version: int) -> Tuple[State, int]:
+        """:meth:`Agent.state_at_stored <agent_state.Agent.state_at_stored>`, on a worker
+        thread."""
+        return await self._run(self._agent.state_at_stored, version)
+
+    async def upgrade_state(self, state: Union[Mapping[str, Any], StateModel], from_version: int) -> StateT:
+        """:meth:`Agent.upgrade_state <agent_state.Agent.upgrade_state>`, on a worker
+        thread."""
+        return await self._run(self._agent.upgrade_state, state, from_version)
 
 
 class Opening(Generic[StateT]):

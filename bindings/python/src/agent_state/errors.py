@@ -16,6 +16,7 @@ any call into the library, so nothing is written.
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
 
@@ -35,6 +36,8 @@ __all__ = [
     "UnavailableError",
     "AuthError",
     "CallCancelledError",
+    "NewerSchemaError",
+    "MigrationError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -51,6 +54,8 @@ __all__ = [
     "AGENT_ERR_UNAVAILABLE",
     "AGENT_ERR_AUTH",
     "AGENT_ERR_CANCELLED",
+    "AGENT_ERR_NEWER_SCHEMA",
+    "AGENT_ERR_MIGRATION",
     "AGENT_ERR_PANIC",
 ]
 
@@ -91,6 +96,13 @@ AGENT_ERR_UNAVAILABLE = 12
 AGENT_ERR_AUTH = 13
 #: The call's cancel token fired, or its deadline passed, while it waited; nothing written.
 AGENT_ERR_CANCELLED = 14
+#: The state is stored under a newer schema version than the agent declares (the open option
+#: ``schema_version``): a newer program wrote it. Nothing was read into the older shape or
+#: written over it; run the newer program, or open ``read_only`` to read it as stored.
+AGENT_ERR_NEWER_SCHEMA = 15
+#: Upgrading a stored state to the agent's schema version failed: a step failed or is missing,
+#: or its result is refused (codec, size cap, validator). The stored state is as it was.
+AGENT_ERR_MIGRATION = 16
 #: A bug in the library was caught at the ABI boundary.
 AGENT_ERR_PANIC = 99
 
@@ -331,6 +343,55 @@ class CallCancelledError(AgentError):
     """
 
     default_status = AGENT_ERR_CANCELLED
+
+
+_NEWER = re.compile(r"schema version (\d+), newer than this handle's schema_version (\d+)")
+_STEP = re.compile(r"schema step (\d+) -> \d+")
+
+
+class NewerSchemaError(AgentError):
+    """``AGENT_ERR_NEWER_SCHEMA``: the agent's state is stored under a newer schema version
+    than this agent declares (its ``schema_version`` open option): a newer program wrote it.
+    Every read and write of this agent fails so, with nothing written (an older program never
+    reads a newer state into its older shape, nor writes over it). Run the newer program, or
+    open the agent with ``read_only=True`` to read the state as stored. Also raised by
+    :meth:`Agent.upgrade_state <agent_state.Agent.upgrade_state>` for a ``from_version`` above
+    the agent's.
+
+    Attributes:
+        stored: the schema version the state is stored under, as the message says it
+            (``None`` if the message does not).
+        declared: this agent's ``schema_version`` (``None`` if the message does not say).
+    """
+
+    default_status = AGENT_ERR_NEWER_SCHEMA
+
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
+        super().__init__(message, status)
+        found = _NEWER.search(message)
+        self.stored: Optional[int] = int(found.group(1)) if found else None
+        self.declared: Optional[int] = int(found.group(2)) if found else None
+
+
+class MigrationError(AgentError):
+    """``AGENT_ERR_MIGRATION``: upgrading the stored state to this agent's schema version
+    failed: a step (``schema_steps``, or one set with :meth:`Agent.set_schema_step
+    <agent_state.Agent.set_schema_step>`) raised or is missing, or its result is not a state
+    the codec, the size cap or the validator accepts. The message names the step
+    (``schema step 0 -> 1: the step failed: ValueError: ...``); the stored state is as it was
+    and nothing was written. When a Python step raised, its exception is ``__cause__``.
+
+    Attributes:
+        from_version: the version the failing step upgrades from (``None`` if the message
+            does not name a step).
+    """
+
+    default_status = AGENT_ERR_MIGRATION
+
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
+        super().__init__(message, status)
+        found = _STEP.search(message)
+        self.from_version: Optional[int] = int(found.group(1)) if found else None
 
 
 class PanicError(AgentError):

@@ -12,7 +12,7 @@ A key whose option has a fixed default says it as ``Annotated[..., Default(value
 # No `from __future__ import annotations` here: the keys' types (and their Default markers) are
 # evaluated when the classes are made, so that the Default markers are there to read at run time.
 
-from typing import Annotated, Any, Mapping, Optional, TypedDict, Union
+from typing import Annotated, Any, Mapping, Optional, Sequence, TypedDict, Union
 
 from ._records import ChangeLogOption, DefaultEncoder, InitialStateCallback, StateModel, Synchronous
 
@@ -112,6 +112,24 @@ class OpenOptions(ConnectionOptions, total=False):
         holds many isolated agents (state, version, change log, hooks), and the agents with an
         id in one process share one connection per file. Anything but a ``str`` raises
         :class:`~agent_state.InvalidArgumentError`.
+    ``schema_version``
+        The schema version of the states this program reads and writes (0 to 1000000, default
+        0). A state stored under an older one is upgraded on first touch by the steps
+        (``schema_steps``, :meth:`~agent_state.Agent.set_schema_step`), once, as a change of
+        its own (hooks see ``kind == "migration"``); one stored under a newer one makes every
+        read and write raise :class:`~agent_state.NewerSchemaError` with nothing written,
+        unless ``read_only``, which reads every state as stored.
+    ``schema_steps``
+        Declarative steps (default ``[]``): a list of ``{"from": K, "ops": [...]}``, each
+        upgrading a state from version K to K + 1 by its operations, in order:
+        ``{"op": "merge", "value": {...}}`` (an RFC 7396 patch; with ``"path"``, at that
+        member), ``{"op": "default", "path": P, "value": V}`` (set where missing),
+        ``{"op": "set", "path": P, "value": V}``, ``{"op": "remove", "path": P}``,
+        ``{"op": "rename", "path": P, "to": "newName"}`` and ``{"op": "move", "from": P,
+        "path": Q}``; paths are JSON Pointers to object members (``"/user/name"``). Values
+        are encoded as states are. A malformed step raises
+        :class:`~agent_state.InvalidArgumentError` at open; steps of code fill the versions
+        these leave out.
     ``default``
         This binding's own, not the library's: a function called with a value the codec cannot
         store, returning a storable stand-in (or raising), as ``json.dumps``'s ``default``:
@@ -127,4 +145,6 @@ class OpenOptions(ConnectionOptions, total=False):
     store_max_value_bytes: Optional[int]
     change_log: Optional[ChangeLogOption]
     agent_id: Optional[str]
+    schema_version: Annotated[Optional[int], Default(0)]
+    schema_steps: Annotated[Optional[Sequence[Mapping[str, Any]]], Default([])]
     default: Optional[DefaultEncoder]
