@@ -20,6 +20,7 @@ mod hooks;
 mod hot_reads;
 mod hot_reads_fork;
 mod schema;
+mod schema_fleet;
 mod store_agents;
 mod store_agents_race;
 mod versions;
