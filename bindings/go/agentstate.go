@@ -337,7 +337,9 @@ func libError(op string, rc C.int32_t, cerr *C.char, ctx C.uintptr_t) error {
 	if ctx != 0 {
 		for _, err := range takeHookErrors(ctx) {
 			if r, ok := err.(rejection); ok {
-				if e.Status == StatusRejected {
+				// The validator's or a schema step's reason: the cause of the failure it made
+				// (a validator refusing a migration's result makes it an ErrMigration).
+				if e.Status == StatusRejected || e.Status == StatusMigration {
 					e.Err = r.err
 				}
 				continue
@@ -351,8 +353,8 @@ func libError(op string, rc C.int32_t, cerr *C.char, ctx C.uintptr_t) error {
 	return e
 }
 
-// rejection is what the validator returned when it rejected a change, stashed (like a hook's
-// error) for the call that made the change.
+// rejection is what the validator returned when it rejected a change, or what a schema step
+// returned when it failed, stashed (like a hook's error) for the call that made the change.
 type rejection struct{ err error }
 
 func (r rejection) Error() string { return r.err.Error() }

@@ -1,6 +1,7 @@
 package agentstate
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -208,6 +209,36 @@ func (r *vectorRun) close() {
 	}
 }
 
+// schemaSteps maps a vector's schema_steps to []SchemaStep (a value the vector leaves out
+// stays nil).
+func (r *vectorRun) schemaSteps(raw []byte) []SchemaStep {
+	var steps []struct {
+		From uint32 `json:"from"`
+		Ops  []struct {
+			Op    string          `json:"op"`
+			Path  string          `json:"path"`
+			From  string          `json:"from"`
+			To    string          `json:"to"`
+			Value json.RawMessage `json:"value"`
+		} `json:"ops"`
+	}
+	if err := json.Unmarshal(raw, &steps); err != nil {
+		r.fail("schema_steps %s: %v", raw, err)
+	}
+	out := make([]SchemaStep, len(steps))
+	for i, st := range steps {
+		out[i].From = st.From
+		for _, op := range st.Ops {
+			o := StepOp{Op: op.Op, Path: op.Path, From: op.From, To: op.To}
+			if len(op.Value) > 0 {
+				o.Value = op.Value
+			}
+			out[i].Ops = append(out[i].Ops, o)
+		}
+	}
+	return out
+}
+
 // options maps the vector's open options to Options; a value Options cannot hold fails the
 // vector (such vectors name the runners that can run them).
 func (r *vectorRun) options(o *node) Options {
@@ -245,6 +276,14 @@ func (r *vectorRun) options(o *node) Options {
 				log.KeepFor = time.Duration(secs) * time.Second
 			}
 			opts.ChangeLog = log
+		case "schema_version":
+			n, err := strconv.ParseUint(v.str, 10, 32)
+			if err != nil {
+				r.fail("schema_version %s is not a uint32", v.raw)
+			}
+			opts.SchemaVersion = uint32(n)
+		case "schema_steps":
+			opts.SchemaSteps = r.schemaSteps(v.raw)
 		default:
 			r.fail("option %q has no Options field", key)
 		}

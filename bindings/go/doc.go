@@ -103,7 +103,7 @@
 //	if errors.Is(err, agentstate.ErrConflict) { /* someone wrote first: read again, retry */ }
 //
 // SetValidator installs a gate that sees every change of this Agent (a Change: Next, Prev,
-// Patch, Version) inside the write transaction, before the commit; an error (or panic) rejects
+// Patch, Version, Kind, Schema, MigratedFrom) inside the write transaction, before the commit; an error (or panic) rejects
 // it with ErrRejected, wrapping the error, and nothing is written. OnChange is the form of
 // OnStateChanged that receives a Change, with the version.
 //
@@ -119,6 +119,17 @@
 // after a version (to bring a reconnecting client up to date); StateAt reads an older state and
 // Restore makes it current again as a new change. Changes the retention dropped make these
 // calls fail with ErrGap.
+//
+// # Schema versions
+//
+// Options.SchemaVersion declares the schema version of the states a program reads and writes;
+// every stored state and log entry records the version it was written under. Steps upgrade a
+// state from version k to k+1: declarative ones in Options.SchemaSteps (StepRename, StepDefault,
+// ...), Go ones with SetSchemaStep. The first read or write that finds an older state commits
+// the upgrade, once, as a change of its own (Change.Kind ChangeMigration); a failing step is an
+// ErrMigration error naming it, nothing written. A state written under a newer version than
+// the Agent declares fails every read and write with ErrNewerSchema (a ReadOnly Agent reads it
+// as stored). StateAtStored and UpgradeState read the history in its own or the current shape.
 //
 // # PostgreSQL and many agents per store
 //
@@ -151,7 +162,8 @@
 // Every failure is an *Error carrying the library's status and message; its text is
 // "agentstate: <Op>: <message>", the call named once. Each status has a
 // sentinel (ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage,
-// ErrBusy, ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrCancelled, ErrPanic) for errors.Is; statuses a newer
+// ErrBusy, ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrCancelled,
+// ErrNewerSchema, ErrMigration, ErrPanic) for errors.Is; statuses a newer
 // library may add match Status(n). The message is read in the same native call as the failing function (the library
 // keeps it per OS thread, and a goroutine may change threads between two cgo calls), so it is
 // always the failing call's own, however many goroutines fail at once.

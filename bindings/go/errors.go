@@ -29,6 +29,8 @@ const (
 	StatusUnavailable     Status = 12 // AGENT_ERR_UNAVAILABLE
 	StatusAuth            Status = 13 // AGENT_ERR_AUTH
 	StatusCancelled       Status = 14 // AGENT_ERR_CANCELLED
+	StatusNewerSchema     Status = 15 // AGENT_ERR_NEWER_SCHEMA
+	StatusMigration       Status = 16 // AGENT_ERR_MIGRATION
 	StatusPanic           Status = 99 // AGENT_ERR_PANIC
 )
 
@@ -55,7 +57,8 @@ var (
 	// ErrTooLarge: the input, or the state a change would produce, exceeds MaxValueBytes.
 	ErrTooLarge error = StatusTooLarge
 	// ErrStorage: the store failed: I/O error, disk full, read-only store or file, corrupt or
-	// foreign file, newer schema (SQLite); a PostgreSQL error other than an unreachable server
+	// foreign file, a file or database of a newer release (the store's own tables, not
+	// Options.SchemaVersion, which is ErrNewerSchema); a PostgreSQL error other than an unreachable server
 	// (see ErrUnavailable).
 	ErrStorage error = StatusStorage
 	// ErrBusy: another connection held what this call needed for longer than BusyTimeout (a
@@ -96,6 +99,18 @@ var (
 	// (SetStateContext, ...) return it when their context is done; the error then also wraps
 	// ctx.Err() (context.Canceled or context.DeadlineExceeded) for errors.Is.
 	ErrCancelled error = StatusCancelled
+	// ErrNewerSchema: the agent's state is stored under a newer schema version than this Agent
+	// declares (Options.SchemaVersion): a newer program wrote it. Every read and write fails
+	// with it and nothing is written (an older program never overwrites a newer state); run the
+	// newer program, or open with ReadOnly to read the state as stored. UpgradeState returns it
+	// for a from above the Agent's version.
+	ErrNewerSchema error = StatusNewerSchema
+	// ErrMigration: upgrading a stored state to this Agent's schema version failed: a step
+	// (Options.SchemaSteps, or SetSchemaStep) failed, panicked or is missing, or its result was
+	// refused (not an object, the codec, MaxValueBytes, the validator). The message names the
+	// step ("schema step 1 -> 2: ..."); the error wraps what a Go step returned (or a
+	// *PanicError), so errors.Is and errors.As see it. The stored state is as it was.
+	ErrMigration error = StatusMigration
 	// ErrPanic: a bug in the library was caught at its C boundary; the Agent may still be used.
 	ErrPanic error = StatusPanic
 )
@@ -116,6 +131,8 @@ var statusNames = map[Status]string{
 	StatusUnavailable:     "AGENT_ERR_UNAVAILABLE",
 	StatusAuth:            "AGENT_ERR_AUTH",
 	StatusCancelled:       "AGENT_ERR_CANCELLED",
+	StatusNewerSchema:     "AGENT_ERR_NEWER_SCHEMA",
+	StatusMigration:       "AGENT_ERR_MIGRATION",
 	StatusPanic:           "AGENT_ERR_PANIC",
 }
 
@@ -144,8 +161,9 @@ type Error struct {
 	// found in Go.
 	Message string
 	// Err is the cause, when there is one: the error returned by a hook (the first, if several
-	// failed), the error returned by the validator (for ErrRejected), a *PanicError for a hook
-	// or validator that panicked, or an encoding error. Unwrap returns it.
+	// failed), the error returned by the validator (for ErrRejected), the error returned by a
+	// schema step or by the validator of a migration (for ErrMigration), a *PanicError for a
+	// hook, validator or step that panicked, or an encoding error. Unwrap returns it.
 	Err error
 	// HookErrors holds every hook error of the call, in delivery order (Err is the first).
 	HookErrors []error
@@ -166,7 +184,8 @@ func (e *Error) Error() string {
 		for i, he := range e.HookErrors {
 			fmt.Fprintf(&b, "; hook error %d: %v", i+1, he)
 		}
-	case e.Err != nil && e.Status != StatusRejected: // a rejection's message holds the validator's text
+	case e.Err != nil && e.Status != StatusRejected && e.Status != StatusMigration:
+		// (a rejection's message holds the validator's text, a migration's the step's)
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
 	}
@@ -182,20 +201,22 @@ func (e *Error) Is(target error) bool {
 // Unwrap returns the cause (a hook's error, an encoding error), or nil.
 func (e *Error) Unwrap() error { return e.Err }
 
-// PanicError is the cause of an ErrHook error when a Go hook panicked, or of an ErrRejected
-// error when the validator panicked: the panic was recovered in the trampoline (a panic must
+// PanicError is the cause of an ErrHook error when a Go hook panicked, of an ErrRejected
+// error when the validator panicked, or of an ErrMigration error when a schema step (see
+// SetSchemaStep) panicked: the panic was recovered in the trampoline (a panic must
 // never unwind through the C library) and reported as the error of the call that triggered
 // the hook or validator.
 type PanicError struct {
-	// Value is what the hook or validator passed to panic.
+	// Value is what the hook, validator or step passed to panic.
 	Value any
 	// Stack is the hook goroutine's stack at the panic (runtime/debug.Stack).
 	Stack []byte
 
-	who string // "hook" (when empty) or "validator"
+	who string // "hook" (when empty), "validator" or "step"
 }
 
-// Error describes the panic value: "hook panicked: ..." or "validator panicked: ...".
+// Error describes the panic value: "hook panicked: ...", "validator panicked: ..." or "step
+// panicked: ...".
 func (p *PanicError) Error() string {
 	who := p.who
 	if who == "" {

@@ -387,3 +387,57 @@ func ExampleAgent_SetStateContext() {
 	// true true
 	// {"status":"processing"}
 }
+
+func ExampleAgent_SetSchemaStep() {
+	dir, _ := os.MkdirTemp("", "agentstate-example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "agent.db")
+
+	// Yesterday's program (schema version 0) wrote this.
+	old, err := agentstate.Open(path, agentstate.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := old.SetStateJSON([]byte(`{"user":{"nick":"ada"},"visits":3}`)); err != nil {
+		log.Fatal(err)
+	}
+	old.Close()
+
+	// Today's program declares version 2: a declarative step 0 -> 1, a step of code 1 -> 2.
+	a, err := agentstate.Open(path, agentstate.Options{
+		SchemaVersion: 2,
+		SchemaSteps: []agentstate.SchemaStep{
+			{From: 0, Ops: []agentstate.StepOp{agentstate.StepRename("/user/nick", "name")}},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close()
+	err = a.SetSchemaStep(1, func(st map[string]any) (map[string]any, error) {
+		st["stats"] = map[string]any{"visits": st["visits"]}
+		delete(st, "visits")
+		return st, nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The first touch upgrades it, once (a map step's result encodes with sorted keys).
+	st, v, err := a.GetStateVersionedJSON()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(st), v)
+
+	// A program of version 1 is refused the newer state, and writes nothing.
+	older, err := agentstate.Open(path, agentstate.Options{SchemaVersion: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer older.Close()
+	_, err = older.SetState(map[string]any{"visits": 4})
+	fmt.Println(errors.Is(err, agentstate.ErrNewerSchema))
+	// Output:
+	// {"stats":{"visits":3},"user":{"name":"ada"}} 2
+	// true
+}

@@ -71,7 +71,8 @@ var cFunctionPrefix = regexp.MustCompile(`(^|: )agent_[a-z_]+: `)
 
 var allSentinels = []error{
 	ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage, ErrBusy,
-	ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrCancelled, ErrPanic,
+	ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrCancelled, ErrNewerSchema,
+	ErrMigration, ErrPanic,
 }
 
 // jsonEqual compares two JSON texts as values (numbers by their text).

@@ -186,8 +186,18 @@ type LoggedChange struct {
 	At time.Time
 	// Patch is the merge patch as applied; nil for a replacement (ReplaceState, Restore).
 	Patch json.RawMessage
-	// Next is the state after the change, as compact JSON (decode it with Unmarshal).
+	// Next is the state after the change, as compact JSON (decode it with Unmarshal), as
+	// stored: in the shape of schema version Schema (UpgradeState gives it in the Agent's).
 	Next json.RawMessage
+	// Kind is ChangeMigration for a schema migration, ChangeReplace for a replacement (nil
+	// Patch), else ChangeMerge.
+	Kind ChangeKind
+	// Schema is the schema version Next was written under (the writer's
+	// Options.SchemaVersion; 0 when none).
+	Schema uint32
+	// MigratedFrom is, for a ChangeMigration, the schema version the state was upgraded from;
+	// 0 for the other kinds.
+	MigratedFrom uint32
 }
 
 // ChangesSince returns the changes committed after version (by any Agent or process), oldest
@@ -210,23 +220,33 @@ func (a *Agent) changesSinceValue(ctx context.Context, op string, version uint64
 		At      int64           `json:"at"`
 		Patch   json.RawMessage `json:"patch"`
 		Next    json.RawMessage `json:"next"`
+		Schema  uint32          `json:"schema"`
+		From    *uint32         `json:"migrated_from"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, newError(op, StatusCodec, "cannot decode the changes: "+err.Error(), err)
 	}
 	out := make([]LoggedChange, len(raw))
 	for i, r := range raw {
-		out[i] = LoggedChange{Version: r.Version, At: time.UnixMilli(r.At), Patch: r.Patch, Next: r.Next}
-		if string(r.Patch) == "null" {
+		out[i] = LoggedChange{Version: r.Version, At: time.UnixMilli(r.At), Patch: r.Patch, Next: r.Next,
+			Kind: ChangeMerge, Schema: r.Schema}
+		if string(r.Patch) == "null" || r.Patch == nil {
 			out[i].Patch = nil
+			out[i].Kind = ChangeReplace
+		}
+		if r.From != nil {
+			out[i].Kind = ChangeMigration
+			out[i].MigratedFrom = *r.From
 		}
 	}
 	return out, nil
 }
 
 // ChangesSinceJSON is ChangesSince as the library returns it, one JSON array ready to send:
-// [{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...], at in milliseconds since the
-// Unix epoch, patch null for a replacement.
+// [{"version":N,"at":MS,"schema":S,"migrated_from":F|null,"patch":{...}|null,"next":{...}},...],
+// at in milliseconds since the Unix epoch, schema the schema version next was written under,
+// migrated_from the version a schema migration upgraded from (else null), patch null for a
+// replacement or a migration.
 func (a *Agent) ChangesSinceJSON(version uint64) (json.RawMessage, error) {
 	return a.changesSince(context.Background(), "ChangesSinceJSON", version)
 }
@@ -238,7 +258,9 @@ func (a *Agent) changesSince(ctx context.Context, op string, version uint64) ([]
 }
 
 // StateAt returns the state at version (decoded as by GetState): the current version, one the
-// change log retains, or 0 (the initial state).
+// change log retains, or 0 (the initial state). It is the state as stored, in the shape of the
+// schema version it was written under: StateAtStored also returns that version, and
+// UpgradeState brings the state to this Agent's.
 //
 // Errors: ErrGap (the log does not retain it, or is off), ErrInvalidArgument (a future
 // version), ErrBadHandle, ErrStorage; for version 0 with an initial-state function, what it
@@ -267,7 +289,7 @@ func (a *Agent) stateAt(ctx context.Context, op string, version uint64) ([]byte,
 }
 
 // Restore is point-in-time recovery: it replaces the state with the state at version (as
-// StateAt finds it) as a new change, and returns the restored state and its new version (the
+// StateAt finds it, upgraded to this Agent's schema version) as a new change, and returns the restored state and its new version (the
 // current one when the state at version is the current state: that commits nothing).
 // The validator gates it and hooks see it as a replacement (nil patch).
 //

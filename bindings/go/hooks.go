@@ -43,12 +43,51 @@ type Change struct {
 	// that made it).
 	Prev json.RawMessage
 	// Patch is the merge patch as applied (SetState and its forms); nil for a replacement
-	// (ReplaceState and its forms, Restore).
+	// (ReplaceState and its forms, Restore) and a migration.
 	Patch json.RawMessage
 	// Version is the state's version after the change: 1 for the agent's first write, one more
 	// for each commit (a write that leaves the state as it is commits nothing, so it has no
 	// Change). The validator sees the version the change would get.
 	Version uint64
+	// Kind is what made the change: ChangeMerge (SetState and its forms), ChangeReplace
+	// (ReplaceState and its forms, Restore, a deletion delivered by Poll) or ChangeMigration
+	// (a state stored under an older schema version upgraded by the steps; see SetSchemaStep).
+	Kind ChangeKind
+	// Schema is the schema version Next was written under (the writer's
+	// Options.SchemaVersion; 0 when none).
+	Schema uint32
+	// MigratedFrom is, for a ChangeMigration, the schema version the state was upgraded from
+	// (Prev's); 0 for the other kinds.
+	MigratedFrom uint32
+}
+
+// ChangeKind is what made a change (Change.Kind, LoggedChange.Kind): the library's
+// AGENT_CHANGE_* numbers.
+type ChangeKind int32
+
+const (
+	// ChangeMerge is a merge patch (SetState, SetStateIf and their forms).
+	ChangeMerge ChangeKind = 1
+	// ChangeReplace is a replacement (ReplaceState, ReplaceStateIf and their forms, Restore,
+	// a deletion delivered by Poll).
+	ChangeReplace ChangeKind = 2
+	// ChangeMigration is a schema migration: a state stored under an older schema version
+	// upgraded to the writer's (see Options.SchemaVersion and SetSchemaStep).
+	ChangeMigration ChangeKind = 3
+)
+
+// String returns "merge", "replace", "migration", or "ChangeKind(n)" for a number this package
+// does not know (a newer library).
+func (k ChangeKind) String() string {
+	switch k {
+	case ChangeMerge:
+		return "merge"
+	case ChangeReplace:
+		return "replace"
+	case ChangeMigration:
+		return "migration"
+	}
+	return fmt.Sprintf("ChangeKind(%d)", int32(k))
 }
 
 // ChangeFunc is an OnChange hook.
@@ -228,9 +267,12 @@ func agentstateStateChanged(h C.uintptr_t, change *C.AgentStateChange, ctx C.uin
 // changeOf copies a change the library lends to a hook or validator.
 func changeOf(change *C.AgentStateChange) Change {
 	c := Change{
-		Next:    json.RawMessage(goBytes(change.next, change.next_len)),
-		Prev:    json.RawMessage(goBytes(change.prev, change.prev_len)),
-		Version: uint64(change.version),
+		Next:         json.RawMessage(goBytes(change.next, change.next_len)),
+		Prev:         json.RawMessage(goBytes(change.prev, change.prev_len)),
+		Version:      uint64(change.version),
+		Kind:         ChangeKind(change.kind),
+		Schema:       uint32(change.schema),
+		MigratedFrom: uint32(change.migrated_from),
 	}
 	if change.patch != nil {
 		c.Patch = json.RawMessage(goBytes(change.patch, change.patch_len))

@@ -64,6 +64,19 @@ type Options struct {
 	// file holds many isolated agents (state, version, change log, hooks), and the Agents
 	// with an id in one process share one connection per file.
 	AgentID string
+	// SchemaVersion is the schema version of the states this program reads and writes (0 to
+	// 1000000; 0, the default, for a program that declares none). Every state and change-log
+	// entry records the version it was written under. A state stored under an older version is
+	// upgraded on first touch (a read or a write) by the steps, SchemaSteps and SetSchemaStep,
+	// once, as a change of its own (ChangeMigration to hooks); one stored under a newer version
+	// makes every read and write fail with ErrNewerSchema, unless ReadOnly (which reads every
+	// state as stored). See SetSchemaStep.
+	SchemaVersion uint32
+	// SchemaSteps are declarative steps, each upgrading a state from version From to From+1
+	// (From below SchemaVersion, one step per version); SetSchemaStep gives steps of code for
+	// the versions these leave out. nil (or empty) gives none. The library checks them at Open
+	// (ErrInvalidArgument). See SchemaStep.
+	SchemaSteps []SchemaStep
 	// MaxConnections is, on PostgreSQL, the most connections this process keeps to the
 	// server, shared by all its Agents on it (1 to 1000); 0 means the library's default, 4.
 	// The pool has the largest size any Open asked for. A SQLite file does not use it.
@@ -201,6 +214,16 @@ func (o Options) optionsJSON() (string, error) {
 			return "", err
 		}
 		parts = append(parts, `"agent_id":`+string(b))
+	}
+	if o.SchemaVersion != 0 {
+		parts = append(parts, `"schema_version":`+strconv.FormatUint(uint64(o.SchemaVersion), 10))
+	}
+	if len(o.SchemaSteps) > 0 {
+		text, err := schemaStepsJSON(o.SchemaSteps)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, `"schema_steps":`+text)
 	}
 	if o.MaxConnections != 0 {
 		parts = append(parts, `"max_connections":`+strconv.Itoa(o.MaxConnections))

@@ -168,6 +168,12 @@ static int32_t validate_trampoline(void *user_data, const AgentStateChange *chan
                               current_ctx);
 }
 
+static int32_t schema_step_trampoline(void *user_data, uint32_t from, const uint8_t *state,
+                                      size_t state_len, AgentBuffer *out, AgentBuffer *message) {
+    return agentstateSchemaStep((uintptr_t)user_data, from, (uint8_t *)state, state_len, out,
+                                message, current_ctx);
+}
+
 static void free_trampoline(void *user_data) {
     agentstateFreeHook((uintptr_t)user_data);
 }
@@ -194,6 +200,28 @@ int32_t agentstate_set_validator(AgentHandle h, uintptr_t hook, char **err) {
                 hook == 0 ? agent_set_validator(h, NULL, NULL, NULL)
                           : agent_set_validator(h, validate_trampoline, (void *)hook,
                                                 free_trampoline));
+}
+
+int32_t agentstate_set_schema_step(AgentHandle h, uint32_t from, uintptr_t hook, char **err) {
+    RETURN_CALL(0, 0, err,
+                hook == 0 ? agent_set_schema_step(h, from, NULL, NULL, NULL)
+                          : agent_set_schema_step(h, from, schema_step_trampoline, (void *)hook,
+                                                  free_trampoline));
+}
+
+int32_t agentstate_schema_version(AgentHandle h, uint32_t *out, char **err) {
+    RETURN_CALL(0, 0, err, agent_schema_version(h, out));
+}
+
+int32_t agentstate_get_state_at_stored(AgentHandle h, uint64_t version, AgentBuffer *out,
+                                       uint32_t *out_schema, uintptr_t ctx, AgentCancel token,
+                                       char **err) {
+    RETURN_CALL(ctx, token, err, agent_get_state_at_stored(h, version, out, out_schema));
+}
+
+int32_t agentstate_upgrade_state(AgentHandle h, const uint8_t *state, size_t len, uint32_t from,
+                                 AgentBuffer *out, uintptr_t ctx, AgentCancel token, char **err) {
+    RETURN_CALL(ctx, token, err, agent_upgrade_state(h, state, len, from, out));
 }
 
 int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err) {

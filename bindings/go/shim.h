@@ -75,6 +75,15 @@ int32_t agentstate_remove_hook(AgentHandle h, uint64_t id, char **err);
 int32_t agentstate_set_initial_state_hook(AgentHandle h, uintptr_t hook, char **err);
 /* Sets the Go validator trampoline with `hook` (a runtime/cgo.Handle); 0 removes the gate. */
 int32_t agentstate_set_validator(AgentHandle h, uintptr_t hook, char **err);
+/* Schema evolution (agent_state.h topic 9). Sets the Go schema-step trampoline with `hook` (a
+ * runtime/cgo.Handle) as the step from `from`; 0 removes the step. */
+int32_t agentstate_set_schema_step(AgentHandle h, uint32_t from, uintptr_t hook, char **err);
+int32_t agentstate_schema_version(AgentHandle h, uint32_t *out, char **err);
+int32_t agentstate_get_state_at_stored(AgentHandle h, uint64_t version, AgentBuffer *out,
+                                       uint32_t *out_schema, uintptr_t ctx, AgentCancel token,
+                                       char **err);
+int32_t agentstate_upgrade_state(AgentHandle h, const uint8_t *state, size_t len, uint32_t from,
+                                 AgentBuffer *out, uintptr_t ctx, AgentCancel token, char **err);
 /* agent_buffer_copy, with the same error discipline. */
 int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err);
 

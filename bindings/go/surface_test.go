@@ -71,11 +71,13 @@ func sampleValue(t *testing.T, f reflect.StructField) reflect.Value {
 		return reflect.ValueOf(time.Second)
 	case reflect.TypeOf(&ChangeLog{}):
 		return reflect.ValueOf(&ChangeLog{KeepLast: 10})
+	case reflect.TypeOf([]SchemaStep{}):
+		return reflect.ValueOf([]SchemaStep{{From: 0, Ops: []StepOp{StepDefault("/a", 1)}}})
 	}
 	switch f.Type.Kind() {
 	case reflect.Interface:
 		return reflect.ValueOf(map[string]any{"a": 1})
-	case reflect.Int:
+	case reflect.Int, reflect.Uint32:
 		return reflect.ValueOf(100).Convert(f.Type)
 	case reflect.Bool:
 		return reflect.ValueOf(true)
