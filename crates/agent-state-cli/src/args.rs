@@ -228,10 +228,12 @@ pub enum Command {
     },
     /// Write the store's agents as JSON Lines (for `import`)
     ///
-    /// One line per agent: {"agent": ID, "version": V, "state": {...}}, the state exactly as
-    /// stored; the agent is the one --agent selects (ID null: a file's single agent). An agent
-    /// with nothing stored has no state to export and prints nothing. The change log is not exported. A progress bar
-    /// shows on stderr when it is a terminal.
+    /// One line per agent: {"agent": ID, "version": V, "schema": S, "state": {...}}, the state
+    /// exactly as stored and S the schema version it was written under (read as stored, never
+    /// upgraded, whatever --schema-version says); the agent is the one --agent selects (ID
+    /// null: a file's single agent). An agent with nothing stored has no state to export and
+    /// prints nothing. The change log is not exported. A progress bar shows on stderr when it
+    /// is a terminal.
     Export {
         /// The store: a file path or a postgresql:// URI
         store: PathBuf,
@@ -245,6 +247,16 @@ pub enum Command {
     /// agent the line came from. An agent that already holds a state is left alone
     /// (AGENT_ERR_CONFLICT) unless --force. One agent is written: more than one line is
     /// AGENT_ERR_INVALID_ARGUMENT. All lines are checked before the store is opened.
+    ///
+    /// Schema versions: the state is stored under the line's "schema" (0 when absent, as in
+    /// older exports), so the program of that version finds it current. With --schema-version
+    /// N it is stored under N instead: a line of an older schema is upgraded first with the
+    /// steps of --steps (AGENT_ERR_MIGRATION when one is missing or fails), a line of a newer
+    /// one is refused (AGENT_ERR_NEWER_SCHEMA); nothing is written for a refused line. With
+    /// --force, a state the target holds under a newer schema than the one written is refused
+    /// (AGENT_ERR_NEWER_SCHEMA), and one under an older schema is first migrated (its own
+    /// version and change-log entry, so --steps must cover it, else AGENT_ERR_MIGRATION and
+    /// nothing written), then replaced.
     Import {
         /// The store: a file path (created when absent) or a postgresql:// URI
         store: PathBuf,

@@ -48,7 +48,7 @@ pub fn shown(store: &Path) -> String {
 
 /// The library's open options for this command line, checked by the library itself (so the
 /// ranges and messages are its own).
-fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
+fn options(global: &Global, access: Access, schema: Option<u64>) -> Result<OpenOptions, Failure> {
     let mut map = connection_options(global, access);
     if let Some(id) = &global.agent {
         map.insert("agent_id".into(), id.clone().into());
@@ -76,7 +76,7 @@ fn options(global: &Global, access: Access) -> Result<OpenOptions, Failure> {
             .map_err(|e| Failure::context("--change-log", e.into()))?;
         map.insert("change_log".into(), value);
     }
-    schema_options(&mut map, global, global.schema_version)?;
+    schema_options(&mut map, global, schema)?;
     from_map(map)
 }
 
@@ -210,6 +210,17 @@ pub fn store_options(
 
 /// Opens `store` for `access` with the command line's options.
 pub fn open(store: &Path, global: &Global, access: Access) -> Result<Agent, Failure> {
-    let options = options(global, access)?;
+    open_under(store, global, access, global.schema_version)
+}
+
+/// [`open`] with the schema version `schema` instead of `--schema-version`'s (`import`, which
+/// writes a state under the schema version its line gives).
+pub fn open_under(
+    store: &Path,
+    global: &Global,
+    access: Access,
+    schema: Option<u64>,
+) -> Result<Agent, Failure> {
+    let options = options(global, access, schema)?;
     Agent::open(store, &options).map_err(Failure::from)
 }
