@@ -306,7 +306,12 @@ impl Agent {
                     (false, ..) | (true, Fit::Current, _) => None,
                     (true, Fit::Newer, _) => return Err(self.newer(current.schema)),
                     (true, Fit::Older, Change::Migrate) => Some(current.schema),
-                    (true, Fit::Older, _) => return Err(Error::outdated()),
+                    // Migrated first, then written (`change`); a compare-and-set that cannot
+                    // hold fails before anything is committed, a migration included.
+                    (true, Fit::Older, _) => match expected {
+                        Some(expected) if expected != current.version => None,
+                        _ => return Err(Error::outdated()),
+                    },
                 };
                 if matches!(change, Change::Migrate) && schema.is_none() {
                     return Ok(Outcome::Unchanged(Versioned {

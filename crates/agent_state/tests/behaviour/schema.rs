@@ -390,3 +390,22 @@ fn a_program_without_a_schema_version_is_unchanged() {
     assert_eq!(a.get_state_versioned().unwrap().version, 1);
     assert_eq!(a.state_at_stored(1).unwrap().1, 0);
 }
+
+/// A compare-and-set that cannot hold fails before anything is committed: an older state is
+/// not migrated by a write that is refused anyway.
+#[each_backend]
+fn a_failing_compare_and_set_does_not_migrate() {
+    let dir = TempDir::new("schema-cas");
+    let store = dir.store("a.db");
+    let v1 = open(&store, &OpenOptions::default()).unwrap();
+    v1.set_state(br#"{"user":{"nick":"ada"}}"#).unwrap();
+    let v2 = open(&store, &v2_options()).unwrap();
+    let err = v2.set_state_if(br#"{"x":1}"#, Some(7)).unwrap_err();
+    assert!(matches!(err, Error::Conflict { actual: 1, .. }), "{err:?}");
+    assert_eq!(v1.state_at_stored(1).unwrap().1, 0, "not migrated");
+    assert_eq!(v1.get_state_versioned().unwrap().version, 1);
+    // At the stored version of the older state: it is migrated first, which moves the version
+    // the caller expected (a version read in the old shape no longer describes the state).
+    let written = v2.set_state_if(br#"{"x":1}"#, Some(1));
+    assert!(matches!(written, Err(Error::Conflict { actual: 2, .. })), "{written:?}");
+}
