@@ -407,5 +407,8 @@ fn a_failing_compare_and_set_does_not_migrate() {
     // At the stored version of the older state: it is migrated first, which moves the version
     // the caller expected (a version read in the old shape no longer describes the state).
     let written = v2.set_state_if(br#"{"x":1}"#, Some(1));
-    assert!(matches!(written, Err(Error::Conflict { actual: 2, .. })), "{written:?}");
+    assert!(
+        matches!(written, Err(Error::Conflict { actual: 2, .. })),
+        "{written:?}"
+    );
 }
