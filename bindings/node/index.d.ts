@@ -124,12 +124,69 @@ export interface ChangeLogRetention {
 export type InitialState<State> = State | (() => State);
 
 /**
- * Called after each committed change made through the agent, with the state after it and the
- * state before it, on the agent's thread, in commit order; the write that made the change
- * resolves once its hooks finished. A hook that throws (or rejects) makes that write reject
- * with {@link HookError}; the change is committed all the same.
+ * What kind of change was committed: `'merge'` (`setState`), `'replace'` (`replaceState`,
+ * `restore`) or `'migration'` (a state of an older schema version upgraded by the agent's
+ * schema steps, on the first read or write that found it).
  */
-export type StateListener<State> = (next: State, prev: State) => Promise<void> | void;
+export type ChangeKind = 'merge' | 'replace' | 'migration';
+
+/** A committed change as a listener's third argument describes it. A fresh object. */
+export interface ChangeInfo {
+  /** The state's version after the change. */
+  version: number;
+  /** What kind of change it is. */
+  kind: ChangeKind;
+  /** The schema version of the state after the change (0 when the writer declared none). */
+  schema: number;
+  /** For a migration, the schema version the state was stored under before; else `null`. */
+  migratedFrom: number | null;
+}
+
+/**
+ * Called after each committed change made through the agent, with the state after it, the
+ * state before it and what the change was ({@link ChangeInfo}: its kind, a migration's schema
+ * versions), on the agent's thread, in commit order; the write (or the read that migrated)
+ * that made the change resolves once its hooks finished. A hook that throws (or rejects) makes
+ * that call reject with {@link HookError}; the change is committed all the same.
+ */
+export type StateListener<State> = (next: State, prev: State, change: ChangeInfo) => Promise<void> | void;
+
+/**
+ * One operation of a declarative schema step. Paths are JSON Pointers to object members
+ * (`"/user/nick"`); values go through the codec as a state's do.
+ * - `merge`: RFC 7396 merge of `value` into the state (or into the object at `path`);
+ * - `default`: set `path` to `value` where it is missing;
+ * - `set`: set `path` to `value`;
+ * - `remove`: remove `path` where it is present;
+ * - `rename`: rename the member at `path` to `to` (in the same object);
+ * - `move`: move the value at `from` to `path`.
+ */
+export type SchemaOp =
+  | { op: 'merge'; value: Readonly<Record<string, unknown>>; path?: string }
+  | { op: 'default'; path: string; value: unknown }
+  | { op: 'set'; path: string; value: unknown }
+  | { op: 'remove'; path: string }
+  | { op: 'rename'; path: string; to: string }
+  | { op: 'move'; from: string; path: string };
+
+/**
+ * A schema step of code: called with the state as stored under schema version `from` (an older
+ * shape, hence `any`) and `from`; returns the state at `from + 1`, a plain object. It runs on
+ * the agent's thread inside the transaction that migrates, while the read or write waits:
+ * synchronous, and it must not use the agent. A throw, a Promise or anything but a plain object
+ * fails the migration with {@link MigrationError} (its message names the step), nothing
+ * written.
+ */
+export type SchemaStepFunction = (state: any, from: number) => object;
+
+/**
+ * One step of `schemaSteps`, upgrading a state from schema version `from` to `from + 1`:
+ * declarative (`ops`, applied by the library) or of code (`upgrade`, set with
+ * {@link Agent.setSchemaStep} before the open resolves). One step per version.
+ */
+export type SchemaStepSpec =
+  | { readonly from: number; readonly ops: readonly SchemaOp[] }
+  | { readonly from: number; readonly upgrade: SchemaStepFunction };
 
 /**
  * Called on the agent's thread before a change through the agent commits, inside its
@@ -184,6 +241,23 @@ export interface OpenOptions<State extends Record<string, unknown> = Record<stri
    * it is (off for a new agent).
    */
   changeLog?: ChangeLogRetention | false;
+  /**
+   * The schema version of the states this program reads and writes (0 to 1000000, default 0;
+   * a subclass may declare it as `static override schemaVersion = N`, which this option
+   * overrides). A state stored under an older version is upgraded by the steps on the first read
+   * or write that finds it, once, as a change of its own (kind `'migration'`); one stored under
+   * a newer version is refused with {@link NewerSchemaError}, nothing written, unless
+   * `readOnly` (which reads every state as stored).
+   */
+  schemaVersion?: number;
+  /**
+   * The steps from each older schema version to the next (default none; a subclass may declare
+   * them as `static override schemaSteps = [...]`, which this option overrides): declarative
+   * (`{from, ops}`) or of code (`{from, upgrade(state)}`). A version without a step fails the
+   * migration with {@link MigrationError}. Steps are checked when the agent opens
+   * ({@link InvalidArgumentError}).
+   */
+  schemaSteps?: readonly SchemaStepSpec[];
   /** A listener added before the open resolves, as {@link Agent.subscribe} adds one. */
   onStateChanged?: StateListener<State>;
   /** The validator, set before the open resolves, as {@link Agent.setValidator} sets it. */
@@ -262,9 +336,21 @@ export interface LoggedChange<State> {
   version: number;
   /** When it was committed (by the writer's clock). */
   at: Date;
-  /** The merge patch as applied; `null` for a replacement (`replaceState`, `restore`). */
+  /** What kind of change it is. */
+  kind: ChangeKind;
+  /** The schema version `next` was written under (0 when the writer declared none). */
+  schema: number;
+  /** For a migration, the schema version the state was stored under before; else `null`. */
+  migratedFrom: number | null;
+  /**
+   * The merge patch as applied; `null` for a replacement (`replaceState`, `restore`) or a
+   * migration.
+   */
   patch: MergePatch<State> | null;
-  /** The state after the change. */
+  /**
+   * The state after the change, as stored (in the shape of its `schema`; {@link
+   * Agent.upgradeState} brings it to the agent's).
+   */
   next: State;
 }
 
@@ -304,6 +390,18 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
   #private;
 
   /**
+   * The class form's schema version: `open` uses it when its options give no `schemaVersion`
+   * (`static override schemaVersion = 2`).
+   */
+  static schemaVersion?: number;
+
+  /**
+   * The class form's schema steps: `open` uses them when its options give no `schemaSteps`
+   * (`static override schemaSteps: SchemaStepSpec[] = [...]`).
+   */
+  static schemaSteps?: readonly SchemaStepSpec[];
+
+  /**
    * Opens the agent `options.agentId` of the store at `path` (a file, created if missing, or a
    * `postgresql://` URI) and resolves to an instance of the class it is called on.
    *
@@ -330,11 +428,12 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
   /**
    * Called after every committed change made through this agent (`setState`, `replaceState`,
    * their `If` forms, `restore`; with `poll`, other handles' changes too), in commit order, on
-   * this agent's thread, with the state after and before the change. The default does nothing.
+   * this agent's thread, with the state after and before the change and what it was
+   * ({@link ChangeInfo}: a migration by a read too). The default does nothing.
    * The write resolves after its hook; a hook that throws makes it reject with
    * {@link HookError} (the change is committed all the same).
    */
-  protected onStateChanged(next: State, prev: State): Promise<void> | void;
+  protected onStateChanged(next: State, prev: State, change: ChangeInfo): Promise<void> | void;
 
   /**
    * The stored state, or `initialState()` while nothing is stored.
@@ -397,6 +496,42 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
   setValidator(validator: Validator<State> | null): void;
 
   /**
+   * Sets the schema step of code from version `from` to `from + 1` (`null` removes it); see
+   * {@link SchemaStepFunction}. Set steps right after opening, before the first read or write.
+   *
+   * @throws {BadHandleError} the agent is closed (synchronously).
+   * @throws {InvalidArgumentError} `from` is not below the agent's schema version, the options
+   *   give a declarative step from `from` already, or `step` is not a function (synchronously).
+   */
+  setSchemaStep(from: number, step: SchemaStepFunction | null): void;
+
+  /**
+   * The schema version this agent declares (the `schemaVersion` option, default 0).
+   *
+   * @throws {BadHandleError} the agent is closed.
+   */
+  get schemaVersion(): number;
+
+  /**
+   * The state at `version` as stored, not upgraded, with the schema version it was written
+   * under (the agent's own for version 0). Needs the change log for an older version.
+   *
+   * @throws {GapError} the log no longer holds that version.
+   */
+  stateAtStored(version: number | bigint, options?: CallOptions): Promise<{ state: Record<string, unknown>; schema: number }>;
+
+  /**
+   * `state`, stored under schema version `from` (e.g. from {@link Agent.stateAtStored} or the
+   * change log), upgraded to this agent's version by its steps, without writing anything. A
+   * state of the agent's version resolves as it is.
+   *
+   * @throws {NewerSchemaError} `from` is above the agent's version.
+   * @throws {MigrationError} a step failed or is missing.
+   * @throws {InvalidArgumentError} `state` is not a plain object, `from` not a version.
+   */
+  upgradeState(state: Readonly<Record<string, unknown>>, from: number, options?: CallOptions): Promise<State>;
+
+  /**
    * The changes committed after version `after` (default 0), oldest first.
    *
    * @throws {InvalidArgumentError} the agent's change log is off.
@@ -413,15 +548,17 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
   changes(options?: ChangesOptions): AsyncGenerator<LoggedChange<State>, void, undefined>;
 
   /**
-   * The state as it was at `version` (needs the change log).
+   * The state as it was at `version` (needs the change log), as stored: in the shape of the
+   * schema version it was written under ({@link Agent.stateAtStored} tells which;
+   * {@link Agent.upgradeState} brings it to this agent's).
    *
    * @throws {GapError} the log no longer holds that version.
    */
   stateAt(version: number | bigint, options?: CallOptions): Promise<State>;
 
   /**
-   * Replaces the state with the state at `version`, as a new change (hooks run), and resolves
-   * to it with its new version. Rejects as {@link Agent.stateAt} and {@link Agent.replaceState}
+   * Replaces the state with the state at `version` (upgraded to this agent's schema version),
+   * as a new change (hooks run), and resolves to it with its new version. Rejects as {@link Agent.stateAt} and {@link Agent.replaceState}
    * do.
    */
   restore(version: number | bigint, options?: CallOptions): Promise<Versioned<State>>;
@@ -630,6 +767,36 @@ export class CallCancelledError extends AgentError {
   static readonly code: 'AGENT_ERR_CANCELLED';
   readonly status: 14;
   readonly code: 'AGENT_ERR_CANCELLED';
+}
+
+/**
+ * The state is stored under a newer schema version than this agent declares (status 15): a
+ * newer program wrote it. Every read and write fails, nothing written; open with `readOnly` to
+ * read it as stored.
+ */
+export class NewerSchemaError extends AgentError {
+  static readonly status: 15;
+  static readonly code: 'AGENT_ERR_NEWER_SCHEMA';
+  readonly status: 15;
+  readonly code: 'AGENT_ERR_NEWER_SCHEMA';
+  /** The schema version the state is stored under. */
+  readonly stored: number;
+  /** The schema version this agent declares. */
+  readonly declared: number;
+}
+
+/**
+ * Upgrading a stored state to the agent's schema version failed (status 16): a step threw, is
+ * missing, or its result was refused (codec, size cap, validator). The message names the step
+ * (`schema step 1 -> 2: ...`); the stored state is unchanged.
+ */
+export class MigrationError extends AgentError {
+  static readonly status: 16;
+  static readonly code: 'AGENT_ERR_MIGRATION';
+  readonly status: 16;
+  readonly code: 'AGENT_ERR_MIGRATION';
+  /** The schema version of the step that failed (it upgrades `stepFrom` to `stepFrom + 1`). */
+  readonly stepFrom: number;
 }
 
 /** A bug in the library, caught at its boundary (status 99); the agent may still be used. */

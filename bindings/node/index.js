@@ -13,7 +13,7 @@ const decodeState = codec.decode;
 const {
   AgentError, InvalidArgumentError, BadHandleError, JSONError, CodecError, StateTooLargeError,
   StorageError, BusyError, HookError, ConflictError, RejectedError, GapError, UnavailableError,
-  AuthError, CallCancelledError, PanicError,
+  AuthError, CallCancelledError, NewerSchemaError, MigrationError, PanicError,
 } = errors;
 
 module.exports = {
@@ -39,5 +39,7 @@ module.exports = {
   UnavailableError,
   AuthError,
   CallCancelledError,
+  NewerSchemaError,
+  MigrationError,
   PanicError,
 };

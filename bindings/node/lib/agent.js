@@ -93,6 +93,8 @@ class Agent {
   #closing = null;
   // The validator, held here: the function the addon keeps reaches it through a WeakRef.
   #validator = null;
+  // The schema steps of code, by the version each upgrades from (reached the same way).
+  #steps = new Map();
 
   /**
    * Opens the agent `options.agentId` of the store at `path` (a file, or a postgresql:// URI)
@@ -109,7 +111,19 @@ class Agent {
   }
 
   async #attach(path, options) {
-    const { signal, initialState, onStateChanged, validator, ...rest } = options;
+    const { signal, initialState, onStateChanged, validator, ...given } = options;
+    // The class form declares its schema as statics (`static schemaVersion = 2`,
+    // `static schemaSteps = [...]`); an option of the same name wins.
+    const rest = { ...given };
+    if (rest.schemaVersion === undefined && this.constructor.schemaVersion !== undefined) {
+      rest.schemaVersion = this.constructor.schemaVersion;
+    }
+    if (rest.schemaSteps === undefined && this.constructor.schemaSteps !== undefined) {
+      rest.schemaSteps = this.constructor.schemaSteps;
+    }
+    const { declarative, code } = splitSteps(rest.schemaSteps);
+    if (declarative === undefined) delete rest.schemaSteps;
+    else rest.schemaSteps = declarative;
     if (initialState !== undefined && typeof initialState !== 'function' && !isPlainObject(initialState)) {
       throw new InvalidArgumentError('initialState must be a plain object or a function returning one');
     }
@@ -127,7 +141,14 @@ class Agent {
     this.#native = native.NativeAgent.fromOpened(opened);
     if (onStateChanged) this.#listeners.push(onStateChanged);
     if (this.#listeners.length > 0 || this.#overridesHook()) this.#native.watchChanges();
-    if (validator !== undefined && validator !== null) this.setValidator(validator);
+    try {
+      if (validator !== undefined && validator !== null) this.setValidator(validator);
+      for (const step of code) this.setSchemaStep(step.from, step.upgrade);
+    } catch (error) {
+      // A handle the caller never gets is closed at once.
+      await this.close().catch(() => {});
+      throw error;
+    }
   }
 
   // True while one of this agent's hooks runs in the current async context: a call made there must
@@ -161,8 +182,11 @@ class Agent {
     return {};
   }
 
-  /** Called after every committed change made through this agent, in commit order. Override it. */
-  async onStateChanged(next, prev) {} // eslint-disable-line no-unused-vars
+  /**
+   * Called after every committed change made through this agent, in commit order, with
+   * (next, prev, change): change is {version, kind, schema, migratedFrom}. Override it.
+   */
+  async onStateChanged(next, prev, change) {} // eslint-disable-line no-unused-vars
 
   /** The stored state, or initialState() while nothing is stored. */
   async getState(options) {
@@ -186,6 +210,16 @@ class Agent {
       : Snapshot.fromText(read.version, read.state);
     this.#snap = snap;
     this.#ticket = read.ticket;
+    // A read that found a state of an older schema version committed its migration first: the
+    // hooks see it (kind 'migration') before the read resolves, as after a write.
+    // (Only then: a read that committed nothing waits for no hook.)
+    if (this.#listeners.length > 0 || this.#overridesHook()) {
+      const taken = this.#drain();
+      if (taken.length > 0) {
+        if (this.#insideOwnHook()) this.#nested.add(snap.version);
+        else await this.#settle(snap.version);
+      }
+    }
     return { state: this.#stateOf(snap), version: snap.version };
   }
 
@@ -285,8 +319,14 @@ class Agent {
   async #runHooks(change) {
     const next = codec.decode(change.next);
     const prev = codec.decode(change.prev);
+    const info = {
+      version: change.version,
+      kind: change.kind,
+      schema: change.schema,
+      migratedFrom: change.migratedFrom === undefined ? null : change.migratedFrom,
+    };
     const hooks = [];
-    if (this.#overridesHook()) hooks.push([(n, p) => this.onStateChanged(n, p), 'onStateChanged']);
+    if (this.#overridesHook()) hooks.push([(n, p, i) => this.onStateChanged(n, p, i), 'onStateChanged']);
     this.#listeners.forEach((listener, i) => hooks.push([listener, hookName(listener, i)]));
     // Every hook sees every change, as in the other bindings; the first failure is reported.
     let failure;
@@ -294,7 +334,7 @@ class Agent {
     running.add(this);
     for (const [hook, name] of hooks) {
       try {
-        await insideHooks.run(running, () => hook(next, prev));
+        await insideHooks.run(running, () => hook(next, prev, { ...info }));
       } catch (error) {
         if (failure !== undefined) continue;
         const what = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
@@ -361,12 +401,90 @@ class Agent {
     });
   }
 
+  /**
+   * Sets (null removes) the schema step of code that upgrades a state from schema version `from`
+   * to `from + 1`: `step(state, from)` returns the upgraded state (a plain object). It runs on
+   * this thread inside the transaction that migrates, while the write waits: synchronous; a
+   * throw, a Promise or anything but a plain object fails the migration (MigrationError,
+   * nothing written). Set steps right after opening, before the first read or write.
+   */
+  setSchemaStep(from, step) {
+    const handle = this.#handle();
+    if (!Number.isSafeInteger(from) || from < 0 || from > 0xffffffff) {
+      throw new InvalidArgumentError(`setSchemaStep: from must be a schema version, a whole number of at least 0, got ${String(from)}`);
+    }
+    if (step === null || step === undefined) {
+      handle.setSchemaStep(from, null);
+      this.#steps.delete(from);
+      return;
+    }
+    if (typeof step !== 'function') throw new InvalidArgumentError('setSchemaStep: the step must be a function (state, from) returning the upgraded state');
+    const self = new WeakRef(this);
+    try {
+      handle.setSchemaStep(from, ([text, k]) => {
+        const agent = self.deref();
+        const current = agent === undefined ? undefined : agent.#steps.get(k);
+        if (current === undefined) return { error: 'the agent was collected or the step removed' };
+        const name = current.name || 'the step';
+        try {
+          const out = current(codec.decode(text), k);
+          if (out && typeof out.then === 'function') {
+            out.then(undefined, () => {});
+            return { error: `${name} returned a Promise; schema steps are synchronous (the migration waits inside its transaction)` };
+          }
+          if (!isPlainObject(out)) return { error: `${name} returned ${out === null ? 'null' : typeof out}, not a plain object (the upgraded state)` };
+          return { state: codec.encode(out) };
+        } catch (error) {
+          return { error: `${name} raised ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}` };
+        }
+      });
+    } catch (error) {
+      throw translate(error);
+    }
+    this.#steps.set(from, step);
+  }
+
+  /** The schema version this agent declares (the `schemaVersion` option, default 0). */
+  get schemaVersion() {
+    return this.#handle().schemaVersion();
+  }
+
+  /** The state at `version` as stored, not upgraded, with its schema version: {state, schema}. */
+  async stateAtStored(version, options = {}) {
+    const handle = this.#handle();
+    const v = versionArg('version', version);
+    const stored = await call(options.signal, (token) => handle.stateAtStored(v, token));
+    return { state: codec.decode(stored.state), schema: stored.schema };
+  }
+
+  /** `state`, stored under schema version `from`, upgraded to this agent's version; writes nothing. */
+  async upgradeState(state, from, options = {}) {
+    const handle = this.#handle();
+    if (!isPlainObject(state)) throw new InvalidArgumentError('upgradeState takes a plain object (the state as stored)');
+    if (!Number.isSafeInteger(from) || from < 0 || from > 0xffffffff) {
+      throw new InvalidArgumentError(`upgradeState: from must be a schema version, a whole number of at least 0, got ${String(from)}`);
+    }
+    const text = codec.encode(state);
+    return codec.decode(await call(options.signal, (token) => handle.upgradeState(text, from, token)));
+  }
+
   /** The changes committed after version `after` (needs the change log), oldest first. */
   async changesSince(after = 0, options = {}) {
     const handle = this.#handle();
     const from = versionArg('after', after);
     const text = await call(options.signal, (token) => handle.changesSince(from, token));
-    return codec.decode(text).map((c) => ({ version: c.version, at: new Date(c.at), patch: c.patch, next: c.next }));
+    return codec.decode(text).map((c) => {
+      const migratedFrom = c.migrated_from === undefined ? null : c.migrated_from;
+      return {
+        version: c.version,
+        at: new Date(c.at),
+        kind: changeKind(c.patch, migratedFrom),
+        schema: c.schema === undefined ? 0 : c.schema,
+        migratedFrom,
+        patch: c.patch,
+        next: c.next,
+      };
+    });
   }
 
   /**
@@ -484,6 +602,36 @@ class Agent {
   async [Symbol.asyncDispose]() {
     await this.close();
   }
+}
+
+// A change's kind from a change-log entry: a migration names the version it upgraded from; a
+// replacement has no patch.
+function changeKind(patch, migratedFrom) {
+  if (migratedFrom !== null) return 'migration';
+  return patch === null ? 'replace' : 'merge';
+}
+
+// The schemaSteps option split: the declarative steps ({from, ops}) go to the library (their
+// values through the codec, as a state's), the steps of code ({from, upgrade}) to setSchemaStep.
+function splitSteps(steps) {
+  if (steps === undefined || steps === null) return { declarative: undefined, code: [] };
+  if (!Array.isArray(steps)) {
+    throw new InvalidArgumentError('schemaSteps must be an array of steps: {from, ops: [...]} or {from, upgrade(state)}');
+  }
+  const declarative = [];
+  const code = [];
+  steps.forEach((step, i) => {
+    if (!isPlainObject(step)) throw new InvalidArgumentError(`schemaSteps[${i}] must be a plain object {from, ops} or {from, upgrade}`);
+    if (typeof step.upgrade === 'function') {
+      if (step.ops !== undefined) throw new InvalidArgumentError(`schemaSteps[${i}] has both ops and upgrade: one step is one or the other`);
+      code.push(step);
+    } else if (step.upgrade !== undefined) {
+      throw new InvalidArgumentError(`schemaSteps[${i}].upgrade must be a function (state, from) returning the upgraded state`);
+    } else {
+      declarative.push(step);
+    }
+  });
+  return { declarative: JSON.parse(codec.encode({ steps: declarative })).steps, code };
 }
 
 /** The plain-object form: an Agent whose initialState, onStateChanged and validator are options. */

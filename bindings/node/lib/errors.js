@@ -34,12 +34,14 @@ const GapError = kind('GapError', 11, 'AGENT_ERR_GAP');
 const UnavailableError = kind('UnavailableError', 12, 'AGENT_ERR_UNAVAILABLE');
 const AuthError = kind('AuthError', 13, 'AGENT_ERR_AUTH');
 const CallCancelledError = kind('CallCancelledError', 14, 'AGENT_ERR_CANCELLED');
+const NewerSchemaError = kind('NewerSchemaError', 15, 'AGENT_ERR_NEWER_SCHEMA');
+const MigrationError = kind('MigrationError', 16, 'AGENT_ERR_MIGRATION');
 const PanicError = kind('PanicError', 99, 'AGENT_ERR_PANIC');
 
 const BY_STATUS = new Map(
   [InvalidArgumentError, BadHandleError, JSONError, CodecError, StateTooLargeError, StorageError,
     BusyError, HookError, ConflictError, RejectedError, GapError, UnavailableError, AuthError,
-    CallCancelledError, PanicError].map((cls) => [cls.status, cls]),
+    CallCancelledError, NewerSchemaError, MigrationError, PanicError].map((cls) => [cls.status, cls]),
 );
 
 // The addon's errors carry "<status>\u0001<message>[\u0001<fields as JSON>]"; anything else
@@ -63,5 +65,5 @@ function translate(error) {
 module.exports = {
   AgentError, InvalidArgumentError, BadHandleError, JSONError, CodecError, StateTooLargeError,
   StorageError, BusyError, HookError, ConflictError, RejectedError, GapError, UnavailableError,
-  AuthError, CallCancelledError, PanicError, BY_STATUS, translate,
+  AuthError, CallCancelledError, NewerSchemaError, MigrationError, PanicError, BY_STATUS, translate,
 };

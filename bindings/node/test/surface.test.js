@@ -39,6 +39,8 @@ const CLASS_OF_CODE = {
   AGENT_ERR_UNAVAILABLE: 'UnavailableError',
   AGENT_ERR_AUTH: 'AuthError',
   AGENT_ERR_CANCELLED: 'CallCancelledError',
+  AGENT_ERR_NEWER_SCHEMA: 'NewerSchemaError',
+  AGENT_ERR_MIGRATION: 'MigrationError',
   AGENT_ERR_PANIC: 'PanicError',
 };
 
@@ -247,6 +249,7 @@ const TYPING_CASES = `
 import {
   Agent, openAgent, listAgents, deleteAgent, expireAgents, encodeState, decodeState,
   AgentError, ConflictError, GapError, CallCancelledError, MergePatch, OpenOptions, Versioned,
+  NewerSchemaError, MigrationError, SchemaStepSpec,
 } from "agent-state";
 
 interface S extends Record<string, unknown> {
@@ -300,6 +303,29 @@ export async function cases(signal: AbortSignal): Promise<void> {
   a.setValidator(async () => true);
   // @ts-expect-error the initial state option is the agent's state type
   await A.open("x", { initialState: { status: "idle" } });
+  a.setSchemaStep(0, (old: { nick?: string }) => ({ name: old.nick ?? "" }));
+  a.setSchemaStep(0, null);
+  const sv: number = a.schemaVersion;
+  const stored: { state: Record<string, unknown>; schema: number } = await a.stateAtStored(1);
+  const upgraded: S = await a.upgradeState(stored.state, stored.schema);
+  for await (const c of a.changes()) {
+    const k: "merge" | "replace" | "migration" = c.kind; const from: number | null = c.migratedFrom; const sch: number = c.schema; void [k, from, sch];
+  }
+  a.subscribe((next, prev, change) => { void [next, prev, change.kind, change.schema, change.migratedFrom]; });
+  await A.open("x", { schemaVersion: 2, schemaSteps: [{ from: 0, ops: [{ op: "default", path: "/tags", value: [] }, { op: "rename", path: "/nick", to: "name" }] }, { from: 1, upgrade: (s) => ({ ...s, status: "idle" }) }] });
+  // @ts-expect-error a declarative op is one of the six
+  await A.open("x", { schemaSteps: [{ from: 0, ops: [{ op: "drop", path: "/x" }] }] });
+  // @ts-expect-error a rename needs its new name
+  await A.open("x", { schemaSteps: [{ from: 0, ops: [{ op: "rename", path: "/x" }] }] });
+  class B extends Agent<S> {
+    static override schemaVersion = 2;
+    static override schemaSteps: SchemaStepSpec[] = [{ from: 0, ops: [] }, { from: 1, upgrade: (s) => s }];
+  }
+  void [sv, upgraded, B];
+  try { await a.getState(); } catch (e) {
+    if (e instanceof NewerSchemaError) { const s15: 15 = e.status; void [s15, e.stored, e.declared]; }
+    if (e instanceof MigrationError) { const c16: "AGENT_ERR_MIGRATION" = e.code; void [c16, e.stepFrom]; }
+  }
   await a.close();
   await a[Symbol.asyncDispose]();
 

@@ -9,7 +9,7 @@ use napi_derive::napi;
 
 use crate::cancel::{token, CancelToken};
 use crate::error::{guarded, invalid, IntoNapi};
-use crate::hooks::{ChangeQueue, InitialSource, JsValidator, PendingChange};
+use crate::hooks::{ChangeQueue, InitialSource, JsStep, JsValidator, PendingChange};
 use crate::task::Job;
 
 /// A state with its version, as a read returns it. `ticket` (0: none) names the read for
@@ -57,6 +57,13 @@ fn written(v: agent_state::Written, known: Option<u64>) -> Result<Written> {
             Some(text(v.state.json())?)
         },
     })
+}
+
+/// A state as stored at a version, with the schema version it was written under.
+#[napi(object)]
+pub struct StoredState {
+    pub state: String,
+    pub schema: u32,
 }
 
 /// The last read that can be validated later without waiting, and its number.
@@ -198,6 +205,63 @@ impl NativeAgent {
         guarded("setValidator", || {
             let validator = validator.map(|f| Arc::new(crate::hooks::Validate::new(f)) as _);
             self.agent.set_validator(validator).into_napi()
+        })
+    }
+
+    /// The schema version this handle declares (the open option `schema_version`).
+    #[napi]
+    pub fn schema_version(&self) -> u32 {
+        self.agent.schema_version()
+    }
+
+    /// Sets (or, with `null`, removes) the schema step of code from version `from` to
+    /// `from + 1`: a JavaScript function called on the JavaScript thread with
+    /// `[state JSON text, from]` while the pool thread that migrates waits inside the write
+    /// transaction, answering `{state}` (the upgraded JSON text) or `{error}`.
+    #[napi]
+    pub fn set_schema_step(&self, from: u32, step: Option<JsStep>) -> Result<()> {
+        guarded("setSchemaStep", || {
+            let step = step.map(|f| Arc::new(crate::hooks::Step::new(f)) as _);
+            self.agent.set_schema_step(from, step).into_napi()
+        })
+    }
+
+    /// The state at `version` as stored (not upgraded), with its schema version, on a pool
+    /// thread.
+    #[napi]
+    pub fn state_at_stored(
+        &self,
+        version: VersionArg,
+        cancel: Option<&CancelToken>,
+    ) -> Result<AsyncTask<Job<StoredState>>> {
+        let version = version_arg("version", Some(version))?.unwrap_or(0);
+        let agent = Arc::clone(&self.agent);
+        Ok(Job::new(token(cancel), move || {
+            let (state, schema) = agent.state_at_stored(version).into_napi()?;
+            Ok(StoredState {
+                state: text(state.json())?,
+                schema,
+            })
+        }))
+    }
+
+    /// `state` (JSON text) stored under schema version `from`, upgraded to this handle's version
+    /// without writing, on a pool thread (steps of code run on the JavaScript thread meanwhile).
+    #[napi]
+    pub fn upgrade_state(
+        &self,
+        state: String,
+        from: u32,
+        cancel: Option<&CancelToken>,
+    ) -> AsyncTask<Job<String>> {
+        let agent = Arc::clone(&self.agent);
+        Job::new(token(cancel), move || {
+            text(
+                agent
+                    .upgrade_state(state.as_bytes(), from)
+                    .into_napi()?
+                    .json(),
+            )
         })
     }
 

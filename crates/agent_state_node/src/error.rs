@@ -1,6 +1,7 @@
 //! Core errors as JavaScript sees them: `Error`s whose message is `<status code>\u{1}<message>`,
 //! followed for a conflict or a gap by `\u{1}` and their fields as JSON
-//! (`{"expected":N,"actual":N}`, `{"first":N,"last":N}`), which the package's `errors.js` turns
+//! (`{"expected":N,"actual":N}`, `{"first":N,"last":N}`; a newer schema's
+//! `{"stored":N,"declared":N}`, a failed migration's `{"stepFrom":N}`), which the package's `errors.js` turns
 //! into `CodecError`, `ConflictError`, ... with the same status codes as the C ABI
 //! (`ErrorKind::code`).
 
@@ -19,6 +20,12 @@ pub fn to_napi(error: agent_state::Error) -> napi::Error {
             missing.start(),
             missing.end()
         ),
+        agent_state::Error::NewerSchema {
+            stored, declared, ..
+        } => format!("{SEPARATOR}{{\"stored\":{stored},\"declared\":{declared}}}"),
+        agent_state::Error::Migration { from, .. } => {
+            format!("{SEPARATOR}{{\"stepFrom\":{from}}}")
+        }
         _ => String::new(),
     };
     napi::Error::from_reason(format!("{code}{SEPARATOR}{error}{fields}"))

@@ -6,21 +6,30 @@
 //!   `initialState()` before a write that may need it.
 //! - [`Validate`]: the validator, a JavaScript function called on the JavaScript thread while the
 //!   pool thread that writes waits for its answer inside the write's transaction.
+//! - [`Step`]: a schema step of code, a JavaScript function called the same way (on the
+//!   JavaScript thread, the pool thread that migrates waiting inside the transaction).
 
 use std::sync::{mpsc, Mutex};
 
-use agent_state::{InitialStateHook, StateChange, StateChangedHook, Validator};
+use agent_state::{
+    ChangeKind, InitialStateHook, SchemaStep, Snapshot, StateChange, StateChangedHook, Validator,
+};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
-/// One committed change as JavaScript takes it: JSON texts, `patch` null for a replacement.
+/// One committed change as JavaScript takes it: JSON texts, `patch` null for a replacement or
+/// a migration; `kind` `"merge"`, `"replace"` or `"migration"`; `schema` the schema version of
+/// `next`; `migrated_from` the version a migration upgraded from (else null).
 #[napi(object)]
 pub struct PendingChange {
     pub version: f64,
     pub next: String,
     pub prev: String,
     pub patch: Option<String>,
+    pub kind: String,
+    pub schema: u32,
+    pub migrated_from: Option<u32>,
 }
 
 struct Queued {
@@ -28,6 +37,8 @@ struct Queued {
     next: std::sync::Arc<agent_state::Snapshot>,
     prev: std::sync::Arc<agent_state::Snapshot>,
     patch: Option<Vec<u8>>,
+    kind: ChangeKind,
+    schema: u32,
 }
 
 /// Changes committed through the handle, waiting for the JavaScript thread.
@@ -51,6 +62,12 @@ impl ChangeQueue {
                     next: text(q.next.json())?,
                     prev: text(q.prev.json())?,
                     patch: q.patch.as_deref().map(text).transpose()?,
+                    kind: q.kind.name().to_string(),
+                    schema: q.schema,
+                    migrated_from: match q.kind {
+                        ChangeKind::Migration { from } => Some(from),
+                        _ => None,
+                    },
                 })
             })
             .collect()
@@ -67,6 +84,8 @@ impl StateChangedHook for ChangeQueue {
                 next: change.next.clone(),
                 prev: change.prev.clone(),
                 patch: change.patch.as_ref().map(|p| p.json().to_vec()),
+                kind: change.kind,
+                schema: change.schema,
             });
         Ok(())
     }
@@ -148,6 +167,61 @@ impl Validator for Validate {
                 "the validator did not answer (Node is exiting); the change was not written"
                     .to_string(),
             ),
+        }
+    }
+}
+
+/// `(state, from)`: the state's JSON text as stored under schema version `from`.
+type StepArgs = (String, u32);
+
+/// What a JavaScript schema step answers: the upgraded state's JSON text, or why it failed.
+#[napi(object)]
+pub struct StepAnswer {
+    pub state: Option<String>,
+    pub error: Option<String>,
+}
+
+/// A schema step of code as the package passes it: called on the JavaScript thread with
+/// `[state, from]`, answering a [`StepAnswer`].
+pub type JsStep = ThreadsafeFunction<StepArgs, StepAnswer, StepArgs, Status, false, true>;
+
+pub struct Step {
+    function: JsStep,
+}
+
+impl Step {
+    pub fn new(function: JsStep) -> Self {
+        Step { function }
+    }
+}
+
+impl SchemaStep for Step {
+    fn upgrade(&self, from: u32, state: &Snapshot) -> std::result::Result<Vec<u8>, String> {
+        let args = (text(state.json()).map_err(|e| e.reason.clone())?, from);
+        let (send, receive) = mpsc::channel::<std::result::Result<StepAnswer, String>>();
+        let status = self.function.call_with_return_value(
+            args,
+            ThreadsafeFunctionCallMode::Blocking,
+            move |answer: Result<StepAnswer>, _env| {
+                let _ = send.send(answer.map_err(|e| e.reason.clone()));
+                Ok(())
+            },
+        );
+        if status != Status::Ok {
+            return Err(format!(
+                "the step could not be called on the JavaScript thread ({status})"
+            ));
+        }
+        match receive.recv() {
+            Ok(Ok(StepAnswer {
+                state: Some(state), ..
+            })) => Ok(state.into_bytes()),
+            Ok(Ok(StepAnswer {
+                error: Some(error), ..
+            })) => Err(error),
+            Ok(Ok(_)) => Err("the step answered nothing".to_string()),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err("the step did not answer (Node is exiting)".to_string()),
         }
     }
 }
