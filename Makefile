@@ -165,7 +165,7 @@ test-node:
 # crates/agent_state/README.md run as the crate's doc tests (test-rust).
 test-readme: build
 	bash tests/readme/run.sh
-	python3 tests/surface/check_tables.py README.md bindings/python/README.md bindings/go/README.md
+	python3 tests/surface/check_tables.py docs/src/reference/options.md docs/src/reference/statuses.md docs/src/getting-started/python.md docs/src/getting-started/go.md
 
 # The book (docs/, mdBook): built into target/book with zero warnings and zero broken links, its
 # generated reference pages checked against the code, the API documentation of each language
