@@ -127,6 +127,10 @@ void test_schema_a_write_to_an_older_state_migrates_it_first(void)
     CHECK_SET(v1, "{\"user\":{\"nick\":\"ada\"}}", "{\"user\":{\"nick\":\"ada\"}}");
     v2 = open_store("schema_write.db", V2_OPTIONS "}");
     CHECK_STATUS(AGENT_OK, agent_on_state_changed(v2, kind_hook, &k, NULL, &id));
+    /* a compare-and-set that cannot hold fails before anything is committed: no migration */
+    CHECK_STATUS(AGENT_ERR_CONFLICT, set_if_s(v2, 7, "{\"messages\":[\"hi\"]}", NULL, &version));
+    CHECK(k.calls == 0);
+    CHECK_VERSIONED(v1, "{\"user\":{\"nick\":\"ada\"}}", 1);
     /* a compare-and-set at the version read before the migration conflicts: the migration
      * is committed first (the state changed shape under it) */
     CHECK_STATUS(AGENT_ERR_CONFLICT, set_if_s(v2, 1, "{\"messages\":[\"hi\"]}", NULL, &version));

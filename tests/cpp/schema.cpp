@@ -142,6 +142,9 @@ TEST(a_step_of_code_runs_and_its_exception_fails_the_migration) {
         saw = std::string(state);
         return std::string(R"({"status":{"name":"idle"}})");
     });
+    // a compare-and-set that cannot hold fails before anything is committed: no migration
+    CHECK_ERROR(v1.set_state_if(7, R"({"x":1})"), Status::conflict);
+    CHECK(saw.empty());
     // a compare-and-set at the version read before the migration conflicts (the migration
     // is committed: the state changed shape under it)
     CHECK_ERROR(v1.set_state_if(1, R"({"x":1})"), Status::conflict);
