@@ -56,8 +56,14 @@ impl Backend {
 
     /// Agents 0..AGENTS written by a program of schema version 0 (each at version 1).
     fn fill(&self) {
-        for i in 0..AGENTS {
-            let agent = self.open(i, json!({}));
+        self.fill_with(AGENTS, json!({}));
+    }
+
+    /// Agents 0..n written by a program of schema version 0 (each at version 1), opened with
+    /// `extra` options (a `change_log` there switches each agent's log on).
+    fn fill_with(&self, n: usize, extra: Value) {
+        for i in 0..n {
+            let agent = self.open(i, extra.clone());
             let state = format!(r#"{{"user":{{"nick":"n{i}"}}}}"#);
             agent.replace_state(state.as_bytes()).unwrap();
         }
@@ -397,6 +403,98 @@ fn an_interrupted_run_resumes_and_migrates_each_agent_once() {
         for i in 0..AGENTS {
             // Each agent: written once at version 1, migrated once (+1), never twice.
             assert_eq!(b.stored(i), (2, migrated_state(i), 2), "agent {i}");
+        }
+    }
+}
+
+/// Two `migrate` processes started at once over the same agents: each agent is migrated by
+/// exactly one of them (the library applies a migration once even with concurrent migrators;
+/// the one that finds it done counts the agent as current), both succeed, and every agent ends
+/// one version on, upgraded, with one migration entry in its change log.
+#[test]
+fn two_concurrent_runs_migrate_each_agent_exactly_once() {
+    const N: usize = 400;
+    let dir = TempDir::new("cli-migrate-two");
+    for b in backends(&dir, "two") {
+        b.fill_with(N, json!({ "change_log": { "keep_last": 100 } }));
+        let mut argv = vec![
+            "migrate".to_string(),
+            b.store.clone(),
+            "--to".into(),
+            "2".into(),
+            "--steps".into(),
+            arg(&b.steps).into(),
+            "--batch".into(),
+            "50".into(),
+            "--busy-timeout-ms".into(),
+            "120000".into(),
+            "--compact".into(),
+        ];
+        if b.pg {
+            argv.extend(["--prefix".into(), b.ns.clone()]);
+        }
+        // Both started before either is waited for; each waited for on a thread of its own so
+        // that neither blocks on a full pipe while the other is waited for.
+        let children: Vec<_> = (0..2)
+            .map(|_| {
+                Command::new(BIN)
+                    .args(&argv)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let waiters: Vec<_> = children
+            .into_iter()
+            .map(|child| thread::spawn(move || child.wait_with_output().unwrap()))
+            .collect();
+        let summaries: Vec<Value> = waiters
+            .into_iter()
+            .map(|w| {
+                let output = w.join().unwrap();
+                let stdout = String::from_utf8(output.stdout).unwrap();
+                let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+                assert_eq!(output.status.code(), Some(0), "{stdout} {stderr}");
+                serde_json::from_str(stdout.trim())
+                    .unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"))
+            })
+            .collect();
+        let mut migrated = 0;
+        for s in &summaries {
+            let (m, c, f) = counts(s);
+            assert_eq!(
+                (m + c, f),
+                (N as u64, 0),
+                "every agent seen once, none failed: {s}"
+            );
+            assert_eq!(s["interrupted"], Value::Null, "{s}");
+            migrated += m;
+        }
+        assert_eq!(
+            migrated, N as u64,
+            "each agent migrated by exactly one run: {summaries:?}"
+        );
+        for i in 0..N {
+            // Written once at version 1, migrated once (+1), under schema 2.
+            assert_eq!(b.stored(i), (2, migrated_state(i), 2), "agent {i}");
+            let agent = b.open(i, json!({ "read_only": true }));
+            let log: Value = serde_json::from_slice(&agent.changes_since(0).unwrap()).unwrap();
+            let migrations: Vec<(u64, u64, u64)> = log
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| !c["migrated_from"].is_null())
+                .map(|c| {
+                    (
+                        c["version"].as_u64().unwrap(),
+                        c["schema"].as_u64().unwrap(),
+                        c["migrated_from"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(migrations, vec![(2, 2, 0)], "agent {i}: {log}");
         }
     }
 }
