@@ -92,6 +92,30 @@ else:
         # Versioned[ConvState] at run time (in a cast(), say): an alias of the plain class.
         return types.GenericAlias(cls, item)
 
+    class _SchemaAttributes:
+        """``schema`` and ``migrated_from``, kept as attributes besides a named tuple's fields
+        (:class:`Change`, :class:`LoggedChange`), and a ``_replace`` that keeps them."""
+
+        @property
+        def schema(self) -> int:
+            """The schema version of ``next``: the writer's ``schema_version`` open option
+            (0 when none)."""
+            value: int = self.__dict__.get("schema", 0)
+            return value
+
+        @property
+        def migrated_from(self) -> Optional[int]:
+            """For a migration, the schema version the state was upgraded from; else
+            ``None``."""
+            value: Optional[int] = self.__dict__.get("migrated_from")
+            return value
+
+        def _replace(self, **fields: Any) -> Any:
+            # namedtuple's _replace makes the tuple alone: keep the attributes besides it.
+            new = super()._replace(**fields)  # type: ignore[misc]
+            new.__dict__.update(self.__dict__)
+            return new
+
     class _ChangeFields(NamedTuple):
         #: The state after the change.
         next: State
@@ -105,7 +129,7 @@ else:
         #: each commit. The validator sees the version the change would get.
         version: int
 
-    class Change(_ChangeFields):
+    class Change(_SchemaAttributes, _ChangeFields):
         """One change of the state, as :meth:`Agent.on_change` hooks and the validator
         (:meth:`Agent.set_validator`) see it. Fresh, decoded values: keep them as you like.
 
@@ -143,26 +167,6 @@ else:
                 return "merge" if self.patch is not None else "replace"
             return kind
 
-        @property
-        def schema(self) -> int:
-            """The schema version of ``next``: the writer's ``schema_version`` open option
-            (0 when none)."""
-            value: int = self.__dict__.get("schema", 0)
-            return value
-
-        @property
-        def migrated_from(self) -> Optional[int]:
-            """For a migration, the schema version the state was upgraded from; else
-            ``None``."""
-            value: Optional[int] = self.__dict__.get("migrated_from")
-            return value
-
-        def _replace(self, **fields: Any) -> Any:
-            # namedtuple's _replace makes the tuple alone: keep the attributes besides it.
-            new = super()._replace(**fields)
-            new.__dict__.update(self.__dict__)
-            return new
-
 
     class Versioned(NamedTuple):
         """A state together with its version, as :meth:`Agent.get_state_versioned`, the
@@ -186,7 +190,7 @@ else:
         #: The state after the change, as stored (under schema version ``schema``).
         next: State
 
-    class LoggedChange(_LoggedChangeFields):
+    class LoggedChange(_SchemaAttributes, _LoggedChangeFields):
         """One change retained by the agent's change log, as :meth:`Agent.changes_since`
         returns it: a named tuple ``(version, at, patch, next)``, with ``schema`` and
         ``migrated_from`` as attributes besides its four fields (as :class:`Change` has them).
@@ -206,26 +210,6 @@ else:
             self.__dict__["schema"] = schema
             self.__dict__["migrated_from"] = migrated_from
             return self
-
-        @property
-        def schema(self) -> int:
-            """The schema version ``next`` was written under (0 when the writer declared
-            none)."""
-            value: int = self.__dict__.get("schema", 0)
-            return value
-
-        @property
-        def migrated_from(self) -> Optional[int]:
-            """For a migration, the schema version the state was upgraded from; else
-            ``None``."""
-            value: Optional[int] = self.__dict__.get("migrated_from")
-            return value
-
-        def _replace(self, **fields: Any) -> Any:
-            # namedtuple's _replace makes the tuple alone: keep the attributes besides it.
-            new = super()._replace(**fields)
-            new.__dict__.update(self.__dict__)
-            return new
 
     for _record in (Change, Versioned, LoggedChange):
         _record.__class_getitem__ = classmethod(_subscript)
