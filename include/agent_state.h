@@ -23,6 +23,9 @@
  *   9. Schema evolution: AgentSchemaStepFn, agent_set_schema_step, agent_schema_version,
  *      agent_get_state_at_stored, agent_upgrade_state (the open options schema_version and
  *      schema_steps; AGENT_ERR_NEWER_SCHEMA, AGENT_ERR_MIGRATION).
+ *  10. JSON Patch and reads of one place: agent_patch_state, agent_patch_state_if (RFC 6902;
+ *      AGENT_CHANGE_JSON_PATCH, AGENT_ERR_PATH, AGENT_ERR_TEST_FAILED), agent_get_path,
+ *      agent_get_tail (RFC 6901 JSON Pointers).
  *
  * Conventions of the whole API:
  * - Every fallible function returns an AgentStatus: AGENT_OK (0) or an AGENT_ERR_* code, and
@@ -82,6 +85,12 @@
  * upgraded to the handle's (`migrated_from` to `schema`).
  */
 #define AGENT_CHANGE_MIGRATION 3
+
+/**
+ * `AgentStateChange.kind` of an RFC 6902 JSON Patch (`agent_patch_state`,
+ * `agent_patch_state_if`): `patch` is the array of operations.
+ */
+#define AGENT_CHANGE_JSON_PATCH 4
 
 /**
  * The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`
@@ -149,7 +158,8 @@ typedef struct AgentStateChange {
    */
   size_t prev_len;
   /**
-   * The merge patch as applied by `agent_set_state`; NULL for `agent_replace_state`.
+   * The patch as applied: the merge patch (an object) of `agent_set_state`, the operations
+   * (an array) of `agent_patch_state` (see `kind`); NULL for `agent_replace_state`.
    */
   const uint8_t *patch;
   /**
@@ -163,7 +173,8 @@ typedef struct AgentStateChange {
   uint64_t version;
   /**
    * What kind of change: `AGENT_CHANGE_MERGE`, `AGENT_CHANGE_REPLACE` (also a restore, and
-   * a deletion seen by `agent_poll`) or `AGENT_CHANGE_MIGRATION`. Appended in 0.4, as are
+   * a deletion seen by `agent_poll`), `AGENT_CHANGE_MIGRATION` or `AGENT_CHANGE_JSON_PATCH`.
+   * Appended in 0.4, as are
    * the two fields after it.
    */
   int32_t kind;
@@ -339,6 +350,20 @@ typedef int32_t (*AgentSchemaStepFn)(void *user_data,
  * stored state is as it was.
  */
 #define AGENT_ERR_MIGRATION 16
+
+/**
+ * A JSON Pointer names nothing in the state: `agent_get_path` or `agent_get_tail` of a member
+ * that does not exist or an index out of range, or an operation of `agent_patch_state` whose
+ * `path` (or `from`) does not exist, or a `move` into its own child. The message names the
+ * operation (its index in the patch, its `op` and `path`). Nothing was written.
+ */
+#define AGENT_ERR_PATH 17
+
+/**
+ * A `test` operation of `agent_patch_state` found another value than the one it names (the
+ * patch's own compare-and-set said no). The message names the operation. Nothing was written.
+ */
+#define AGENT_ERR_TEST_FAILED 18
 
 /**
  * A bug in the library was caught at the ABI boundary; the handle may still be used.
@@ -666,9 +691,12 @@ AgentStatus agent_poll(AgentHandle h, size_t *out_delivered);
 
 /**
  * The changes committed after version `after` (by any handle), oldest first, as one JSON
- * array in `*out`: `[{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...]` (`at`:
- * milliseconds since the Unix epoch; `patch` null for a replacement). For a client that
- * reconnects: send it the changes since the version it has.
+ * array in `*out`: `[{"version":N,"at":MS,"kind":K,"schema":S,"migrated_from":F|null,
+ * "patch":{...}|[...]|null,"next":{...}},...]` (`at`: milliseconds since the Unix epoch;
+ * `kind`: `"merge"`, `"json_patch"`, `"replace"` or `"migration"`; `patch`: the merge patch,
+ * the JSON Patch's operations, or null for a replacement or a migration; `schema`: the schema
+ * version of `next`; `migrated_from`: for a migration, the version it upgraded from). For a
+ * client that reconnects: send it the changes since the version it has.
  *
  * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`, the log is off, `after` is in the future),
  * `AGENT_ERR_GAP` (the log no longer holds all of them: send the whole state instead),
@@ -889,6 +917,78 @@ AgentStatus agent_upgrade_state(AgentHandle h,
                                 size_t len,
                                 uint32_t from,
                                 struct AgentBuffer *out);
+
+/**
+ * Applies an RFC 6902 JSON Patch to the state: `operations` (`len` bytes of JSON text) is an
+ * array of operations, each an object with `op` (`add`, `remove`, `replace`, `move`, `copy`,
+ * `test`), `path` (an RFC 6901 JSON Pointer; `/messages/-` is the place after an array's last
+ * element, where `add` appends) and `value` or `from` as the operation needs. They apply in
+ * order, all or nothing, in one write transaction that starts from the latest committed
+ * state; `*out` (when `out` is not NULL) receives the new state. Hooks and the validator see
+ * the operations as the change's `patch`, with `kind` `AGENT_CHANGE_JSON_PATCH`; the change
+ * log keeps them. A patch whose result is the stored state byte for byte commits nothing.
+ *
+ * On any error but `AGENT_ERR_HOOK` nothing was written; `agent_last_error` names the
+ * operation at fault (its index from 0, its `op` and `path`).
+ * Ownership: `operations` is only read during the call; release `*out` with
+ * `agent_buffer_free`.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `operations`; a malformed patch: not an array,
+ * an unknown `op`, a missing member, a pointer with a bad escape such as `~2`; a result that
+ * is not a JSON object), `AGENT_ERR_PATH` (a path or `from` that does not exist, an index out
+ * of range or with a leading zero, a move into its own child), `AGENT_ERR_TEST_FAILED` (a
+ * `test` that does not hold), `AGENT_ERR_JSON`, `AGENT_ERR_CODEC` (also: a duplicate member in
+ * an operation, a result with a malformed tagged value), `AGENT_ERR_TOO_LARGE` (the patch or
+ * the result over `max_value_bytes`), and the others of `agent_set_state`.
+ * Thread-safety: any thread; concurrent writers never lose each other's updates.
+ */
+AgentStatus agent_patch_state(AgentHandle h,
+                              const uint8_t *operations,
+                              size_t len,
+                              struct AgentBuffer *out);
+
+/**
+ * Compare-and-set JSON Patch: `agent_patch_state`, but only if the store's version is still
+ * `expected_version` when the write transaction starts; otherwise `AGENT_ERR_CONFLICT` and
+ * nothing is written. On success `*out_version` (may be NULL) receives the new version.
+ * (A `test` operation checks a value; this checks the whole state's version.)
+ */
+AgentStatus agent_patch_state_if(AgentHandle h,
+                                 uint64_t expected_version,
+                                 const uint8_t *operations,
+                                 size_t len,
+                                 struct AgentBuffer *out,
+                                 uint64_t *out_version);
+
+/**
+ * Reads one place of the state: `*out` receives the compact JSON text of the value at
+ * `pointer` (`len` bytes of UTF-8: an RFC 6901 JSON Pointer such as `/messages/0/text`; the
+ * empty pointer is the whole state). Only that part is encoded, whatever the state's size.
+ * Reads as `agent_get_state` does (the initial state while nothing is stored; never writes).
+ *
+ * Ownership: `pointer` is only read during the call; release `*out` with
+ * `agent_buffer_free`; it is empty on failure.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `pointer` or `out`; not a JSON Pointer: no
+ * leading `/`, a bad escape such as `~2`, invalid UTF-8), `AGENT_ERR_PATH` (nothing there: a
+ * member that does not exist, an index out of range or with a leading zero, `-`), and those of
+ * `agent_get_state`.
+ * Thread-safety: any thread.
+ */
+AgentStatus agent_get_path(AgentHandle h, const char *pointer, size_t len, struct AgentBuffer *out);
+
+/**
+ * Reads the last `n` elements of the array at `pointer` (as `agent_get_path`): `*out`
+ * receives a JSON array of at most `n` elements, oldest first (all of them when there are
+ * fewer). The last message of a conversation is `agent_get_tail(h, "/messages", 9, 1, &out)`.
+ *
+ * Ownership and thread-safety as `agent_get_path`.
+ * Errors: those of `agent_get_path`, and `AGENT_ERR_INVALID_ARGUMENT` when the value there is
+ * not an array.
+ */
+AgentStatus agent_get_tail(AgentHandle h,
+                           const char *pointer,
+                           size_t len,
+                           size_t n,
+                           struct AgentBuffer *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -67,11 +67,15 @@ pub enum ErrorKind {
     NewerSchema = 15,
     /// [`Error::Migration`].
     Migration = 16,
+    /// [`Error::NoSuchPath`].
+    Path = 17,
+    /// [`Error::TestFailed`].
+    TestFailed = 18,
 }
 
 impl ErrorKind {
     /// Every kind, in number order.
-    pub const ALL: [ErrorKind; 16] = [
+    pub const ALL: [ErrorKind; 18] = [
         ErrorKind::InvalidArgument,
         ErrorKind::Closed,
         ErrorKind::Json,
@@ -88,9 +92,11 @@ impl ErrorKind {
         ErrorKind::Cancelled,
         ErrorKind::NewerSchema,
         ErrorKind::Migration,
+        ErrorKind::Path,
+        ErrorKind::TestFailed,
     ];
 
-    /// The kind's number (1 to 16).
+    /// The kind's number (1 to 18).
     pub const fn code(self) -> i32 {
         self as i32
     }
@@ -114,6 +120,8 @@ impl ErrorKind {
             ErrorKind::Cancelled => "CANCELLED",
             ErrorKind::NewerSchema => "NEWER_SCHEMA",
             ErrorKind::Migration => "MIGRATION",
+            ErrorKind::Path => "PATH",
+            ErrorKind::TestFailed => "TEST_FAILED",
         }
     }
 }
@@ -176,6 +184,15 @@ impl ErrorKind {
                 "A schema step failed, or one is missing, while upgrading a stored state to \
                  this handle's schema_version; the stored state is as it was."
             }
+            ErrorKind::Path => {
+                "A JSON Pointer names nothing in the state (a member that does not exist, an \
+                 index out of range), or a JSON Patch operation cannot apply there (a move into \
+                 its own child); nothing was written."
+            }
+            ErrorKind::TestFailed => {
+                "A test operation of a JSON Patch found another value than the one it names; \
+                 nothing was written."
+            }
         }
     }
 }
@@ -202,6 +219,8 @@ impl Error {
             Error::Cancelled(_) => ErrorKind::Cancelled,
             Error::NewerSchema { .. } => ErrorKind::NewerSchema,
             Error::Migration { .. } => ErrorKind::Migration,
+            Error::NoSuchPath { .. } => ErrorKind::Path,
+            Error::TestFailed { .. } => ErrorKind::TestFailed,
         }
     }
 }
@@ -376,6 +395,27 @@ pub enum Error {
         /// Which step and why, in words.
         message: String,
     },
+    /// A JSON Pointer names nothing in the state: a read of one path, or an operation of a JSON
+    /// Patch whose path (or `from`) does not exist, an index out of range, a move into its own
+    /// child. Nothing was written.
+    NoSuchPath {
+        /// The operation's index in the JSON Patch (from 0); `None` for a read.
+        operation: Option<usize>,
+        /// The pointer as written.
+        path: String,
+        /// What is missing, in words.
+        message: String,
+    },
+    /// A `test` operation of a JSON Patch found another value than the one it names: the
+    /// patch's own compare-and-set said no, and nothing was written.
+    TestFailed {
+        /// The operation's index in the JSON Patch (from 0).
+        operation: usize,
+        /// The pointer the operation tested.
+        path: String,
+        /// What was found, in words.
+        message: String,
+    },
     /// Internal to the write path, never returned by the agent (and not constructible outside
     /// the crate): an optimistic write found the stored version moved since the state it was
     /// computed from; nothing was written, and the write is retried under a lock.
@@ -441,6 +481,8 @@ impl fmt::Display for Error {
             Error::Cancelled(m) => write!(f, "cancelled: {m}"),
             Error::NewerSchema { message, .. } => write!(f, "newer schema: {message}"),
             Error::Migration { message, .. } => write!(f, "schema migration failed: {message}"),
+            Error::NoSuchPath { message, .. } => write!(f, "no such path: {message}"),
+            Error::TestFailed { message, .. } => write!(f, "test failed: {message}"),
             Error::Stale(_) => f.write_str(
                 "storage error: the state changed during an optimistic write (internal; retried)",
             ),
@@ -461,6 +503,29 @@ impl From<agent_state_value::Error> for Error {
             V::Codec(m) => Error::Codec(m),
             V::TooLarge(m) => Error::TooLarge(m),
             V::Corrupt(m) => Error::Corrupt(m),
+            V::NoSuchPath(m) => Error::NoSuchPath {
+                operation: None,
+                path: String::new(),
+                message: m,
+            },
+            V::Patch(e) => {
+                use agent_state_value::json_patch::PatchErrorKind as K;
+                let message = e.to_string();
+                let path = e.path.clone().unwrap_or_default();
+                match (e.kind, e.index) {
+                    (K::TestFailed, Some(operation)) => Error::TestFailed {
+                        operation,
+                        path,
+                        message,
+                    },
+                    (K::NotApplicable, operation) => Error::NoSuchPath {
+                        operation,
+                        path,
+                        message,
+                    },
+                    _ => Error::InvalidArgument(format!("the JSON Patch is malformed: {message}")),
+                }
+            }
             // The value layer's enum may grow; a kind it adds is reported as a codec failure
             // until the core names it.
             other => Error::Codec(other.to_string()),

@@ -30,6 +30,8 @@ pub enum ChangeKind {
     Merge,
     /// A replacement of the whole state (also a restore, and a deletion's event at version 0).
     Replace,
+    /// An RFC 6902 JSON Patch (the change's `patch`, an array of operations).
+    JsonPatch,
     /// A schema migration: the stored state upgraded from schema version `from` to the
     /// change's `schema` by the handle's steps (see the open option `schema_version`).
     Migration {
@@ -39,12 +41,13 @@ pub enum ChangeKind {
 }
 
 impl ChangeKind {
-    /// The kind's name: `"merge"`, `"replace"` or `"migration"`.
+    /// The kind's name: `"merge"`, `"replace"`, `"migration"` or `"json_patch"`.
     pub fn name(self) -> &'static str {
         match self {
             ChangeKind::Merge => "merge",
             ChangeKind::Replace => "replace",
             ChangeKind::Migration { .. } => "migration",
+            ChangeKind::JsonPatch => "json_patch",
         }
     }
 }
@@ -56,7 +59,9 @@ pub struct StateChange {
     pub next: Arc<Snapshot>,
     /// The state before the change (the initial state when nothing was stored).
     pub prev: Arc<Snapshot>,
-    /// The merge patch as applied; `None` for a replacement or a migration.
+    /// The patch as applied: the merge patch (an object) of a [`ChangeKind::Merge`], the
+    /// operations (an array) of a [`ChangeKind::JsonPatch`]; `None` for a replacement or a
+    /// migration.
     pub patch: Option<Patch>,
     /// The state's version after the change (1 for the first write of a store).
     pub version: u64,

@@ -35,9 +35,12 @@ pub unsafe extern "C" fn agent_poll(h: AgentHandle, out_delivered: *mut usize) -
 }
 
 /// The changes committed after version `after` (by any handle), oldest first, as one JSON
-/// array in `*out`: `[{"version":N,"at":MS,"patch":{...}|null,"next":{...}},...]` (`at`:
-/// milliseconds since the Unix epoch; `patch` null for a replacement). For a client that
-/// reconnects: send it the changes since the version it has.
+/// array in `*out`: `[{"version":N,"at":MS,"kind":K,"schema":S,"migrated_from":F|null,
+/// "patch":{...}|[...]|null,"next":{...}},...]` (`at`: milliseconds since the Unix epoch;
+/// `kind`: `"merge"`, `"json_patch"`, `"replace"` or `"migration"`; `patch`: the merge patch,
+/// the JSON Patch's operations, or null for a replacement or a migration; `schema`: the schema
+/// version of `next`; `migrated_from`: for a migration, the version it upgraded from). For a
+/// client that reconnects: send it the changes since the version it has.
 ///
 /// Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`, the log is off, `after` is in the future),
 /// `AGENT_ERR_GAP` (the log no longer holds all of them: send the whole state instead),

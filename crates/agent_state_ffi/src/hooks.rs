@@ -26,7 +26,8 @@ pub struct AgentStateChange {
     pub prev: *const u8,
     /// Length of `prev` in bytes.
     pub prev_len: usize,
-    /// The merge patch as applied by `agent_set_state`; NULL for `agent_replace_state`.
+    /// The patch as applied: the merge patch (an object) of `agent_set_state`, the operations
+    /// (an array) of `agent_patch_state` (see `kind`); NULL for `agent_replace_state`.
     pub patch: *const u8,
     /// Length of `patch` in bytes; 0 when `patch` is NULL.
     pub patch_len: usize,
@@ -34,7 +35,8 @@ pub struct AgentStateChange {
     /// earlier callers that do not read it keep working.
     pub version: u64,
     /// What kind of change: `AGENT_CHANGE_MERGE`, `AGENT_CHANGE_REPLACE` (also a restore, and
-    /// a deletion seen by `agent_poll`) or `AGENT_CHANGE_MIGRATION`. Appended in 0.4, as are
+    /// a deletion seen by `agent_poll`), `AGENT_CHANGE_MIGRATION` or `AGENT_CHANGE_JSON_PATCH`.
+    /// Appended in 0.4, as are
     /// the two fields after it.
     pub kind: i32,
     /// The schema version of `next` (the writer's `schema_version` option; 0 when none).
@@ -51,6 +53,9 @@ pub const AGENT_CHANGE_REPLACE: i32 = 2;
 /// `AgentStateChange.kind` of a schema migration: a state stored under an older schema version
 /// upgraded to the handle's (`migrated_from` to `schema`).
 pub const AGENT_CHANGE_MIGRATION: i32 = 3;
+/// `AgentStateChange.kind` of an RFC 6902 JSON Patch (`agent_patch_state`,
+/// `agent_patch_state_if`): `patch` is the array of operations.
+pub const AGENT_CHANGE_JSON_PATCH: i32 = 4;
 
 /// An `on_state_changed` hook. Return 0 for success; any other value makes the call that made
 /// the change return `AGENT_ERR_HOOK` (the change stays committed). `change` and the bytes it
@@ -102,6 +107,7 @@ fn change_view(change: &StateChange) -> AgentStateChange {
         kind: match change.kind {
             ChangeKind::Merge => AGENT_CHANGE_MERGE,
             ChangeKind::Migration { .. } => AGENT_CHANGE_MIGRATION,
+            ChangeKind::JsonPatch => AGENT_CHANGE_JSON_PATCH,
             _ => AGENT_CHANGE_REPLACE,
         },
         schema: change.schema,

@@ -107,6 +107,14 @@ pub const AGENT_ERR_NEWER_SCHEMA: AgentStatus = 15;
 /// codec, the size cap or the validator accepts. The message names the step and why; the
 /// stored state is as it was.
 pub const AGENT_ERR_MIGRATION: AgentStatus = 16;
+/// A JSON Pointer names nothing in the state: `agent_get_path` or `agent_get_tail` of a member
+/// that does not exist or an index out of range, or an operation of `agent_patch_state` whose
+/// `path` (or `from`) does not exist, or a `move` into its own child. The message names the
+/// operation (its index in the patch, its `op` and `path`). Nothing was written.
+pub const AGENT_ERR_PATH: AgentStatus = 17;
+/// A `test` operation of `agent_patch_state` found another value than the one it names (the
+/// patch's own compare-and-set said no). The message names the operation. Nothing was written.
+pub const AGENT_ERR_TEST_FAILED: AgentStatus = 18;
 /// A bug in the library was caught at the ABI boundary; the handle may still be used.
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
@@ -134,6 +142,8 @@ status_table! {
     AGENT_ERR_CANCELLED => Cancelled,
     AGENT_ERR_NEWER_SCHEMA => NewerSchema,
     AGENT_ERR_MIGRATION => Migration,
+    AGENT_ERR_PATH => Path,
+    AGENT_ERR_TEST_FAILED => TestFailed,
     AGENT_ERR_PANIC,
 }
 

@@ -81,6 +81,11 @@ const TOPICS: &[&str] = &[
     "agent_schema_version",
     "agent_get_state_at_stored",
     "agent_upgrade_state",
+    // 10. JSON Patch and reads of one place.
+    "agent_patch_state",
+    "agent_patch_state_if",
+    "agent_get_path",
+    "agent_get_tail",
 ];
 
 /// `header` with its function declarations (each with its doc comment: blocks separated by a

@@ -22,6 +22,11 @@ pub enum Error {
     /// A state read back from the store does not decode: it was changed behind the library's
     /// back.
     Corrupt(String),
+    /// A JSON Patch (RFC 6902) is malformed, or one of its operations cannot be applied to the
+    /// state, or a `test` does not hold: which one and why.
+    Patch(crate::json_patch::PatchError),
+    /// A JSON Pointer names nothing in the state (a read of one path).
+    NoSuchPath(String),
 }
 
 impl fmt::Display for Error {
@@ -32,6 +37,8 @@ impl fmt::Display for Error {
             Error::Codec(m) => write!(f, "codec error: {m}"),
             Error::TooLarge(m) => write!(f, "too large: {m}"),
             Error::Corrupt(m) => write!(f, "storage error: the stored state is corrupt: {m}"),
+            Error::Patch(e) => write!(f, "JSON Patch: {e}"),
+            Error::NoSuchPath(m) => write!(f, "no such path: {m}"),
         }
     }
 }

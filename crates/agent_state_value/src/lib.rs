@@ -30,6 +30,7 @@ pub mod error;
 pub mod json;
 pub mod json_patch;
 pub mod merge;
+pub mod operations;
 pub mod patch;
 pub mod pointer;
 mod scan;

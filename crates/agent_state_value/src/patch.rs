@@ -1,5 +1,8 @@
-//! A checked merge patch: what `accept::patch` makes of a caller's
-//! bytes, what [`Snapshot::merge`] applies, and what hooks receive (its JSON text, its value).
+//! A checked patch: what `accept::patch` (an RFC 7396 merge patch) or `accept::json_patch` (an
+//! RFC 6902 JSON Patch) makes of a caller's bytes, what [`Snapshot::apply`] applies, and what
+//! hooks receive (its JSON text, its value). Which of the two it is, [`Patch::operations`]
+//! says: a merge patch is always an object, a JSON Patch always an array, so the stored text
+//! says it too.
 //!
 //! How the patch was checked stays inside: when the scanner vouched for it, it keeps the
 //! scanner's encoding, members and all, so the merge can work member by member on encodings
@@ -14,10 +17,12 @@ use serde_json::Value;
 
 use serde_json::Map;
 
+use super::json_patch::JsonPatch;
 use super::snapshot::{Entry, Snapshot};
 use crate::error::Result;
 
-/// A merge patch as applied. Its compact encoding and its value are made on first use when
+/// A patch as applied: an RFC 7396 merge patch, or an RFC 6902 JSON Patch
+/// ([`Patch::operations`]). Its compact encoding and its value are made on first use when
 /// they are not at hand: most changes are never looked at by a hook, and making them anyway
 /// would tax every write.
 #[derive(Debug, Clone)]
@@ -31,6 +36,8 @@ struct Inner {
     value: OnceLock<Value>,
     /// The encoding of `value` (when there is no `scanned`), with a NUL, on first use.
     encoded: OnceLock<Box<[u8]>>,
+    /// A JSON Patch's operations, checked (then `value` is the array they came from).
+    operations: Option<JsonPatch>,
 }
 
 impl Patch {
@@ -40,7 +47,23 @@ impl Patch {
             scanned: Some(scanned),
             value: OnceLock::new(),
             encoded: OnceLock::new(),
+            operations: None,
         }))
+    }
+
+    /// A JSON Patch: its `operations`, checked from `value` (the array as given).
+    pub fn json_patch(operations: JsonPatch, value: Value) -> Patch {
+        Patch(Arc::new(Inner {
+            scanned: None,
+            value: OnceLock::from(value),
+            encoded: OnceLock::new(),
+            operations: Some(operations),
+        }))
+    }
+
+    /// A JSON Patch's operations; `None` for a merge patch.
+    pub fn operations(&self) -> Option<&JsonPatch> {
+        self.0.operations.as_ref()
     }
 
     /// A patch given as a value: one checked by the accept pipeline (a plain, codec-checked
@@ -50,6 +73,7 @@ impl Patch {
             scanned: None,
             value: OnceLock::from(value),
             encoded: OnceLock::new(),
+            operations: None,
         }))
     }
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use super::cache::{self, Context, Current};
 use super::{replay, Agent, Cursor, Inner, View};
 use crate::error::{Error, Result};
-use crate::hooks::{ChangeKind, Patch, StateChange};
+use crate::hooks::{ChangeKind, StateChange};
 use crate::store::{Backend, Txn};
-use crate::value::{accept, json};
+use crate::value::{accept, operations};
 
 /// Changes of other handles not yet delivered to this handle's hooks.
 pub(super) struct Foreign {
@@ -135,15 +135,14 @@ impl Agent {
             match (before, &next) {
                 (Some(before), Some(next)) if c.writer != self.writer => {
                     let patch = match &c.patch {
-                        Some(p) => {
-                            Some(Patch::from_value(json::parse(p).map_err(|e| {
-                                Error::Corrupt(format!("a logged patch: {e}"))
-                            })?))
-                        }
+                        Some(p) => Some(operations::stored(p).map_err(|e| {
+                            Error::Corrupt(format!("a logged patch: {}", Error::from(e)))
+                        })?),
                         None => None,
                     };
                     let kind = match (c.migrated_from, &patch) {
                         (Some(from), _) => ChangeKind::Migration { from },
+                        (None, Some(p)) if p.operations().is_some() => ChangeKind::JsonPatch,
                         (None, Some(_)) => ChangeKind::Merge,
                         (None, None) => ChangeKind::Replace,
                     };

@@ -10,9 +10,10 @@ use crate::value::snapshot::Snapshot;
 
 impl Agent {
     /// The retained changes with a version above `after`, oldest first, as a JSON array of
-    /// `{"version", "at" (ms since the epoch), "schema" (the schema version of `next`),
-    /// "migrated_from" (for a schema migration, the version it upgraded from; else null),
-    /// "patch" (null for a replace or a migration), "next"}`. States are as stored: a caller
+    /// `{"version", "at" (ms since the epoch), "kind" ("merge", "json_patch", "replace" or
+    /// "migration"), "schema" (the schema version of `next`), "migrated_from" (for a schema
+    /// migration, the version it upgraded from; else null), "patch" (the merge patch, or the
+    /// JSON Patch's operations; null for a replace or a migration), "next"}`. States are as stored: a caller
     /// that wants one in the handle's current shape upgrades it ([`Agent::upgrade_state`]).
     pub fn changes_since(&self, after: u64) -> Result<Vec<u8>> {
         let mut guard = self.lock_inner()?;
@@ -162,9 +163,16 @@ fn changes_json(changes: &[LoggedChange], states: &[Arc<Snapshot>]) -> Vec<u8> {
         let migrated_from = c
             .migrated_from
             .map_or_else(|| "null".to_string(), |f| f.to_string());
+        // The kind, as hooks name it: a merge patch is an object, a JSON Patch an array.
+        let kind = match (c.migrated_from, c.patch.as_deref()) {
+            (Some(_), _) => "migration",
+            (None, Some([b'[', ..])) => "json_patch",
+            (None, Some(_)) => "merge",
+            (None, None) => "replace",
+        };
         out.extend_from_slice(
             format!(
-                "{{\"version\":{},\"at\":{},\"schema\":{},\"migrated_from\":{migrated_from},\"patch\":",
+                "{{\"version\":{},\"at\":{},\"kind\":\"{kind}\",\"schema\":{},\"migrated_from\":{migrated_from},\"patch\":",
                 c.version, c.at_ms, c.schema
             )
             .as_bytes(),

@@ -281,6 +281,46 @@ impl Agent {
         })
     }
 
+    /// The value at one place of the state, by an RFC 6901 JSON Pointer (`/messages/0/text`;
+    /// `""` is the whole state), as compact JSON text: only that part is encoded, whatever the
+    /// state's size. Read as [`Agent::get_state`] reads (the initial state while nothing is
+    /// stored; never writes).
+    ///
+    /// Errors: [`Error::InvalidArgument`] when `pointer` is not a JSON Pointer (a bad escape
+    /// such as `~2`, no leading `/`); [`Error::NoSuchPath`] when the state has nothing there
+    /// (a member that does not exist, an index out of range or with a leading zero, `-`);
+    /// those of [`Agent::get_state`].
+    ///
+    /// ```
+    /// use agent_state::{Agent, OpenOptions};
+    ///
+    /// let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+    /// agent.set_state(br#"{"messages":[{"text":"hi"},{"text":"there"}]}"#)?;
+    /// assert_eq!(agent.get_path("/messages/1/text")?, br#""there""#);
+    /// # Ok::<(), agent_state::Error>(())
+    /// ```
+    pub fn get_path(&self, pointer: &str) -> Result<Vec<u8>> {
+        let parsed = parse_pointer(pointer)?;
+        let held = self.read()?;
+        held.state()
+            .path_json(&parsed)
+            .map_err(|e| at_path(e.into(), pointer))
+    }
+
+    /// The last `n` elements of the array at `pointer` (an RFC 6901 JSON Pointer), as a JSON
+    /// array of at most `n` elements, oldest first: the spelling of "the last message" is
+    /// `get_tail("/messages", 1)`. Only those elements are encoded.
+    ///
+    /// Errors: those of [`Agent::get_path`], and [`Error::InvalidArgument`] when the value
+    /// there is not an array.
+    pub fn get_tail(&self, pointer: &str, n: usize) -> Result<Vec<u8>> {
+        let parsed = parse_pointer(pointer)?;
+        let held = self.read()?;
+        held.state()
+            .tail_json(&parsed, n)
+            .map_err(|e| at_path(e.into(), pointer))
+    }
+
     /// The state with its version, as [`Agent::get_state_versioned`], in a holder of this
     /// thread's: when nothing was committed since this thread's last read of the handle, it
     /// takes no lock and writes no memory another thread reads (see the `hot` module). For callers that
@@ -499,5 +539,25 @@ impl std::fmt::Debug for Agent {
             .field("id", &self.id)
             .field("open", &open)
             .finish_non_exhaustive()
+    }
+}
+
+/// `pointer` parsed as an RFC 6901 JSON Pointer, or [`Error::InvalidArgument`] saying why not.
+fn parse_pointer(pointer: &str) -> Result<agent_state_value::pointer::Pointer> {
+    agent_state_value::pointer::Pointer::parse(pointer)
+        .map_err(|e| Error::InvalidArgument(e.to_string()))
+}
+
+/// A read's [`Error::NoSuchPath`] with the pointer it was given.
+fn at_path(e: Error, pointer: &str) -> Error {
+    match e {
+        Error::NoSuchPath {
+            operation, message, ..
+        } => Error::NoSuchPath {
+            operation,
+            path: pointer.to_string(),
+            message,
+        },
+        e => e,
     }
 }

@@ -5,10 +5,9 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::hooks::Patch;
 use crate::store::{Backend, LoggedChange};
 use crate::value::snapshot::Snapshot;
-use crate::value::{accept, json};
+use crate::value::{accept, operations};
 
 /// The state after `change`, from its stored state or from `prev` (the state before it) and
 /// its patch; `None` when neither is at hand.
@@ -32,13 +31,11 @@ pub(super) fn merge_stored(
     version: u64,
 ) -> Result<Arc<Snapshot>> {
     let corrupt = |e: Error| Error::Corrupt(format!("the stored patch of version {version}: {e}"));
-    let patch = json::parse(patch).map_err(|e| corrupt(e.into()))?;
-    if !patch.is_object() {
-        return Err(corrupt(Error::InvalidArgument("not an object".into())));
-    }
+    // A merge patch (an object) or a JSON Patch (an array).
+    let patch = operations::stored(patch).map_err(|e| corrupt(e.into()))?;
     // The writer's size cap held when it merged; a replay never refuses what was committed.
     let next = prev
-        .merge(&Patch::from_value(patch), usize::MAX)
+        .apply(&patch, usize::MAX)
         .map_err(|e| corrupt(e.into()))?;
     Ok(Arc::new(next))
 }

@@ -19,7 +19,8 @@ use crate::value::snapshot::Snapshot;
 /// A change to make, checked on the way in (its result is checked when it is applied).
 #[derive(Clone)]
 pub(super) enum Change {
-    Merge(Patch),
+    /// An RFC 7396 merge patch or an RFC 6902 JSON Patch (the patch says which).
+    Patch(Patch),
     Replace(Arc<Snapshot>),
     /// Upgrade a state stored under an older schema version to the handle's (see `schema`);
     /// nothing to do when nothing is stored or the state is of the handle's version already.
@@ -70,7 +71,51 @@ impl Agent {
     pub fn set_state_written(&self, patch: &[u8], expected: Option<u64>) -> Result<Written> {
         self.refuse_reentry()?;
         let patch = accept::patch(patch, self.cap.bytes).map_err(|e| self.cap.explain(e.into()))?;
-        self.change(Change::Merge(patch), expected)
+        self.change(Change::Patch(patch), expected)
+    }
+
+    /// Applies an RFC 6902 JSON Patch (`operations`: JSON text of an array of operations:
+    /// `add`, including `/-` to append to an array, `remove`, `replace`, `move`, `copy`,
+    /// `test`) to the state, all or nothing, in one write transaction that starts from the
+    /// latest committed state, and returns the new state. Hooks and the validator see the
+    /// operations as the change's patch ([`ChangeKind::JsonPatch`]); the change log keeps them.
+    ///
+    /// Errors, with nothing written: [`Error::InvalidArgument`] for a malformed patch (not an
+    /// array, an unknown `op`, a member missing, a pointer that does not parse; the message
+    /// names the operation) or a result that is not a JSON object; [`Error::NoSuchPath`] when
+    /// an operation's path does not exist in the state (or an index is out of range);
+    /// [`Error::TestFailed`] when a `test` does not hold; [`Error::Json`], [`Error::Codec`],
+    /// [`Error::TooLarge`] as for [`Agent::set_state`]. A patch whose result is the stored
+    /// state byte for byte commits nothing.
+    ///
+    /// ```
+    /// use agent_state::{Agent, OpenOptions};
+    ///
+    /// let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+    /// agent.set_state(br#"{"messages":[]}"#)?;
+    /// let state = agent.patch_state(
+    ///     br#"[{"op":"add","path":"/messages/-","value":{"role":"user","text":"hi"}}]"#,
+    /// )?;
+    /// assert_eq!(state.json(), br#"{"messages":[{"role":"user","text":"hi"}]}"#);
+    /// # Ok::<(), agent_state::Error>(())
+    /// ```
+    pub fn patch_state(&self, operations: &[u8]) -> Result<Arc<Snapshot>> {
+        self.patch_state_if(operations, None).map(|v| v.state)
+    }
+
+    /// Like [`Agent::patch_state`], but only when the stored version is `expected` (when
+    /// given); otherwise [`Error::Conflict`] and nothing is written.
+    pub fn patch_state_if(&self, operations: &[u8], expected: Option<u64>) -> Result<Versioned> {
+        self.patch_state_written(operations, expected)
+            .map(Written::versioned)
+    }
+
+    /// [`Agent::patch_state_if`], also saying whether the write committed a change.
+    pub fn patch_state_written(&self, operations: &[u8], expected: Option<u64>) -> Result<Written> {
+        self.refuse_reentry()?;
+        let patch = agent_state_value::operations::accept(operations, self.cap.bytes)
+            .map_err(|e| self.cap.explain(e.into()))?;
+        self.change(Change::Patch(patch), expected)
     }
 
     /// Replaces the state with `next` (JSON text of an object) and returns it.
@@ -359,11 +404,13 @@ impl Agent {
         // nothing, so it cannot be too large, even when another handle's larger cap let the
         // stored state grow past this one's.
         let (next, patch, kind) = match (change, schema) {
-            (Change::Merge(patch), _) => (
-                Arc::new(prev.merge(&patch, usize::MAX)?),
-                Some(patch),
-                ChangeKind::Merge,
-            ),
+            (Change::Patch(patch), _) => {
+                let kind = match patch.operations() {
+                    Some(_) => ChangeKind::JsonPatch,
+                    None => ChangeKind::Merge,
+                };
+                (Arc::new(prev.apply(&patch, usize::MAX)?), Some(patch), kind)
+            }
             (Change::Replace(next), _) => (next, None, ChangeKind::Replace),
             // The upgrade checks its result against the codec and the cap, step by step.
             (Change::Migrate, Some(from)) => (

@@ -19,6 +19,7 @@ mod group_commit;
 mod hooks;
 mod hot_reads;
 mod hot_reads_fork;
+mod json_patch;
 mod schema;
 mod schema_fleet;
 mod store_agents;
