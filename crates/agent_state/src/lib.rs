@@ -238,6 +238,8 @@ mod book {
     pub struct GuidesFromHandRolled;
     #[doc = include_str!("../../../docs/src/guides/from-langgraph.md")]
     pub struct GuidesFromLanggraph;
+    #[doc = include_str!("../../../docs/src/guides/growing-collections.md")]
+    pub struct GuidesGrowingCollections;
     #[doc = include_str!("../../../docs/src/guides/postgresql.md")]
     pub struct GuidesPostgresql;
     #[doc = include_str!("../../../docs/src/guides/schema-evolution.md")]
