@@ -70,7 +70,14 @@ test:
 	@echo "make test: every suite passed"
 
 test-suites: lint test-rust test-pooler test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
-      test-node test-readme test-docs test-js test-inspector test-reliability test-powercut bench-smoke test-install
+      test-node test-readme test-docs test-js test-inspector test-reliability test-powercut bench-smoke test-install \
+      test-json-patch-agree
+
+# The public RFC 6902 suite ran through every language's binding in the suites above
+# (tests/conformance/json_patch): each wrote its status per case; they must all agree, and every
+# language must have run it.
+test-json-patch-agree:
+	python3 tests/conformance/json_patch/compare.py --require rust,c,cpp,python,go,node
 
 lint: prose
 	$(CARGO) fmt --all --check
