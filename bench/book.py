@@ -148,6 +148,11 @@ ABI_GROUPS = [
      "A patch that repeats the whole state with two members changed, against `replace_state` of "
      "the result.",
      lambda r: "5" in figs(r)),
+    ("A member added deeper in the state",
+     "Each write adds one ~200-byte member 1, 2 or 4 levels down in a state kept nested "
+     "(`{\"status\":..,\"msgs\":{..}}` and deeper), 300 writes from the size given: what a write "
+     "costs there, against the same member added at the top level of a state of the same size.",
+     lambda r: r["op"].startswith("set_state, +1 member") and r["op"].endswith(" down")),
     ("A growing state",
      "Each write adds one ~200-byte member, so the state grows from the size given: what a write "
      "costs at that size, against the same from 1 KiB and against the raw write of the merged "

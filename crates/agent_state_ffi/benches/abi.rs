@@ -10,7 +10,7 @@
 //! Rust API. The alternatives use the same bundled SQLite through rusqlite, with the same
 //! pragmas (WAL, the same `synchronous`), each on its own file in the same directory.
 //!
-//! Usage: `cargo bench --bench abi -- [--smoke] [--out FILE]`.
+//! Usage: `cargo bench --bench abi -- [--smoke] [--out FILE] [--only nested]`.
 
 mod support;
 
@@ -21,6 +21,8 @@ mod growing;
 mod log;
 #[path = "abi/memory.rs"]
 mod memory;
+#[path = "abi/nested.rs"]
+mod nested;
 #[path = "abi/reads.rs"]
 mod reads;
 #[path = "abi/store.rs"]
@@ -38,7 +40,7 @@ use rusqlite::Connection;
 use serde_json::Value;
 use support::{
     hand_merge, human, make_patches, make_state, median, print_table, race, states_after,
-    write_json, Abi, Args, Goal, Row,
+    write_json, Abi, Args, Goal, Row, NESTED_PATH,
 };
 
 /// A plain SQLite table holding the state as one blob, as a user would set it up.
@@ -118,9 +120,11 @@ fn main() {
         dirs.push(("tmpfs", base_shm));
     }
     let mut rows = Vec::new();
+    // Everything, or (with `--only nested`) the nested rows alone.
+    let all = cfg.only.is_none();
     for (name, dir) in &dirs {
         std::fs::create_dir_all(dir).unwrap();
-        for size in sizes {
+        for size in sizes.into_iter().filter(|_| all) {
             eprintln!("bench: {name} {size} B ...");
             if *name == "disk" {
                 reads::bench_reads(&cfg, dir, name, size, &mut rows);
@@ -132,8 +136,23 @@ fn main() {
             log::bench_log(&cfg, dir, name, size, &mut rows);
         }
     }
-    eprintln!("bench: growing state ...");
-    growing::bench_growing(&cfg, &dirs[0].1, &mut rows);
+    if all {
+        eprintln!("bench: growing state ...");
+        growing::bench_growing(&cfg, &dirs[0].1, &mut rows);
+    }
+    if cfg.runs("nested") {
+        eprintln!("bench: a member added 1, 2 and 4 levels down ...");
+        nested::bench_nested(&cfg, &dirs[0].1, &mut rows);
+    }
+    if !all {
+        for (_, dir) in &dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        let misses = print_table(&rows, true);
+        println!("{misses} target(s) missed (stretch goals not counted)");
+        write_json(&cfg.out, smoke, &rows, true, "");
+        return;
+    }
     reads::bench_open(&cfg, &dirs[0].1, &mut rows);
     eprintln!("bench: a store's agents ...");
     store::bench_store_agents(&cfg, &dirs[0].1, &mut rows);

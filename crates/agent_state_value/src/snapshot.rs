@@ -4,26 +4,32 @@
 //! Snapshots are handed out behind `Arc`, so a read costs a reference-count increment whatever
 //! the state's size, and a reader's view never changes under it.
 //!
-//! Why members: a merge patch usually touches a few top-level members of a state that may be
-//! hundreds of KiB. Each member keeps its parsed value *and* its compact encoding
-//! (`"name":value`), shared (`Arc`) between a snapshot and the next one. A merge clones,
-//! merges and re-encodes only the members the patch names; the next state's bytes are the
-//! untouched members' cached encodings copied side by side. The cost of a merge is then one
-//! copy of the state's bytes plus work proportional to the patch, not a parse-serialize of the
-//! whole state. (The output equals what a full serialization would give, byte for byte: compact
-//! JSON is exactly the members' encodings joined by commas inside braces.)
+//! Why members: a merge patch usually touches a few members of a state that may be hundreds
+//! of KiB, often deep inside it (a message added to `{"status":..,"msgs":{..}}`). Each member,
+//! at every nesting level, is shared (`Arc`) between a snapshot and the next one: a value as
+//! its compact encoding, or an object a write rebuilt, whose members are again shared (see
+//! `node`). A merge descends into the plain objects the patch names and rebuilds only the
+//! objects on the patch's paths; everything else stays shared, and the next state's bytes are
+//! assembled from the members' encodings when first asked for. The cost of a merge is then
+//! work proportional to the patch and to the members of the objects along its paths, not a
+//! parse-serialize of the state, nor of the member it lands in. (The output equals what a full
+//! serialization would give, byte for byte: compact JSON of an object is exactly its members'
+//! encodings joined by commas inside braces.)
 //!
 //! A state that arrives as text (a replacement, an entry read back from the store) is checked
 //! and encoded by the scanner (`super::scan`) without building any value: its members keep
-//! only their encodings, and a member's value is parsed from its encoding the first time it is
-//! asked for (a merge that touches the member, [`Snapshot::to_value`], a hook reading it).
+//! only their encodings (ranges of the scanned text, shared), and a member's value is parsed
+//! from its encoding the first time it is asked for (a hook reading it,
+//! [`Snapshot::to_value`]); an object's members are split out of its encoding the first time a
+//! merge descends into it.
 //!
 //! `Snapshot::merge` (in `patch.rs`, beside the patch it takes) is the one way a patch is
 //! applied; its loop is here. A patch the scanner encoded is a
 //! snapshot too, and is merged on its members' encodings where that is safe (a member repeated
 //! as it is stays shared; a new one without `null` is taken as it is); any other member, or a
-//! patch given as a value, is merged on values ([`merge_patch`]). One loop does both, so the two
-//! cannot drift apart: the result is byte for byte the same.
+//! patch given as a value, is merged into the member's tree (`node::merge`, which is
+//! [`merge_patch`] where the patch replaces a value whole). One loop does both, so the two
+//! cannot drift apart: the result is byte for byte the value merge's.
 
 use std::sync::{Arc, OnceLock};
 
@@ -34,38 +40,58 @@ use crate::error::{Error, Result};
 use crate::merge::merge_patch;
 use crate::scan::Scanned;
 
-/// One top-level member of a state.
+mod node;
+
+use node::{Bytes, Node};
+
+/// One member of an object of a state (a top-level member, or one inside a nested object).
 #[derive(Debug)]
 pub struct Member {
-    /// The name, when its encoding has escapes; otherwise the name is the encoding's text
-    /// between its first quotes (`encoded[1..value_at - 2]`), so most members need no
-    /// allocation of their own for it.
+    /// The name, when its encoding has escapes; otherwise the name is the text of `key`
+    /// between its quotes, so most members need no allocation of their own for it.
     escaped_name: Option<Box<str>>,
-    /// The value, parsed from `encoded[value_at..]` when first asked for (members built from a
-    /// value have it from the start).
-    value: OnceLock<Value>,
-    /// `"name":value`, compact.
-    encoded: Box<[u8]>,
-    /// Where the value starts in `encoded` (after the colon).
-    value_at: usize,
+    /// The name's encoding, quotes included (`"name"`, compact: the scanner's and
+    /// serde_json's escapes, which are the same).
+    key: Bytes,
+    /// The value.
+    node: Node,
 }
 
 impl Member {
     fn new(name: String, value: Value) -> Member {
-        let mut encoded = Vec::with_capacity(name.len() + 16);
-        // serde_json appends to a Vec we give it; writing strings and Values to memory cannot
-        // fail.
-        let _ = serde_json::to_writer(&mut encoded, name.as_str());
-        encoded.push(b':');
-        let value_at = encoded.len();
-        let _ = serde_json::to_writer(&mut encoded, &value);
+        let mut key = Vec::with_capacity(name.len() + 2);
+        // serde_json appends to a Vec we give it; writing a string to memory cannot fail.
+        let _ = serde_json::to_writer(&mut key, name.as_str());
         let escaped_name =
-            (encoded[1..value_at - 2] != *name.as_bytes()).then(|| name.into_boxed_str());
+            (key[1..key.len() - 1] != *name.as_bytes()).then(|| name.into_boxed_str());
         Member {
             escaped_name,
-            value: OnceLock::from(value),
-            encoded: encoded.into_boxed_slice(),
-            value_at,
+            key: Bytes::new(key),
+            node: Node::from_value(value),
+        }
+    }
+
+    /// A member of the name encoded as `key` (compact, quotes included) and the value `node`.
+    fn from_parts(key: Bytes, node: Node) -> Member {
+        let inner = &key[1..key.len() - 1];
+        let escaped_name = inner.contains(&b'\\').then(|| {
+            serde_json::from_slice::<String>(&key)
+                .unwrap_or_else(|_| String::from_utf8_lossy(inner).into_owned())
+                .into_boxed_str()
+        });
+        Member {
+            escaped_name,
+            key,
+            node,
+        }
+    }
+
+    /// This member's name with the value `node`.
+    fn with_node(&self, node: Node) -> Member {
+        Member {
+            escaped_name: self.escaped_name.clone(),
+            key: self.key.clone(),
+            node,
         }
     }
 
@@ -79,7 +105,7 @@ impl Member {
     }
 
     fn plain_name(&self) -> &[u8] {
-        &self.encoded[1..self.value_at - 2]
+        &self.key[1..self.key.len() - 1]
     }
 
     /// Whether the member is named `name` (without checking UTF-8 again).
@@ -92,12 +118,36 @@ impl Member {
 
     /// The member's value (parsed from its encoding on first use).
     pub fn value(&self) -> &Value {
-        self.value.get_or_init(|| {
-            // The encoding is the scanner's output for a document the slow path accepts (or
-            // serde_json's own): it parses, to the value the slow path would have built.
-            serde_json::from_slice(&self.encoded[self.value_at..])
-                .expect("a member's encoding is valid JSON")
-        })
+        self.node.value()
+    }
+
+    /// The length of `"name":value`.
+    fn len(&self) -> usize {
+        self.key.len() + 1 + self.node.len()
+    }
+
+    /// Appends `"name":value` to `out`.
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.key);
+        out.push(b':');
+        self.node.write(out);
+    }
+}
+
+/// A state's assembled encoding: the scanner's (shared with its members) or one assembled
+/// from the members.
+#[derive(Debug)]
+enum Encoded {
+    Shared(Arc<[u8]>),
+    Own(Box<[u8]>),
+}
+
+impl Encoded {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Encoded::Shared(bytes) => bytes,
+            Encoded::Own(bytes) => bytes,
+        }
     }
 }
 
@@ -107,7 +157,7 @@ pub struct Snapshot {
     /// Compact JSON followed by one NUL byte, so C callers may treat it as a C string.
     /// Assembled from the members when first asked for: a merge whose result only a patch
     /// is stored for, and nobody reads as text, never copies the whole state.
-    encoded: OnceLock<Box<[u8]>>,
+    encoded: OnceLock<Encoded>,
     /// The length of the encoding (without the NUL), known before it is assembled.
     len: usize,
     members: Vec<Arc<Member>>,
@@ -136,28 +186,20 @@ impl Snapshot {
     /// member's encoding copied out of it, values left to be parsed on first use.
     pub(super) fn from_scanned(scanned: Scanned) -> Snapshot {
         let Scanned { mut out, members } = scanned;
+        let len = out.len();
+        out.push(0);
+        let buf: Arc<[u8]> = out.into();
         let members = members
             .iter()
             .map(|span| {
-                let quoted = &out[span.start..span.colon];
-                let inner = &quoted[1..quoted.len() - 1];
-                let escaped_name = inner.contains(&b'\\').then(|| {
-                    serde_json::from_slice::<String>(quoted)
-                        .unwrap_or_else(|_| String::from_utf8_lossy(inner).into_owned())
-                        .into_boxed_str()
-                });
-                Arc::new(Member {
-                    escaped_name,
-                    value: OnceLock::new(),
-                    encoded: out[span.start..span.end].into(),
-                    value_at: span.colon + 1 - span.start,
-                })
+                Arc::new(Member::from_parts(
+                    Bytes::shared(&buf, span.start, span.colon),
+                    Node::from_bytes(Bytes::shared(&buf, span.colon + 1, span.end)),
+                ))
             })
             .collect();
-        let len = out.len();
-        out.push(0);
         Snapshot {
-            encoded: OnceLock::from(out.into_boxed_slice()),
+            encoded: OnceLock::from(Encoded::Shared(buf)),
             len,
             members,
         }
@@ -192,20 +234,17 @@ impl Snapshot {
     /// is kept with a spare byte for that).
     #[doc(hidden)]
     pub fn json_with_nul(&self) -> &[u8] {
-        self.encoded.get_or_init(|| assemble(&self.members))
+        self.encoded
+            .get_or_init(|| Encoded::Own(assemble(&self.members)))
+            .bytes()
     }
 
     /// Whether `other` encodes to the same bytes (members, their order and their values). A
-    /// merge shares the members it leaves as they are, so comparing a merge's result with its
-    /// input costs a pointer comparison per untouched member.
+    /// merge shares the members it leaves as they are, at every level, so comparing a merge's
+    /// result with its input costs a pointer comparison per untouched member along the
+    /// patch's paths.
     pub fn same_encoding(&self, other: &Snapshot) -> bool {
-        self.len == other.len
-            && self.members.len() == other.members.len()
-            && self
-                .members
-                .iter()
-                .zip(&other.members)
-                .all(|(a, b)| Arc::ptr_eq(a, b) || a.encoded == b.encoded)
+        self.len == other.len && node::same_members(&self.members, &other.members)
     }
 
     /// The top-level members, in order.
@@ -249,7 +288,7 @@ impl Snapshot {
             }
             if let Some(as_is) = entry.as_is() {
                 match slot {
-                    Some(i) if self.members[i].encoded == as_is.encoded => continue,
+                    Some(i) if self.members[i].node.same(&as_is.node) => continue,
                     None => {
                         appended.push(Arc::clone(as_is));
                         continue;
@@ -257,22 +296,22 @@ impl Snapshot {
                     Some(_) => {}
                 }
             }
-            let mut value = slot.map_or(Value::Null, |i| self.members[i].value().clone());
-            merge_patch(&mut value, entry.value(), 2)?;
-            let member = Arc::new(Member::new(entry.name().to_string(), value));
             match slot {
-                Some(i) => members[i] = member,
-                None => appended.push(member),
+                // Descends into the member, rebuilding only what the patch names in it.
+                Some(i) => {
+                    let member = &self.members[i];
+                    if let Some(node) = node::merge(Some(&member.node), entry.value(), 2)? {
+                        members[i] = Arc::new(member.with_node(node));
+                    }
+                }
+                None => {
+                    let mut value = Value::Null;
+                    merge_patch(&mut value, entry.value(), 2)?;
+                    appended.push(Arc::new(Member::new(entry.name().to_string(), value)));
+                }
             }
         }
-        if !deleted.is_empty() {
-            deleted.sort_unstable();
-            let mut at = 0;
-            members.retain(|_| {
-                at += 1;
-                deleted.binary_search(&(at - 1)).is_err()
-            });
-        }
+        node::remove(&mut members, deleted);
         members.extend(appended);
         Self::checked(members, max_bytes)
     }
@@ -334,7 +373,7 @@ impl Entry<'_> {
     fn is_null(&self) -> bool {
         match self {
             Entry::Value(_, value) => value.is_null(),
-            Entry::Encoded(member) => member.encoded[member.value_at..] == *b"null",
+            Entry::Encoded(member) => member.node.leaf_bytes() == Some(b"null"),
         }
     }
 
@@ -344,7 +383,12 @@ impl Entry<'_> {
     /// state costs a comparison per member, not a merge and an encoding).
     fn as_is(&self) -> Option<&Arc<Member>> {
         match self {
-            Entry::Encoded(member) if !contains_null(&member.encoded[member.value_at..]) => {
+            Entry::Encoded(member)
+                if member
+                    .node
+                    .leaf_bytes()
+                    .is_some_and(|bytes| !contains_null(bytes)) =>
+            {
                 Some(member)
             }
             _ => None,
@@ -396,7 +440,7 @@ impl<'a> NameIndex<'a> {
 
 /// Length of `{m1,m2,...}` without the NUL.
 fn encoded_len(members: &[Arc<Member>]) -> usize {
-    2 + members.iter().map(|m| m.encoded.len()).sum::<usize>() + members.len().saturating_sub(1)
+    node::object_len(members)
 }
 
 /// `{m1,m2,...}` followed by a NUL, in one allocation.
@@ -407,7 +451,7 @@ fn assemble(members: &[Arc<Member>]) -> Box<[u8]> {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&m.encoded);
+        m.write(&mut out);
     }
     out.push(b'}');
     out.push(0);

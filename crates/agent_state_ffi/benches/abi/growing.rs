@@ -56,7 +56,7 @@ impl Run {
 }
 
 /// Removes a SQLite file with its WAL and shared-memory index.
-fn remove_db(path: &Path) {
+pub(crate) fn remove_db(path: &Path) {
     for suffix in ["", "-wal", "-shm"] {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);

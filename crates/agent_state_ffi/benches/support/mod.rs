@@ -227,10 +227,12 @@ pub fn race(contenders: &mut [&mut dyn FnMut(usize)], rounds: usize, ops: usize)
     samples.into_iter().map(median).collect()
 }
 
-/// `--smoke` and `--out FILE` (`default_out` without it).
+/// `--smoke`, `--out FILE` (`default_out` without it) and `--only CASE` (one group of rows,
+/// for a quick measurement of it: `nested`).
 pub struct Args {
     pub smoke: bool,
     pub out: PathBuf,
+    pub only: Option<String>,
 }
 
 impl Args {
@@ -244,7 +246,16 @@ impl Args {
                 .and_then(|i| args.get(i + 1))
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from(default_out)),
+            only: args
+                .iter()
+                .position(|a| a == "--only")
+                .and_then(|i| args.get(i + 1))
+                .cloned(),
         }
+    }
+    /// Whether the group of rows `case` runs (all do without `--only`).
+    pub fn runs(&self, case: &str) -> bool {
+        self.only.as_deref().is_none_or(|only| only == case)
     }
     pub fn rounds(&self) -> usize {
         if self.smoke {
@@ -258,3 +269,83 @@ impl Args {
 // The result rows, their targets, the printed table and its JSON.
 mod table;
 pub use table::*;
+
+/// The names of the objects a nested state's members sit in, outermost first: a state
+/// `depth` levels deep keeps them at `/msgs`, `/msgs/thread`, ... (as users keep a
+/// conversation: a status beside it at the top level).
+pub const NESTED_PATH: [&str; 4] = ["msgs", "thread", "turns", "items"];
+
+/// `make_state(size)` with its members (all but the status) moved `depth` levels down, inside
+/// the objects of [`NESTED_PATH`]: `{"status":"idle","msgs":{"thread":{"m0":{...},...}}}` for
+/// depth 2; depth 0 is `make_state(size)` itself.
+pub fn make_nested_state(size: usize, depth: usize) -> Vec<u8> {
+    let flat = String::from_utf8(make_state(size)).unwrap();
+    let head = r#"{"status":"idle","#;
+    let members = &flat[head.len()..flat.len() - 1];
+    let mut s = String::from(head);
+    for name in &NESTED_PATH[..depth] {
+        write!(s, r#""{name}":{{"#).unwrap();
+    }
+    s.push_str(members);
+    for _ in 0..depth {
+        s.push('}');
+    }
+    s.push('}');
+    s.into_bytes()
+}
+
+/// Write `step`'s merge patch on a state of [`make_nested_state`] at `depth`: the status
+/// changed, and one new member of 200 bytes (`"note00007":{...}`) added `depth` levels down.
+pub fn make_nested_patch(depth: usize, step: usize) -> Vec<u8> {
+    let head = format!(r#""note{step:05}":{{"id":{step},"kind":"tool_result","text":""#);
+    let member = format!("{head}{}\"}}", "y".repeat(200 - head.len() - 2));
+    debug_assert_eq!(member.len(), 200);
+    let mut s = format!(r#"{{"status":"s{step}","#);
+    for name in &NESTED_PATH[..depth] {
+        write!(s, r#""{name}":{{"#).unwrap();
+    }
+    s.push_str(&member);
+    for _ in 0..depth {
+        s.push('}');
+    }
+    s.push('}');
+    s.into_bytes()
+}
+
+/// The depths of the nested rows: the top level (the baseline), then 1, 2 and 4 levels down.
+pub const NESTED_DEPTHS: [usize; 4] = [0, 1, 2, 4];
+/// Their state sizes, and the writes of a run (each adds one member).
+pub const NESTED_SIZES: [usize; 2] = [1024, 256 * 1024];
+pub const NESTED_WRITES: usize = 300;
+
+/// The nested rows of one backend from the median cost per write of each run, `t[size][depth]`
+/// (indexes into [`NESTED_SIZES`] and [`NESTED_DEPTHS`]): a row per size and depth below the
+/// top, its cost against the same at the top level (target: at most 1.3×).
+pub fn nested_rows(t: &[Vec<f64>], writes: usize, dir: &str, rows: &mut Vec<Row>) {
+    for (s, &size) in NESTED_SIZES.iter().enumerate() {
+        for (d, &depth) in NESTED_DEPTHS.iter().enumerate().skip(1) {
+            let row = Row {
+                op: format!(
+                    "set_state, +1 member of 200 B {depth} level{} down",
+                    if depth == 1 { "" } else { "s" }
+                ),
+                size,
+                dir: dir.into(),
+                sync: "normal".into(),
+                ours_ns: t[s][d],
+                alternative: "the same member added at the top level".into(),
+                alt_ns: t[s][0],
+                target: Some(1.3),
+                goal: Goal::CostAtMost,
+                write_cost_target: format!("nested_{depth}"),
+                ..Row::default()
+            };
+            let note = format!(
+                "mean over {writes} writes; {depth} level{} down costs {:.2}× the top level",
+                if depth == 1 { "" } else { "s" },
+                1.0 / row.ratio()
+            );
+            rows.push(Row { note, ..row });
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! The values inside a state, at every nesting level, shared between a state and the next.
+//!
+//! A [`Node`] is either a *leaf*, a value as its compact encoding (read from the store, given
+//! by a caller, or written by a merge), or an object a write *built*: its members, each an
+//! `Arc` shared with the states before it where the write left it as it was. A leaf's value is
+//! parsed from its encoding when first asked for, and its members are split out of the
+//! encoding (sharing its bytes, not copying them) when a write first descends into it. A built
+//! object keeps no encoding of its own: its members' encodings are written straight into the
+//! output when the state is assembled, so a write costs what it changes (the path down to the
+//! change, and the change) at every level, and memory holds each byte of a state once.
+//!
+//! A merge ([`merge`]) descends into plain objects only; everything else (scalars, arrays,
+//! the codec's tagged values) is replaced whole, as [`merge_patch`] does on values. Its result
+//! is byte for byte what [`merge_patch`] and a compact encoding give.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Map, Value};
+
+use super::{Member, NameIndex};
+use crate::codec;
+use crate::error::Result;
+use crate::merge::merge_patch;
+
+/// Bytes shared by reference count: `buf[start..end]`. A leaf split out of a larger encoding
+/// shares that encoding's buffer.
+#[derive(Clone)]
+pub(crate) struct Bytes {
+    buf: Arc<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Bytes {
+    /// Bytes of their own.
+    pub(crate) fn new(bytes: Vec<u8>) -> Bytes {
+        let end = bytes.len();
+        Bytes {
+            buf: bytes.into(),
+            start: 0,
+            end,
+        }
+    }
+
+    /// `buf[start..end]`, shared.
+    pub(crate) fn shared(buf: &Arc<[u8]>, start: usize, end: usize) -> Bytes {
+        Bytes {
+            buf: Arc::clone(buf),
+            start,
+            end,
+        }
+    }
+
+    /// `self[from..to]`, shared.
+    fn slice(&self, from: usize, to: usize) -> Bytes {
+        Bytes::shared(&self.buf, self.start + from, self.start + to)
+    }
+
+    /// Whether the two hold the same bytes (without reading them when they are the same
+    /// range of one buffer).
+    fn same(&self, other: &Bytes) -> bool {
+        (Arc::ptr_eq(&self.buf, &other.buf) && self.start == other.start && self.end == other.end)
+            || **self == **other
+    }
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+}
+
+impl fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
+
+/// One value of a state (see the module doc).
+#[derive(Debug)]
+pub(crate) enum Node {
+    /// A value as its compact encoding.
+    Leaf(Leaf),
+    /// A plain object a write built (see [`Built`]).
+    Object(Built),
+}
+
+/// A value as its compact encoding, its value and (for an object) its members made from the
+/// encoding on first use.
+#[derive(Debug)]
+pub(crate) struct Leaf {
+    bytes: Bytes,
+    value: OnceLock<Value>,
+    /// An object's members, split out of `bytes` the first time a write descends into it.
+    members: OnceLock<Vec<Arc<Member>>>,
+}
+
+/// An object a write built: its members in order, and the length of its encoding (kept, so
+/// a state's size is known without assembling it); its value only when asked for.
+#[derive(Debug)]
+pub(crate) struct Built {
+    members: Vec<Arc<Member>>,
+    len: usize,
+    value: OnceLock<Value>,
+}
+
+impl Node {
+    /// The value `value`, encoded (its value kept).
+    pub(crate) fn from_value(value: Value) -> Node {
+        let bytes = Bytes::new(crate::json::to_vec(&value));
+        Node::Leaf(Leaf {
+            bytes,
+            value: OnceLock::from(value),
+            members: OnceLock::new(),
+        })
+    }
+
+    /// The value encoded as `bytes` (compact, as the scanner or serde_json writes it).
+    pub(crate) fn from_bytes(bytes: Bytes) -> Node {
+        Node::Leaf(Leaf {
+            bytes,
+            value: OnceLock::new(),
+            members: OnceLock::new(),
+        })
+    }
+
+    /// The object of `members` (in order).
+    fn object(members: Vec<Arc<Member>>) -> Node {
+        Node::Object(Built {
+            len: object_len(&members),
+            members,
+            value: OnceLock::new(),
+        })
+    }
+
+    /// The length of the value's compact encoding.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Node::Leaf(leaf) => leaf.bytes.len(),
+            Node::Object(built) => built.len,
+        }
+    }
+
+    /// The encoding, when the node keeps one (a leaf).
+    pub(crate) fn leaf_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Node::Leaf(leaf) => Some(&leaf.bytes),
+            Node::Object(_) => None,
+        }
+    }
+
+    /// Appends the value's compact encoding to `out`.
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Node::Leaf(leaf) => out.extend_from_slice(&leaf.bytes),
+            Node::Object(built) => {
+                out.push(b'{');
+                for (i, member) in built.members.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    member.write(out);
+                }
+                out.push(b'}');
+            }
+        }
+    }
+
+    /// The value (parsed from the encoding on first use).
+    pub(crate) fn value(&self) -> &Value {
+        match self {
+            Node::Leaf(leaf) => leaf.value.get_or_init(|| parse(&leaf.bytes)),
+            Node::Object(built) => built.value.get_or_init(|| {
+                let mut out = Vec::with_capacity(built.len);
+                self.write(&mut out);
+                parse(&out)
+            }),
+        }
+    }
+
+    /// The members of an object that is plain (not shaped like a tagged value); `None` for
+    /// anything else, which a merge replaces whole.
+    fn plain_members(&self) -> Option<&[Arc<Member>]> {
+        let members = match self {
+            Node::Leaf(leaf) => {
+                if leaf.bytes.first() != Some(&b'{') {
+                    return None;
+                }
+                leaf.members.get_or_init(|| split_object(&leaf.bytes))
+            }
+            Node::Object(built) => &built.members,
+        };
+        (!tag_shaped(members)).then_some(members.as_slice())
+    }
+
+    /// The members of an object as far as they are at hand without splitting an encoding:
+    /// what [`Node::same`] compares member by member.
+    fn members_at_hand(&self) -> Option<&[Arc<Member>]> {
+        match self {
+            Node::Leaf(leaf) => leaf.members.get().map(Vec::as_slice),
+            Node::Object(built) => Some(&built.members),
+        }
+    }
+
+    /// Whether the value's encoding is `bytes`, without writing it out.
+    pub(crate) fn matches(&self, bytes: &[u8]) -> bool {
+        if bytes.len() != self.len() {
+            return false;
+        }
+        match self {
+            Node::Leaf(leaf) => *leaf.bytes == *bytes,
+            Node::Object(built) => {
+                // The lengths add up to `bytes.len()`, so each slice below is in bounds.
+                let mut at = 1;
+                if bytes[0] != b'{' {
+                    return false;
+                }
+                for (i, member) in built.members.iter().enumerate() {
+                    if i > 0 {
+                        if bytes[at] != b',' {
+                            return false;
+                        }
+                        at += 1;
+                    }
+                    let key = &member.key;
+                    if bytes[at..at + key.len()] != **key || bytes[at + key.len()] != b':' {
+                        return false;
+                    }
+                    at += key.len() + 1;
+                    let len = member.node.len();
+                    if !member.node.matches(&bytes[at..at + len]) {
+                        return false;
+                    }
+                    at += len;
+                }
+                bytes[at] == b'}'
+            }
+        }
+    }
+
+    /// Whether the two encode to the same bytes: shared members by pointer, the rest member
+    /// by member where both have their members at hand, by their bytes otherwise.
+    pub(crate) fn same(&self, other: &Node) -> bool {
+        if self.len() != other.len() {
+            return false;
+        }
+        match (self, other) {
+            (Node::Leaf(a), Node::Leaf(b)) => a.bytes.same(&b.bytes),
+            (a, Node::Leaf(b)) | (Node::Leaf(b), a) => match (a.members_at_hand(), b.members.get())
+            {
+                (Some(x), Some(y)) => same_members(x, y),
+                _ => a.matches(&b.bytes),
+            },
+            (Node::Object(a), Node::Object(b)) => same_members(&a.members, &b.members),
+        }
+    }
+}
+
+/// Whether two member lists encode to the same bytes.
+pub(crate) fn same_members(a: &[Arc<Member>], b: &[Arc<Member>]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| Arc::ptr_eq(x, y) || (x.key.same(&y.key) && x.node.same(&y.node)))
+}
+
+/// Parses a node's encoding: the scanner's output for a document the slow path accepts (or
+/// serde_json's own), so it parses, to the value the slow path would have built.
+fn parse(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).expect("a node's encoding is valid JSON")
+}
+
+/// Whether an object of `members` is shaped like a tagged value.
+pub(crate) fn tag_shaped(members: &[Arc<Member>]) -> bool {
+    matches!(members, [only] if codec::TAGS.contains(&only.name()))
+}
+
+/// Length of `{m1,m2,...}`.
+pub(crate) fn object_len(members: &[Arc<Member>]) -> usize {
+    2 + members.iter().map(|m| m.len()).sum::<usize>() + members.len().saturating_sub(1)
+}
+
+/// The members of the object encoded as `bytes` (compact JSON), sharing its bytes.
+fn split_object(bytes: &Bytes) -> Vec<Arc<Member>> {
+    let b: &[u8] = bytes;
+    let mut members = Vec::new();
+    if b.get(1) == Some(&b'}') {
+        return members;
+    }
+    let mut at = 1;
+    loop {
+        let colon = string_end(b, at);
+        let end = value_end(b, colon + 1);
+        members.push(Arc::new(Member::from_parts(
+            bytes.slice(at, colon),
+            Node::from_bytes(bytes.slice(colon + 1, end)),
+        )));
+        if b[end] != b',' {
+            return members;
+        }
+        at = end + 1;
+    }
+}
+
+/// The end (one past the closing quote) of the string whose opening quote is `b[at]`.
+fn string_end(b: &[u8], at: usize) -> usize {
+    let mut i = at + 1;
+    loop {
+        match b[i..].iter().position(|&c| c == b'"' || c == b'\\') {
+            Some(k) if b[i + k] == b'\\' => i += k + 2,
+            Some(k) => return i + k + 1,
+            None => return b.len(),
+        }
+    }
+}
+
+/// The end of the value that starts at `b[at]`, in compact JSON.
+fn value_end(b: &[u8], at: usize) -> usize {
+    match b[at] {
+        b'"' => string_end(b, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while i < b.len() {
+                match b[i] {
+                    b'"' => {
+                        i = string_end(b, i);
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return i + 1;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            b.len()
+        }
+        _ => {
+            let mut i = at;
+            while i < b.len() && !matches!(b[i], b',' | b'}' | b']') {
+                i += 1;
+            }
+            i
+        }
+    }
+}
+
+/// RFC 7396: `patch` merged into `target` (`None`: nothing there) at nesting level `depth`
+/// (that of `target`), as [`merge_patch`] on values, or `None` when the result is `target` as
+/// it was (so it stays shared). Only plain objects named by the patch are rebuilt, their
+/// untouched members shared; what the patch replaces whole is merged on values, at the cost
+/// of the patch. A codec error leaves nothing changed (nothing is changed in place).
+pub(crate) fn merge(target: Option<&Node>, patch: &Value, depth: usize) -> Result<Option<Node>> {
+    let plain_patch = match patch {
+        Value::Object(members) if codec::tag_of(members).is_none() => Some(members),
+        _ => None,
+    };
+    let (Some(patch), Some(base)) = (plain_patch, target.and_then(Node::plain_members)) else {
+        // Replaced whole, or merged into nothing (what is not a plain object is, to a merge).
+        let mut value = Value::Null;
+        merge_patch(&mut value, patch, depth)?;
+        let node = Node::from_value(value);
+        return Ok(match target {
+            Some(target) if target.matches(node.leaf_bytes().unwrap_or_default()) => None,
+            _ => Some(node),
+        });
+    };
+    let index = NameIndex::new(base, patch.len());
+    // Copied (reference counts) on the first change.
+    let mut members: Option<Vec<Arc<Member>>> = None;
+    let mut deleted = Vec::new();
+    let mut appended = Vec::new();
+    for (name, value) in patch {
+        let slot = index.find(base, name);
+        if value.is_null() {
+            if let Some(i) = slot {
+                deleted.push(i);
+            }
+            continue;
+        }
+        match slot {
+            Some(i) => {
+                if let Some(node) = merge(Some(&base[i].node), value, depth + 1)? {
+                    let members = members.get_or_insert_with(|| base.to_vec());
+                    members[i] = Arc::new(base[i].with_node(node));
+                }
+            }
+            None => {
+                let mut slot = Value::Null;
+                merge_patch(&mut slot, value, depth + 1)?;
+                appended.push(Arc::new(Member::new(name.clone(), slot)));
+            }
+        }
+    }
+    if members.is_none() && deleted.is_empty() && appended.is_empty() {
+        return Ok(None);
+    }
+    let mut members = members.unwrap_or_else(|| base.to_vec());
+    remove(&mut members, deleted);
+    members.extend(appended);
+    if tag_shaped(&members) {
+        // What the value merge checks of every object it leaves: one shaped like a tagged
+        // value must be a well-formed one.
+        let only = &members[0];
+        let mut map = Map::new();
+        map.insert(only.name().to_string(), only.value().clone());
+        codec::validate_if_tagged(&map, depth)?;
+    }
+    Ok(Some(Node::object(members)))
+}
+
+/// Removes the members at `deleted` (indexes, in any order), keeping the others' order.
+pub(crate) fn remove(members: &mut Vec<Arc<Member>>, mut deleted: Vec<usize>) {
+    if deleted.is_empty() {
+        return;
+    }
+    deleted.sort_unstable();
+    let mut at = 0;
+    members.retain(|_| {
+        at += 1;
+        deleted.binary_search(&(at - 1)).is_err()
+    });
+}
+
+#[cfg(test)]
+mod tests;
