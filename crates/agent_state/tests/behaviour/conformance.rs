@@ -349,6 +349,12 @@ impl Run<'_> {
                 "replace_if" => agent
                     .and_then(|a| a.replace_state_if(&input, Some(expected)))
                     .map(|v| (v.state.json().to_vec(), Some(v.version))),
+                "patch" => agent
+                    .and_then(|a| a.patch_state(&input))
+                    .map(|s| (s.json().to_vec(), None)),
+                "patch_if" => agent
+                    .and_then(|a| a.patch_state_if(&input, Some(expected)))
+                    .map(|v| (v.state.json().to_vec(), Some(v.version))),
                 _ => return Err(format!("unknown op {name}")),
             }
         };
