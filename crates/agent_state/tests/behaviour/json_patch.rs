@@ -443,3 +443,41 @@ fn reads_of_one_place() {
     );
     let _ = Agent::open; // the module's tests open through test_support::open
 }
+
+/// Another handle (as another process would) receives a JSON Patch change through its hooks
+/// when it polls, rebuilt from the logged operations, with its kind.
+#[each_backend]
+fn other_handles_see_json_patch_changes_with_their_kind() {
+    let dir = TempDir::new("json_patch_feed");
+    let store = dir.store("a.db");
+    let options =
+        opts(json!({"initial_state": {"todo": ["a", "b"]}, "change_log": {"keep_last": 10}}));
+    let writer = open(&store, &options).unwrap();
+    let reader = open(&store, &options).unwrap();
+    let seen = Arc::new(Seen::default());
+    reader.on_state_changed(seen.clone()).unwrap();
+    reader.get_state().unwrap();
+    writer.set_state(br#"{"n":1}"#).unwrap();
+    writer
+        .patch_state(
+            br#"[{"op":"remove","path":"/todo/0"},{"op":"add","path":"/todo/-","value":"c"}]"#,
+        )
+        .unwrap();
+    assert_eq!(reader.poll().unwrap(), 2);
+    let seen = seen.0.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            (ChangeKind::Merge, Some(r#"{"n":1}"#.into()), 1),
+            (
+                ChangeKind::JsonPatch,
+                Some(r#"[{"op":"remove","path":"/todo/0"},{"op":"add","path":"/todo/-","value":"c"}]"#.into()),
+                2
+            ),
+        ]
+    );
+    assert_eq!(
+        text(&reader.get_state().unwrap()),
+        r#"{"todo":["b","c"],"n":1}"#
+    );
+}
