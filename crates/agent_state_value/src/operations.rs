@@ -112,10 +112,11 @@ impl Snapshot {
 }
 
 /// The value `tokens` name inside `value`, if there is one (`-` names nothing: it is the place
-/// after an array's last element).
+/// after an array's last element). A pointer reads the stored JSON as JSON Patch does, tagged
+/// values included (`/at/$date` is the text of a date).
 fn walk<'a>(value: &'a Value, tokens: &[String]) -> Option<&'a Value> {
     tokens.iter().try_fold(value, |at, token| match at {
-        Value::Object(map) if codec::tag_of(map).is_none() => map.get(token),
+        Value::Object(map) => map.get(token),
         Value::Array(items) => match array_index(token)? {
             Index::At(i) => items.get(i),
             Index::End => None,
@@ -305,5 +306,10 @@ mod tests {
         );
         assert_eq!(tail("/m", 0).unwrap(), b"[]");
         assert!(matches!(tail("/x~1y", 1), Err(Error::InvalidArgument(_))));
+        // Tagged values are JSON like any other, to a pointer as to a JSON Patch.
+        let s = state(r#"{"at":{"$date":"2026-01-01T00:00:00.000Z"}}"#);
+        let at = |p: &str| s.path_json(&Pointer::parse(p).unwrap());
+        assert_eq!(at("/at").unwrap(), br#"{"$date":"2026-01-01T00:00:00.000Z"}"#);
+        assert_eq!(at("/at/$date").unwrap(), br#""2026-01-01T00:00:00.000Z""#);
     }
 }
