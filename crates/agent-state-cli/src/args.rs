@@ -109,13 +109,26 @@ pub enum Synchronous {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Print the state (the initial state, {}, while nothing is stored)
+    /// Print the state (the initial state, {}, while nothing is stored), or one place of it
+    ///
+    /// With --path, only the value at that RFC 6901 JSON Pointer ('/messages/0/text'; '' is the
+    /// whole state); AGENT_ERR_PATH (exit 81) when the state has nothing there. With --tail N
+    /// too, the last N elements of the array there, as a JSON array, oldest first: the last
+    /// message is `--path /messages --tail 1`.
     Get {
         /// The store: a file path or a postgresql:// URI
         store: PathBuf,
         /// Print {"version": V, "state": ...} (version 0: nothing stored)
-        #[arg(long)]
+        #[arg(long, conflicts_with = "path")]
         versioned: bool,
+        /// Print only the value at this JSON Pointer (RFC 6901: '/a/0', '~1' for '/', '~0'
+        /// for '~')
+        #[arg(long, value_name = "POINTER")]
+        path: Option<String>,
+        /// With --path naming an array: print its last N elements, as a JSON array, oldest
+        /// first (AGENT_ERR_INVALID_ARGUMENT when the value there is not an array)
+        #[arg(long, value_name = "N", requires = "path")]
+        tail: Option<usize>,
     },
     /// Merge an RFC 7396 patch into the state and print the merged state
     Set {
@@ -123,6 +136,27 @@ pub enum Command {
         store: PathBuf,
         /// The patch, a JSON object; '-' reads it from standard input
         patch: OsString,
+        /// Write only if the state is still at version V (else AGENT_ERR_CONFLICT, nothing
+        /// written); 0 means nothing stored yet
+        #[arg(long, value_name = "V")]
+        if_version: Option<u64>,
+        /// Print {"version": V, "state": ...}
+        #[arg(long)]
+        versioned: bool,
+    },
+    /// Apply an RFC 6902 JSON Patch to the state and print the new state
+    ///
+    /// OPS is a JSON array of operations (add, remove, replace, move, copy, test), applied in
+    /// order, all or nothing: `[{"op":"add","path":"/messages/-","value":{"text":"hi"}}]`
+    /// appends to an array without sending it whole. Nothing is written when one fails:
+    /// AGENT_ERR_PATH (exit 81) for a path that does not exist, AGENT_ERR_TEST_FAILED (exit
+    /// 82) for a `test` that does not hold, AGENT_ERR_INVALID_ARGUMENT (exit 65) for a
+    /// malformed patch or a result that is not an object.
+    Patch {
+        /// The store: a file path (created when absent) or a postgresql:// URI
+        store: PathBuf,
+        /// The operations, a JSON array; '-' reads them from standard input
+        ops: OsString,
         /// Write only if the state is still at version V (else AGENT_ERR_CONFLICT, nothing
         /// written); 0 means nothing stored yet
         #[arg(long, value_name = "V")]
@@ -155,10 +189,11 @@ pub enum Command {
     },
     /// Print the change log (needs the agent's change log)
     ///
-    /// A JSON array of {"version", "at" (ms since the epoch), "schema" (the schema version the
-    /// state was written under), "migrated_from" (for a schema migration, the version it
-    /// upgraded from, else null), "patch" (null for a replacement or a migration), "next"},
-    /// oldest first, as the library's changes_since gives it. Without the change log:
+    /// A JSON array of {"version", "at" (ms since the epoch), "kind" ("merge", "json_patch",
+    /// "replace" or "migration"), "schema" (the schema version the state was written under),
+    /// "migrated_from" (for a schema migration, the version it upgraded from, else null),
+    /// "patch" (the merge patch, or a JSON Patch's operations array; null for a replacement or
+    /// a migration), "next"}, oldest first, as the library's changes_since gives it. Without the change log:
     /// AGENT_ERR_INVALID_ARGUMENT (see --change-log).
     History {
         /// The store: a file path or a postgresql:// URI
@@ -209,8 +244,8 @@ pub enum Command {
     /// Serve the store's agents, read-only, over HTTP and WebSocket, with an inspector page
     ///
     /// JSON endpoints for the agents, a state, its changes and the state at a version, and a
-    /// watch stream per agent (a snapshot, then each change as an RFC 7396 patch, in commit
-    /// order, whichever process commits it), as crates/agent-state-serve/PROTOCOL.md says. The
+    /// watch stream per agent (a snapshot, then each change as an RFC 7396 merge patch, an RFC
+    /// 6902 JSON Patch or a replacement, in commit order, whichever process commits it), as crates/agent-state-serve/PROTOCOL.md says. The
     /// inspector page is at /. Every request needs the token (`Authorization: Bearer TOKEN` or
     /// `?access_token=TOKEN`). Prints `agent-state serve: listening on http://ADDR` when it
     /// accepts requests; runs until SIGINT or SIGTERM (exit 0). Takes no --agent: it serves

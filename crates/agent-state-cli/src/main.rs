@@ -75,7 +75,7 @@ fn main() -> ExitCode {
         }
         Err(Failure::Failed { status, message }) => {
             eprintln!("agent-state: {}: {message}", status.name());
-            // Exit codes are 65..=75 and 163, all within u8.
+            // Exit codes are 65..=82 and 163, all within u8.
             ExitCode::from(u8::try_from(status.exit_code()).unwrap_or(u8::MAX))
         }
     }
@@ -85,7 +85,15 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let global = &cli.global;
     let out = Output::new(global);
     match &cli.command {
-        Command::Get { store, versioned } => state::get(store, global, out, *versioned),
+        Command::Get {
+            store,
+            versioned,
+            path,
+            tail,
+        } => match path {
+            Some(pointer) => state::get_part(store, global, out, pointer, *tail),
+            None => state::get(store, global, out, *versioned),
+        },
         Command::Set {
             store,
             patch,
@@ -97,6 +105,20 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             global,
             out,
             patch,
+            *if_version,
+            *versioned,
+        ),
+        Command::Patch {
+            store,
+            ops,
+            if_version,
+            versioned,
+        } => state::write(
+            Write::JsonPatch,
+            store,
+            global,
+            out,
+            ops,
             *if_version,
             *versioned,
         ),

@@ -1,10 +1,12 @@
-//! The commands on one state: get, set, replace, version, at, restore.
+//! The commands on one state: get (whole, or one place), set, patch, replace, version, at,
+//! restore.
 
 use std::ffi::OsStr;
 use std::path::Path;
 
 use std::sync::Arc;
 
+use agent_state::value::pointer::Pointer;
 use agent_state::{Agent, Error, Snapshot};
 
 use crate::args::Global;
@@ -30,14 +32,50 @@ pub fn get(store: &Path, global: &Global, out: Output, versioned: bool) -> Resul
     }
 }
 
-/// Whether a write merges a patch or replaces the state.
+/// `get --path POINTER [--tail N]`: the value at one place of the state, or the last `n`
+/// elements of the array there, as compact JSON (pretty on a terminal).
+///
+/// Through the library's `get_path` / `get_tail`, which encode only that part. With
+/// --schema-version the place is read in the state upgraded to that version, as `get` shows
+/// it (the stored state is never written).
+pub fn get_part(
+    store: &Path,
+    global: &Global,
+    out: Output,
+    pointer: &str,
+    tail: Option<usize>,
+) -> Result<(), Failure> {
+    let agent = open(store, global, Access::Read)?;
+    let part = if global.schema_version.is_some() {
+        let (_, state, schema) = stored(&agent)?;
+        let upgraded = agent.upgrade_state(state.json(), schema).map_err(explain)?;
+        let parsed = Pointer::parse(pointer).map_err(|e| Failure::invalid(e.to_string()))?;
+        match tail {
+            Some(n) => upgraded.tail_json(&parsed, n),
+            None => upgraded.path_json(&parsed),
+        }
+        .map_err(|e| Failure::from(Error::from(e)))?
+    } else {
+        match tail {
+            Some(n) => agent.get_tail(pointer, n)?,
+            None => agent.get_path(pointer)?,
+        }
+    };
+    out.document(&part)
+}
+
+/// Which write a command makes: merge a patch, apply a JSON Patch, or replace the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Write {
+    /// `set`: an RFC 7396 merge patch.
     Merge,
+    /// `patch`: an RFC 6902 JSON Patch (an array of operations).
+    JsonPatch,
+    /// `replace`: the whole state.
     Replace,
 }
 
-/// `set` and `replace`: one write through the library, optionally compare-and-set.
+/// `set`, `patch` and `replace`: one write through the library, optionally compare-and-set.
 pub fn write(
     kind: Write,
     store: &Path,
@@ -50,11 +88,13 @@ pub fn write(
     let agent = open(store, global, Access::Write)?;
     let what = match kind {
         Write::Merge => "patch",
+        Write::JsonPatch => "JSON Patch",
         Write::Replace => "state",
     };
     let bytes = input::document(document, what, agent.max_value_bytes())?;
     let written = match kind {
         Write::Merge => agent.set_state_if(&bytes, if_version).map_err(explain)?,
+        Write::JsonPatch => agent.patch_state_if(&bytes, if_version).map_err(explain)?,
         Write::Replace => agent
             .replace_state_if(&bytes, if_version)
             .map_err(explain)?,

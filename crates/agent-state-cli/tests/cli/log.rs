@@ -38,8 +38,8 @@ fn history_prints_the_library_change_feed() {
     let changes: Value = serde_json::from_str(since.ok()).unwrap();
     assert_eq!(
         changes,
-        json!([{"version": 3, "at": changes[0]["at"], "schema": 0, "migrated_from": null,
-                "patch": {"m": "x"}, "next": {"n": 2, "m": "x"}}])
+        json!([{"version": 3, "at": changes[0]["at"], "kind": "merge", "schema": 0,
+                "migrated_from": null, "patch": {"m": "x"}, "next": {"n": 2, "m": "x"}}])
     );
     assert_eq!(run(["history", arg(&path), "--since", "3"]).ok(), "[]\n");
     run(["history", arg(&path), "--since", "4"])

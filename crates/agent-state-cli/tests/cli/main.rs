@@ -7,6 +7,7 @@ mod check;
 mod interface;
 mod log;
 mod migrate;
+mod patch;
 mod state;
 mod transfer;
 mod watch;
@@ -82,6 +83,8 @@ pub fn exit_code(status: &str) -> i32 {
         "AGENT_ERR_CANCELLED" => 14,
         "AGENT_ERR_NEWER_SCHEMA" => 15,
         "AGENT_ERR_MIGRATION" => 16,
+        "AGENT_ERR_PATH" => 17,
+        "AGENT_ERR_TEST_FAILED" => 18,
         other => panic!("no exit code in the tests for {other}"),
     };
     64 + number

@@ -66,8 +66,8 @@ fn import_refuses_to_overwrite_a_state_unless_forced() {
     let changes: Value = serde_json::from_slice(&target_agent.changes_since(2).unwrap()).unwrap();
     assert_eq!(
         changes,
-        json!([{"version": 3, "at": changes[0]["at"], "schema": 0, "migrated_from": null,
-                "patch": null, "next": {"from": "source"}}])
+        json!([{"version": 3, "at": changes[0]["at"], "kind": "replace", "schema": 0,
+                "migrated_from": null, "patch": null, "next": {"from": "source"}}])
     );
 }
 
