@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agent_state::agents::{entry_json, list_agents, AgentQuery, MAX_LIST_LIMIT};
-use agent_state::Agent;
+use agent_state::value::pointer::Pointer;
+use agent_state::{Agent, Error};
 use axum::response::Response;
 use serde_json::{json, Value};
 
@@ -53,14 +54,51 @@ pub async fn list(handles: Arc<Handles>, query: Query) -> Result<Response, Failu
     .await
 }
 
-/// `GET /v1/agents/{id}`.
-pub async fn agent(handles: Arc<Handles>, id: String) -> Result<Response, Failure> {
+/// `GET /v1/agents/{id}`, and `?path=P` (an RFC 6901 JSON Pointer) for the value at one
+/// place only, `&tail=N` for the last N elements of the array there: `{"version":V,"value":X}`,
+/// the value read from the same state as the version.
+pub async fn agent(handles: Arc<Handles>, id: String, query: Query) -> Result<Response, Failure> {
+    let tail = optional_count(&query, "tail")?;
+    let pointer = match (query.get("path"), tail) {
+        (Some(path), _) => {
+            Some(Pointer::parse(path).map_err(|e| Failure::bad_request(e.to_string()))?)
+        }
+        (None, Some(_)) => {
+            return Err(Failure::bad_request(
+                "tail=N needs path=P, the JSON Pointer of the array",
+            ))
+        }
+        (None, None) => None,
+    };
     blocking(move || {
         let agent = stored(&handles, &id)?;
         let current = agent.get_state_versioned()?;
-        Ok(versioned(current.version, current.state.json()))
+        let Some(pointer) = pointer else {
+            return Ok(versioned(current.version, current.state.json()));
+        };
+        let value = match tail {
+            Some(n) => current.state.tail_json(&pointer, n),
+            None => current.state.path_json(&pointer),
+        }
+        .map_err(Error::from)?;
+        let mut body = format!(r#"{{"version":{},"value":"#, current.version).into_bytes();
+        body.extend_from_slice(&value);
+        body.push(b'}');
+        Ok(json_body(body))
     })
     .await
+}
+
+/// Query parameter `name` as a count (digits only), if present.
+fn optional_count(query: &Query, name: &str) -> Result<Option<usize>, Failure> {
+    query
+        .get(name)
+        .map(|text| {
+            number(text, name)?
+                .try_into()
+                .map_err(|_| Failure::bad_request(format!("{name}={text:?}: too large")))
+        })
+        .transpose()
 }
 
 /// `GET /v1/agents/{id}/changes?since=V`.
@@ -124,7 +162,7 @@ fn number(text: &str, name: &str) -> Result<u64, Failure> {
         .all(|b| b.is_ascii_digit())
         .then(|| text.parse().ok())
         .flatten()
-        .ok_or_else(|| Failure::bad_request(format!("{name}={text:?}: not a version number")))
+        .ok_or_else(|| Failure::bad_request(format!("{name}={text:?}: not a number")))
 }
 
 /// Runs `job` (which reads through the library and may block) off the async workers.

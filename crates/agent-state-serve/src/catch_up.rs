@@ -78,9 +78,7 @@ fn from_log(text: &[u8], since: u64) -> Result<Option<Start>, Failure> {
         if version != start.version + 1 {
             return Ok(None);
         }
-        start
-            .messages
-            .push(message::logged(version, &entry["patch"], &entry["next"]));
+        start.messages.push(message::logged(entry));
         start.version = version;
     }
     Ok(Some(start))

@@ -1,14 +1,20 @@
 //! The watch stream's messages (PROTOCOL.md), encoded once per change: states and patches are
 //! spliced in as the library's exact text, never parsed again.
 
-use agent_state::{Snapshot, StateChange};
+use agent_state::{ChangeKind, Snapshot, StateChange};
 use axum::extract::ws::Utf8Bytes;
 
-/// `{"type":"patch","version":V,"patch":P}` or `{"type":"replace","version":V,"state":S}`.
+/// `{"type":"patch","version":V,"patch":P}` for an RFC 7396 merge patch,
+/// `{"type":"json_patch","version":V,"ops":[...]}` for an RFC 6902 JSON Patch, or
+/// `{"type":"replace","version":V,"state":S}` for anything else (a replacement, a restore, a
+/// schema migration).
 pub fn change(change: &StateChange) -> Utf8Bytes {
-    match &change.patch {
-        Some(patch) => frame("patch", change.version, "patch", patch.json()),
-        None => frame("replace", change.version, "state", change.next.json()),
+    match (change.kind, &change.patch) {
+        (ChangeKind::Merge, Some(patch)) => frame("patch", change.version, "patch", patch.json()),
+        (ChangeKind::JsonPatch, Some(ops)) => {
+            frame("json_patch", change.version, "ops", ops.json())
+        }
+        _ => frame("replace", change.version, "state", change.next.json()),
     }
 }
 
@@ -17,13 +23,27 @@ pub fn snapshot(version: u64, state: &Snapshot) -> Utf8Bytes {
     frame("snapshot", version, "state", state.json())
 }
 
-/// A change read back from the log (`changes_since`'s entries): its patch, or its state for
-/// a replacement, as JSON values.
-pub fn logged(version: u64, patch: &serde_json::Value, next: &serde_json::Value) -> Utf8Bytes {
-    if patch.is_null() {
-        frame("replace", version, "state", next.to_string().as_bytes())
-    } else {
-        frame("patch", version, "patch", patch.to_string().as_bytes())
+/// A change read back from the log (one of `changes_since`'s entries): the same message
+/// [`change`] sends for it as it commits, chosen by the entry's `kind` (`"merge"`,
+/// `"json_patch"`, `"replace"` or `"migration"`).
+pub fn logged(entry: &serde_json::Value) -> Utf8Bytes {
+    let version = entry["version"].as_u64().unwrap_or(0);
+    let patch = &entry["patch"];
+    match entry["kind"].as_str() {
+        Some("merge") if patch.is_object() => {
+            frame("patch", version, "patch", patch.to_string().as_bytes())
+        }
+        Some("json_patch") if patch.is_array() => {
+            frame("json_patch", version, "ops", patch.to_string().as_bytes())
+        }
+        // A replacement or a migration, or a kind this server does not know: the whole state
+        // is right whatever the change was.
+        _ => frame(
+            "replace",
+            version,
+            "state",
+            entry["next"].to_string().as_bytes(),
+        ),
     }
 }
 

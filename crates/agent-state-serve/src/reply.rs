@@ -71,6 +71,7 @@ impl From<Error> for Failure {
                 (StatusCode::BAD_REQUEST, "bad_request")
             }
             ErrorKind::Gap => (StatusCode::GONE, "gone"),
+            ErrorKind::Path => (StatusCode::NOT_FOUND, "no_such_path"),
             ErrorKind::Busy | ErrorKind::Unavailable | ErrorKind::Auth => {
                 (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
             }

@@ -76,7 +76,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let answer = match route {
         Route::Page => return app.page.response(),
         Route::List => api::list(handles, query).await,
-        Route::Agent(id) => api::agent(handles, id).await,
+        Route::Agent(id) => api::agent(handles, id, query).await,
         Route::Changes(id) => api::changes(handles, id, query).await,
         Route::StateAt(id) => api::state_at(handles, id, query).await,
         Route::Watch(id) => match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {

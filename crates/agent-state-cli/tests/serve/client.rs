@@ -1,11 +1,13 @@
 //! The test's side of the wire: the real server as a child process, a plain HTTP/1.1 GET over
-//! a socket, and WebSocket streams (tungstenite), with an RFC 7396 merge to keep a copy.
+//! a socket, and WebSocket streams (tungstenite), with an RFC 7396 merge and an RFC 6902
+//! JSON Patch to keep a copy.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agent_state::value::json_patch::JsonPatch;
 use serde_json::{Map, Value};
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Message, WebSocket};
@@ -152,13 +154,13 @@ impl Stream {
         match kind.as_str() {
             "ping" => return,
             "snapshot" => self.state = message["state"].clone(),
-            "patch" | "replace" => {
+            "patch" | "json_patch" | "replace" => {
                 let last = self.version.expect("a change after a start");
                 assert_eq!(version, last + 1, "versions follow each other: {message}");
-                self.state = if kind == "patch" {
-                    merge(&self.state, &message["patch"])
-                } else {
-                    message["state"].clone()
+                self.state = match kind.as_str() {
+                    "patch" => merge(&self.state, &message["patch"]),
+                    "json_patch" => json_patch(&self.state, &message["ops"]),
+                    _ => message["state"].clone(),
                 };
             }
             other => panic!("unknown message type {other}"),
@@ -215,6 +217,14 @@ pub fn merge(target: &Value, patch: &Value) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// RFC 6902: `ops` applied to `target` by the library's reference implementation (the one
+/// the public RFC 6902 suite checks), which a test's copy must follow exactly.
+pub fn json_patch(target: &Value, ops: &Value) -> Value {
+    JsonPatch::from_value(ops)
+        .and_then(|patch| patch.apply(target))
+        .unwrap_or_else(|e| panic!("the operations {ops} do not apply to {target}: {e}"))
 }
 
 /// The store argument of a place, and the id the server knows its agent by.

@@ -96,6 +96,19 @@ fn the_endpoints_answer_the_library_s_states_and_say_what_is_wrong() {
         server.get(&format!("{odd_path}/state?version=0")).1["state"],
         json!({})
     );
+    // One place of the state, by JSON Pointer, with the version it was read at.
+    assert_eq!(
+        server.get(&format!("{odd_path}?path=/nested/x/1")),
+        (200, json!({"version": 2, "value": 2}))
+    );
+    assert_eq!(
+        server.get(&format!("{odd_path}?path=/nested/x&tail=1")),
+        (200, json!({"version": 2, "value": [2]}))
+    );
+    assert_eq!(
+        server.get(&format!("{odd_path}?path=")).1["value"],
+        json!({"n":2,"nested":{"x":[1,2],"y":true}})
+    );
 
     // The listing, paged by `next`, the prefix selecting this test's agents.
     let prefix = escaped(&odd_id[..odd_id.len() - "a/b c é".len()]);
@@ -136,6 +149,17 @@ fn the_endpoints_answer_the_library_s_states_and_say_what_is_wrong() {
         (format!("{odd_path}/nothing"), 404, "not_found"),
         ("/v2/agents".to_string(), 404, "not_found"),
         (format!("{plain_path}/changes"), 409, "change_log_off"),
+        (format!("{odd_path}?path=/missing"), 404, "no_such_path"),
+        (format!("{odd_path}?path=/nested/x/2"), 404, "no_such_path"),
+        (format!("{odd_path}?path=nested"), 400, "bad_request"),
+        (format!("{odd_path}?path=/n~2"), 400, "bad_request"),
+        (format!("{odd_path}?path=/n&tail=1"), 400, "bad_request"),
+        (
+            format!("{odd_path}?path=/nested/x&tail=x"),
+            400,
+            "bad_request",
+        ),
+        (format!("{odd_path}?tail=1"), 400, "bad_request"),
     ] {
         assert_eq!(error(&path), (status, code.to_string()), "{path}");
     }

@@ -74,6 +74,91 @@ fn streams_start_where_the_client_is_and_carry_every_change_in_order() {
     assert_eq!((late.kinds.len(), &late.state), (12, &state));
 }
 
+/// A JSON Patch goes out as its own message, its operations as written, live and when a
+/// stream catches up from the change log after a gap; merge patches and replacements between
+/// them keep their own types.
+#[each_backend]
+fn json_patches_stream_as_their_operations_live_and_from_the_log() {
+    let dir = TempDir::new("serve_json_patch");
+    let place = dir.store("json_patch.db").agent("patched");
+    let writer = open(&place, &opts(json!({"change_log": {"keep_last": 1000}}))).unwrap();
+    writer
+        .set_state(br#"{"messages":[{"text":"a"}],"status":"idle"}"#)
+        .unwrap();
+    let (store, id) = store_and_id(&place);
+    let server = Server::start(&dir, &store);
+    let watch = format!("/v1/agents/{}/watch", escaped(&id));
+    let at =
+        |v: u64| -> Value { serde_json::from_slice(writer.state_at(v).unwrap().json()).unwrap() };
+    let mut live = server.watch(&format!("{watch}?since=1")).from(1, at(1));
+
+    let ops = json!([
+        {"op": "add", "path": "/messages/-", "value": {"text": "b", "n": 1.5e3}},
+        {"op": "test", "path": "/status", "value": "idle"},
+        {"op": "replace", "path": "/status", "value": "busy"},
+        {"op": "copy", "from": "/messages/0", "path": "/first"},
+        {"op": "move", "from": "/first/text", "path": "/headline"},
+        {"op": "remove", "path": "/first"},
+        {"op": "add", "path": "/messages/0", "value": null}
+    ]);
+    writer.patch_state(ops.to_string().as_bytes()).unwrap();
+    let message = live.next().unwrap();
+    assert_eq!(message["type"], "json_patch");
+    assert_eq!(message["version"], 2);
+    assert_eq!(message["ops"], ops, "the operations as written");
+    assert_eq!(message.as_object().unwrap().len(), 3, "{message}");
+    assert_eq!(live.state, stored(&writer).1);
+
+    // Operations that read what the previous ones wrote, between merges and a replacement.
+    for n in 0..12u64 {
+        match n % 4 {
+            0 => writer.set_state(format!(r#"{{"n":{n}}}"#).as_bytes()),
+            1 => writer.patch_state(
+                format!(r#"[{{"op":"add","path":"/messages/1","value":{n}}},{{"op":"remove","path":"/messages/0"}}]"#)
+                    .as_bytes(),
+            ),
+            2 => writer.patch_state(br#"[{"op":"move","from":"/messages/0","path":"/messages/-"}]"#),
+            _ => writer.replace_state(format!(r#"{{"messages":[{n},{{"k":[]}}],"status":"reset"}}"#).as_bytes()),
+        }
+        .unwrap();
+    }
+    let (version, state) = stored(&writer);
+    assert_eq!(version, 14);
+    live.until(version);
+    assert_eq!(live.state, state);
+    let expected: Vec<&str> = std::iter::once("json_patch")
+        .chain((0..12).map(|n| match n % 4 {
+            0 => "patch",
+            1 | 2 => "json_patch",
+            _ => "replace",
+        }))
+        .collect();
+    assert_eq!(live.kinds, expected);
+
+    // A client that was away since version 1, and one since 5: each catches up from the log
+    // with the same messages, and its copy ends equal to the stored state.
+    for since in [1, 5] {
+        let mut back = server
+            .watch(&format!("{watch}?since={since}"))
+            .from(since, at(since));
+        back.until(version);
+        assert_eq!(back.kinds, expected[usize::try_from(since).unwrap() - 1..]);
+        assert_eq!(back.state, state);
+    }
+    // A failed JSON Patch commits nothing and sends nothing: the next message is the next
+    // change.
+    writer
+        .patch_state(br#"[{"op":"test","path":"/status","value":"other"}]"#)
+        .unwrap_err();
+    writer.set_state(br#"{"after":true}"#).unwrap();
+    let next = live.next().unwrap();
+    assert_eq!(
+        (next["type"].as_str(), next["version"].as_u64()),
+        (Some("patch"), Some(15))
+    );
+    assert_eq!(live.state, stored(&writer).1);
+}
+
 #[each_backend]
 fn a_client_far_behind_gets_the_state_not_hundreds_of_changes() {
     let dir = TempDir::new("serve_far");
