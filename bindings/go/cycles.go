@@ -92,7 +92,7 @@ func (f *cycleFinder) walk(v reflect.Value) ([]string, reflect.Type, bool) {
 	}
 	if t.Kind() == reflect.Pointer {
 		switch t.Elem() {
-		case mapType, setType, patchType: // containers written as tagged values (or a Patch)
+		case mapType, setType, patchType, patchOpType: // containers written as tagged values (or a Patch, a PatchOp)
 			return f.walk(v.Elem())
 		}
 	}
@@ -121,6 +121,8 @@ func (f *cycleFinder) walk(v reflect.Value) ([]string, reflect.Type, bool) {
 			}
 		}
 		return nil, nil, false
+	case patchOpType:
+		return child(reflect.ValueOf(v.Interface().(PatchOp).Value), "value")
 	}
 	if isTaggedType(t) || (t.Kind() == reflect.Pointer && isTaggedType(t.Elem())) ||
 		t.Implements(marshalerType) || t.Implements(textMarshalType) ||

@@ -191,6 +191,8 @@ func (e *encoder) encode(v reflect.Value, depth int) error {
 		return e.goRegexp(&re)
 	case patchType:
 		return e.patch(v.Interface().(Patch), depth)
+	case patchOpType:
+		return e.patchOp(v.Interface().(PatchOp), depth)
 	case timeType:
 		return e.date(v.Interface().(time.Time))
 	case bigIntType:

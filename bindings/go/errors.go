@@ -31,6 +31,8 @@ const (
 	StatusCancelled       Status = 14 // AGENT_ERR_CANCELLED
 	StatusNewerSchema     Status = 15 // AGENT_ERR_NEWER_SCHEMA
 	StatusMigration       Status = 16 // AGENT_ERR_MIGRATION
+	StatusPath            Status = 17 // AGENT_ERR_PATH
+	StatusTestFailed      Status = 18 // AGENT_ERR_TEST_FAILED
 	StatusPanic           Status = 99 // AGENT_ERR_PANIC
 )
 
@@ -41,7 +43,10 @@ var (
 	// ErrInvalidArgument: a required argument was missing, an option was unknown or ill-typed,
 	// a patch or state was not a JSON object, or a hook id was unknown; the change log is off
 	// (Poll, ChangesSince), or a version is in the future (ChangesSince, StateAt, Restore).
-	// Also a path holding a NUL byte (checked in Go).
+	// Also a path holding a NUL byte (checked in Go); a malformed JSON Patch (PatchState: not
+	// an array, an unknown op, a missing member, a pointer with a bad escape such as "~2", a
+	// result that is not an object), a JSON Pointer that is not one (GetPath, GetTail: no
+	// leading "/", a bad escape), and GetTail of a value that is not an array.
 	ErrInvalidArgument error = StatusInvalidArgument
 	// ErrBadHandle: the Agent was closed (or is nil).
 	ErrBadHandle error = StatusBadHandle
@@ -69,9 +74,9 @@ var (
 	// change is committed all the same. The hook's error is wrapped: errors.Is and errors.As
 	// see it.
 	ErrHook error = StatusHook
-	// ErrConflict: a compare-and-set write (SetStateIf, ReplaceStateIf and their JSON forms)
-	// found the state at another version than expected; nothing was written. Read the state
-	// again (GetStateVersioned) and retry.
+	// ErrConflict: a compare-and-set write (SetStateIf, ReplaceStateIf, PatchStateIf and their
+	// JSON forms) found the state at another version than expected; nothing was written. Read
+	// the state again (GetStateVersioned) and retry.
 	ErrConflict error = StatusConflict
 	// ErrRejected: the validator (SetValidator) rejected the change; nothing was written and no
 	// hook ran. The message carries the validator's reason, and the error wraps what the
@@ -111,6 +116,15 @@ var (
 	// step ("schema step 1 -> 2: ..."); the error wraps what a Go step returned (or a
 	// *PanicError), so errors.Is and errors.As see it. The stored state is as it was.
 	ErrMigration error = StatusMigration
+	// ErrPath: a JSON Pointer names nothing in the state: GetPath or GetTail of a member that
+	// does not exist, an index out of range or with a leading zero, or "-"; or an operation of
+	// PatchState (and its forms) whose path or from does not exist, or a move into its own
+	// child. Nothing was written. The message names the operation (see Error.Operation).
+	ErrPath error = StatusPath
+	// ErrTestFailed: a "test" operation of PatchState (and its forms) found another value than
+	// the one it names: the patch's own compare-and-set said no, and nothing was written. The
+	// message names the operation (see Error.Operation).
+	ErrTestFailed error = StatusTestFailed
 	// ErrPanic: a bug in the library was caught at its C boundary; the Agent may still be used.
 	ErrPanic error = StatusPanic
 )
@@ -133,6 +147,8 @@ var statusNames = map[Status]string{
 	StatusCancelled:       "AGENT_ERR_CANCELLED",
 	StatusNewerSchema:     "AGENT_ERR_NEWER_SCHEMA",
 	StatusMigration:       "AGENT_ERR_MIGRATION",
+	StatusPath:            "AGENT_ERR_PATH",
+	StatusTestFailed:      "AGENT_ERR_TEST_FAILED",
 	StatusPanic:           "AGENT_ERR_PANIC",
 }
 

@@ -72,7 +72,7 @@ var cFunctionPrefix = regexp.MustCompile(`(^|: )agent_[a-z_]+: `)
 var allSentinels = []error{
 	ErrInvalidArgument, ErrBadHandle, ErrJSON, ErrCodec, ErrTooLarge, ErrStorage, ErrBusy,
 	ErrHook, ErrConflict, ErrRejected, ErrGap, ErrUnavailable, ErrAuth, ErrCancelled, ErrNewerSchema,
-	ErrMigration, ErrPanic,
+	ErrMigration, ErrPath, ErrTestFailed, ErrPanic,
 }
 
 // jsonEqual compares two JSON texts as values (numbers by their text).

@@ -184,13 +184,14 @@ type LoggedChange struct {
 	Version uint64
 	// At is when the change was committed (millisecond precision, local time).
 	At time.Time
-	// Patch is the merge patch as applied; nil for a replacement (ReplaceState, Restore).
+	// Patch is the merge patch as applied, or for a ChangeJSONPatch the array of JSON Patch
+	// operations; nil for a replacement (ReplaceState, Restore) and a migration.
 	Patch json.RawMessage
 	// Next is the state after the change, as compact JSON (decode it with Unmarshal), as
 	// stored: in the shape of schema version Schema (UpgradeState gives it in the Agent's).
 	Next json.RawMessage
-	// Kind is ChangeMigration for a schema migration, ChangeReplace for a replacement (nil
-	// Patch), else ChangeMerge.
+	// Kind is what made the change: ChangeMerge, ChangeJSONPatch, ChangeReplace (nil Patch) or
+	// ChangeMigration (the log's "kind"; see Change.Kind).
 	Kind ChangeKind
 	// Schema is the schema version Next was written under (the writer's
 	// Options.SchemaVersion; 0 when none).
@@ -222,6 +223,7 @@ func (a *Agent) changesSinceValue(ctx context.Context, op string, version uint64
 		Next    json.RawMessage `json:"next"`
 		Schema  uint32          `json:"schema"`
 		From    *uint32         `json:"migrated_from"`
+		Kind    string          `json:"kind"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, newError(op, StatusCodec, "cannot decode the changes: "+err.Error(), err)
@@ -238,15 +240,27 @@ func (a *Agent) changesSinceValue(ctx context.Context, op string, version uint64
 			out[i].Kind = ChangeMigration
 			out[i].MigratedFrom = *r.From
 		}
+		switch r.Kind {
+		case "merge":
+			out[i].Kind = ChangeMerge
+		case "json_patch":
+			out[i].Kind = ChangeJSONPatch
+		case "replace":
+			out[i].Kind = ChangeReplace
+		case "migration":
+			out[i].Kind = ChangeMigration
+		}
 	}
 	return out, nil
 }
 
 // ChangesSinceJSON is ChangesSince as the library returns it, one JSON array ready to send:
-// [{"version":N,"at":MS,"schema":S,"migrated_from":F|null,"patch":{...}|null,"next":{...}},...],
-// at in milliseconds since the Unix epoch, schema the schema version next was written under,
-// migrated_from the version a schema migration upgraded from (else null), patch null for a
-// replacement or a migration.
+// [{"version":N,"at":MS,"kind":K,"schema":S,"migrated_from":F|null,"patch":{...}|[...]|null,
+// "next":{...}},...], at in milliseconds since the Unix epoch, kind "merge", "json_patch",
+// "replace" or "migration" (ChangeKind's names), schema the schema version next was written
+// under, migrated_from the version a schema migration upgraded from (else null), patch the
+// merge patch, the array of operations of a JSON Patch, or null for a replacement or a
+// migration.
 func (a *Agent) ChangesSinceJSON(version uint64) (json.RawMessage, error) {
 	return a.changesSince(context.Background(), "ChangesSinceJSON", version)
 }

@@ -42,16 +42,18 @@ type Change struct {
 	// Prev is the state before it (for the agent's first change, the initial state of the Agent
 	// that made it).
 	Prev json.RawMessage
-	// Patch is the merge patch as applied (SetState and its forms); nil for a replacement
-	// (ReplaceState and its forms, Restore) and a migration.
+	// Patch is the merge patch as applied (SetState and its forms), or for a ChangeJSONPatch
+	// the array of JSON Patch operations as applied (PatchState and its forms); nil for a
+	// replacement (ReplaceState and its forms, Restore) and a migration.
 	Patch json.RawMessage
 	// Version is the state's version after the change: 1 for the agent's first write, one more
 	// for each commit (a write that leaves the state as it is commits nothing, so it has no
 	// Change). The validator sees the version the change would get.
 	Version uint64
-	// Kind is what made the change: ChangeMerge (SetState and its forms), ChangeReplace
-	// (ReplaceState and its forms, Restore, a deletion delivered by Poll) or ChangeMigration
-	// (a state stored under an older schema version upgraded by the steps; see SetSchemaStep).
+	// Kind is what made the change: ChangeMerge (SetState and its forms), ChangeJSONPatch
+	// (PatchState and its forms), ChangeReplace (ReplaceState and its forms, Restore, a
+	// deletion delivered by Poll) or ChangeMigration (a state stored under an older schema
+	// version upgraded by the steps; see SetSchemaStep).
 	Kind ChangeKind
 	// Schema is the schema version Next was written under (the writer's
 	// Options.SchemaVersion; 0 when none).
@@ -74,10 +76,13 @@ const (
 	// ChangeMigration is a schema migration: a state stored under an older schema version
 	// upgraded to the writer's (see Options.SchemaVersion and SetSchemaStep).
 	ChangeMigration ChangeKind = 3
+	// ChangeJSONPatch is an RFC 6902 JSON Patch (PatchState, PatchStateIf and their forms):
+	// the change's Patch is the array of operations.
+	ChangeJSONPatch ChangeKind = 4
 )
 
-// String returns "merge", "replace", "migration", or "ChangeKind(n)" for a number this package
-// does not know (a newer library).
+// String returns "merge", "replace", "migration", "json_patch" (the names of the change log's
+// "kind"), or "ChangeKind(n)" for a number this package does not know (a newer library).
 func (k ChangeKind) String() string {
 	switch k {
 	case ChangeMerge:
@@ -86,6 +91,8 @@ func (k ChangeKind) String() string {
 		return "replace"
 	case ChangeMigration:
 		return "migration"
+	case ChangeJSONPatch:
+		return "json_patch"
 	}
 	return fmt.Sprintf("ChangeKind(%d)", int32(k))
 }

@@ -224,6 +224,28 @@ int32_t agentstate_upgrade_state(AgentHandle h, const uint8_t *state, size_t len
     RETURN_CALL(ctx, token, err, agent_upgrade_state(h, state, len, from, out));
 }
 
+int32_t agentstate_patch_state(AgentHandle h, const uint8_t *operations, size_t len,
+                               AgentBuffer *out, uintptr_t ctx, AgentCancel token, char **err) {
+    RETURN_CALL(ctx, token, err, agent_patch_state(h, operations, len, out));
+}
+
+int32_t agentstate_patch_state_if(AgentHandle h, uint64_t expected, const uint8_t *operations,
+                                  size_t len, AgentBuffer *out, uint64_t *out_version,
+                                  uintptr_t ctx, AgentCancel token, char **err) {
+    RETURN_CALL(ctx, token, err,
+                agent_patch_state_if(h, expected, operations, len, out, out_version));
+}
+
+int32_t agentstate_get_path(AgentHandle h, const char *pointer, size_t len, AgentBuffer *out,
+                            uintptr_t ctx, AgentCancel token, char **err) {
+    RETURN_CALL(ctx, token, err, agent_get_path(h, pointer, len, out));
+}
+
+int32_t agentstate_get_tail(AgentHandle h, const char *pointer, size_t len, size_t n,
+                            AgentBuffer *out, uintptr_t ctx, AgentCancel token, char **err) {
+    RETURN_CALL(ctx, token, err, agent_get_tail(h, pointer, len, n, out));
+}
+
 int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err) {
     return fail(agent_buffer_copy(data, len, out), err);
 }

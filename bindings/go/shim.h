@@ -84,6 +84,16 @@ int32_t agentstate_get_state_at_stored(AgentHandle h, uint64_t version, AgentBuf
                                        char **err);
 int32_t agentstate_upgrade_state(AgentHandle h, const uint8_t *state, size_t len, uint32_t from,
                                  AgentBuffer *out, uintptr_t ctx, AgentCancel token, char **err);
+/* JSON Patch and reads of one place (agent_state.h topic 10). */
+int32_t agentstate_patch_state(AgentHandle h, const uint8_t *operations, size_t len,
+                               AgentBuffer *out, uintptr_t ctx, AgentCancel token, char **err);
+int32_t agentstate_patch_state_if(AgentHandle h, uint64_t expected, const uint8_t *operations,
+                                  size_t len, AgentBuffer *out, uint64_t *out_version,
+                                  uintptr_t ctx, AgentCancel token, char **err);
+int32_t agentstate_get_path(AgentHandle h, const char *pointer, size_t len, AgentBuffer *out,
+                            uintptr_t ctx, AgentCancel token, char **err);
+int32_t agentstate_get_tail(AgentHandle h, const char *pointer, size_t len, size_t n,
+                            AgentBuffer *out, uintptr_t ctx, AgentCancel token, char **err);
 /* agent_buffer_copy, with the same error discipline. */
 int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err);
 
