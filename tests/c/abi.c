@@ -33,6 +33,8 @@ void test_version_and_status_names(void)
         { AGENT_ERR_CANCELLED, 14, "AGENT_ERR_CANCELLED" },
         { AGENT_ERR_NEWER_SCHEMA, 15, "AGENT_ERR_NEWER_SCHEMA" },
         { AGENT_ERR_MIGRATION, 16, "AGENT_ERR_MIGRATION" },
+        { AGENT_ERR_PATH, 17, "AGENT_ERR_PATH" },
+        { AGENT_ERR_TEST_FAILED, 18, "AGENT_ERR_TEST_FAILED" },
         { AGENT_ERR_PANIC, 99, "AGENT_ERR_PANIC" },
     };
     size_t i;
@@ -52,7 +54,7 @@ void test_version_and_status_names(void)
                agent_status_name(k[i].code), k[i].name);
     }
     CHECK(strcmp(agent_status_name(-1), "AGENT_ERR_UNKNOWN") == 0);
-    CHECK(strcmp(agent_status_name(17), "AGENT_ERR_UNKNOWN") == 0);
+    CHECK(strcmp(agent_status_name(19), "AGENT_ERR_UNKNOWN") == 0);
     CHECK(strcmp(agent_status_name(100), "AGENT_ERR_UNKNOWN") == 0);
 }
 

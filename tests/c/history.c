@@ -58,17 +58,17 @@ void test_changes_since_returns_the_documented_json_array(void)
     text = dup_bytes(out.data, out.len);
     agent_buffer_free(&out);
     CHECK(blank_times(text, t0, t1) == 2);
-    check_(strcmp(text, "[{\"version\":4,\"at\":0,\"schema\":0,\"migrated_from\":null,\"patch\":{\"n\":4,\"s\":\"a\\\"b\xc3\xa9\"},"
+    check_(strcmp(text, "[{\"version\":4,\"at\":0,\"kind\":\"merge\",\"schema\":0,\"migrated_from\":null,\"patch\":{\"n\":4,\"s\":\"a\\\"b\xc3\xa9\"},"
                         "\"next\":{\"n\":4,\"s\":\"a\\\"b\xc3\xa9\"}},"
-                        "{\"version\":5,\"at\":0,\"schema\":0,\"migrated_from\":null,\"patch\":null,\"next\":{\"r\":[5,{\"x\":null}]}}]") == 0,
+                        "{\"version\":5,\"at\":0,\"kind\":\"replace\",\"schema\":0,\"migrated_from\":null,\"patch\":null,\"next\":{\"r\":[5,{\"x\":null}]}}]") == 0,
            __FILE__, __LINE__, "changes_since(3) is %s", text);
     free(text);
     CHECK_STATUS(AGENT_OK, agent_changes_since(h, 2, &out));
     text = dup_bytes(out.data, out.len);
     agent_buffer_free(&out);
     CHECK(blank_times(text, t0, t1) == 3);
-    check_(strncmp(text, "[{\"version\":3,\"at\":0,\"schema\":0,\"migrated_from\":null,"
-                         "\"patch\":{\"n\":3},\"next\":{\"n\":3}},{\"version\":4,", 98) == 0,
+    check_(strncmp(text, "[{\"version\":3,\"at\":0,\"kind\":\"merge\",\"schema\":0,\"migrated_from\":null,"
+                         "\"patch\":{\"n\":3},\"next\":{\"n\":3}},{\"version\":4,", 113) == 0,
            __FILE__, __LINE__, "changes_since(2) is %s", text);
     free(text);
     CHECK_STATUS(AGENT_OK, agent_changes_since(h, 5, &out)); /* up to date */

@@ -127,4 +127,12 @@ void test_schema_step_user_data_is_freed_exactly_once(void);
 void test_schema_history_reads_as_stored_and_upgrade_state_upgrades(void);
 void test_schema_functions_refuse_bad_arguments(void);
 
+/* json_patch.c */
+void test_json_patch_appends_and_applies_every_operation(void);
+void test_json_patch_if_writes_only_at_the_expected_version(void);
+void test_json_patch_hooks_validator_and_change_log_see_the_operations(void);
+void test_json_patch_refuses_bad_input_and_writes_nothing(void);
+void test_get_path_and_get_tail_read_one_place(void);
+void test_get_path_and_get_tail_refuse_bad_pointers(void);
+
 #endif
