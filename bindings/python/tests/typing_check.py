@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Any, Dict, List, Optional, TypedDict
+from typing import Any, Dict, List, Literal, Optional, Tuple, TypedDict, Union
 
 import pydantic
 from typing_extensions import assert_type
@@ -98,6 +98,41 @@ def typed_hooks(agent: Agent[ConvState]) -> None:
     def wrong(next: List[int], prev: List[int]) -> None: ...
 
     agent.on_state_changed(wrong)  # type: ignore[arg-type]
+
+
+def typed_json_patch(agent: Agent[ConvState], other: AsyncAgent[ConvState]) -> None:
+    ops = [{"op": "replace", "path": "/status", "value": "processing"}]
+    assert_type(agent.patch_state(ops), ConvState)
+    assert_type(agent.patch_state(({"op": "remove", "path": "/at"},)), ConvState)
+    assert_type(agent.patch_state_if(1, ops), Versioned[ConvState])
+    assert_type(agent.patch_state_json("[]"), str)
+    assert_type(agent.patch_state_if_json(1, "[]"), Tuple[str, int])
+    assert_type(agent.get_path("/status"), Any)
+    assert_type(agent.get_path_json("/status"), str)
+    assert_type(agent.get_tail("/messages", 1), List[Any])
+    assert_type(agent.get_tail_json("/messages", 1), str)
+    agent.patch_state("[]")  # type: ignore[arg-type]  # text goes to patch_state_json
+    agent.patch_state({"op": "remove", "path": "/at"})  # type: ignore[arg-type]  # one operation, not a list
+    agent.get_path(0)  # type: ignore[arg-type]  # a pointer is a str
+
+    @agent.on_state_changed
+    def with_any_patch(
+        next: ConvState, prev: ConvState, patch: Optional[Union[Dict[str, Any], List[Dict[str, Any]]]]
+    ) -> None: ...
+
+    @agent.on_change
+    def on_change(change: Change[ConvState]) -> None:
+        assert_type(change.patch, Optional[Union[Dict[str, Any], List[Dict[str, Any]]]])
+        assert_type(change.kind, Literal["merge", "json_patch", "replace", "migration"])
+
+    for logged in agent.changes_since(0):
+        assert_type(logged.kind, Literal["merge", "json_patch", "replace", "migration"])
+
+
+async def typed_async_json_patch(agent: AsyncAgent[ConvState]) -> None:
+    assert_type(await agent.patch_state([{"op": "remove", "path": "/at"}]), ConvState)
+    assert_type(await agent.patch_state_if(1, []), Versioned[ConvState])
+    assert_type(await agent.get_tail("/messages", 1), List[Any])
 
 
 def plain_agents_stay_dicts(path: str) -> None:

@@ -51,7 +51,7 @@ from ._hook import Hook
 from ._inflight import REJECTED, STEP_FAILED, tls
 from ._records import CHANGE, CHANGE_KINDS, NEXT_PREV, NEXT_PREV_PATCH, STATE, STATE_FROM, Change, new_change
 from .codec import encode_state, json_text
-from .decoding import decode_state
+from .decoding import decode, decode_state
 
 
 class CallbackTable(Dict[int, Callable[..., Any]]):
@@ -173,7 +173,8 @@ def _arguments(form: str, c: Any) -> Tuple[Any, ...]:
     prev_state = decode_state(_native.text_at(c.prev, c.prev_len))
     if form == NEXT_PREV:
         return (next_state, prev_state)
-    patch = decode_state(_native.text_at(c.patch, c.patch_len)) if c.patch else None
+    # A merge patch is an object; a JSON Patch's operations are an array.
+    patch = decode(_native.text_at(c.patch, c.patch_len)) if c.patch else None
     return (next_state, prev_state, patch)
 
 
@@ -183,7 +184,7 @@ def _change_of(c: Any) -> Change:
     return new_change(
         decode_state(_native.text_at(c.next, c.next_len)),
         decode_state(_native.text_at(c.prev, c.prev_len)),
-        decode_state(_native.text_at(c.patch, c.patch_len)) if c.patch else None,
+        decode(_native.text_at(c.patch, c.patch_len)) if c.patch else None,
         c.version,
         kind,
         c.schema,

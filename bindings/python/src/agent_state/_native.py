@@ -17,7 +17,8 @@ validator's exception.
 
 The state calls (``agent_get_state``, ``agent_set_state``, ``agent_replace_state``, their
 versioned and compare-and-set forms, ``agent_get_state_at``, ``agent_restore_state``,
-``agent_changes_since``, ``agent_poll``) and ``agent_close`` also have second function objects
+``agent_changes_since``, ``agent_poll``, ``agent_patch_state`` and its compare-and-set form,
+``agent_get_path``, ``agent_get_tail``) and ``agent_close`` also have second function objects
 (the same declaration, without errcheck), used through :func:`call_text`, :func:`call_text_versioned`,
 :func:`call_poll` and :func:`call`, which check the status and read the outputs themselves: the
 same contract, with less Python run per call.
@@ -292,6 +293,13 @@ def _declare(lib: ctypes.CDLL) -> None:
     status_fn("agent_get_state_at", _c_handle, ctypes.c_uint64, buf_p)
     status_fn("agent_restore_state", _c_handle, ctypes.c_uint64, buf_p, u64_p)
     status_fn("agent_set_validator", _c_handle, VALIDATE_FN, ctypes.c_void_p, FREE_FN)
+    # JSON Patch (RFC 6902) and reads of one place (RFC 6901 pointers, const char * and length).
+    status_fn("agent_patch_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
+    status_fn(
+        "agent_patch_state_if", _c_handle, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t, buf_p, u64_p
+    )
+    status_fn("agent_get_path", _c_handle, ctypes.c_char_p, ctypes.c_size_t, buf_p)
+    status_fn("agent_get_tail", _c_handle, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, buf_p)
     # Schema evolution.
     status_fn("agent_set_schema_step", _c_handle, ctypes.c_uint32, SCHEMA_STEP_FN, ctypes.c_void_p, FREE_FN)
     status_fn("agent_schema_version", _c_handle, ctypes.POINTER(ctypes.c_uint32))
@@ -340,6 +348,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     global _hot_get_state, _hot_set_state, _hot_replace_state, _buffer_free
     global _hot_get_state_versioned, _hot_set_state_if, _hot_replace_state_if, _hot_poll
     global _hot_changes_since, _hot_get_state_at, _hot_restore_state, _hot_close
+    global _hot_patch_state, _hot_patch_state_if, _hot_get_path, _hot_get_tail
 
     def hot_fn(name: str) -> Any:
         # ``lib[name]`` makes a new function object; it takes the declaration made above.
@@ -360,6 +369,10 @@ def _declare(lib: ctypes.CDLL) -> None:
     _hot_get_state_at = hot_fn("agent_get_state_at")
     _hot_restore_state = hot_fn("agent_restore_state")
     _hot_close = hot_fn("agent_close")
+    _hot_patch_state = hot_fn("agent_patch_state")
+    _hot_patch_state_if = hot_fn("agent_patch_state_if")
+    _hot_get_path = hot_fn("agent_get_path")
+    _hot_get_tail = hot_fn("agent_get_tail")
     _buffer_free = lib.agent_buffer_free
 
 
@@ -374,6 +387,10 @@ _hot_changes_since: Any = None
 _hot_get_state_at: Any = None
 _hot_restore_state: Any = None
 _hot_close: Any = None
+_hot_patch_state: Any = None
+_hot_patch_state_if: Any = None
+_hot_get_path: Any = None
+_hot_get_tail: Any = None
 _buffer_free: Any = None
 
 

@@ -23,21 +23,33 @@ from typing import (
     Callable,
     Dict,
     Generic,
+    List,
     Literal,
     Mapping,
     NamedTuple,
     Optional,
+    Sequence,
     Union,
 )
 
 State = Dict[str, Any]
 
-#: What kind of change a :class:`Change` is: ``"merge"`` (``set_state`` and its forms),
-#: ``"replace"`` (``replace_state`` and its forms, ``restore``, a deletion seen by ``poll``) or
-#: ``"migration"`` (a state stored under an older schema version upgraded to the agent's).
-ChangeKind = Literal["merge", "replace", "migration"]
+#: What kind of change a :class:`Change` (or :class:`LoggedChange`) is: ``"merge"``
+#: (``set_state`` and its forms), ``"json_patch"`` (``patch_state`` and its forms: ``patch`` is
+#: the list of operations), ``"replace"`` (``replace_state`` and its forms, ``restore``, a
+#: deletion seen by ``poll``) or ``"migration"`` (a state stored under an older schema version
+#: upgraded to the agent's).
+ChangeKind = Literal["merge", "json_patch", "replace", "migration"]
 #: The kinds of the C ABI's ``AgentStateChange.kind`` (``AGENT_CHANGE_*``).
-CHANGE_KINDS: Dict[int, ChangeKind] = {1: "merge", 2: "replace", 3: "migration"}
+CHANGE_KINDS: Dict[int, ChangeKind] = {1: "merge", 2: "replace", 3: "migration", 4: "json_patch"}
+#: One RFC 6902 operation, as ``patch_state`` takes it and a ``"json_patch"`` change holds it:
+#: ``{"op": "add", "path": "/messages/-", "value": {...}}``.
+Operation = Dict[str, Any]
+#: The patch of a change as applied: the merge patch (a dict) of a ``"merge"`` change, the
+#: list of operations of a ``"json_patch"`` one.
+AppliedPatch = Union[State, List[Operation]]
+#: The operations ``patch_state`` takes: a list (or tuple) of dicts (any mappings).
+Operations = Sequence[Mapping[str, Any]]
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -57,7 +69,7 @@ if TYPE_CHECKING:
     class Change(NamedTuple, Generic[StateT]):
         next: StateT
         prev: StateT
-        patch: Optional[State]
+        patch: Optional[AppliedPatch]
         version: int
 
         @property
@@ -74,9 +86,11 @@ if TYPE_CHECKING:
     class LoggedChange(NamedTuple, Generic[StateT]):
         version: int
         at: _dt.datetime
-        patch: Optional[State]
+        patch: Optional[AppliedPatch]
         next: StateT
 
+        @property
+        def kind(self) -> ChangeKind: ...
         @property
         def schema(self) -> int: ...
         @property
@@ -87,6 +101,13 @@ else:
 
     StateT = TypeVar("StateT", bound=Mapping[str, Any])
     StateModel = Any
+
+    def _kind_of(patch: Any) -> ChangeKind:
+        """The kind a change's ``patch`` alone tells: a list of operations is a JSON Patch, a
+        dict a merge, ``None`` a replacement."""
+        if patch is None:
+            return "replace"
+        return "json_patch" if isinstance(patch, list) else "merge"
 
     def _subscript(cls: Any, item: Any) -> Any:
         # Versioned[ConvState] at run time (in a cast(), say): an alias of the plain class.
@@ -122,9 +143,10 @@ else:
         #: The state before it (for a store's first change, the initial state of the agent that
         #: made it).
         prev: State
-        #: The merge patch as applied (``set_state`` and its forms); ``None`` for a replacement
-        #: (``replace_state`` and its forms, ``restore``) and a migration.
-        patch: Optional[State]
+        #: The merge patch as applied (``set_state`` and its forms), a dict; the list of
+        #: operations (``patch_state`` and its forms, ``kind == "json_patch"``); ``None`` for a
+        #: replacement (``replace_state`` and its forms, ``restore``) and a migration.
+        patch: Optional[AppliedPatch]
         #: The state's version after the change: 1 for the agent's first write, one more for
         #: each commit. The validator sees the version the change would get.
         version: int
@@ -143,7 +165,7 @@ else:
             cls,
             next: State,
             prev: State,
-            patch: Optional[State],
+            patch: Optional[AppliedPatch],
             version: int,
             kind: Optional[ChangeKind] = None,
             schema: int = 0,
@@ -158,13 +180,14 @@ else:
 
         @property
         def kind(self) -> ChangeKind:
-            """``"merge"``, ``"replace"`` or ``"migration"`` (:data:`ChangeKind`): a
+            """``"merge"``, ``"json_patch"``, ``"replace"`` or ``"migration"``
+            (:data:`ChangeKind`): a JSON Patch's ``patch`` is its list of operations; a
             migration upgraded a state stored under schema version ``migrated_from`` to
-            ``schema`` (its ``patch`` is ``None``). Built without it: ``"merge"`` when
-            ``patch`` is not ``None``, else ``"replace"``."""
+            ``schema`` (its ``patch`` is ``None``). Built without it: ``"json_patch"`` when
+            ``patch`` is a list, ``"merge"`` when it is a dict, else ``"replace"``."""
             kind: Optional[ChangeKind] = self.__dict__.get("kind")
             if kind is None:
-                return "merge" if self.patch is not None else "replace"
+                return _kind_of(self.patch)
             return kind
 
 
@@ -184,39 +207,56 @@ else:
         version: int
         #: When the change was committed (millisecond precision, ``tzinfo=timezone.utc``).
         at: _dt.datetime
-        #: The merge patch as applied; ``None`` for a replacement (``replace_state``,
+        #: The merge patch as applied (a dict), or a JSON Patch's list of operations
+        #: (``kind == "json_patch"``); ``None`` for a replacement (``replace_state``,
         #: ``restore``) and a migration.
-        patch: Optional[State]
+        patch: Optional[AppliedPatch]
         #: The state after the change, as stored (under schema version ``schema``).
         next: State
 
     class LoggedChange(_SchemaAttributes, _LoggedChangeFields):
         """One change retained by the agent's change log, as :meth:`Agent.changes_since`
-        returns it: a named tuple ``(version, at, patch, next)``, with ``schema`` and
-        ``migrated_from`` as attributes besides its four fields (as :class:`Change` has them).
-        ``next`` is as stored: :meth:`Agent.upgrade_state` brings a state of an older
+        returns it: a named tuple ``(version, at, patch, next)``, with ``kind``, ``schema``
+        and ``migrated_from`` as attributes besides its four fields (as :class:`Change` has
+        them). ``next`` is as stored: :meth:`Agent.upgrade_state` brings a state of an older
         ``schema`` to the agent's."""
 
         def __new__(
             cls,
             version: int,
             at: _dt.datetime,
-            patch: Optional[State],
+            patch: Optional[AppliedPatch],
             next: State,
             schema: int = 0,
             migrated_from: Optional[int] = None,
+            kind: Optional[ChangeKind] = None,
         ) -> "LoggedChange":
             self = super().__new__(cls, version, at, patch, next)
             self.__dict__["schema"] = schema
             self.__dict__["migrated_from"] = migrated_from
+            if kind is not None:
+                self.__dict__["kind"] = kind
             return self
+
+        @property
+        def kind(self) -> ChangeKind:
+            """What kind of change it was (:data:`ChangeKind`), as the change log recorded
+            it: ``"merge"``, ``"json_patch"`` (``patch`` is the list of operations),
+            ``"replace"`` or ``"migration"``. Built without it (or read from a log written
+            before the log recorded kinds): what ``patch`` and ``migrated_from`` say."""
+            kind: Optional[ChangeKind] = self.__dict__.get("kind")
+            if kind is None:
+                if self.migrated_from is not None:
+                    return "migration"
+                return _kind_of(self.patch)
+            return kind
 
     for _record in (Change, Versioned, LoggedChange):
         _record.__class_getitem__ = classmethod(_subscript)
 
 
 #: ``Change(next, prev, patch, version, kind, schema, migrated_from)`` and
-#: ``LoggedChange(version, at, patch, next, schema, migrated_from)``: the records with their
+#: ``LoggedChange(version, at, patch, next, schema, migrated_from, kind)``: the records with their
 #: attributes besides the tuple (the types above declare the tuple's fields alone).
 new_change: Callable[..., "Change[Any]"] = Change
 new_logged_change: Callable[..., "LoggedChange[Any]"] = LoggedChange
@@ -251,8 +291,13 @@ STATE = "state"
 STATE_FROM = "state, from_version"
 
 #: ``callback(next, prev)`` or ``callback(next, prev, patch)``; ``patch`` is ``None`` for a
-#: ``replace_state`` change.
-StateChangedCallback = Union[Callable[[State, State], Any], Callable[[State, State, Optional[State]], Any]]
+#: ``replace_state`` change, and the list of operations for a ``patch_state`` one (a callback
+#: typed for merge patches alone, ``Optional[Dict[str, Any]]``, is accepted as before).
+StateChangedCallback = Union[
+    Callable[[State, State], Any],
+    Callable[[State, State, Optional[State]], Any],
+    Callable[[State, State, Optional[AppliedPatch]], Any],
+]
 #: ``callback(change)``, given a :class:`Change` (with the version); see :meth:`Agent.on_change`
 #: (which also takes the forms of :data:`StateChangedCallback`).
 ChangeCallback = Union[Callable[[Change], Any], StateChangedCallback]

@@ -18,6 +18,7 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Sequence,
     Tuple,
     Type,
     TypeVar,
@@ -35,9 +36,11 @@ from ._native import call, call_text, call_text_versioned
 from ._models import build
 from ._snapshot import StateCache
 from ._records import (
+    AppliedPatch,
     Change,
     InitialStateCallback,
     LoggedChange,
+    Operations,
     Patch,
     PathLike,
     SchemaStepCallback,
@@ -47,9 +50,9 @@ from ._records import (
     Versioned,
     new_logged_change,
 )
-from .codec import encode_patch, encode_state, json_text
+from .codec import encode_patch, encode_state, encode_value, json_text
 from .decoding import decode, decode_state
-from .errors import AGENT_ERR_BAD_HANDLE, BadHandleError, InvalidArgumentError
+from .errors import AGENT_ERR_BAD_HANDLE, BadHandleError, InvalidArgumentError, PathError
 from .options import OpenOptions
 
 if TYPE_CHECKING:
@@ -60,6 +63,8 @@ __all__ = ["Agent", "library_version"]
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 #: The largest schema version a step may start from (a ``uint32_t`` in the C ABI).
 _MAX_SCHEMA = 2**32 - 1
+#: The largest ``size_t``: a count of ``get_tail`` above it asks for all elements all the same.
+_MAX_SIZE = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
 M = TypeVar("M")
 #: A validator, returned as given (set_validator is a decorator).
 _V = TypeVar("_V", bound=Callable[..., Any])
@@ -91,6 +96,28 @@ def _schema_arg(value: Any, what: str) -> int:
     if not 0 <= number <= _MAX_SCHEMA:
         raise InvalidArgumentError(f"{what} must be from 0 to 2**32 - 1, not {number}")
     return number
+
+
+def _encode_operations(operations: Any, default: Optional[Callable[[Any], Any]]) -> bytes:
+    """The UTF-8 JSON text of a JSON Patch: a list, tuple or other sequence of operations (not
+    a ``str`` or ``bytes``), each value through
+    the codec (with the agent's ``default`` encoder). Anything else raises :class:`TypeError`;
+    what the operations mean is the library's to check (it names the operation at fault)."""
+    if not isinstance(operations, Sequence) or isinstance(operations, (str, bytes, bytearray)):
+        raise TypeError(
+            "the operations must be a list of dicts (RFC 6902 JSON Patch), not "
+            f"{type(operations).__name__}"
+        )
+    text = encode_value(list(operations), default=default)
+    return text.encode("utf-8")
+
+
+def _pointer(pointer: Any) -> bytes:
+    """The UTF-8 bytes of a JSON Pointer argument (a ``str``; :class:`TypeError` otherwise). A
+    lone surrogate passes through as invalid UTF-8, which the library refuses."""
+    if not isinstance(pointer, str):
+        raise TypeError(f"the pointer must be a str (an RFC 6901 JSON Pointer), not {type(pointer).__name__}")
+    return pointer.encode("utf-8", "surrogatepass")
 
 
 def library_version() -> str:
@@ -301,6 +328,128 @@ class Agent(Generic[StateT]):
         data = json_text(state, "state")
         return call_text(_native._hot_replace_state, self._h(), data, len(data))
 
+    # -- JSON Patch (RFC 6902) and reads of one place (RFC 6901) -------------------------------
+
+    def patch_state(self, operations: Operations) -> StateT:
+        """Applies an RFC 6902 JSON Patch to the state and returns the new state (as
+        :meth:`set_state` returns the merged one).
+
+        ``operations`` is a list (or tuple, or other sequence) of operations, each a dict with ``"op"``
+        (``"add"``, ``"remove"``, ``"replace"``, ``"move"``, ``"copy"``, ``"test"``),
+        ``"path"`` (an RFC 6901 JSON Pointer; ``"/messages/-"`` is the place after an array's
+        last element, where ``"add"`` appends) and ``"value"`` or ``"from"`` as the operation
+        needs. Values go through the binding's codec as a state's do (a ``datetime``, a
+        ``JSMap``, the ``default`` encoder), so a ``"test"`` compares with the value as stored.
+        The operations apply in order, all or nothing, in one write transaction that starts
+        from the latest committed state: appending a message never rewrites the others and
+        never loses another writer's append. A patch that leaves the state as it is commits
+        nothing.
+
+        Hooks and the validator see the change with ``kind == "json_patch"`` and the list of
+        operations as its ``patch``; the change log keeps them (:meth:`changes_since`).
+
+        Raises, with nothing written (but for :class:`~agent_state.HookError`, raised after the
+        commit as for :meth:`set_state`): :class:`TypeError` (``operations`` not a list or
+        another sequence), :class:`~agent_state.InvalidArgumentError` (a malformed patch: an operation
+        that is not a dict, an unknown ``op``, a missing member, a pointer with a bad escape
+        such as ``~2``; a result that is not an object), :class:`~agent_state.PathError` (a
+        ``path`` or ``from`` that names nothing, an index out of range, a ``move`` into its own
+        child), :class:`~agent_state.TestFailedError` (a ``test`` that does not hold),
+        :class:`~agent_state.CodecError` (a value that cannot be stored),
+        :class:`~agent_state.StateTooLargeError`, :class:`~agent_state.RejectedError`, and the
+        others of :meth:`set_state`. The message of each of the first three names the
+        operation at fault (``operation 1 (remove "/q"): ...``), as do the ``operation`` and
+        ``path`` attributes of the last two.
+        """
+        data = _encode_operations(operations, self._default)
+        handle = self._handle
+        if not handle:
+            raise BadHandleError("the agent is closed")
+        state: StateT = self._cache.decoded(call_text(_native._hot_patch_state, handle, data, len(data)))
+        return state
+
+    def patch_state_json(self, operations: Union[str, bytes]) -> str:
+        """:meth:`patch_state` with raw JSON text in (the array of operations, passed as it
+        is) and out (the new state). Malformed text raises :class:`~agent_state.JSONError`, a
+        duplicate member in an operation :class:`~agent_state.CodecError`."""
+        data = json_text(operations, "operations")
+        return call_text(_native._hot_patch_state, self._h(), data, len(data))
+
+    def patch_state_if(self, expected_version: int, operations: Operations) -> Versioned[StateT]:
+        """Compare-and-set :meth:`patch_state`: applies ``operations`` only if the state's
+        version is still ``expected_version`` (0: nothing stored yet) when the write
+        transaction starts, and returns ``Versioned(new state, new version)``; otherwise raises
+        :class:`~agent_state.ConflictError` and writes nothing. (A ``"test"`` operation checks
+        one value; this checks the whole state's version.) Other errors as for
+        :meth:`patch_state`."""
+        data = _encode_operations(operations, self._default)
+        expected = _version(expected_version, "expected_version")
+        handle = self._handle
+        if not handle:
+            raise BadHandleError("the agent is closed")
+        text, version = call_text_versioned(_native._hot_patch_state_if, handle, expected, data, len(data))
+        state: StateT = self._cache.decoded(text)
+        return Versioned(state, version)
+
+    def patch_state_if_json(self, expected_version: int, operations: Union[str, bytes]) -> Tuple[str, int]:
+        """:meth:`patch_state_if` with raw JSON text: returns ``(new state's JSON text, new
+        version)``."""
+        data = json_text(operations, "operations")
+        expected = _version(expected_version, "expected_version")
+        return call_text_versioned(_native._hot_patch_state_if, self._h(), expected, data, len(data))
+
+    def get_path(self, pointer: str) -> Any:
+        """The value at ``pointer`` in the state, decoded (a fresh value): ``pointer`` is an
+        RFC 6901 JSON Pointer such as ``"/messages/0/text"`` (``"~1"`` stands for ``/`` and
+        ``"~0"`` for ``~`` in a member name; ``""`` is the whole state). Only that part of the
+        state is encoded and decoded, whatever the state's size. Reads as :meth:`get_state`
+        does (the initial state while nothing is stored; never writes).
+
+        Raises :class:`~agent_state.PathError` (nothing there: a member that does not exist, an
+        index out of range or with a leading zero, ``-``; its ``path`` is ``pointer``),
+        :class:`~agent_state.InvalidArgumentError` (not a JSON Pointer: no leading ``/``, a bad
+        escape such as ``~2``), :class:`TypeError` (``pointer`` not a ``str``), and what
+        :meth:`get_state` raises."""
+        return decode(self.get_path_json(pointer))
+
+    def get_path_json(self, pointer: str) -> str:
+        """:meth:`get_path` as the library returns it: the compact JSON text of the value at
+        ``pointer``."""
+        data = _pointer(pointer)
+        handle = self._h()
+        try:
+            return call_text(_native._hot_get_path, handle, data, len(data))
+        except PathError as e:
+            if e.path is None:
+                e.path = pointer
+            raise
+
+    def get_tail(self, pointer: str, n: int) -> List[Any]:
+        """The last ``n`` elements of the array at ``pointer`` (as :meth:`get_path` reads it),
+        oldest first, as a list of fresh values: all of them when there are fewer, ``[]`` for
+        ``n == 0``. The last message of a conversation is ``agent.get_tail("/messages",
+        1)``; only those elements are encoded and decoded, whatever the array's length.
+
+        Raises what :meth:`get_path` raises, :class:`~agent_state.InvalidArgumentError` when
+        the value there is not an array or ``n`` is negative, and :class:`TypeError` when ``n``
+        is not an int."""
+        tail: List[Any] = decode(self.get_tail_json(pointer, n))
+        return tail
+
+    def get_tail_json(self, pointer: str, n: int) -> str:
+        """:meth:`get_tail` as the library returns it: the JSON text of an array."""
+        count = int_arg(n, "n")
+        if count < 0:
+            raise InvalidArgumentError(f"n must not be negative, not {count}")
+        data = _pointer(pointer)
+        handle = self._h()
+        try:
+            return call_text(_native._hot_get_tail, handle, data, len(data), min(count, _MAX_SIZE))
+        except PathError as e:
+            if e.path is None:
+                e.path = pointer
+            raise
+
     # -- versions and compare-and-set -----------------------------------------------------------
 
     def get_state_versioned(self) -> Versioned[StateT]:
@@ -394,8 +543,9 @@ class Agent(Generic[StateT]):
 
     def changes_since(self, version: int) -> List[LoggedChange[StateT]]:
         """The changes committed after ``version`` (through any handle or process), oldest
-        first, as :class:`LoggedChange` tuples ``(version, at, patch, next)`` (with ``schema``
-        and ``migrated_from``: ``next`` as stored, see :meth:`upgrade_state`); ``[]`` if
+        first, as :class:`LoggedChange` tuples ``(version, at, patch, next)`` (with ``kind``,
+        ``schema`` and ``migrated_from``: ``next`` as stored, see :meth:`upgrade_state`;
+        ``patch`` the list of operations of a ``"json_patch"`` change); ``[]`` if
         ``version`` is the current one. What a client that reconnects with the state at
         ``version`` needs to catch up. Needs the agent's change log.
 
@@ -412,15 +562,17 @@ class Agent(Generic[StateT]):
                 entry["next"],
                 entry.get("schema", 0),
                 entry.get("migrated_from"),
+                entry.get("kind"),
             )
             for entry in decode(text)
         ]
 
     def changes_since_json(self, version: int) -> str:
         """:meth:`changes_since` as the library returns it, one JSON array ready to send:
-        ``[{"version":N,"at":MS,"patch":{...}|null,"next":{...},"schema":S,"migrated_from":F|null},...]``
-        (``at`` in milliseconds since the Unix epoch, ``patch`` null for a replacement or a
-        migration)."""
+        ``[{"version":N,"at":MS,"kind":K,"schema":S,"migrated_from":F|null,"patch":{...}|[...]|null,"next":{...}},...]``
+        (``at`` in milliseconds since the Unix epoch; ``kind`` ``"merge"``, ``"json_patch"``,
+        ``"replace"`` or ``"migration"``; ``patch`` the array of operations of a JSON Patch,
+        null for a replacement or a migration)."""
         return call_text(_native._hot_changes_since, self._h(), _version(version, "version"))
 
     def state_at(self, version: int) -> StateT:
@@ -448,7 +600,11 @@ class Agent(Generic[StateT]):
 
     def on_state_changed(
         self,
-        callback: Union[Callable[[StateT, StateT], Any], Callable[[StateT, StateT, Optional[State]], Any]],
+        callback: Union[
+            Callable[[StateT, StateT], Any],
+            Callable[[StateT, StateT, Optional[State]], Any],
+            Callable[[StateT, StateT, Optional[AppliedPatch]], Any],
+        ],
     ) -> Hook:
         """Registers ``callback(next, prev)`` (the reference's ``onStateChanged(next, prev)``)
         or ``callback(next, prev, patch)`` to run after every committed change delivered to
@@ -461,7 +617,8 @@ class Agent(Generic[StateT]):
 
         Delivery is on the thread that made the change, after the commit, in commit order
         (each ``prev`` is the previous ``next``), hooks in registration order. ``patch`` is the
-        merge patch, or ``None`` for :meth:`replace_state`. The changes delivered are those
+        merge patch (a dict), the list of operations of :meth:`patch_state`, or ``None`` for
+        :meth:`replace_state`. The changes delivered are those
         made through this agent and, with the agent's change log on, those of other handles on
         the same agent and other processes, delivered by :meth:`poll` or ahead of this agent's
         next write. A hook may
@@ -481,6 +638,7 @@ class Agent(Generic[StateT]):
             Callable[["Change[StateT]"], Any],
             Callable[[StateT, StateT], Any],
             Callable[[StateT, StateT, Optional[State]], Any],
+            Callable[[StateT, StateT, Optional[AppliedPatch]], Any],
         ],
     ) -> Hook:
         """Registers ``callback(change)`` to run after every committed change delivered to this
@@ -547,7 +705,8 @@ class Agent(Generic[StateT]):
         :class:`TypeError`.
 
         It sees every change made through this agent (:meth:`set_state`,
-        :meth:`replace_state`, their ``_if`` and ``_json`` forms, :meth:`restore`) as a
+        :meth:`patch_state`, :meth:`replace_state`, their ``_if`` and ``_json`` forms,
+        :meth:`restore`) as a
         :class:`Change` whose ``version`` is the version it would get, inside the write
         transaction, after the merge and the codec and size checks, before the commit, on the
         writing thread. Returning (whatever the value) lets the change commit. Raising rejects

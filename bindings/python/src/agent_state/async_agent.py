@@ -41,9 +41,11 @@ from ._async_hooks import AsyncHook, Call, Delivery
 from ._hook import Hook
 from ._options import OPEN_KEYS, check_keywords
 from ._records import (
+    AppliedPatch,
     Change,
     InitialStateCallback,
     LoggedChange,
+    Operations,
     Patch,
     PathLike,
     SchemaStepCallback,
@@ -350,6 +352,41 @@ class AsyncAgent(Generic[StateT]):
         """:meth:`Agent.replace_state_if <agent_state.Agent.replace_state_if>`, awaited."""
         return await self._run(self._agent.replace_state_if, expected_version, state)
 
+    # -- JSON Patch (RFC 6902) and reads of one place (RFC 6901) -------------------------------
+
+    async def patch_state(self, operations: Operations) -> StateT:
+        """:meth:`Agent.patch_state <agent_state.Agent.patch_state>`, awaited."""
+        return await self._run(self._agent.patch_state, operations)
+
+    async def patch_state_json(self, operations: Union[str, bytes]) -> str:
+        """:meth:`Agent.patch_state_json <agent_state.Agent.patch_state_json>`, awaited."""
+        return await self._run(self._agent.patch_state_json, operations)
+
+    async def patch_state_if(self, expected_version: int, operations: Operations) -> Versioned[StateT]:
+        """:meth:`Agent.patch_state_if <agent_state.Agent.patch_state_if>`, awaited."""
+        return await self._run(self._agent.patch_state_if, expected_version, operations)
+
+    async def patch_state_if_json(self, expected_version: int, operations: Union[str, bytes]) -> Tuple[str, int]:
+        """:meth:`Agent.patch_state_if_json <agent_state.Agent.patch_state_if_json>`,
+        awaited."""
+        return await self._run(self._agent.patch_state_if_json, expected_version, operations)
+
+    async def get_path(self, pointer: str) -> Any:
+        """:meth:`Agent.get_path <agent_state.Agent.get_path>`, awaited."""
+        return await self._run(self._agent.get_path, pointer)
+
+    async def get_path_json(self, pointer: str) -> str:
+        """:meth:`Agent.get_path_json <agent_state.Agent.get_path_json>`, awaited."""
+        return await self._run(self._agent.get_path_json, pointer)
+
+    async def get_tail(self, pointer: str, n: int) -> List[Any]:
+        """:meth:`Agent.get_tail <agent_state.Agent.get_tail>`, awaited."""
+        return await self._run(self._agent.get_tail, pointer, n)
+
+    async def get_tail_json(self, pointer: str, n: int) -> str:
+        """:meth:`Agent.get_tail_json <agent_state.Agent.get_tail_json>`, awaited."""
+        return await self._run(self._agent.get_tail_json, pointer, n)
+
     # -- the change log ------------------------------------------------------------------------
 
     async def poll(self) -> int:
@@ -399,7 +436,11 @@ class AsyncAgent(Generic[StateT]):
 
     def on_state_changed(
         self,
-        callback: Union[Callable[[StateT, StateT], Any], Callable[[StateT, StateT, Optional[State]], Any]],
+        callback: Union[
+            Callable[[StateT, StateT], Any],
+            Callable[[StateT, StateT, Optional[State]], Any],
+            Callable[[StateT, StateT, Optional[AppliedPatch]], Any],
+        ],
     ) -> Union[Hook, AsyncHook]:
         """:meth:`Agent.on_state_changed <agent_state.Agent.on_state_changed>`:
         ``callback(next, prev)`` or ``callback(next, prev, patch)`` (chosen from its
@@ -417,6 +458,7 @@ class AsyncAgent(Generic[StateT]):
             Callable[["Change[StateT]"], Any],
             Callable[[StateT, StateT], Any],
             Callable[[StateT, StateT, Optional[State]], Any],
+            Callable[[StateT, StateT, Optional[AppliedPatch]], Any],
         ],
     ) -> Union[Hook, AsyncHook]:
         """:meth:`Agent.on_change <agent_state.Agent.on_change>`: ``callback(change)`` (or

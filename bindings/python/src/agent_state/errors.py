@@ -38,6 +38,8 @@ __all__ = [
     "CallCancelledError",
     "NewerSchemaError",
     "MigrationError",
+    "PathError",
+    "TestFailedError",
     "PanicError",
     "AGENT_OK",
     "AGENT_ERR_INVALID_ARGUMENT",
@@ -56,6 +58,8 @@ __all__ = [
     "AGENT_ERR_CANCELLED",
     "AGENT_ERR_NEWER_SCHEMA",
     "AGENT_ERR_MIGRATION",
+    "AGENT_ERR_PATH",
+    "AGENT_ERR_TEST_FAILED",
     "AGENT_ERR_PANIC",
 ]
 
@@ -103,6 +107,13 @@ AGENT_ERR_NEWER_SCHEMA = 15
 #: Upgrading a stored state to the agent's schema version failed: a step failed or is missing,
 #: or its result is refused (codec, size cap, validator). The stored state is as it was.
 AGENT_ERR_MIGRATION = 16
+#: A JSON Pointer names nothing in the state: a read of one place (``get_path``, ``get_tail``)
+#: of a member that does not exist or an index out of range, or a JSON Patch operation whose
+#: ``path`` (or ``from``) does not exist, or a ``move`` into its own child. Nothing was written.
+AGENT_ERR_PATH = 17
+#: A ``test`` operation of a JSON Patch found another value than the one it names. Nothing was
+#: written.
+AGENT_ERR_TEST_FAILED = 18
 #: A bug in the library was caught at the ABI boundary.
 AGENT_ERR_PANIC = 99
 
@@ -392,6 +403,90 @@ class MigrationError(AgentError):
         super().__init__(message, status)
         found = _STEP.search(message)
         self.from_version: Optional[int] = int(found.group(1)) if found else None
+
+
+#: The library's naming of a JSON Patch operation in its messages: ``operation 1 (remove "/q")``
+#: (its index from 0, its ``op``, and its ``path`` as a quoted string with backslash escapes).
+_OPERATION = re.compile(r'operation (\d+)(?: \((\w+)(?: "((?:[^"\\]|\\.)*)")?\))?: ')
+#: The escapes of the quoted path: ``\"``, ``\\``, ``\n``, ``\u{1f}``, ...
+_ESCAPE = re.compile(r"\\(u\{([0-9a-fA-F]+)\}|.)", re.S)
+_SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "0": "\0"}
+
+
+def _unquote(text: str) -> str:
+    """The path as written, from its quoted form in a message."""
+
+    def one(m: "re.Match[str]") -> str:
+        if m.group(2) is not None:
+            return chr(int(m.group(2), 16))
+        c = m.group(1)
+        return _SIMPLE_ESCAPES.get(c, c)
+
+    return _ESCAPE.sub(one, text)
+
+
+def _operation_of(message: str) -> Tuple[Optional[int], Optional[str], Optional[str]]:
+    """``(index, op, path)`` of the operation a message names, each ``None`` when it does not
+    say."""
+    found = _OPERATION.search(message)
+    if found is None:
+        return None, None, None
+    path = found.group(3)
+    return int(found.group(1)), found.group(2), None if path is None else _unquote(path)
+
+
+class PathError(AgentError, LookupError):
+    """``AGENT_ERR_PATH``: a JSON Pointer names nothing in the state. Raised by
+    :meth:`Agent.get_path <agent_state.Agent.get_path>` and :meth:`Agent.get_tail
+    <agent_state.Agent.get_tail>` for a member that does not exist or an index out of range
+    (or with a leading zero, or ``-``), and by :meth:`Agent.patch_state
+    <agent_state.Agent.patch_state>` for an operation whose ``path`` (or ``from``) does not
+    exist, or a ``move`` into its own child. Nothing was written. (Also a ``LookupError``, as
+    ``KeyError`` and ``IndexError`` are.)
+
+    Attributes:
+        operation: the index (from 0) in the patch of the operation at fault, as the message
+            names it (``operation 1 (remove "/q"): ...``); ``None`` for a read, or when the
+            message does not name one.
+        op: that operation's ``op`` (``"remove"``), or ``None``.
+        path: that operation's ``path`` as written (``"/q"``); for a read, the pointer that
+            was read; ``None`` when neither is known.
+    """
+
+    default_status = AGENT_ERR_PATH
+
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
+        super().__init__(message, status)
+        self.operation: Optional[int]
+        self.op: Optional[str]
+        self.path: Optional[str]
+        self.operation, self.op, self.path = _operation_of(message)
+
+
+class TestFailedError(AgentError):
+    """``AGENT_ERR_TEST_FAILED``: a ``test`` operation of :meth:`Agent.patch_state
+    <agent_state.Agent.patch_state>` found another value than the one it names: the patch's
+    own compare-and-set said no, and nothing was written. Read the state again and retry, as
+    after a :class:`ConflictError`.
+
+    Attributes:
+        operation: the index (from 0) in the patch of the ``test`` that failed, as the message
+            names it (``operation 0 (test "/status"): ...``); ``None`` when it does not.
+        op: ``"test"`` (``None`` when the message does not say).
+        path: the pointer the operation tested, as written; ``None`` when the message does
+            not say.
+    """
+
+    default_status = AGENT_ERR_TEST_FAILED
+    # Not a test class, whatever its name says (pytest collects classes named Test*).
+    __test__ = False
+
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
+        super().__init__(message, status)
+        self.operation: Optional[int]
+        self.op: Optional[str]
+        self.path: Optional[str]
+        self.operation, self.op, self.path = _operation_of(message)
 
 
 class PanicError(AgentError):
