@@ -127,9 +127,11 @@ $(BUILD)/test_c: $(C_SUITE_SRC) $(wildcard tests/c/*.h) include/agent_state.h $(
 
 # Each against SQLite, then PostgreSQL when AGENT_STATE_TEST_PG_URI names a server
 # (tests/pg/each-backend.sh: skipped without one, a failure under CI=true).
-test-c: build $(BUILD)/test_c $(BUILD)/conformance_c
+test-c: build $(BUILD)/test_c $(BUILD)/conformance_c $(BUILD)/json_patch_c
 	bash tests/pg/each-backend.sh $(BUILD)/test_c
 	bash tests/pg/each-backend.sh $(BUILD)/conformance_c $(CONFORMANCE_VECTORS)
+	$(JSON_PATCH_CASES_CMD)
+	bash tests/pg/each-backend.sh $(BUILD)/json_patch_c $(JSON_PATCH_CASES) $(JSON_PATCH_RESULTS)
 
 # The cross-language conformance vectors (tests/conformance/README.md); every binding's test
 # target runs the same files.
@@ -140,15 +142,32 @@ $(BUILD)/conformance_c: $(CONFORMANCE_C_SRC) tests/conformance/json_reader.h tes
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS_TEST) -Itests/conformance $(CONFORMANCE_C_SRC) -o $@ $(LDFLAGS_TEST)
 
+# The public RFC 6902 suite as cases (tests/conformance/json_patch/cases.py, made from
+# ../shared/corpora/json-patch-tests when it is there; the runners skip without them, and fail
+# under CI=true), run through the C ABI; each run writes c-BACKEND.txt beside the other
+# languages' runs for compare.py.
+JSON_PATCH_CASES := target/conformance/json-patch-cases.json
+JSON_PATCH_RESULTS := target/conformance/json-patch
+JSON_PATCH_CASES_CMD := if [[ -d ../shared/corpora/json-patch-tests ]]; then python3 tests/conformance/json_patch/cases.py $(JSON_PATCH_CASES); fi
+JSON_PATCH_C_SRC := tests/conformance/json_patch_c.c tests/conformance/json_reader.c tests/conformance/vector_text.c
+
+$(BUILD)/json_patch_c: $(JSON_PATCH_C_SRC) tests/conformance/json_reader.h tests/conformance/vector_text.h include/agent_state.h $(LIB)
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS_TEST) -Itests/conformance $(JSON_PATCH_C_SRC) -o $@ $(LDFLAGS_TEST)
+
 # --fair-sched=yes: memcheck runs one thread at a time; without fair scheduling, threads that
 # spin on cheap reads can starve the writers for minutes. SQLite only (test-c runs both backends).
-test-valgrind: build $(BUILD)/test_c $(BUILD)/conformance_c
+test-valgrind: build $(BUILD)/test_c $(BUILD)/conformance_c $(BUILD)/json_patch_c
 	AGENT_STATE_TEST_BACKEND=sqlite AGENT_TEST_QUICK=1 valgrind --quiet --fair-sched=yes --error-exitcode=42 --leak-check=full \
 	  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \
 	  --suppressions=tests/c/valgrind.supp $(BUILD)/test_c
 	AGENT_STATE_TEST_BACKEND=sqlite valgrind --quiet --error-exitcode=42 --leak-check=full \
 	  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \
 	  --suppressions=tests/c/valgrind.supp $(BUILD)/conformance_c $(CONFORMANCE_VECTORS)
+	$(JSON_PATCH_CASES_CMD)
+	AGENT_STATE_TEST_BACKEND=sqlite valgrind --quiet --error-exitcode=42 --leak-check=full \
+	  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \
+	  --suppressions=tests/c/valgrind.supp $(BUILD)/json_patch_c $(JSON_PATCH_CASES) $(JSON_PATCH_RESULTS)
 
 test-cpp: build
 	bash tests/cpp/run.sh

@@ -40,6 +40,7 @@ pub struct AgentStateChange {
 pub const AGENT_CHANGE_MERGE: i32 = 1;
 pub const AGENT_CHANGE_REPLACE: i32 = 2;
 pub const AGENT_CHANGE_MIGRATION: i32 = 3;
+pub const AGENT_CHANGE_JSON_PATCH: i32 = 4;
 
 // The header's function pointer types; NULL (None) where a function takes one to mean "none".
 pub type AgentStateChangedFn =
@@ -86,6 +87,8 @@ pub const AGENT_ERR_AUTH: AgentStatus = 13;
 pub const AGENT_ERR_CANCELLED: AgentStatus = 14;
 pub const AGENT_ERR_NEWER_SCHEMA: AgentStatus = 15;
 pub const AGENT_ERR_MIGRATION: AgentStatus = 16;
+pub const AGENT_ERR_PATH: AgentStatus = 17;
+pub const AGENT_ERR_TEST_FAILED: AgentStatus = 18;
 pub const AGENT_ERR_PANIC: AgentStatus = 99;
 
 extern "C" {
@@ -217,6 +220,34 @@ extern "C" {
         state: *const u8,
         len: usize,
         from: u32,
+        out: *mut AgentBuffer,
+    ) -> AgentStatus;
+    // 10. JSON Patch and reads of one place.
+    pub fn agent_patch_state(
+        h: AgentHandle,
+        operations: *const u8,
+        len: usize,
+        out: *mut AgentBuffer,
+    ) -> AgentStatus;
+    pub fn agent_patch_state_if(
+        h: AgentHandle,
+        expected_version: u64,
+        operations: *const u8,
+        len: usize,
+        out: *mut AgentBuffer,
+        out_version: *mut u64,
+    ) -> AgentStatus;
+    pub fn agent_get_path(
+        h: AgentHandle,
+        pointer: *const c_char,
+        len: usize,
+        out: *mut AgentBuffer,
+    ) -> AgentStatus;
+    pub fn agent_get_tail(
+        h: AgentHandle,
+        pointer: *const c_char,
+        len: usize,
+        n: usize,
         out: *mut AgentBuffer,
     ) -> AgentStatus;
 }
