@@ -3,7 +3,9 @@
 // One persistent, transactional JSON state value per agent, stored in an SQLite file or on a
 // PostgreSQL server (a `postgresql://` URI as the path, with Options::agent_id):
 // `get_state()` reads it, `set_state(patch)` merges an RFC 7396 merge patch into it,
-// `replace_state(next)` replaces it, and hooks observe every committed change. Every commit
+// `replace_state(next)` replaces it, `patch_state(operations)` applies an RFC 6902 JSON Patch
+// (appends with `/messages/-`), `get_path(pointer)` and `get_tail(pointer, n)` read one place
+// by JSON Pointer, and hooks observe every committed change. Every commit
 // gives the state the next version: `get_state_versioned()` and `set_state_if(expected, patch)`
 // make read-modify-write loops that never overwrite another writer's change, `set_validator()`
 // gates changes before they commit, and the opt-in change log (Options::change_log) feeds

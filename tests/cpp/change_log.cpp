@@ -333,8 +333,8 @@ TEST(changes_since_state_at_and_restore) {
     // Versions 3, 4, 5 are retained.
     const std::string since = agent.changes_since(3);
     CHECK_EQ(without_times(since),
-             R"([{"version":4,"at":0,"schema":0,"migrated_from":null,"patch":{"n":4},"next":{"init":true,"n":4}},)"
-             R"({"version":5,"at":0,"schema":0,"migrated_from":null,"patch":{"n":5},"next":{"init":true,"n":5}}])");
+             R"([{"version":4,"at":0,"kind":"merge","schema":0,"migrated_from":null,"patch":{"n":4},"next":{"init":true,"n":4}},)"
+             R"({"version":5,"at":0,"kind":"merge","schema":0,"migrated_from":null,"patch":{"n":5},"next":{"init":true,"n":5}}])");
     const std::size_t at = since.find("\"at\":");
     const long long ms = at == std::string::npos ? 0 : std::atoll(since.c_str() + at + 5);
     CHECK(ms > 1700000000000LL);

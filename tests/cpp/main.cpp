@@ -2,7 +2,7 @@
 // files, in the order of their TEST_FILE numbers (harness.hpp says how a test runs):
 //   1 semantics.cpp   2 errors.cpp   3 hooks.cpp   4 init_hook.cpp   5 versions.cpp
 //   6 change_log.cpp  7 moves.cpp    8 threads.cpp   9 agents.cpp   10 surface.cpp
-//  11 schema.cpp
+//  11 schema.cpp     12 json_patch.cpp
 // second_tu.cpp is a second translation unit including the wrapper (the ODR check).
 
 #include "harness.hpp"

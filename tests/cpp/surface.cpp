@@ -145,7 +145,8 @@ TEST(status_is_exactly_the_surface_statuses) {
         AGENT_STATE_STATUS(rejected),    AGENT_STATE_STATUS(gap),
         AGENT_STATE_STATUS(unavailable), AGENT_STATE_STATUS(auth),
         AGENT_STATE_STATUS(cancelled),   AGENT_STATE_STATUS(newer_schema),
-        AGENT_STATE_STATUS(migration),   AGENT_STATE_STATUS(panic),
+        AGENT_STATE_STATUS(migration),   AGENT_STATE_STATUS(path),
+        AGENT_STATE_STATUS(test_failed), AGENT_STATE_STATUS(panic),
     };
 #undef AGENT_STATE_STATUS
     std::map<std::int32_t, std::string> want, have;

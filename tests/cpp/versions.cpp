@@ -162,7 +162,7 @@ TEST(change_log_option_is_recorded_in_the_store_and_can_be_switched_off) {
         Agent logged = open_store(file, with_log(ChangeLog::seconds(3600)));
         logged.set_state(R"({"a":1})");
         CHECK_EQ(without_times(logged.changes_since(0)),
-                 R"([{"version":1,"at":0,"schema":0,"migrated_from":null,"patch":{"a":1},"next":{"a":1}}])");
+                 R"([{"version":1,"at":0,"kind":"merge","schema":0,"migrated_from":null,"patch":{"a":1},"next":{"a":1}}])");
     }
     {
         // Another Agent without the option logs as well: the store says so.

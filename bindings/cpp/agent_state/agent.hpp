@@ -344,6 +344,84 @@ public:
     }
 
     // -----------------------------------------------------------------------------------------
+    // JSON Patch (RFC 6902) and reads of one place (RFC 6901 JSON Pointers).
+
+    /// Applies `operations`, the JSON text of an RFC 6902 JSON Patch (an array of operations,
+    /// each an object with `op`: add, remove, replace, move, copy or test; `path`, a JSON
+    /// Pointer, where `/messages/-` is the place after an array's last element, so `add` there
+    /// appends; and `value` or `from` as the operation needs), in order, all or nothing, in one
+    /// transaction that starts from the latest committed state; then runs the hooks, which see
+    /// ChangeKind::json_patch and the operations as the patch. Returns the full new state as
+    /// compact JSON text. A patch whose result is the stored state commits nothing.
+    /// Throws Error, nothing written: invalid_argument (a malformed patch: not an array, an
+    /// unknown op, a missing member, a bad pointer escape such as `~2`; a result that is not an
+    /// object), path (a path or `from` that names nothing, an index out of range or with a
+    /// leading zero, a move into its own child), test_failed (a `test` that does not hold),
+    /// json, codec (also a duplicate member), too_large (the patch or the result), rejected,
+    /// and the others of set_state(). The message names the operation at fault (its index from
+    /// 0, its op and path). If a hook threw, its exception is rethrown here after the commit.
+    /// Thread-safety: as set_state(); concurrent writers never lose each other's updates.
+    std::string patch_state(std::string_view operations) {
+        return patch_state_buffer(operations).str();
+    }
+
+    /// As patch_state(), without copying the new state: the Buffer shares the library's
+    /// immutable snapshot.
+    Buffer patch_state_buffer(std::string_view operations) {
+        const AgentHandle h = live("patch_state");
+        Buffer out;
+        detail::begin_call();
+        detail::check(agent_patch_state(h, detail::bytes(operations), operations.size(), out.out()));
+        return out;
+    }
+
+    /// Compare-and-set JSON Patch: patch_state(operations), but only if the store is still at
+    /// version `expected` (0: nothing stored yet) when the write transaction starts; returns the
+    /// new state and its version. Otherwise throws Error(Status::conflict) and writes nothing.
+    /// (A `test` operation checks one value; this checks the whole state's version.) Other
+    /// errors and the hook rules as patch_state().
+    Versioned patch_state_if(std::uint64_t expected, std::string_view operations) {
+        const AgentHandle h = live("patch_state_if");
+        Buffer out;
+        std::uint64_t version = 0;
+        detail::begin_call();
+        detail::check(agent_patch_state_if(h, expected, detail::bytes(operations),
+                                           operations.size(), out.out(), &version));
+        return Versioned{out.str(), version};
+    }
+
+    /// The value at `pointer`, an RFC 6901 JSON Pointer such as `/messages/0/text` (`""`: the
+    /// whole state; `~1` stands for `/` and `~0` for `~` in a name), as compact JSON text. Only
+    /// that part is encoded, whatever the state's size. Reads as get_state() does (the initial
+    /// state while nothing is stored; never writes).
+    /// Throws Error: invalid_argument (not a JSON Pointer: no leading `/`, a bad escape such as
+    /// `~2`, invalid UTF-8), path (nothing there: a member that does not exist, an index out of
+    /// range or with a leading zero, `-`), and what get_state() throws.
+    /// Thread-safety: any thread.
+    std::string get_path(std::string_view pointer) const {
+        const AgentHandle h = live("get_path");
+        Buffer out;
+        detail::begin_call();
+        detail::check(agent_get_path(h, pointer.empty() ? "" : pointer.data(), pointer.size(),
+                                     out.out()));
+        return out.str();
+    }
+
+    /// The last `n` elements of the array at `pointer` (as get_path()), as the JSON text of an
+    /// array, oldest first (all of them when there are fewer). The last message of a
+    /// conversation is `get_tail("/messages", 1)`. Throws what get_path() throws, and
+    /// Error(Status::invalid_argument) when the value there is not an array.
+    /// Thread-safety: any thread.
+    std::string get_tail(std::string_view pointer, std::size_t n) const {
+        const AgentHandle h = live("get_tail");
+        Buffer out;
+        detail::begin_call();
+        detail::check(agent_get_tail(h, pointer.empty() ? "" : pointer.data(), pointer.size(), n,
+                                     out.out()));
+        return out.str();
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Hooks with versions and the validator.
 
     /// As on_state_changed(), for a hook that takes the whole Change (with its version). The
@@ -371,7 +449,7 @@ public:
     }
 
     /// Sets the validator, which gates every change made through this Agent (set_state,
-    /// replace_state, restore, and the _if forms; not changes made through other Agents). It
+    /// replace_state, patch_state, restore, and the _if forms; not changes made through other Agents). It
     /// runs inside the write transaction, after the merge and the codec and size checks and
     /// before the commit, on the writing thread; `change` is the change about to commit
     /// (`version` is the version it would get).
@@ -428,10 +506,12 @@ public:
 
     /// The changes committed after version `after` (by any Agent or process), oldest first,
     /// as the JSON text of an array:
-    /// `[{"version":N,"at":MS,"schema":S,"migrated_from":F|null,"patch":{...}|null,
-    /// "next":{...}},...]` (`at`: milliseconds since the Unix epoch; `schema`: the schema
-    /// version of `next`; `migrated_from`: for a migration, the version it upgraded from;
-    /// `patch` null for a replacement or a migration; states as stored: upgrade_state() gives
+    /// `[{"version":N,"at":MS,"kind":K,"schema":S,"migrated_from":F|null,"patch":...|null,
+    /// "next":{...}},...]` (`at`: milliseconds since the Unix epoch; `kind`: `"merge"`,
+    /// `"json_patch"`, `"replace"` or `"migration"`; `schema`: the schema version of `next`;
+    /// `migrated_from`: for a migration, the version it upgraded from; `patch`: the merge patch
+    /// (an object) or the JSON Patch's operations (an array), null for a replacement or a
+    /// migration; states as stored: upgrade_state() gives
     /// one in this Agent's shape); `[]` when `after` is the current
     /// version. For a client that reconnects: send it the changes since the version it has.
     /// Throws Error: invalid_argument (the change log is off, `after` is in the future), gap

@@ -26,8 +26,8 @@ using HookId = std::uint64_t;
 
 /// An `on_state_changed` hook: `next` is the state after the change, `prev` the state before it
 /// (the initial state when nothing was stored), `patch` the merge patch as applied by
-/// `set_state`, or `std::nullopt` for `replace_state`. The views are valid only during the call:
-/// copy what you keep.
+/// `set_state`, the array of operations of `patch_state`, or `std::nullopt` for
+/// `replace_state`. The views are valid only during the call: copy what you keep.
 using StateChangedFn = std::function<void(std::string_view next, std::string_view prev,
                                           std::optional<std::string_view> patch)>;
 
@@ -44,6 +44,9 @@ enum class ChangeKind : std::int32_t {
     /// A schema migration: a state stored under an older schema version upgraded to the
     /// writer's (Options::schema_version); Change::migrated_from says from which.
     migration = AGENT_CHANGE_MIGRATION,
+    /// An RFC 6902 JSON Patch (patch_state, patch_state_if): Change::patch is the JSON text of
+    /// the array of operations.
+    json_patch = AGENT_CHANGE_JSON_PATCH,
 };
 
 /// One change, as Agent::on_change hooks and the validator see it. The views are valid only
@@ -53,7 +56,8 @@ struct Change {
     std::string_view next;
     /// The state before the change (the initial state when nothing was stored).
     std::string_view prev;
-    /// The merge patch as applied by set_state (and set_state_if); std::nullopt for a
+    /// The patch as applied: the merge patch (an object) of set_state (and set_state_if), the
+    /// array of operations of patch_state (and patch_state_if; see `kind`); std::nullopt for a
     /// replacement (replace_state, replace_state_if, restore) and a migration.
     std::optional<std::string_view> patch;
     /// The state's version after the change (for the validator: the version it would get).

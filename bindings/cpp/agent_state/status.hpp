@@ -44,7 +44,7 @@ enum class Status : std::int32_t {
     /// A hook failed. The wrapper rethrows your hook's own exception instead, so you see this
     /// status only for hooks registered through the raw C API.
     hook = AGENT_ERR_HOOK,
-    /// A compare-and-set (set_state_if, replace_state_if) found the state at another version
+    /// A compare-and-set (set_state_if, replace_state_if, patch_state_if) found the state at another version
     /// than expected; nothing was written.
     conflict = AGENT_ERR_CONFLICT,
     /// The validator (Agent::set_validator) rejected the change; nothing was written. The
@@ -77,6 +77,16 @@ enum class Status : std::int32_t {
     /// result is refused (codec, size cap, validator). The message names the step
     /// (`schema step 1 -> 2: ...`) and why; the stored state is as it was.
     migration = AGENT_ERR_MIGRATION,
+    /// A JSON Pointer names nothing in the state: get_path() or get_tail() of a member that
+    /// does not exist or an index out of range, or an operation of patch_state() whose `path`
+    /// (or `from`) does not exist, an index out of range or with a leading zero, or a `move`
+    /// into its own child. The message names the operation (`operation 1 (remove "/q"): ...`).
+    /// Nothing was written.
+    path = AGENT_ERR_PATH,
+    /// A `test` operation of patch_state() found another value than the one it names (the
+    /// patch's own compare-and-set said no). The message names the operation. Nothing was
+    /// written.
+    test_failed = AGENT_ERR_TEST_FAILED,
     /// A bug in the library was caught at the C boundary; the Agent may still be used.
     panic = AGENT_ERR_PANIC,
 };
