@@ -24,12 +24,12 @@
 //! merge descends into it.
 //!
 //! `Snapshot::merge` (in `patch.rs`, beside the patch it takes) is the one way a patch is
-//! applied; its loop is here. A patch the scanner encoded is a
-//! snapshot too, and is merged on its members' encodings where that is safe (a member repeated
-//! as it is stays shared; a new one without `null` is taken as it is); any other member, or a
-//! patch given as a value, is merged into the member's tree (`node::merge`, which is
-//! [`merge_patch`] where the patch replaces a value whole). One loop does both, so the two
-//! cannot drift apart: the result is byte for byte the value merge's.
+//! applied; its loop is here, the descent into members in `node`. A patch the scanner encoded
+//! is a snapshot too, and is merged on its encodings where that is safe, at every level (a
+//! member repeated as it is stays shared; a new one without `null` is taken as it is); any
+//! other part, or a patch given as a value, is merged on values
+//! ([`merge_patch`](crate::merge::merge_patch)). One merge does both, so the two cannot drift
+//! apart: the result is byte for byte the value merge's.
 
 use std::sync::{Arc, OnceLock};
 
@@ -37,7 +37,6 @@ use serde_json::{Map, Value};
 
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::merge::merge_patch;
 use crate::scan::Scanned;
 
 mod node;
@@ -59,6 +58,11 @@ pub struct Member {
 
 impl Member {
     fn new(name: String, value: Value) -> Member {
+        Member::named(name, Node::from_value(value))
+    }
+
+    /// A member named `name` of the value `node`.
+    fn named(name: String, node: Node) -> Member {
         let mut key = Vec::with_capacity(name.len() + 2);
         // serde_json appends to a Vec we give it; writing a string to memory cannot fail.
         let _ = serde_json::to_writer(&mut key, name.as_str());
@@ -67,7 +71,7 @@ impl Member {
         Member {
             escaped_name,
             key: Bytes::new(key),
-            node: Node::from_value(value),
+            node,
         }
     }
 
@@ -296,19 +300,19 @@ impl Snapshot {
                     Some(_) => {}
                 }
             }
+            let part = entry.part();
             match slot {
                 // Descends into the member, rebuilding only what the patch names in it.
                 Some(i) => {
                     let member = &self.members[i];
-                    if let Some(node) = node::merge(Some(&member.node), entry.value(), 2)? {
+                    if let Some(node) = node::merge(Some(&member.node), part, 2)? {
                         members[i] = Arc::new(member.with_node(node));
                     }
                 }
-                None => {
-                    let mut value = Value::Null;
-                    merge_patch(&mut value, entry.value(), 2)?;
-                    appended.push(Arc::new(Member::new(entry.name().to_string(), value)));
-                }
+                None => appended.push(Arc::new(Member::named(
+                    entry.name().to_string(),
+                    node::whole(part, 2)?,
+                ))),
             }
         }
         node::remove(&mut members, deleted);
@@ -363,10 +367,11 @@ impl Entry<'_> {
         }
     }
 
-    fn value(&self) -> &Value {
+    /// The member's value, as the tree merge takes it.
+    fn part(&self) -> node::Part<'_> {
         match self {
-            Entry::Value(_, value) => value,
-            Entry::Encoded(member) => member.value(),
+            Entry::Value(_, value) => node::Part::Value(value),
+            Entry::Encoded(member) => node::Part::Encoded(&member.node),
         }
     }
 

@@ -353,21 +353,77 @@ fn value_end(b: &[u8], at: usize) -> usize {
     }
 }
 
+/// A part of a merge patch: given as a value, or as the scanner encoded it (a node of the
+/// patch's snapshot, whose members are split out of its encoding as the merge descends).
+#[derive(Clone, Copy)]
+pub(crate) enum Part<'p> {
+    Value(&'p Value),
+    Encoded(&'p Node),
+}
+
+impl<'p> Part<'p> {
+    fn is_null(self) -> bool {
+        match self {
+            Part::Value(value) => value.is_null(),
+            Part::Encoded(node) => node.leaf_bytes() == Some(b"null"),
+        }
+    }
+
+    /// The part as a value (parsed on first use for an encoded one).
+    fn value(self) -> &'p Value {
+        match self {
+            Part::Value(value) => value,
+            Part::Encoded(node) => node.value(),
+        }
+    }
+
+    /// The encoding, when merging the part into nothing (or over what it replaces whole) is
+    /// the part itself: an encoded part with no `null` in it (which would delete something).
+    /// A patch is checked by the codec, so its tagged values are well-formed.
+    fn as_is(self) -> Option<&'p Bytes> {
+        match self {
+            Part::Encoded(Node::Leaf(leaf)) if !super::contains_null(&leaf.bytes) => {
+                Some(&leaf.bytes)
+            }
+            _ => None,
+        }
+    }
+
+    /// The members of a plain object (not shaped like a tagged value), with the encoded
+    /// members themselves (to take as they are); `None` for anything else.
+    fn plain_members(self) -> Option<Vec<PartMember<'p>>> {
+        match self {
+            Part::Value(Value::Object(map)) if codec::tag_of(map).is_none() => Some(
+                map.iter()
+                    .map(|(name, value)| (name.as_str(), Part::Value(value), None))
+                    .collect(),
+            ),
+            Part::Value(_) => None,
+            Part::Encoded(node) => node.plain_members().map(|members| {
+                members
+                    .iter()
+                    .map(|m| (m.name(), Part::Encoded(&m.node), Some(m)))
+                    .collect()
+            }),
+        }
+    }
+}
+
+/// A member of a patch's plain object: its name, its value, and (when encoded) the member
+/// itself.
+type PartMember<'p> = (&'p str, Part<'p>, Option<&'p Arc<Member>>);
+
 /// RFC 7396: `patch` merged into `target` (`None`: nothing there) at nesting level `depth`
 /// (that of `target`), as [`merge_patch`] on values, or `None` when the result is `target` as
 /// it was (so it stays shared). Only plain objects named by the patch are rebuilt, their
-/// untouched members shared; what the patch replaces whole is merged on values, at the cost
-/// of the patch. A codec error leaves nothing changed (nothing is changed in place).
-pub(crate) fn merge(target: Option<&Node>, patch: &Value, depth: usize) -> Result<Option<Node>> {
-    let plain_patch = match patch {
-        Value::Object(members) if codec::tag_of(members).is_none() => Some(members),
-        _ => None,
-    };
-    let (Some(patch), Some(base)) = (plain_patch, target.and_then(Node::plain_members)) else {
+/// untouched members shared; what the patch adds or replaces whole is its own encoding when
+/// it has no `null` in it, and otherwise merged on values, at the cost of the patch. A codec
+/// error leaves nothing changed (nothing is changed in place).
+pub(crate) fn merge(target: Option<&Node>, patch: Part<'_>, depth: usize) -> Result<Option<Node>> {
+    let (Some(patch), Some(base)) = (patch.plain_members(), target.and_then(Node::plain_members))
+    else {
         // Replaced whole, or merged into nothing (what is not a plain object is, to a merge).
-        let mut value = Value::Null;
-        merge_patch(&mut value, patch, depth)?;
-        let node = Node::from_value(value);
+        let node = whole(patch, depth)?;
         return Ok(match target {
             Some(target) if target.matches(node.leaf_bytes().unwrap_or_default()) => None,
             _ => Some(node),
@@ -378,9 +434,9 @@ pub(crate) fn merge(target: Option<&Node>, patch: &Value, depth: usize) -> Resul
     let mut members: Option<Vec<Arc<Member>>> = None;
     let mut deleted = Vec::new();
     let mut appended = Vec::new();
-    for (name, value) in patch {
+    for (name, part, encoded) in patch {
         let slot = index.find(base, name);
-        if value.is_null() {
+        if part.is_null() {
             if let Some(i) = slot {
                 deleted.push(i);
             }
@@ -388,16 +444,15 @@ pub(crate) fn merge(target: Option<&Node>, patch: &Value, depth: usize) -> Resul
         }
         match slot {
             Some(i) => {
-                if let Some(node) = merge(Some(&base[i].node), value, depth + 1)? {
+                if let Some(node) = merge(Some(&base[i].node), part, depth + 1)? {
                     let members = members.get_or_insert_with(|| base.to_vec());
                     members[i] = Arc::new(base[i].with_node(node));
                 }
             }
-            None => {
-                let mut slot = Value::Null;
-                merge_patch(&mut slot, value, depth + 1)?;
-                appended.push(Arc::new(Member::new(name.clone(), slot)));
-            }
+            None => appended.push(match encoded {
+                Some(member) if part.as_is().is_some() => Arc::clone(member),
+                _ => Arc::new(Member::named(name.to_string(), whole(part, depth + 1)?)),
+            }),
         }
     }
     if members.is_none() && deleted.is_empty() && appended.is_empty() {
@@ -415,6 +470,24 @@ pub(crate) fn merge(target: Option<&Node>, patch: &Value, depth: usize) -> Resul
         codec::validate_if_tagged(&map, depth)?;
     }
     Ok(Some(Node::object(members)))
+}
+
+/// `patch` merged into nothing at nesting level `depth`, as a node.
+pub(crate) fn whole(patch: Part<'_>, depth: usize) -> Result<Node> {
+    match patch.as_is() {
+        Some(bytes) => Ok(Node::from_bytes(bytes.clone())),
+        None => Ok(Node::from_value(merge_patch_into_nothing(
+            patch.value(),
+            depth,
+        )?)),
+    }
+}
+
+/// [`merge_patch`] of `patch` into nothing at nesting level `depth`.
+fn merge_patch_into_nothing(patch: &Value, depth: usize) -> Result<Value> {
+    let mut value = Value::Null;
+    merge_patch(&mut value, patch, depth)?;
+    Ok(value)
 }
 
 /// Removes the members at `deleted` (indexes, in any order), keeping the others' order.

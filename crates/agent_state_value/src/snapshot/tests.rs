@@ -1,6 +1,7 @@
 //! Snapshots: their encoding, and the merge against the value merge.
 
 use super::*;
+use crate::merge::merge_patch;
 use crate::patch::Patch;
 use serde_json::json;
 
