@@ -5,6 +5,8 @@
 ...     agent.set_state({"status": "processing"})
 {'status': 'processing', 'lastReply': '', 'at': 0}
 
+``patch_state`` applies an RFC 6902 JSON Patch (appending to a list without sending it), and
+``get_path``/``get_tail`` read one place of the state by JSON Pointer.
 Every commit gets the next version (``get_state_versioned``, compare-and-set with
 ``set_state_if``/``replace_state_if``); a validator (``set_validator``) can reject changes before
 they commit; with the agent's ``change_log`` option on, ``poll`` delivers the changes other

@@ -247,8 +247,8 @@ class BusyError(AgentError):
 class HookError(AgentError):
     """``AGENT_ERR_HOOK``: a hook failed.
 
-    For a write (``set_state``, ``replace_state``, their ``_if`` forms, ``restore``) this is
-    raised *after* the change committed: the state is changed all the same, and the call returns
+    For a write (``set_state``, ``patch_state``, ``replace_state``, their ``_if`` forms,
+    ``restore``) this is raised *after* the change committed: the state is changed all the same, and the call returns
     no state (read it again if needed). For ``poll()`` every delivery still happened
     (``.delivered`` counts them). The message names the first exception a Python hook raised,
     type and text (``on_state_changed hook 1 raised RuntimeError: websocket send failed``).
@@ -273,7 +273,8 @@ class HookError(AgentError):
 
 class ConflictError(AgentError):
     """``AGENT_ERR_CONFLICT``: a compare-and-set write (:meth:`Agent.set_state_if
-    <agent_state.Agent.set_state_if>`, :meth:`Agent.replace_state_if
+    <agent_state.Agent.set_state_if>`, :meth:`Agent.patch_state_if
+    <agent_state.Agent.patch_state_if>`, :meth:`Agent.replace_state_if
     <agent_state.Agent.replace_state_if>`) found the state at another version than the one
     expected: another writer committed in between. Nothing was written; read the state again
     and retry."""
