@@ -143,13 +143,21 @@ func (r *vectorRun) call(kind string, op *node) (result []byte, version *uint64,
 		state, newVersion, err = a.ReplaceStateIf(expected, v)
 	case kind == "replace_if":
 		out, newVersion, err = a.ReplaceStateIfJSON(expected, raw)
+	case kind == "patch" && native:
+		state, err = a.PatchState(v)
+	case kind == "patch":
+		out, err = a.PatchStateJSON(raw)
+	case kind == "patch_if" && native:
+		state, newVersion, err = a.PatchStateIf(expected, v)
+	case kind == "patch_if":
+		out, newVersion, err = a.PatchStateIfJSON(expected, raw)
 	default:
 		r.fail("unknown op %q", kind)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if kind == "set_if" || kind == "replace_if" {
+	if kind == "set_if" || kind == "replace_if" || kind == "patch_if" {
 		version = &newVersion
 	}
 	if native {

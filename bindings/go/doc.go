@@ -1,8 +1,9 @@
 // Package agentstate is the Go binding of agent_state: one persistent, transactional JSON state
 // value per agent, stored in an embedded SQLite file, with the semantics of the Telnyx Agent
 // SDK's State API — GetState, SetState as an RFC 7396 merge patch, ReplaceState, an initial
-// state, and OnStateChanged hooks — plus versions, compare-and-set writes, a validation gate
-// and an opt-in change log (Poll, ChangesSince, StateAt, Restore).
+// state, and OnStateChanged hooks — plus versions, compare-and-set writes, RFC 6902 JSON
+// Patch writes (PatchState) and reads of one place by JSON Pointer (GetPath, GetTail), a
+// validation gate and an opt-in change log (Poll, ChangesSince, StateAt, Restore).
 //
 //	a, err := agentstate.Open("conv.db", agentstate.Options{InitialState: map[string]any{"status": "idle"}})
 //	if err != nil { ... }

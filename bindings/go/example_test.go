@@ -441,3 +441,43 @@ func ExampleAgent_SetSchemaStep() {
 	// {"stats":{"visits":3},"user":{"name":"ada"}} 2
 	// true
 }
+
+// Appending to a list with an RFC 6902 JSON Patch, a guarded change, and reads of one place.
+func ExampleAgent_PatchState() {
+	a, err := agentstate.Open(":memory:", agentstate.Options{
+		InitialState: map[string]any{"status": "draft", "messages": []any{}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close()
+	for _, text := range []string{"hello", "how are you?"} {
+		op := agentstate.OpAdd("/messages/-", map[string]any{"text": text})
+		if _, err := a.PatchState([]agentstate.PatchOp{op}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	publish := []agentstate.PatchOp{
+		agentstate.OpTest("/status", "draft"),
+		agentstate.OpReplace("/status", "published"),
+	}
+	st, err := a.PatchState(publish)
+	fmt.Println(st["status"], err)
+	_, err = a.PatchState(publish) // its test no longer holds: nothing is written
+	var e *agentstate.Error
+	if errors.As(err, &e) {
+		index, op, path, _ := e.Operation()
+		fmt.Println(errors.Is(err, agentstate.ErrTestFailed), index, op, path)
+	}
+
+	var last []struct{ Text string }
+	if err := a.GetTail("/messages", 1, &last); err != nil {
+		log.Fatal(err)
+	}
+	first, err := a.GetPathJSON(agentstate.JSONPointer("messages", "0", "text"))
+	fmt.Println(last[0].Text, string(first), err)
+	// Output:
+	// published <nil>
+	// true 0 test /status
+	// how are you? "hello" <nil>
+}
