@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::json;
 use crate::json_patch::{JsonPatch, PatchError, PatchErrorKind};
 use crate::patch::Patch;
-use crate::pointer::{array_index, Index, Pointer};
+use crate::pointer::Pointer;
 use crate::snapshot::Snapshot;
 
 impl Snapshot {
@@ -39,6 +39,11 @@ impl Snapshot {
     /// object left shaped like a malformed tagged value); [`Error::TooLarge`] over
     /// `max_bytes`. `self` is unchanged either way.
     pub fn apply_operations(&self, operations: &JsonPatch, max_bytes: usize) -> Result<Snapshot> {
+        // On the state's tree when it can (the common operations below the root): only the
+        // path's objects and arrays are rebuilt. Otherwise, and for every failure, on values.
+        if let Some(next) = self.apply_on_tree(operations, max_bytes) {
+            return next;
+        }
         let next = operations.apply(&self.to_value()).map_err(Error::Patch)?;
         match &next {
             Value::Object(map) if codec::tag_of(map).is_some() => {
@@ -65,64 +70,34 @@ impl Snapshot {
     /// The compact JSON encoding of the value at `pointer` (the whole state for `""`), or
     /// [`Error::NoSuchPath`] when the state has nothing there.
     pub fn path_json(&self, pointer: &Pointer) -> Result<Vec<u8>> {
-        let Some((first, rest)) = pointer.tokens().split_first() else {
+        if pointer.is_root() {
             return Ok(self.json().to_vec());
-        };
-        let value = self
-            .members()
-            .iter()
-            .find(|m| m.name() == first)
-            .map(|m| m.value())
-            .and_then(|value| walk(value, rest))
-            .ok_or_else(|| no_such_path(pointer))?;
-        Ok(json::to_vec(value))
+        }
+        // The encoding of that part only, read off the state's tree.
+        self.json_at(pointer.tokens())
+            .ok_or_else(|| no_such_path(pointer))
     }
 
     /// The last `n` elements of the array at `pointer`, as a JSON array (all of them when it
     /// has fewer): [`Error::NoSuchPath`] when the state has nothing there,
     /// [`Error::InvalidArgument`] when what is there is not an array.
     pub fn tail_json(&self, pointer: &Pointer, n: usize) -> Result<Vec<u8>> {
-        let (first, rest) = pointer.tokens().split_first().ok_or_else(|| {
-            Error::InvalidArgument("the state is an object, not an array: no tail".to_string())
-        })?;
-        let value = self
-            .members()
-            .iter()
-            .find(|m| m.name() == first)
-            .map(|m| m.value())
-            .and_then(|value| walk(value, rest))
-            .ok_or_else(|| no_such_path(pointer))?;
-        let Value::Array(items) = value else {
-            return Err(Error::InvalidArgument(format!(
+        if pointer.is_root() {
+            return Err(Error::InvalidArgument(
+                "the state is an object, not an array: no tail".to_string(),
+            ));
+        }
+        // The encodings of those elements only, read off the state's tree.
+        match self.tail_at(pointer.tokens(), n) {
+            None => Err(no_such_path(pointer)),
+            Some(Ok(out)) => Ok(out),
+            Some(Err(value)) => Err(Error::InvalidArgument(format!(
                 "the value at {:?} is {}, not an array: no tail",
                 pointer.to_string(),
                 describe(value)
-            )));
-        };
-        let mut out = b"[".to_vec();
-        for (i, item) in items[items.len().saturating_sub(n)..].iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(&json::to_vec(item));
+            ))),
         }
-        out.push(b']');
-        Ok(out)
     }
-}
-
-/// The value `tokens` name inside `value`, if there is one (`-` names nothing: it is the place
-/// after an array's last element). A pointer reads the stored JSON as JSON Patch does, tagged
-/// values included (`/at/$date` is the text of a date).
-fn walk<'a>(value: &'a Value, tokens: &[String]) -> Option<&'a Value> {
-    tokens.iter().try_fold(value, |at, token| match at {
-        Value::Object(map) => map.get(token),
-        Value::Array(items) => match array_index(token)? {
-            Index::At(i) => items.get(i),
-            Index::End => None,
-        },
-        _ => None,
-    })
 }
 
 fn no_such_path(pointer: &Pointer) -> Error {
@@ -309,7 +284,10 @@ mod tests {
         // Tagged values are JSON like any other, to a pointer as to a JSON Patch.
         let s = state(r#"{"at":{"$date":"2026-01-01T00:00:00.000Z"}}"#);
         let at = |p: &str| s.path_json(&Pointer::parse(p).unwrap());
-        assert_eq!(at("/at").unwrap(), br#"{"$date":"2026-01-01T00:00:00.000Z"}"#);
+        assert_eq!(
+            at("/at").unwrap(),
+            br#"{"$date":"2026-01-01T00:00:00.000Z"}"#
+        );
         assert_eq!(at("/at/$date").unwrap(), br#""2026-01-01T00:00:00.000Z""#);
     }
 }

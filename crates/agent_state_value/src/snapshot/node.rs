@@ -84,8 +84,10 @@ impl fmt::Debug for Bytes {
 pub(crate) enum Node {
     /// A value as its compact encoding.
     Leaf(Leaf),
-    /// A plain object a write built (see [`Built`]).
+    /// An object a write built (see [`Built`]).
     Object(Built),
+    /// An array a JSON Patch rebuilt: its elements, shared as an object's members are.
+    Array(BuiltArray),
 }
 
 /// A value as its compact encoding, its value and (for an object) its members made from the
@@ -96,6 +98,8 @@ pub(crate) struct Leaf {
     value: OnceLock<Value>,
     /// An object's members, split out of `bytes` the first time a write descends into it.
     members: OnceLock<Vec<Arc<Member>>>,
+    /// An array's elements, the same way.
+    items: OnceLock<Vec<Arc<Node>>>,
 }
 
 /// An object a write built: its members in order, and the length of its encoding (kept, so
@@ -103,6 +107,14 @@ pub(crate) struct Leaf {
 #[derive(Debug)]
 pub(crate) struct Built {
     members: Vec<Arc<Member>>,
+    len: usize,
+    value: OnceLock<Value>,
+}
+
+/// An array a JSON Patch rebuilt, as [`Built`] is an object.
+#[derive(Debug)]
+pub(crate) struct BuiltArray {
+    items: Vec<Arc<Node>>,
     len: usize,
     value: OnceLock<Value>,
 }
@@ -115,6 +127,7 @@ impl Node {
             bytes,
             value: OnceLock::from(value),
             members: OnceLock::new(),
+            items: OnceLock::new(),
         })
     }
 
@@ -124,11 +137,21 @@ impl Node {
             bytes,
             value: OnceLock::new(),
             members: OnceLock::new(),
+            items: OnceLock::new(),
+        })
+    }
+
+    /// The array of `items` (in order).
+    pub(crate) fn array(items: Vec<Arc<Node>>) -> Node {
+        Node::Array(BuiltArray {
+            len: 2 + items.iter().map(|n| n.len()).sum::<usize>() + items.len().saturating_sub(1),
+            items,
+            value: OnceLock::new(),
         })
     }
 
     /// The object of `members` (in order).
-    fn object(members: Vec<Arc<Member>>) -> Node {
+    pub(crate) fn object(members: Vec<Arc<Member>>) -> Node {
         Node::Object(Built {
             len: object_len(&members),
             members,
@@ -141,6 +164,7 @@ impl Node {
         match self {
             Node::Leaf(leaf) => leaf.bytes.len(),
             Node::Object(built) => built.len,
+            Node::Array(built) => built.len,
         }
     }
 
@@ -148,7 +172,7 @@ impl Node {
     pub(crate) fn leaf_bytes(&self) -> Option<&[u8]> {
         match self {
             Node::Leaf(leaf) => Some(&leaf.bytes),
-            Node::Object(_) => None,
+            Node::Object(_) | Node::Array(_) => None,
         }
     }
 
@@ -166,6 +190,16 @@ impl Node {
                 }
                 out.push(b'}');
             }
+            Node::Array(built) => {
+                out.push(b'[');
+                for (i, item) in built.items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    item.write(out);
+                }
+                out.push(b']');
+            }
         }
     }
 
@@ -173,11 +207,13 @@ impl Node {
     pub(crate) fn value(&self) -> &Value {
         match self {
             Node::Leaf(leaf) => leaf.value.get_or_init(|| parse(&leaf.bytes)),
-            Node::Object(built) => built.value.get_or_init(|| {
-                let mut out = Vec::with_capacity(built.len);
-                self.write(&mut out);
-                parse(&out)
-            }),
+            Node::Object(Built { len, value, .. }) | Node::Array(BuiltArray { len, value, .. }) => {
+                value.get_or_init(|| {
+                    let mut out = Vec::with_capacity(*len);
+                    self.write(&mut out);
+                    parse(&out)
+                })
+            }
         }
     }
 
@@ -192,8 +228,31 @@ impl Node {
                 leaf.members.get_or_init(|| split_object(&leaf.bytes))
             }
             Node::Object(built) => &built.members,
+            Node::Array(_) => return None,
         };
         (!tag_shaped(members)).then_some(members.as_slice())
+    }
+
+    /// The members of an object, tagged values included (a JSON Pointer reads into them).
+    pub(crate) fn object_members(&self) -> Option<&[Arc<Member>]> {
+        match self {
+            Node::Leaf(leaf) if leaf.bytes.first() == Some(&b'{') => {
+                Some(leaf.members.get_or_init(|| split_object(&leaf.bytes)))
+            }
+            Node::Object(built) => Some(&built.members),
+            _ => None,
+        }
+    }
+
+    /// The elements of an array.
+    pub(crate) fn array_items(&self) -> Option<&[Arc<Node>]> {
+        match self {
+            Node::Leaf(leaf) if leaf.bytes.first() == Some(&b'[') => {
+                Some(leaf.items.get_or_init(|| split_array(&leaf.bytes)))
+            }
+            Node::Array(built) => Some(&built.items),
+            _ => None,
+        }
     }
 
     /// The members of an object as far as they are at hand without splitting an encoding:
@@ -202,6 +261,16 @@ impl Node {
         match self {
             Node::Leaf(leaf) => leaf.members.get().map(Vec::as_slice),
             Node::Object(built) => Some(&built.members),
+            Node::Array(_) => None,
+        }
+    }
+
+    /// The elements of an array as far as they are at hand, as [`Node::members_at_hand`].
+    fn items_at_hand(&self) -> Option<&[Arc<Node>]> {
+        match self {
+            Node::Leaf(leaf) => leaf.items.get().map(Vec::as_slice),
+            Node::Array(built) => Some(&built.items),
+            Node::Object(_) => None,
         }
     }
 
@@ -238,6 +307,26 @@ impl Node {
                 }
                 bytes[at] == b'}'
             }
+            Node::Array(built) => {
+                let mut at = 1;
+                if bytes[0] != b'[' {
+                    return false;
+                }
+                for (i, item) in built.items.iter().enumerate() {
+                    if i > 0 {
+                        if bytes[at] != b',' {
+                            return false;
+                        }
+                        at += 1;
+                    }
+                    let len = item.len();
+                    if !item.matches(&bytes[at..at + len]) {
+                        return false;
+                    }
+                    at += len;
+                }
+                bytes[at] == b']'
+            }
         }
     }
 
@@ -249,12 +338,18 @@ impl Node {
         }
         match (self, other) {
             (Node::Leaf(a), Node::Leaf(b)) => a.bytes.same(&b.bytes),
-            (a, Node::Leaf(b)) | (Node::Leaf(b), a) => match (a.members_at_hand(), b.members.get())
-            {
-                (Some(x), Some(y)) => same_members(x, y),
-                _ => a.matches(&b.bytes),
-            },
             (Node::Object(a), Node::Object(b)) => same_members(&a.members, &b.members),
+            (Node::Array(a), Node::Array(b)) => same_items(&a.items, &b.items),
+            (Node::Object(_), Node::Array(_)) | (Node::Array(_), Node::Object(_)) => false,
+            (a, Node::Leaf(b)) | (Node::Leaf(b), a) => {
+                if let (Some(x), Some(y)) = (a.members_at_hand(), b.members.get()) {
+                    return same_members(x, y);
+                }
+                match (a.items_at_hand(), b.items.get()) {
+                    (Some(x), Some(y)) => same_items(x, y),
+                    _ => a.matches(&b.bytes),
+                }
+            }
         }
     }
 }
@@ -265,6 +360,11 @@ pub(crate) fn same_members(a: &[Arc<Member>], b: &[Arc<Member>]) -> bool {
         && a.iter()
             .zip(b)
             .all(|(x, y)| Arc::ptr_eq(x, y) || (x.key.same(&y.key) && x.node.same(&y.node)))
+}
+
+/// Whether two element lists encode to the same bytes.
+fn same_items(a: &[Arc<Node>], b: &[Arc<Node>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y) || x.same(y))
 }
 
 /// Parses a node's encoding: the scanner's output for a document the slow path accepts (or
@@ -300,6 +400,24 @@ fn split_object(bytes: &Bytes) -> Vec<Arc<Member>> {
         )));
         if b[end] != b',' {
             return members;
+        }
+        at = end + 1;
+    }
+}
+
+/// The elements of the array encoded as `bytes` (compact JSON), sharing its bytes.
+fn split_array(bytes: &Bytes) -> Vec<Arc<Node>> {
+    let b: &[u8] = bytes;
+    let mut items = Vec::new();
+    if b.get(1) == Some(&b']') {
+        return items;
+    }
+    let mut at = 1;
+    loop {
+        let end = value_end(b, at);
+        items.push(Arc::new(Node::from_bytes(bytes.slice(at, end))));
+        if b[end] != b',' {
+            return items;
         }
         at = end + 1;
     }

@@ -309,3 +309,221 @@ fn objects_left_shaped_like_tagged_values_at_depth() {
     let after = merge(&next, r#"{"a":{"b":{"z":1}}}"#);
     assert_eq!(after.json(), br#"{"a":{"b":{"z":1}}}"#);
 }
+
+/// A place in `doc` for an operation: an existing one most often (by a random walk), or one
+/// past it (a new member, an array's end, an index out of range).
+fn place(rng: &mut Rng, doc: &Value) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut at = doc;
+    loop {
+        let stop = rng.below(3) == 0 && !tokens.is_empty();
+        match at {
+            Value::Object(map) if !map.is_empty() && !stop => {
+                let (name, next) = map.iter().nth(rng.below(map.len())).unwrap();
+                tokens.push(name.clone());
+                at = next;
+            }
+            Value::Array(items) if !items.is_empty() && !stop => {
+                let i = rng.below(items.len());
+                tokens.push(i.to_string());
+                at = &items[i];
+            }
+            _ => break,
+        }
+    }
+    if tokens.is_empty() || rng.below(4) == 0 {
+        tokens.push(match (at, rng.below(3)) {
+            (Value::Array(items), 0) => items.len().to_string(),
+            (Value::Array(items), 1) => (items.len() + 1).to_string(),
+            (Value::Array(_), _) => "-".to_string(),
+            _ => NAMES[rng.below(NAMES.len())].to_string(),
+        });
+    }
+    tokens
+}
+
+fn pointer(tokens: &[String]) -> String {
+    tokens
+        .iter()
+        .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}
+
+/// An operation on `doc`: mostly add, remove, replace and test below the root (what the tree
+/// does), now and then one it leaves to the values (move, copy, the root).
+fn operation(rng: &mut Rng, doc: &Value) -> Value {
+    let tokens = place(rng, doc);
+    let path = if rng.below(40) == 0 {
+        String::new()
+    } else {
+        pointer(&tokens)
+    };
+    let depth = tokens.len() + 1;
+    match rng.below(16) {
+        0..=3 | 12..=15 => json!({"op": "add", "path": path, "value": value(rng, depth)}),
+        4 | 5 => json!({"op": "remove", "path": path}),
+        6 | 7 => json!({"op": "replace", "path": path, "value": value(rng, depth)}),
+        8 => {
+            let actual = doc.pointer(&path).cloned().unwrap_or(Value::Null);
+            json!({"op": "test", "path": path, "value": actual})
+        }
+        9 => json!({"op": "test", "path": path, "value": value(rng, depth)}),
+        10 => json!({"op": "copy", "from": pointer(&place(rng, doc)), "path": path}),
+        _ => json!({"op": "move", "from": pointer(&place(rng, doc)), "path": path}),
+    }
+}
+
+/// The value implementation of a JSON Patch on a state, as `Snapshot::apply_operations`
+/// reports it.
+fn reference_operations(state: &Value, ops: &JsonPatch, max: usize) -> Result<Vec<u8>> {
+    let next = ops.apply(state).map_err(Error::Patch)?;
+    match &next {
+        Value::Object(map) if codec::tag_of(map).is_some() => {
+            return Err(Error::Codec("a tagged value".into()))
+        }
+        Value::Object(_) => {}
+        _ => return Err(Error::InvalidArgument("not an object".into())),
+    }
+    codec::validate(&next, 1)?;
+    let bytes = crate::json::to_vec(&next);
+    if bytes.len() > max {
+        return Err(too_large(bytes.len(), max, "state"));
+    }
+    Ok(bytes)
+}
+
+use crate::json_patch::JsonPatch;
+use crate::pointer::Pointer;
+
+#[test]
+fn json_patch_on_the_tree_is_the_value_implementation() {
+    let mut rng = Rng(0x51_7cc1_b727_220a);
+    let (mut on_tree, mut left) = (0, 0);
+    for case in 0..300 {
+        let start = plain(&mut rng, object);
+        let mut state = crate::accept::stored(&crate::json::to_vec(&start)).unwrap();
+        let mut expected = start;
+        for generation in 0..10 {
+            let ops: Vec<Value> = (0..1 + rng.below(3))
+                .map(|_| operation(&mut rng, &expected))
+                .collect();
+            // Codec-checked where each value lands, as a caller's patch is on its way in.
+            let text = crate::json::to_vec(&Value::Array(ops.clone()));
+            let Ok(patch) = crate::operations::accept(&text, usize::MAX) else {
+                continue;
+            };
+            let ops = patch.operations().unwrap();
+            let max = if rng.below(10) == 0 {
+                expected.to_string().len()
+            } else {
+                usize::MAX
+            };
+            let want = reference_operations(&expected, ops, max);
+            let what = format!(
+                "case {case}, generation {generation}: {expected} + {}",
+                String::from_utf8_lossy(&text)
+            );
+            match (state.apply_on_tree(ops, max), &want) {
+                (None, _) => left += 1,
+                (Some(Ok(got)), Ok(want)) => {
+                    on_tree += 1;
+                    assert_eq!(
+                        String::from_utf8_lossy(got.json()),
+                        String::from_utf8_lossy(want),
+                        "{what}"
+                    );
+                    assert_eq!(got.len(), want.len(), "{what}");
+                    assert_eq!(
+                        got.same_encoding(&state),
+                        got.json() == state.json(),
+                        "{what}"
+                    );
+                }
+                (Some(Err(got)), Err(want)) => assert_eq!(&got, want, "{what}"),
+                (got, want) => panic!("{what}: expected {want:?}, got {got:?}"),
+            }
+            // Whichever way it went, the public door gives the reference's answer.
+            let got = state.apply_operations(ops, max);
+            match (&got, &want) {
+                (Ok(got), Ok(want)) => assert_eq!(got.json(), want.as_slice(), "{what}"),
+                (Err(got), Err(want)) => {
+                    assert_eq!(
+                        std::mem::discriminant(got),
+                        std::mem::discriminant(want),
+                        "{what}"
+                    )
+                }
+                _ => panic!("{what}: expected {want:?}, got {got:?}"),
+            }
+            if let Ok(next) = got {
+                expected = next.to_value();
+                state = next;
+            }
+            // Reads of one place: the part's encoding, as the value's.
+            for _ in 0..3 {
+                let tokens = place(&mut rng, &expected);
+                let p = Pointer::parse(&pointer(&tokens)).unwrap();
+                let want = expected.pointer(&pointer(&tokens)).map(crate::json::to_vec);
+                assert_eq!(state.path_json(&p).ok(), want, "{what}: {p}");
+                if let Some(Value::Array(items)) = expected.pointer(&pointer(&tokens)) {
+                    let n = rng.below(4);
+                    let tail = Value::Array(items[items.len().saturating_sub(n)..].to_vec());
+                    assert_eq!(state.tail_json(&p, n).unwrap(), crate::json::to_vec(&tail));
+                }
+            }
+        }
+    }
+    assert!(
+        on_tree > 600 && left > 300,
+        "{on_tree} on the tree, {left} left to values"
+    );
+}
+
+#[test]
+fn an_append_to_a_long_array_shares_the_other_elements() {
+    let mut text = String::from(r#"{"status":"idle","msgs":["#);
+    for i in 0..1500 {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&format!(r#"{{"id":{i},"text":"message {i}"}}"#));
+    }
+    text.push_str("]}");
+    let first = crate::accept::stored(text.as_bytes()).unwrap();
+    let ops = |text: &str| crate::operations::accept(text.as_bytes(), usize::MAX).unwrap();
+    let add = ops(r#"[{"op":"add","path":"/msgs/-","value":{"id":1500,"text":"new"}}]"#);
+    let second = first
+        .apply_operations(add.operations().unwrap(), usize::MAX)
+        .unwrap();
+    let third = second
+        .apply_operations(
+            ops(
+                r#"[{"op":"test","path":"/msgs/3/id","value":3},{"op":"remove","path":"/msgs/3"}]"#,
+            )
+            .operations()
+            .unwrap(),
+            usize::MAX,
+        )
+        .unwrap();
+    let items = |s: &Snapshot| s.members()[1].node.items_at_hand().unwrap().to_vec();
+    let (a, b, c) = (items(&first), items(&second), items(&third));
+    assert_eq!((a.len(), b.len(), c.len()), (1500, 1501, 1500));
+    assert!(Arc::ptr_eq(&a[0], &c[0]) && Arc::ptr_eq(&a[1499], &c[1498]));
+    assert!(Arc::ptr_eq(&b[1500], &c[1499]));
+    assert!(second.members()[1].node.leaf_bytes().is_none());
+    let mut expected = first.to_value();
+    expected["msgs"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id":1500,"text":"new"}));
+    expected["msgs"].as_array_mut().unwrap().remove(3);
+    check(&third, &expected, "third");
+    let at = |p: &str| third.path_json(&Pointer::parse(p).unwrap()).unwrap();
+    assert_eq!(at("/msgs/1499"), br#"{"id":1500,"text":"new"}"#);
+    assert_eq!(
+        third
+            .tail_json(&Pointer::parse("/msgs").unwrap(), 1)
+            .unwrap(),
+        br#"[{"id":1500,"text":"new"}]"#
+    );
+}
