@@ -124,23 +124,55 @@ export interface ChangeLogRetention {
 export type InitialState<State> = State | (() => State);
 
 /**
- * What kind of change was committed: `'merge'` (`setState`), `'replace'` (`replaceState`,
- * `restore`) or `'migration'` (a state of an older schema version upgraded by the agent's
- * schema steps, on the first read or write that found it).
+ * What kind of change was committed: `'merge'` (`setState`), `'json_patch'` (`patchState`),
+ * `'replace'` (`replaceState`, `restore`) or `'migration'` (a state of an older schema version
+ * upgraded by the agent's schema steps, on the first read or write that found it).
  */
-export type ChangeKind = 'merge' | 'replace' | 'migration';
+export type ChangeKind = 'merge' | 'json_patch' | 'replace' | 'migration';
 
-/** A committed change as a listener's third argument describes it. A fresh object. */
-export interface ChangeInfo {
+/**
+ * One operation of an RFC 6902 JSON Patch ({@link Agent.patchState}). `path` and `from` are
+ * RFC 6901 JSON Pointers (`"/messages/0/text"`; `~1` is a `/` in a member's name, `~0` a `~`;
+ * `"/messages/-"` is the end of an array, where `add` appends). A `value` goes through the
+ * codec as a state's does (a Date, a Map, a bigint... are one value each).
+ * - `add`: insert `value` at `path` (into an array before the index; an object's member is set);
+ * - `remove`: remove what is at `path`;
+ * - `replace`: replace what is at `path` (which must exist) with `value`;
+ * - `move`: remove what is at `from` and add it at `path`;
+ * - `copy`: add a copy of what is at `from` at `path`;
+ * - `test`: the patch applies only if what is at `path` equals `value` (JSON equality: numbers
+ *   by value, members in any order), else {@link TestFailedError} and nothing is written.
+ */
+export type JsonPatchOperation =
+  | { readonly op: 'add'; readonly path: string; readonly value: unknown }
+  | { readonly op: 'remove'; readonly path: string }
+  | { readonly op: 'replace'; readonly path: string; readonly value: unknown }
+  | { readonly op: 'move'; readonly from: string; readonly path: string }
+  | { readonly op: 'copy'; readonly from: string; readonly path: string }
+  | { readonly op: 'test'; readonly path: string; readonly value: unknown };
+
+/**
+ * What a change applied, by its kind: a merge's patch, a JSON Patch's operations, `null` for a
+ * replacement or a migration (decoded: the caller's to keep).
+ */
+export type ChangePatch<State> =
+  | { kind: 'merge'; patch: MergePatch<State> }
+  | { kind: 'json_patch'; patch: JsonPatchOperation[] }
+  | { kind: 'replace' | 'migration'; patch: null };
+
+/**
+ * A committed change as a listener's third argument describes it: its version, schema versions,
+ * and its kind with what it applied ({@link ChangePatch}: test `kind` to narrow `patch`). A
+ * fresh object.
+ */
+export type ChangeInfo<State = Record<string, unknown>> = ChangePatch<State> & {
   /** The state's version after the change. */
   version: number;
-  /** What kind of change it is. */
-  kind: ChangeKind;
   /** The schema version of the state after the change (0 when the writer declared none). */
   schema: number;
   /** For a migration, the schema version the state was stored under before; else `null`. */
   migratedFrom: number | null;
-}
+};
 
 /**
  * Called after each committed change made through the agent, with the state after it, the
@@ -149,7 +181,7 @@ export interface ChangeInfo {
  * that made the change resolves once its hooks finished. A hook that throws (or rejects) makes
  * that call reject with {@link HookError}; the change is committed all the same.
  */
-export type StateListener<State> = (next: State, prev: State, change: ChangeInfo) => Promise<void> | void;
+export type StateListener<State> = (next: State, prev: State, change: ChangeInfo<State>) => Promise<void> | void;
 
 /**
  * One operation of a declarative schema step. Paths are JSON Pointers to object members
@@ -188,10 +220,19 @@ export type SchemaStepSpec =
   | { readonly from: number; readonly ops: readonly SchemaOp[] }
   | { readonly from: number; readonly upgrade: SchemaStepFunction };
 
+/** What a validator's fourth argument says of the change it is asked about. A fresh object. */
+export interface ValidatedChange {
+  /** What kind of change it is (`'json_patch'`: its patch is the operations). */
+  kind: ChangeKind;
+  /** The version the change would commit as. */
+  version: number;
+}
+
 /**
  * Called on the agent's thread before a change through the agent commits, inside its
- * transaction, with the state it would produce, the state before it and its merge patch
- * (`null` for a replacement). Return `false` or a string (the reason), or throw, to reject the
+ * transaction, with the state it would produce, the state before it, what the change applies
+ * (the merge patch, a JSON Patch's operations, `null` for a replacement) and its kind and
+ * version ({@link ValidatedChange}). Return `false` or a string (the reason), or throw, to reject the
  * change: the write rejects with {@link RejectedError} and nothing is written. Anything else
  * (`true`, `undefined`) accepts it. Synchronous: a returned Promise rejects the change (the
  * write waits inside its transaction).
@@ -199,7 +240,8 @@ export type SchemaStepSpec =
 export type Validator<State> = (
   next: State,
   prev: State,
-  patch: MergePatch<State> | null,
+  patch: MergePatch<State> | JsonPatchOperation[] | null,
+  change: ValidatedChange,
 ) => boolean | string | void;
 
 /**
@@ -275,7 +317,7 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-/** Options of `setState` and `replaceState`. */
+/** Options of `setState`, `replaceState` and `patchState`. */
 export interface WriteOptions extends CallOptions {
   /**
    * Compare-and-set: write only if the state is at this version (0: nothing stored), else
@@ -330,29 +372,26 @@ export interface Versioned<State> {
   version: number;
 }
 
-/** One change of the change log. Fresh, decoded values: the caller's to keep. */
-export interface LoggedChange<State> {
+/**
+ * One change of the change log: its kind with what it applied ({@link ChangePatch}: the merge
+ * patch, a JSON Patch's operations, `null` for a replacement (`replaceState`, `restore`) or a
+ * migration). Fresh, decoded values: the caller's to keep.
+ */
+export type LoggedChange<State> = ChangePatch<State> & {
   /** The state's version after the change. */
   version: number;
   /** When it was committed (by the writer's clock). */
   at: Date;
-  /** What kind of change it is. */
-  kind: ChangeKind;
   /** The schema version `next` was written under (0 when the writer declared none). */
   schema: number;
   /** For a migration, the schema version the state was stored under before; else `null`. */
   migratedFrom: number | null;
   /**
-   * The merge patch as applied; `null` for a replacement (`replaceState`, `restore`) or a
-   * migration.
-   */
-  patch: MergePatch<State> | null;
-  /**
    * The state after the change, as stored (in the shape of its `schema`; {@link
    * Agent.upgradeState} brings it to the agent's).
    */
   next: State;
-}
+};
 
 /** One agent of a store, as {@link listAgents} and {@link expireAgents} return it. */
 export interface AgentInfo {
@@ -433,7 +472,7 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
    * The write resolves after its hook; a hook that throws makes it reject with
    * {@link HookError} (the change is committed all the same).
    */
-  protected onStateChanged(next: State, prev: State, change: ChangeInfo): Promise<void> | void;
+  protected onStateChanged(next: State, prev: State, change: ChangeInfo<State>): Promise<void> | void;
 
   /**
    * The stored state, or `initialState()` while nothing is stored.
@@ -478,6 +517,56 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
 
   /** `replaceState` only at version `expected`, else {@link ConflictError}, nothing written. */
   replaceStateIf(expected: number | bigint, next: State, options?: CallOptions): Promise<Versioned<State>>;
+
+  /**
+   * Applies `operations`, an RFC 6902 JSON Patch ({@link JsonPatchOperation}), to the state in
+   * one transaction, all or nothing, and resolves to the new state (a snapshot, as
+   * {@link Agent.getState} returns), after the hooks ran (they see kind `'json_patch'` and the
+   * operations as `patch`). Appending to a list is `{op: "add", path: "/messages/-", value}`,
+   * and the change log stores just that operation. The operations are encoded when the call
+   * starts. A patch whose result is the stored state commits nothing (the version stays).
+   *
+   * @throws {InvalidArgumentError} not an array, an unknown `op`, a missing member, a malformed
+   *   pointer (`~2`), or a result that is not an object.
+   * @throws {PathError} an operation's `path` (or `from`) names nothing, an index is out of
+   *   range, or a `move` goes into its own child; its `operation` and `path` say which.
+   * @throws {TestFailedError} a `test` operation found another value.
+   * @throws {CodecError} a value the codec cannot store, or an operation with a member twice.
+   * @throws {StateTooLargeError} the result is over the size cap.
+   * @throws {ConflictError} with `options.expected`, the state was at another version.
+   * @throws {RejectedError} the validator rejected the change.
+   * @throws {HookError} a hook threw; the change is committed.
+   * Nothing is written on any of them but the last.
+   */
+  patchState(operations: readonly JsonPatchOperation[], options?: WriteOptions): Promise<State>;
+
+  /**
+   * `patchState` only if the state is at version `expected` (0: nothing stored), else
+   * {@link ConflictError} (its `expected` and `actual`) and nothing written.
+   */
+  patchStateIf(expected: number | bigint, operations: readonly JsonPatchOperation[], options?: CallOptions): Promise<Versioned<State>>;
+
+  /**
+   * The part of the state at `pointer`, an RFC 6901 JSON Pointer (`"/messages/0/text"`; `""` is
+   * the whole state), decoded; the rest of the state is not sent to JavaScript. While nothing is
+   * stored it reads `initialState()`. `T` is what the caller says is there (not checked).
+   *
+   * @throws {PathError} the pointer names nothing (a missing member, an index out of range or
+   *   with a leading zero, `-`); its `path` is the pointer and `operation` null.
+   * @throws {InvalidArgumentError} a malformed pointer (not starting with `/`, `~2`).
+   */
+  getPath<T = unknown>(pointer: string, options?: CallOptions): Promise<T>;
+
+  /**
+   * The last `n` elements of the array at `pointer`, oldest first (fewer when the array is
+   * shorter; the last message is `(await agent.getTail("/messages", 1))[0]`). Only those
+   * elements are sent to JavaScript.
+   *
+   * @throws {PathError} the pointer names nothing.
+   * @throws {InvalidArgumentError} a malformed pointer, the value there is not an array, or `n`
+   *   is not a whole number of at least 0.
+   */
+  getTail<T = unknown>(pointer: string, n: number, options?: CallOptions): Promise<T[]>;
 
   /**
    * Adds a listener called like `onStateChanged` after each change through this agent (and,
@@ -797,6 +886,41 @@ export class MigrationError extends AgentError {
   readonly code: 'AGENT_ERR_MIGRATION';
   /** The schema version of the step that failed (it upgrades `stepFrom` to `stepFrom + 1`). */
   readonly stepFrom: number;
+}
+
+/**
+ * A JSON Pointer names nothing in the state (status 17): {@link Agent.getPath} and
+ * {@link Agent.getTail} of a member that does not exist or an index out of range, or a
+ * {@link Agent.patchState} operation whose `path` (or `from`) does not exist, or a `move` into
+ * its own child. Nothing was written.
+ */
+export class PathError extends AgentError {
+  static readonly status: 17;
+  static readonly code: 'AGENT_ERR_PATH';
+  readonly status: 17;
+  readonly code: 'AGENT_ERR_PATH';
+  /** The failing operation's index in the patch (from 0); `null` for a read. */
+  readonly operation: number | null;
+  /**
+   * The pointer as written: the operation's `path` (when its `from` is what is missing, the
+   * message says so), or the read's pointer.
+   */
+  readonly path: string;
+}
+
+/**
+ * A `test` operation of a JSON Patch found another value than the one it names (status 18):
+ * the patch's own compare-and-set said no, and nothing was written.
+ */
+export class TestFailedError extends AgentError {
+  static readonly status: 18;
+  static readonly code: 'AGENT_ERR_TEST_FAILED';
+  readonly status: 18;
+  readonly code: 'AGENT_ERR_TEST_FAILED';
+  /** The `test` operation's index in the patch (from 0). */
+  readonly operation: number;
+  /** The pointer it tested. */
+  readonly path: string;
 }
 
 /** A bug in the library, caught at its boundary (status 99); the agent may still be used. */

@@ -13,7 +13,8 @@ const decodeState = codec.decode;
 const {
   AgentError, InvalidArgumentError, BadHandleError, JSONError, CodecError, StateTooLargeError,
   StorageError, BusyError, HookError, ConflictError, RejectedError, GapError, UnavailableError,
-  AuthError, CallCancelledError, NewerSchemaError, MigrationError, PanicError,
+  AuthError, CallCancelledError, NewerSchemaError, MigrationError, PathError, TestFailedError,
+  PanicError,
 } = errors;
 
 module.exports = {
@@ -41,5 +42,7 @@ module.exports = {
   CallCancelledError,
   NewerSchemaError,
   MigrationError,
+  PathError,
+  TestFailedError,
   PanicError,
 };

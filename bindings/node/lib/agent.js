@@ -184,7 +184,7 @@ class Agent {
 
   /**
    * Called after every committed change made through this agent, in commit order, with
-   * (next, prev, change): change is {version, kind, schema, migratedFrom}. Override it.
+   * (next, prev, change): change is {version, kind, schema, migratedFrom, patch}. Override it.
    */
   async onStateChanged(next, prev, change) {} // eslint-disable-line no-unused-vars
 
@@ -248,18 +248,91 @@ class Agent {
     return this.#write('replaceState', next, { ...options, expected: versionArg('expected', expected) });
   }
 
+  /**
+   * Applies `operations`, an RFC 6902 JSON Patch (an array of {op, path, value?, from?}), in one
+   * transaction, all or nothing, and returns the new state. A failed `test`, a path that names
+   * nothing or a malformed operation rejects (TestFailedError, PathError, InvalidArgumentError)
+   * and nothing is written.
+   */
+  async patchState(operations, options = {}) {
+    return (await this.#write('patchState', operations, options)).state;
+  }
+
+  /** patchState only at version `expected` (else ConflictError, nothing written): {state, version}. */
+  async patchStateIf(expected, operations, options = {}) {
+    return this.#write('patchState', operations, { ...options, expected: versionArg('expected', expected) });
+  }
+
+  /**
+   * The part of the state at `pointer` (an RFC 6901 JSON Pointer: "/messages/0/text"; "" is the
+   * whole state), decoded; only that part crosses from the library. PathError when it names
+   * nothing.
+   */
+  async getPath(pointer, options = {}) {
+    const handle = this.#handle();
+    if (typeof pointer !== 'string') throw new InvalidArgumentError(`getPath takes a JSON Pointer, a string ("" or "/a/0/b"), got ${typeof pointer}`);
+    this.#refreshInitial(handle);
+    const text = await call(options.signal, (token) => handle.getPath(pointer, token));
+    await this.#deliverAfterRead();
+    return codec.decode(text);
+  }
+
+  /**
+   * The last `n` elements of the array at `pointer`, oldest first (at most `n`; the last message
+   * is `(await getTail("/messages", 1))[0]`). PathError when the pointer names nothing,
+   * InvalidArgumentError when the value there is not an array.
+   */
+  async getTail(pointer, n, options = {}) {
+    const handle = this.#handle();
+    if (typeof pointer !== 'string') throw new InvalidArgumentError(`getTail takes a JSON Pointer, a string ("" or "/a/0/b"), got ${typeof pointer}`);
+    if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError(`getTail: n must be a whole number of at least 0, got ${String(n)}`);
+    this.#refreshInitial(handle);
+    const text = await call(options.signal, (token) => handle.getTail(pointer, n, token));
+    await this.#deliverAfterRead();
+    return codec.decode(text);
+  }
+
+  // Until this handle has seen a stored state, the library's reads and writes may answer from the
+  // initial state: it gets initialState()'s current answer (a function may answer differently).
+  #refreshInitial(handle) {
+    const held = this.#snap;
+    if (held === null || held.version === 0) handle.setInitial(this.#initialText());
+  }
+
+  // After a read through the library that is not getState's: a read that found a state of an
+  // older schema version committed its migration, which the hooks see before the read resolves.
+  async #deliverAfterRead() {
+    if (this.#listeners.length === 0 && !this.#overridesHook()) return;
+    const taken = this.#drain();
+    if (taken.length === 0) return;
+    const version = taken[taken.length - 1];
+    if (this.#insideOwnHook()) this.#nested.add(version);
+    else await this.#settle(version);
+  }
+
   async #write(method, value, options) {
     const handle = this.#handle();
-    if (!isPlainObject(value)) {
+    if (method === 'patchState') {
+      if (!Array.isArray(value)) {
+        throw new InvalidArgumentError('patchState takes an array of JSON Patch operations (RFC 6902: [{op, path, value}])');
+      }
+    } else if (!isPlainObject(value)) {
       throw new InvalidArgumentError(`${method} takes a plain object (${method === 'setState' ? 'a merge patch' : 'the whole state'})`);
     }
     const expected = versionArg('expected', options.expected);
     const text = codec.encode(value);
     const held = this.#snap;
     // Until this handle has seen a stored state, a write may start from the initial state.
-    if (held === null || held.version === 0) handle.setInitial(this.#initialText());
-    const known = held !== null && held.derivable(text) ? held.version : null;
-    const result = await call(options.signal, (token) => handle[method](text, expected, known, token));
+    this.#refreshInitial(handle);
+    let result;
+    if (method === 'patchState') {
+      // The addon always answers a JSON Patch with the state's text: this side does not apply
+      // RFC 6902 itself (a second implementation could disagree with the library's).
+      result = await call(options.signal, (token) => handle.patchState(text, expected, token));
+    } else {
+      const known = held !== null && held.derivable(text) ? held.version : null;
+      result = await call(options.signal, (token) => handle[method](text, expected, known, token));
+    }
     const snap = result.state === null || result.state === undefined
       ? held.derive(result.version, method, text)
       : Snapshot.fromText(result.version, result.state);
@@ -319,6 +392,7 @@ class Agent {
   async #runHooks(change) {
     const next = codec.decode(change.next);
     const prev = codec.decode(change.prev);
+    const patchText = change.patch === null || change.patch === undefined ? null : change.patch;
     const info = {
       version: change.version,
       kind: change.kind,
@@ -334,7 +408,9 @@ class Agent {
     running.add(this);
     for (const [hook, name] of hooks) {
       try {
-        await insideHooks.run(running, () => hook(next, prev, { ...info }));
+        // Each hook gets its own decoded patch (the merge patch or the JSON Patch's operations).
+        const patch = patchText === null ? null : codec.decode(patchText);
+        await insideHooks.run(running, () => hook(next, prev, { ...info, patch }));
       } catch (error) {
         if (failure !== undefined) continue;
         const what = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
@@ -364,8 +440,9 @@ class Agent {
   }
 
   /**
-   * Sets the validator (null removes it): called on this thread with (next, prev, patch) before
-   * a change through this agent commits, inside its transaction; return false or a string (the
+   * Sets the validator (null removes it): called on this thread with (next, prev, patch,
+   * {kind, version}) before a change through this agent commits (patch: the merge patch, a JSON
+   * Patch's operations, or null), inside its transaction; return false or a string (the
    * reason), or throw, to reject it (RejectedError, nothing written). Synchronous.
    */
   setValidator(validator) {
@@ -381,12 +458,17 @@ class Agent {
     // validator, which often refers to the agent) only weakly, so an agent left unclosed is still
     // collected and closed. While a write runs, its caller's Promise keeps the agent alive.
     const self = new WeakRef(this);
-    handle.setValidator(([next, prev, patch]) => {
+    handle.setValidator(([next, prev, patch, version, kind]) => {
       const agent = self.deref();
       const current = agent === undefined ? null : agent.#validator;
       if (current === null) return 'the agent was collected; the change was not written';
       try {
-        const verdict = current(codec.decode(next), codec.decode(prev), patch === null ? null : codec.decode(patch));
+        const verdict = current(
+          codec.decode(next),
+          codec.decode(prev),
+          patch === null ? null : codec.decode(patch),
+          { kind, version },
+        );
         if (verdict && typeof verdict.then === 'function') {
           // Refused unawaited: its rejection, if any, must not end the process as unhandled.
           verdict.then(undefined, () => {});
@@ -478,7 +560,7 @@ class Agent {
       return {
         version: c.version,
         at: new Date(c.at),
-        kind: changeKind(c.patch, migratedFrom),
+        kind: c.kind !== undefined ? c.kind : changeKind(c.patch, migratedFrom),
         schema: c.schema === undefined ? 0 : c.schema,
         migratedFrom,
         patch: c.patch,
@@ -604,8 +686,8 @@ class Agent {
   }
 }
 
-// A change's kind from a change-log entry: a migration names the version it upgraded from; a
-// replacement has no patch.
+// A change's kind from a change-log entry of a library that did not write "kind": a migration
+// names the version it upgraded from; a replacement has no patch.
 function changeKind(patch, migratedFrom) {
   if (migratedFrom !== null) return 'migration';
   return patch === null ? 'replace' : 'merge';

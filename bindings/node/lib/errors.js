@@ -36,12 +36,19 @@ const AuthError = kind('AuthError', 13, 'AGENT_ERR_AUTH');
 const CallCancelledError = kind('CallCancelledError', 14, 'AGENT_ERR_CANCELLED');
 const NewerSchemaError = kind('NewerSchemaError', 15, 'AGENT_ERR_NEWER_SCHEMA');
 const MigrationError = kind('MigrationError', 16, 'AGENT_ERR_MIGRATION');
+// A JSON Pointer that names nothing (getPath, getTail, a patchState operation's path or from),
+// and a JSON Patch `test` that found another value. Both carry `operation` (the operation's
+// index in the patch, from 0; null for a read) and `path` (the operation's path, or the read's
+// pointer, as written).
+const PathError = kind('PathError', 17, 'AGENT_ERR_PATH');
+const TestFailedError = kind('TestFailedError', 18, 'AGENT_ERR_TEST_FAILED');
 const PanicError = kind('PanicError', 99, 'AGENT_ERR_PANIC');
 
 const BY_STATUS = new Map(
   [InvalidArgumentError, BadHandleError, JSONError, CodecError, StateTooLargeError, StorageError,
     BusyError, HookError, ConflictError, RejectedError, GapError, UnavailableError, AuthError,
-    CallCancelledError, NewerSchemaError, MigrationError, PanicError].map((cls) => [cls.status, cls]),
+    CallCancelledError, NewerSchemaError, MigrationError, PathError, TestFailedError,
+    PanicError].map((cls) => [cls.status, cls]),
 );
 
 // The addon's errors carry "<status>\u0001<message>[\u0001<fields as JSON>]"; anything else
@@ -65,5 +72,6 @@ function translate(error) {
 module.exports = {
   AgentError, InvalidArgumentError, BadHandleError, JSONError, CodecError, StateTooLargeError,
   StorageError, BusyError, HookError, ConflictError, RejectedError, GapError, UnavailableError,
-  AuthError, CallCancelledError, NewerSchemaError, MigrationError, PanicError, BY_STATUS, translate,
+  AuthError, CallCancelledError, NewerSchemaError, MigrationError, PathError, TestFailedError,
+  PanicError, BY_STATUS, translate,
 };

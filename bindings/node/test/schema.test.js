@@ -52,7 +52,7 @@ eachBackend('an older state is upgraded on the first read, once; an older progra
   const read = await v2.getStateVersioned();
   assert.deepEqual(read.state, { status: 'idle', user: { name: 'ada' }, messages: [] });
   assert.equal(read.version, 2, 'the migration is a change of its own');
-  assert.deepEqual(seen, [{ version: 2, kind: 'migration', schema: 2, migratedFrom: 0 }]);
+  assert.deepEqual(seen, [{ version: 2, kind: 'migration', schema: 2, migratedFrom: 0, patch: null }]);
   // Read again, by this handle and another one: nothing more to do.
   assert.equal((await v2.getStateVersioned()).version, 2);
   const again = await store.open(V2);

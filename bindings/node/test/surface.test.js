@@ -41,6 +41,8 @@ const CLASS_OF_CODE = {
   AGENT_ERR_CANCELLED: 'CallCancelledError',
   AGENT_ERR_NEWER_SCHEMA: 'NewerSchemaError',
   AGENT_ERR_MIGRATION: 'MigrationError',
+  AGENT_ERR_PATH: 'PathError',
+  AGENT_ERR_TEST_FAILED: 'TestFailedError',
   AGENT_ERR_PANIC: 'PanicError',
 };
 
@@ -249,7 +251,8 @@ const TYPING_CASES = `
 import {
   Agent, openAgent, listAgents, deleteAgent, expireAgents, encodeState, decodeState,
   AgentError, ConflictError, GapError, CallCancelledError, MergePatch, OpenOptions, Versioned,
-  NewerSchemaError, MigrationError, SchemaStepSpec,
+  NewerSchemaError, MigrationError, SchemaStepSpec, JsonPatchOperation, PathError, TestFailedError,
+  ChangeInfo,
 } from "agent-state";
 
 interface S extends Record<string, unknown> {
@@ -280,7 +283,10 @@ export async function cases(signal: AbortSignal): Promise<void> {
   a.setValidator((next, prev, patch) => (patch === null || next.job.step >= prev.job.step) || "steps only go up");
   a.setValidator(null);
   for await (const c of a.changes({ after: 0, follow: true, intervalMs: 10, signal })) {
-    const d: Date = c.at; const p: MergePatch<S> | null = c.patch; void d; void p; void c.next.status;
+    const d: Date = c.at; const p: MergePatch<S> | JsonPatchOperation[] | null = c.patch; void d; void p; void c.next.status;
+    if (c.kind === "merge") { const m: MergePatch<S> = c.patch; void m; }
+    if (c.kind === "json_patch") { const ops: JsonPatchOperation[] = c.patch; void ops[0]!.op; }
+    if (c.kind === "replace") { const none: null = c.patch; void none; }
   }
   const cap: number = a.maxValueBytes; const path: string | undefined = a.path; const open: boolean = a.isOpen;
   // @ts-expect-error a status the state does not have
@@ -309,9 +315,31 @@ export async function cases(signal: AbortSignal): Promise<void> {
   const stored: { state: Record<string, unknown>; schema: number } = await a.stateAtStored(1);
   const upgraded: S = await a.upgradeState(stored.state, stored.schema);
   for await (const c of a.changes()) {
-    const k: "merge" | "replace" | "migration" = c.kind; const from: number | null = c.migratedFrom; const sch: number = c.schema; void [k, from, sch];
+    const k: "merge" | "json_patch" | "replace" | "migration" = c.kind; const from: number | null = c.migratedFrom; const sch: number = c.schema; void [k, from, sch];
   }
-  a.subscribe((next, prev, change) => { void [next, prev, change.kind, change.schema, change.migratedFrom]; });
+  a.subscribe((next, prev, change) => { void [next, prev, change.kind, change.schema, change.migratedFrom, change.patch]; });
+  a.subscribe((_n, _p, change: ChangeInfo<S>) => { if (change.kind === "json_patch") { const path: string = change.patch[0]!.path; void path; } });
+  a.setValidator((_n, _p, patch, change) => change.kind !== "json_patch" || (Array.isArray(patch) && patch.every((o) => o.op !== "remove")));
+  const appended: S = await a.patchState([{ op: "add", path: "/list/-", value: 3 }, { op: "test", path: "/status", value: "idle" }], { signal, expected: 4n });
+  const moved: Versioned<S> = await a.patchStateIf(5, [{ op: "move", from: "/job/note", path: "/job/id" }, { op: "copy", from: "/when", path: "/job/note" }, { op: "remove", path: "/list/0" }, { op: "replace", path: "/when", value: new Date() }]);
+  const ops: readonly JsonPatchOperation[] = [{ op: "add", path: "/tags", value: new Set(["a"]) }];
+  await a.patchState(ops);
+  const one: string = await a.getPath<string>("/job/id", { signal });
+  const anything: unknown = await a.getPath("");
+  const last: number[] = await a.getTail<number>("/list", 1);
+  void [appended, moved, one, anything, last];
+  // @ts-expect-error an op is one of RFC 6902's six
+  await a.patchState([{ op: "merge", path: "/x", value: 1 }]);
+  // @ts-expect-error an add needs its value
+  await a.patchState([{ op: "add", path: "/x" }]);
+  // @ts-expect-error a move needs from
+  await a.patchState([{ op: "move", path: "/x" }]);
+  // @ts-expect-error a JSON Patch is an array of operations
+  await a.patchState({ op: "remove", path: "/x" });
+  try { await a.getPath("/nope"); } catch (e) {
+    if (e instanceof PathError) { const s17: 17 = e.status; const at: number | null = e.operation; const pp: string = e.path; void [s17, at, pp]; }
+    if (e instanceof TestFailedError) { const c18: "AGENT_ERR_TEST_FAILED" = e.code; const at: number = e.operation; void [c18, at, e.path]; }
+  }
   await A.open("x", { schemaVersion: 2, schemaSteps: [{ from: 0, ops: [{ op: "default", path: "/tags", value: [] }, { op: "rename", path: "/nick", to: "name" }] }, { from: 1, upgrade: (s) => ({ ...s, status: "idle" }) }] });
   // @ts-expect-error a declarative op is one of the six
   await A.open("x", { schemaSteps: [{ from: 0, ops: [{ op: "drop", path: "/x" }] }] });

@@ -339,6 +339,62 @@ impl NativeAgent {
         self.write(Agent::replace_state_written, next, expected, known, cancel)
     }
 
+    /// Applies `operations` (an RFC 6902 JSON Patch: the JSON text of an array of operations)
+    /// on a pool thread, all or nothing; only at version `expected` when given. The result
+    /// always carries the state's text: the package does not derive the next state from the
+    /// operations itself (that would take a second implementation of RFC 6902 on its side).
+    #[napi]
+    pub fn patch_state(
+        &self,
+        operations: String,
+        expected: Option<VersionArg>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<AsyncTask<Job<Written>>> {
+        self.write(
+            Agent::patch_state_written,
+            operations,
+            expected,
+            None,
+            cancel,
+        )
+    }
+
+    /// The compact JSON text of the part of the state at `pointer` (an RFC 6901 JSON Pointer;
+    /// `""` is the whole state), read on a pool thread.
+    #[napi]
+    pub fn get_path(
+        &self,
+        pointer: String,
+        cancel: Option<&CancelToken>,
+    ) -> AsyncTask<Job<String>> {
+        let agent = Arc::clone(&self.agent);
+        Job::new(token(cancel), move || {
+            text(&agent.get_path(&pointer).into_napi()?)
+        })
+    }
+
+    /// The last `n` elements of the array at `pointer`, as the JSON text of an array (oldest
+    /// first), read on a pool thread.
+    #[napi]
+    pub fn get_tail(
+        &self,
+        pointer: String,
+        n: f64,
+        cancel: Option<&CancelToken>,
+    ) -> Result<AsyncTask<Job<String>>> {
+        if !(n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0) {
+            return Err(invalid(format!(
+                "n must be a whole number of at least 0, got {n}"
+            )));
+        }
+        // Past usize (a 32-bit build) every array is shorter anyway.
+        let n = usize::try_from(n as u64).unwrap_or(usize::MAX);
+        let agent = Arc::clone(&self.agent);
+        Ok(Job::new(token(cancel), move || {
+            text(&agent.get_tail(&pointer, n).into_napi()?)
+        }))
+    }
+
     /// The change log after version `after`, as the C ABI's JSON array.
     #[napi]
     pub fn changes_since(
@@ -448,7 +504,7 @@ impl NativeAgent {
 
 /// The addon's private helpers of `NativeAgent` (not exported to JavaScript).
 impl NativeAgent {
-    /// One write (`how`: a merge or a replacement) as a pool job.
+    /// One write (`how`: a merge, a replacement or a JSON Patch) as a pool job.
     fn write(
         &self,
         how: fn(&Agent, &[u8], Option<u64>) -> agent_state::Result<agent_state::Written>,

@@ -26,9 +26,42 @@ pub fn to_napi(error: agent_state::Error) -> napi::Error {
         agent_state::Error::Migration { from, .. } => {
             format!("{SEPARATOR}{{\"stepFrom\":{from}}}")
         }
+        agent_state::Error::NoSuchPath {
+            operation, path, ..
+        } => where_in_patch(*operation, path),
+        agent_state::Error::TestFailed {
+            operation, path, ..
+        } => where_in_patch(Some(*operation), path),
         _ => String::new(),
     };
     napi::Error::from_reason(format!("{code}{SEPARATOR}{error}{fields}"))
+}
+
+/// The fields of a JSON Patch operation's error (or a read's, `operation` null): the
+/// operation's index and the pointer as written, a JSON string.
+fn where_in_patch(operation: Option<usize>, path: &str) -> String {
+    let operation = operation.map_or_else(|| "null".to_string(), |i| i.to_string());
+    format!(
+        "{SEPARATOR}{{\"operation\":{operation},\"path\":{}}}",
+        json_string(path)
+    )
+}
+
+/// `text` as a JSON string literal (quotes, backslashes and control characters escaped; the
+/// separator, a control character, too, so it never splits the fields).
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// An error of the addon's own arguments, with `AGENT_ERR_INVALID_ARGUMENT`'s code.

@@ -19,7 +19,8 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 /// One committed change as JavaScript takes it: JSON texts, `patch` null for a replacement or
-/// a migration; `kind` `"merge"`, `"replace"` or `"migration"`; `schema` the schema version of
+/// a migration (a JSON Patch's is the array of its operations); `kind` `"merge"`,
+/// `"json_patch"`, `"replace"` or `"migration"`; `schema` the schema version of
 /// `next`; `migrated_from` the version a migration upgraded from (else null).
 #[napi(object)]
 pub struct PendingChange {
@@ -113,8 +114,10 @@ impl InitialStateHook for InitialSource {
     }
 }
 
-/// `(next, prev, patch, version)` as JSON texts (patch null for a replacement).
-type ValidatorArgs = (String, String, Option<String>, f64);
+/// `(next, prev, patch, version, kind)`: JSON texts (patch null for a replacement; a JSON
+/// Patch's operations as an array), the version the change would commit, and the change's kind
+/// (`"merge"`, `"json_patch"`, `"replace"`, `"migration"`).
+type ValidatorArgs = (String, String, Option<String>, f64, String);
 
 /// The validator as the package passes it: called on the JavaScript thread, answering `""` (let
 /// it commit) or the reason to reject.
@@ -143,6 +146,7 @@ impl Validator for Validate {
                 .transpose()
                 .map_err(|e| e.reason.clone())?,
             change.version as f64,
+            change.kind.name().to_string(),
         );
         let (send, receive) = mpsc::channel::<std::result::Result<String, String>>();
         let status = self.function.call_with_return_value(
