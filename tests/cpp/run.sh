@@ -9,7 +9,10 @@
 #      keep a few "still reachable" blocks, which are fine),
 #   3. a build with -fsanitize=address,undefined (set AGENT_CPP_SKIP_ASAN=1 to skip it), on
 #      SQLite and then on PostgreSQL as run 1 (a few seconds more).
-# The conformance vectors also run on PostgreSQL when AGENT_STATE_TEST_PG_URI is set.
+# The conformance vectors also run on PostgreSQL when AGENT_STATE_TEST_PG_URI is set, and so
+# do the public RFC 6902 suite's cases (tests/cpp/json_patch_cases.cpp, made by
+# tests/conformance/json_patch/cases.py when ../shared/corpora/json-patch-tests is there; it
+# writes target/conformance/json-patch/cpp-BACKEND.txt for compare.py), also under valgrind.
 # Valgrind runs on SQLite only, and so does the conformance runner under the sanitizers.
 # The last line is "N passed, M failed", N and M summed over the runs.
 set -euo pipefail
@@ -30,7 +33,10 @@ LDFLAGS=(-L"$LIBDIR" -Wl,-rpath,"$LIBDIR" -lagent_state -lpthread)
 # translation unit including the wrapper (the ODR check). The conformance runner is apart.
 SOURCES=()
 for src in "$ROOT"/tests/cpp/*.cpp; do
-    [[ $(basename "$src") == conformance.cpp ]] || SOURCES+=("$src")
+    case $(basename "$src") in
+    conformance.cpp | json_patch_cases.cpp) ;;
+    *) SOURCES+=("$src") ;;
+    esac
 done
 # The conformance runner (tests/conformance/README.md): C++ on top of the C runners' vector
 # reader, which is compiled as C. The tests use its JSON reader too (surface.cpp reads the
@@ -87,9 +93,11 @@ run() {
     fi
 }
 
-# build_conformance NAME FLAGS...: compiles the conformance runner into $OUT/NAME.
+# build_conformance NAME FLAGS...: compiles the conformance runner into $OUT/NAME (with
+# RUNNER=json_patch_cases, the RFC 6902 runner instead).
 build_conformance() {
     local name="$1"
+    local runner="${RUNNER:-conformance}"
     shift
     local objs=()
     for src in "${CONFORMANCE_C[@]}"; do
@@ -97,7 +105,7 @@ build_conformance() {
         "$CC" -std=c99 -Wall -Wextra -Werror -pedantic -g "$@" -c "$src" -o "$obj"
         objs+=("$obj")
     done
-    "$CXX" "${CXXFLAGS[@]}" -I"$ROOT/tests/conformance" "$@" "$ROOT/tests/cpp/conformance.cpp" \
+    "$CXX" "${CXXFLAGS[@]}" -I"$ROOT/tests/conformance" "$@" "$ROOT/tests/cpp/$runner.cpp" \
         "${objs[@]}" -o "$OUT/$name" "${LDFLAGS[@]}"
 }
 
@@ -130,6 +138,16 @@ else
     echo "== conformance-postgres: PostgreSQL: skipped (no server)"
 fi
 
+echo "== building $OUT/json_patch_cases"
+RUNNER=json_patch_cases build_conformance json_patch_cases -O1
+JSON_PATCH_CASES="$ROOT/target/conformance/json-patch-cases.json"
+JSON_PATCH_RESULTS="$ROOT/target/conformance/json-patch"
+if [[ -d "$ROOT/../shared/corpora/json-patch-tests" ]]; then
+    python3 "$ROOT/tests/conformance/json_patch/cases.py" "$JSON_PATCH_CASES"
+fi
+run json-patch bash "$ROOT/tests/pg/each-backend.sh" "$OUT/json_patch_cases" "$JSON_PATCH_CASES" \
+    "$JSON_PATCH_RESULTS"
+
 if command -v valgrind >/dev/null 2>&1; then
     # The C suite's suppressions (tests/c/valgrind.supp): each entry says why it is not an error
     # of the library (here: memcheck's conditional-jump report inside rusqlite's bind_parameter).
@@ -140,6 +158,9 @@ if command -v valgrind >/dev/null 2>&1; then
     run conformance-valgrind valgrind --quiet --error-exitcode=42 --leak-check=full \
         --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect "$supp" \
         "$OUT/conformance_cpp" "${CONFORMANCE_VECTORS[@]}"
+    run json-patch-valgrind valgrind --quiet --error-exitcode=42 --leak-check=full \
+        --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect "$supp" \
+        "$OUT/json_patch_cases" "$JSON_PATCH_CASES" "$JSON_PATCH_RESULTS"
 else
     echo "== valgrind: not installed, FAILED to run"
     total_failed=$((total_failed + 1))
