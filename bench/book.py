@@ -153,6 +153,13 @@ ABI_GROUPS = [
      "(`{\"status\":..,\"msgs\":{..}}` and deeper), 300 writes from the size given: what a write "
      "costs there, against the same member added at the top level of a state of the same size.",
      lambda r: r["op"].startswith("set_state, +1 member") and r["op"].endswith(" down")),
+    ("Appending to a list",
+     "A conversation (`{\"status\":..,\"messages\":[...]}`, each message an object of ~200 bytes) "
+     "grows by one message per write from the size given: `patch_state` with one JSON Patch "
+     "operation (`add` at `/messages/-`) against the same from 1 KiB, and against what a user "
+     "must do without JSON Patch, `set_state` of the whole list with the new message at its end "
+     "(RFC 7396).",
+     lambda r: r["op"].startswith("patch_state, append")),
     ("A growing state",
      "Each write adds one ~200-byte member, so the state grows from the size given: what a write "
      "costs at that size, against the same from 1 KiB and against the raw write of the merged "
@@ -239,6 +246,21 @@ def postgres_section(pg, lines):
                       b["patch_bytes"], size_text(b["state_bytes"]),
                       "{:,.0f}".format(b["bytes_per_write"]), b["writes"],
                       "{:,}".format(b["allowance"])), ""]
+    a = pg.get("bytes_per_append")
+    if a and a.get("runs"):
+        lines += ["Bytes sent to the server per append of one ~200-byte message to a conversation's "
+                  "list (the JSON Patch operation: %.0f B), counted by the same proxy over %d appends "
+                  "from each size (the full states sent as new bases included); the target is that "
+                  "from 256 KiB an append sends beyond its operation at most %s× what one from 1 KiB "
+                  "sends beyond it (here at most %s B):" % (
+                      a["operation_bytes"], a["appends"], number(a["slack"]),
+                      "{:,.0f}".format(a["limit"])), ""]
+        lines += table(["state", "JSON Patch, mean", "median", "largest", "RFC 7396, mean"],
+                       [("%s to %s" % (size_text(r["state_bytes"]), size_text(r["end_bytes"])),
+                         "{:,.0f} B".format(r["mean"]), "{:,.0f} B".format(r["median"]),
+                         "{:,} B".format(r["max"]), "{:,.0f} B".format(r["merge_mean"]))
+                        for r in a["runs"]])
+        lines.append("")
 
 
 # --- Python (python.json) ----------------------------------------------------------------------

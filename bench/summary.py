@@ -55,8 +55,8 @@ KIB = 1024
 
 #: The write-cost targets' table ("Write what changed"), in its order: (key, state size, the
 #: targets' words). The key is the "write_cost_target" label of an abi.json row (which carries the
-#: target), or "python" (python.json's figure-10 row) or "pg_bytes" (postgres.json's
-#: bytes_per_write).
+#: target), or "python" (python.json's figure-10 row), "pg_bytes" (postgres.json's
+#: bytes_per_write) or "pg_append_bytes" (postgres.json's bytes_per_append).
 WRITE_COST_TARGETS = [
     ("growing_factor", 256 * KIB,
      "growing state, one ~200 B member added per write: cost at ~300 KiB / cost at ~1 KiB"),
@@ -67,6 +67,11 @@ WRITE_COST_TARGETS = [
     ("nested_1", 256 * KIB, "the same, 1 level down, from 256 KiB"),
     ("nested_2", 256 * KIB, "the same, 2 levels down, from 256 KiB"),
     ("nested_4", 256 * KIB, "the same, 4 levels down, from 256 KiB"),
+    ("append_factor", 256 * KIB,
+     "a list's append by JSON Patch, one ~200 B message per write: cost at ~300 KiB / cost at ~1 KiB"),
+    ("append_merge", 256 * KIB, "the same, against RFC 7396 (the whole list sent again) at 256 KiB"),
+    ("pg_append_bytes", 256 * KIB,
+     "PostgreSQL: bytes sent per append from 256 KiB: the operation + a constant"),
     ("floor", 1 * KIB, "two members changed, vs the floor, 1 KiB"),
     ("floor", 16 * KIB, "two members changed, vs the floor, 16 KiB"),
     ("floor", 256 * KIB, "two members changed, vs the floor, 256 KiB"),
@@ -119,6 +124,17 @@ def write_cost(abi, pg, py, mode):
                          "< patch + %d B" % b["allowance"], b["verdict"],
                          "counted by a proxy between client and server, mean of %d writes; "
                          "the whole state is %d B" % (b["writes"], b["state_bytes"]))
+        elif key == "pg_append_bytes":
+            a = pg.get("bytes_per_append")
+            if a and a.get("runs"):
+                small, big = a["runs"][0], a["runs"][-1]
+                cells = ("PostgreSQL, normal", "%.0f B per append" % big["mean"],
+                         "the same from 1 KiB", "%.0f B" % small["mean"],
+                         "%.0f B per append" % big["mean"],
+                         "≤ %.0f B" % a["limit"], a["verdict"],
+                         "operation %.0f B; limit: the operation + %g × what an append from 1 KiB "
+                         "sends beyond it; mean of %d appends" % (
+                             a["operation_bytes"], a["slack"], a["appends"]))
         else:
             r = rows.get((key, size))
             if r:

@@ -10,11 +10,13 @@
 //! Rust API. The alternatives use the same bundled SQLite through rusqlite, with the same
 //! pragmas (WAL, the same `synchronous`), each on its own file in the same directory.
 //!
-//! Usage: `cargo bench --bench abi -- [--smoke] [--out FILE] [--only nested]`.
+//! Usage: `cargo bench --bench abi -- [--smoke] [--out FILE] [--only nested|append]`.
 
 mod support;
 
 // The cases, by figure (a bench target's root names its modules' paths itself).
+#[path = "abi/append.rs"]
+mod append;
 #[path = "abi/growing.rs"]
 mod growing;
 #[path = "abi/log.rs"]
@@ -120,7 +122,7 @@ fn main() {
         dirs.push(("tmpfs", base_shm));
     }
     let mut rows = Vec::new();
-    // Everything, or (with `--only nested`) the nested rows alone.
+    // Everything, or (with `--only nested` or `--only append`) those rows alone.
     let all = cfg.only.is_none();
     for (name, dir) in &dirs {
         std::fs::create_dir_all(dir).unwrap();
@@ -143,6 +145,10 @@ fn main() {
     if cfg.runs("nested") {
         eprintln!("bench: a member added 1, 2 and 4 levels down ...");
         nested::bench_nested(&cfg, &dirs[0].1, &mut rows);
+    }
+    if cfg.runs("append") {
+        eprintln!("bench: appending to a list, by JSON Patch and by RFC 7396 ...");
+        append::bench_append(&cfg, &dirs[0].1, &mut rows);
     }
     if !all {
         for (_, dir) in &dirs {

@@ -25,7 +25,11 @@
 //! - A member added deep in the state: 300 writes each adding one ~200-byte member 1, 2 or 4
 //!   levels down, against the same at the top level (postgres/nested.rs).
 //!
-//! Usage: `cargo bench --bench postgres -- [--smoke] [--out FILE] [--only nested]`.
+//! - Appending to a list: 300 appends of one ~200-byte message to a conversation's list from
+//!   ~1 KiB and from 256 KiB, by JSON Patch and by RFC 7396 (the whole list again), and the
+//!   bytes sent per append (postgres/append.rs).
+//!
+//! Usage: `cargo bench --bench postgres -- [--smoke] [--out FILE] [--only nested|append]`.
 
 mod support;
 
@@ -35,6 +39,9 @@ mod bytes;
 // A member added 1, 2 and 4 levels down against the same at the top level.
 #[path = "postgres/nested.rs"]
 mod nested;
+// Appends to a growing list by JSON Patch and by RFC 7396, and the bytes an append sends.
+#[path = "postgres/append.rs"]
+mod append;
 
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Write};
@@ -543,13 +550,27 @@ fn main() {
         .unwrap();
     let mut rows = Vec::new();
     if cfg.only.is_some() {
-        // `--only nested` (the one group it knows): the nested rows alone.
-        eprintln!("bench: PostgreSQL, a member added 1, 2 and 4 levels down ...");
-        nested::bench_nested(&cfg, &uri, &mut rows);
+        // `--only nested` or `--only append`: those rows alone.
+        if cfg.runs("nested") {
+            eprintln!("bench: PostgreSQL, a member added 1, 2 and 4 levels down ...");
+            nested::bench_nested(&cfg, &uri, &mut rows);
+        }
+        let mut extra = String::new();
+        let mut appended = None;
+        if cfg.runs("append") {
+            eprintln!("bench: PostgreSQL, appending to a list ...");
+            appended = append::bench_append(&cfg, &uri, &mut rows);
+        }
         clean_up(&uri);
-        let misses = print_table(&rows, false);
+        let mut misses = print_table(&rows, false);
+        if let Some(appended) = appended {
+            let (lines, json) = appended.report();
+            println!("\n{lines}");
+            extra.push_str(&json);
+            misses += usize::from(appended.verdict() == "MISS");
+        }
         println!("{misses} target(s) missed");
-        support::write_json(&cfg.out, cfg.smoke, &rows, false, "");
+        support::write_json(&cfg.out, cfg.smoke, &rows, false, &extra);
         return;
     }
     for size in [1024usize, 16 * 1024] {
@@ -574,6 +595,8 @@ fn main() {
     }
     eprintln!("bench: PostgreSQL, a member added 1, 2 and 4 levels down ...");
     nested::bench_nested(&cfg, &uri, &mut rows);
+    eprintln!("bench: PostgreSQL, appending to a list ...");
+    let appended = append::bench_append(&cfg, &uri, &mut rows);
     eprintln!("bench: PostgreSQL bytes sent per write ...");
     let sent = bytes::bench_bytes_per_write(&cfg, &uri);
     eprintln!("bench: PostgreSQL throughput, {PROCESSES} processes ...");
@@ -604,6 +627,15 @@ fn main() {
             misses += usize::from(sent.verdict() == "MISS");
         }
         None => println!("bytes sent per write: skipped (the server is not on a Unix socket)"),
+    }
+    match appended {
+        Some(appended) => {
+            let (lines, json) = appended.report();
+            println!("{lines}");
+            extra.push_str(&json);
+            misses += usize::from(appended.verdict() == "MISS");
+        }
+        None => println!("bytes sent per append: skipped (the server is not on a Unix socket)"),
     }
     println!("{misses} target(s) missed");
     support::write_json(&cfg.out, cfg.smoke, &rows, false, &extra);

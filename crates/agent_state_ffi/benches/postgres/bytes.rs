@@ -21,9 +21,10 @@ pub(crate) const PER_WRITE_ALLOWANCE: usize = 4096;
 const STATE_BYTES: usize = 256 * 1024;
 
 /// A forwarding proxy on a Unix socket in a directory of its own, in front of the server's
-/// socket; counts the bytes clients send to the server.
-struct Proxy {
-    dir: PathBuf,
+/// socket; counts the bytes clients send to the server (postgres/append.rs counts through it
+/// too).
+pub(crate) struct Proxy {
+    pub(crate) dir: PathBuf,
     sent: Arc<AtomicU64>,
 }
 
@@ -48,7 +49,7 @@ fn pump(mut from: UnixStream, mut to: UnixStream, count: Option<Arc<AtomicU64>>)
 impl Proxy {
     /// Listens as `.s.PGSQL.<port>` (libpq's name for a server's socket) in a new directory,
     /// forwarding every connection to `server_socket`.
-    fn start(server_socket: PathBuf, port: &str) -> Proxy {
+    pub(crate) fn start(server_socket: PathBuf, port: &str) -> Proxy {
         let dir = std::env::temp_dir().join(format!("{}-bytes-proxy", prefix()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -67,7 +68,7 @@ impl Proxy {
         });
         Proxy { dir, sent }
     }
-    fn sent(&self) -> u64 {
+    pub(crate) fn sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
 }
@@ -79,7 +80,7 @@ impl Drop for Proxy {
 }
 
 /// `uri`'s query parameter `key` (percent-decoded as far as a socket directory needs).
-fn param(uri: &str, key: &str) -> Option<String> {
+pub(crate) fn param(uri: &str, key: &str) -> Option<String> {
     let query = uri.split_once('?')?.1;
     query
         .split('&')
@@ -89,7 +90,7 @@ fn param(uri: &str, key: &str) -> Option<String> {
 }
 
 /// `uri` with its query parameter `host` set to `host`.
-fn with_host(uri: &str, host: &Path) -> String {
+pub(crate) fn with_host(uri: &str, host: &Path) -> String {
     let (base, query) = uri.split_once('?').unwrap();
     let params: Vec<String> = query
         .split('&')

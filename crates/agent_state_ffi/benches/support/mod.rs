@@ -118,6 +118,21 @@ impl Abi {
             "agent_set_state",
         );
     }
+    /// patch_state: `operations`, an RFC 6902 JSON Patch.
+    pub fn patch(&self, operations: &[u8]) {
+        // SAFETY: as for set.
+        check(
+            unsafe {
+                agent_patch_state(
+                    self.0,
+                    operations.as_ptr(),
+                    operations.len(),
+                    std::ptr::null_mut(),
+                )
+            },
+            "agent_patch_state",
+        );
+    }
     pub fn replace(&self, next: &[u8]) {
         // SAFETY: as for set.
         check(
@@ -228,7 +243,7 @@ pub fn race(contenders: &mut [&mut dyn FnMut(usize)], rounds: usize, ops: usize)
 }
 
 /// `--smoke`, `--out FILE` (`default_out` without it) and `--only CASE` (one group of rows,
-/// for a quick measurement of it: `nested`).
+/// for a quick measurement of it: `nested` or `append`).
 pub struct Args {
     pub smoke: bool,
     pub out: PathBuf,
