@@ -24,7 +24,8 @@ import (
 
 // StateChangedFunc is an OnStateChanged hook. It receives the state after the change, the
 // state before it (the initial state if nothing was stored), and the merge patch as applied
-// (nil for ReplaceState), as compact JSON that the hook may keep. Decode them with Unmarshal.
+// (nil for ReplaceState; for PatchState the array of JSON Patch operations), as compact JSON
+// that the hook may keep. Decode them with Unmarshal.
 type StateChangedFunc func(next, prev, patch json.RawMessage) error
 
 // InitialStateFunc computes the initial state (see SetInitialStateFunc). The value must encode
@@ -118,10 +119,10 @@ type validatorHook struct{ fn ValidateFunc }
 var liveHooks int64
 
 // OnStateChanged registers fn to run after every committed change made through this Agent
-// (by SetState, ReplaceState and their forms, or Restore, from any goroutine), and returns its
-// id for RemoveHook. With the change log on (see ChangeLog), fn also receives the changes of
-// other Agents and processes, delivered by Poll or ahead of this Agent's next write (see
-// OnChange, the form of this hook that also receives each change's version).
+// (by SetState, ReplaceState, PatchState and their forms, or Restore, from any goroutine), and
+// returns its id for RemoveHook. With the change log on (see ChangeLog), fn also receives the
+// changes of other Agents and processes, delivered by Poll or ahead of this Agent's next write
+// (see OnChange, the form of this hook that also receives each change's version).
 //
 // Delivery: on the goroutine that made the change, before its SetState/ReplaceState returns,
 // after the commit and with no lock of the library held; in commit order (each delivery's prev
@@ -204,9 +205,10 @@ func (a *Agent) SetInitialStateFunc(fn InitialStateFunc) error {
 }
 
 // SetValidator sets the validation gate of this Agent; nil removes it. fn sees every change
-// made through this Agent (SetState, ReplaceState, their If and JSON forms, Restore) inside the
-// write transaction, after the merge and the codec and size checks, before the commit, on the
-// writing goroutine; c.Version is the version the change would get.
+// made through this Agent (SetState, ReplaceState, PatchState, their If and JSON forms,
+// Restore) inside the write transaction, after the merge (or the operations) and the codec and
+// size checks, before the commit, on the writing goroutine; c.Version is the version the
+// change would get.
 //
 // Returning nil lets the change commit. Returning an error (or panicking) rejects it: nothing
 // is written, no hook runs, and the write returns an error matching ErrRejected whose message

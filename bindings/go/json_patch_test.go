@@ -570,3 +570,57 @@ func TestErrorOperationParsesTheMessage(t *testing.T) {
 		}
 	}
 }
+
+// Another Agent of the same agent receives a JSON Patch by Poll with its kind and operations.
+func TestPatchStateReachesAnotherAgentByPoll(t *testing.T) {
+	path := tempDB(t)
+	a := openAgent(t, path, Options{ChangeLog: &ChangeLog{KeepLast: 10}, InitialState: map[string]any{"list": []any{}}})
+	b := openAgent(t, path, Options{InitialState: map[string]any{"list": []any{}}})
+	var got []seenChange
+	if _, err := a.OnChange(func(c Change) error {
+		got = append(got, seenChange{c.Kind, string(c.Patch), c.Version})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ops := `[{"op":"add","path":"/list/-","value":"x"}]`
+	if _, err := b.PatchStateJSON([]byte(ops)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.Poll(); n != 1 || err != nil {
+		t.Fatalf("Poll = %d, %v", n, err)
+	}
+	if len(got) != 1 || got[0] != (seenChange{ChangeJSONPatch, ops, 1}) {
+		t.Fatalf("Poll delivered %+v", got)
+	}
+}
+
+// Typed.Patch and Typed.PatchIf return the new state as a T.
+func TestTypedPatch(t *testing.T) {
+	type conv struct {
+		Status   string   `json:"status"`
+		Messages []string `json:"messages"`
+	}
+	a := openAgent(t, "", Options{})
+	c := NewTyped[conv](a)
+	if _, err := c.Replace(conv{Status: "idle", Messages: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Patch([]PatchOp{OpAdd("/messages/-", "hi"), OpReplace("/status", "busy")})
+	if err != nil || st.Status != "busy" || len(st.Messages) != 1 || st.Messages[0] != "hi" {
+		t.Fatalf("Typed.Patch = %+v, %v", st, err)
+	}
+	st, v, err := c.PatchIf(2, []PatchOp{OpAdd("/messages/-", "there")})
+	if err != nil || v != 3 || len(st.Messages) != 2 {
+		t.Fatalf("Typed.PatchIf = %+v, %d, %v", st, v, err)
+	}
+	_, _, err = c.PatchIf(2, []PatchOp{OpRemove("/messages/0")})
+	wantStatus(t, err, ErrConflict, "Typed.PatchIf")
+	_, err = c.Patch([]PatchOp{OpRemove("/messages/5")})
+	wantStatus(t, err, ErrPath, "Typed.Patch", "/messages/5")
+	_, err = c.Patch([]PatchOp{OpAdd("/c", make(chan int))})
+	wantStatus(t, err, ErrCodec, "Typed.Patch")
+	if got, v, _ := a.GetStateVersionedJSON(); v != 3 || string(got) != `{"status":"busy","messages":["hi","there"]}` {
+		t.Fatalf("stored %s at %d", got, v)
+	}
+}

@@ -167,6 +167,50 @@ func (t *Typed[T]) writeIf(ctx context.Context, op string, expected uint64, v an
 	return st, version, err
 }
 
+// Patch applies ops, an RFC 6902 JSON Patch (a []PatchOp; see Agent.PatchState), and returns
+// the new state as a T: the way to append to a list field without writing the whole list.
+// Errors as for Agent.PatchState (ErrPath, ErrTestFailed, ...), nothing written on any but
+// ErrHook.
+func (t *Typed[T]) Patch(ops any) (T, error) { return t.PatchContext(context.Background(), ops) }
+
+// PatchContext is Patch under ctx.
+func (t *Typed[T]) PatchContext(ctx context.Context, ops any) (T, error) {
+	const op = "Typed.Patch"
+	var zero T
+	data, err := marshalFor(op, ops)
+	if err != nil {
+		return zero, err
+	}
+	out, err := t.agent.patch(ctx, op, data)
+	if err != nil {
+		return zero, err
+	}
+	return typedState[T](op, out)
+}
+
+// PatchIf is Patch only if the state is still at version expected (see Agent.PatchStateIf):
+// it returns the new state and its version, or an error matching ErrConflict with nothing
+// written.
+func (t *Typed[T]) PatchIf(expected uint64, ops any) (T, uint64, error) {
+	return t.PatchIfContext(context.Background(), expected, ops)
+}
+
+// PatchIfContext is PatchIf under ctx.
+func (t *Typed[T]) PatchIfContext(ctx context.Context, expected uint64, ops any) (T, uint64, error) {
+	const op = "Typed.PatchIf"
+	var zero T
+	data, err := marshalFor(op, ops)
+	if err != nil {
+		return zero, 0, err
+	}
+	out, version, err := t.agent.patchIf(ctx, op, expected, data)
+	if err != nil {
+		return zero, 0, err
+	}
+	st, err := typedState[T](op, out)
+	return st, version, err
+}
+
 // Update changes the stored T with fn and writes what fn changed, and nothing else, as one
 // compare-and-set merge patch: it reads the state and its version, calls fn with it, and
 // writes the members whose encoding fn changed (those fn left out, by omitempty or omitzero or
