@@ -466,9 +466,9 @@ export class Agent<State extends Record<string, unknown> = Record<string, unknow
 
   /**
    * Called after every committed change made through this agent (`setState`, `replaceState`,
-   * their `If` forms, `restore`; with `poll`, other handles' changes too), in commit order, on
-   * this agent's thread, with the state after and before the change and what it was
-   * ({@link ChangeInfo}: a migration by a read too). The default does nothing.
+   * `patchState`, their `If` forms, `restore`; with `poll`, other handles' changes too), in
+   * commit order, on this agent's thread, with the state after and before the change and what
+   * it was ({@link ChangeInfo}: a migration by a read too). The default does nothing.
    * The write resolves after its hook; a hook that throws makes it reject with
    * {@link HookError} (the change is committed all the same).
    */

@@ -148,6 +148,8 @@ eachBackend('patchStateIf writes only at the expected version; a test operation 
   const same = await agent.patchStateIf(v2.version, [{ op: 'replace', path: '/n', value: 1 }]);
   assert.deepEqual(same, { state: { status: 'published', n: 1 }, version: v2.version });
   assert.equal((await agent.getStateVersioned()).version, v2.version);
+  // An empty patch too.
+  assert.deepEqual(await agent.patchStateIf(v2.version, []), { state: { status: 'published', n: 1 }, version: v2.version });
   // The options' expected works as the If form does.
   await rejectsWith(agent.patchState(publish, { expected: 0 }), ConflictError);
   await rejectsWith(agent.patchStateIf(-1, publish), InvalidArgumentError);
