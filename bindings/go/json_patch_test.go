@@ -107,8 +107,8 @@ func TestPatchStateAppendsReachHooksTheValidatorAndTheLog(t *testing.T) {
 		{ChangeMerge, `{"status":"done"}`, 3},
 	}
 	mu.Lock()
-	if len(seen) != len(wantSeen) {
-		t.Fatalf("hooks saw %+v, want %+v", seen, wantSeen)
+	if len(seen) != len(wantSeen) || len(statePatches) != len(wantSeen) {
+		t.Fatalf("hooks saw %+v and patches %q, want %+v", seen, statePatches, wantSeen)
 	}
 	for i := range wantSeen {
 		if seen[i] != wantSeen[i] {
@@ -568,6 +568,11 @@ func TestErrorOperationParsesTheMessage(t *testing.T) {
 		if i != c.index || op != c.op || path != c.path || ok != c.ok {
 			t.Errorf("%q: Operation() = %d, %q, %q, %v; want %d, %q, %q, %v", c.msg, i, op, path, ok, c.index, c.op, c.path, c.ok)
 		}
+	}
+	// A rejection's message holds the validator's text, which is not the library's form.
+	e := &Error{Status: StatusRejected, Message: `rejected: the validator rejected the change: operation 1 (add "/a"): no`}
+	if _, _, _, ok := e.Operation(); ok {
+		t.Errorf("a rejection's message was read as naming an operation")
 	}
 }
 

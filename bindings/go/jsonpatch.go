@@ -345,6 +345,12 @@ func (a *Agent) getTail(ctx context.Context, op, pointer string, count int) ([]b
 // is not an array; GetPath and GetTail, whose pointer is the argument). op and path are empty
 // when the operation has none (an unknown or missing op).
 func (e *Error) Operation() (index int, op, path string, ok bool) {
+	switch e.Status {
+	case StatusPath, StatusTestFailed, StatusInvalidArgument, StatusCodec:
+	default:
+		// (a validator's or hook's text in the message is never read as the library's form)
+		return 0, "", "", false
+	}
 	msg := e.Message
 	for start := 0; ; {
 		i := strings.Index(msg[start:], "operation ")
