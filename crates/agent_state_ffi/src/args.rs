@@ -54,8 +54,13 @@ impl BufferOut {
         Ok(())
     }
 
-    /// Hands out a view of `state` (released at once when not wanted).
+    /// Hands out a view of `state` (nothing, when not wanted: a view needs the state's whole
+    /// encoding, which a write after a JSON Patch or a merge has not assembled, and a writer
+    /// that passes NULL would pay for it on every write).
     pub(crate) fn snapshot(self, state: Arc<Snapshot>) {
+        if self.0.is_null() {
+            return;
+        }
         // SAFETY: NULL or writable, by the contract of `new`.
         unsafe { buffer::store(self.0, AgentBuffer::from_snapshot(state)) };
     }
