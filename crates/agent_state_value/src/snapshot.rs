@@ -39,6 +39,7 @@ use crate::codec;
 use crate::error::{Error, Result};
 use crate::scan::Scanned;
 
+mod chunks;
 mod edit;
 mod node;
 

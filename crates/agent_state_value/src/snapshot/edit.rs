@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::node::{tag_shaped, Node};
+use super::chunks::List;
+use super::node::{tag_shaped, tag_shaped_members, Node};
 use super::{Member, Snapshot};
 use crate::codec;
 use crate::error::Result;
@@ -63,7 +64,7 @@ impl Snapshot {
                 let Some(at) = node_at(&members, &tokens[..k]) else {
                     break;
                 };
-                if at.object_members().is_some_and(tag_shaped)
+                if at.object_members().is_some_and(tag_shaped_members)
                     && codec::validate(at.value(), k + 1).is_err()
                 {
                     return None;
@@ -97,7 +98,8 @@ impl Snapshot {
             return Some(Err(at.value()));
         };
         let mut out = b"[".to_vec();
-        for (i, item) in items[items.len().saturating_sub(n)..].iter().enumerate() {
+        let skip = items.len().saturating_sub(n);
+        for (i, item) in items.iter().skip(skip).enumerate() {
             if i > 0 {
                 out.push(b',');
             }
@@ -135,28 +137,23 @@ fn node_at<'a>(members: &'a [Arc<Member>], tokens: &[String]) -> Option<&'a Node
 
 /// `members` with `edit` done at `tokens` below them (new lists along the path, the rest
 /// shared), or `None` when it does not apply.
-fn edit_members(
-    members: &[Arc<Member>],
-    tokens: &[String],
-    edit: Edit,
-) -> Option<Vec<Arc<Member>>> {
+fn edit_members<L: List<Arc<Member>>>(members: &L, tokens: &[String], edit: Edit) -> Option<L> {
     let (first, rest) = tokens.split_first()?;
-    let slot = members.iter().position(|m| m.is_named(first));
-    let mut out = members.to_vec();
-    match (rest.is_empty(), edit, slot) {
+    let slot = members.find(|m| m.is_named(first));
+    let existing = slot.and_then(|i| members.at(i));
+    let mut out = members.clone();
+    match (rest.is_empty(), edit, slot, existing) {
         // An existing member is replaced in its place; a new one goes last.
-        (true, Edit::Add(node) | Edit::Replace(node), Some(i)) => {
-            out[i] = Arc::new(members[i].with_node(node));
+        (true, Edit::Add(node) | Edit::Replace(node), Some(i), Some(member)) => {
+            out.put(i, Arc::new(member.with_node(node)));
         }
-        (true, Edit::Add(node), None) => out.push(Arc::new(Member::named(first.clone(), node))),
-        (true, Edit::Remove, Some(i)) => {
-            out.remove(i);
+        (true, Edit::Add(node), None, _) => out.add(Arc::new(Member::named(first.clone(), node))),
+        (true, Edit::Remove, Some(i), _) => out.take_out(i),
+        (false, edit, Some(i), Some(member)) => {
+            let node = edit_node(&member.node, rest, edit)?;
+            out.put(i, Arc::new(member.with_node(node)));
         }
-        (false, edit, Some(i)) => {
-            let node = edit_node(&members[i].node, rest, edit)?;
-            out[i] = Arc::new(members[i].with_node(node));
-        }
-        (_, _, None) => return None,
+        _ => return None,
     }
     Some(out)
 }
@@ -169,18 +166,19 @@ fn edit_node(node: &Node, tokens: &[String], edit: Edit) -> Option<Node> {
     let items = node.array_items()?;
     let (first, rest) = tokens.split_first()?;
     let index = array_index(first)?;
-    let mut out = items.to_vec();
+    let mut out = items.clone();
     match (rest.is_empty(), edit, index) {
         (true, Edit::Add(node), Index::End) => out.push(Arc::new(node)),
         (true, Edit::Add(node), Index::At(i)) if i <= items.len() => {
             out.insert(i, Arc::new(node));
         }
-        (true, Edit::Replace(node), Index::At(i)) if i < items.len() => out[i] = Arc::new(node),
-        (true, Edit::Remove, Index::At(i)) if i < items.len() => {
-            out.remove(i);
+        (true, Edit::Replace(node), Index::At(i)) if i < items.len() => {
+            out.set(i, Arc::new(node));
         }
-        (false, edit, Index::At(i)) if i < items.len() => {
-            out[i] = Arc::new(edit_node(&items[i], rest, edit)?);
+        (true, Edit::Remove, Index::At(i)) if i < items.len() => out.remove(i),
+        (false, edit, Index::At(i)) => {
+            let node = edit_node(items.get(i)?, rest, edit)?;
+            out.set(i, Arc::new(node));
         }
         _ => return None,
     }

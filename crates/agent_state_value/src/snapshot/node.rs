@@ -19,7 +19,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
-use super::{Member, NameIndex};
+use super::chunks::{Chunks, Weighed};
+use super::Member;
 use crate::codec;
 use crate::error::Result;
 use crate::merge::merge_patch;
@@ -79,6 +80,27 @@ impl fmt::Debug for Bytes {
     }
 }
 
+/// An object's members, or an array's elements, in shared chunks.
+pub(crate) type Members = Chunks<Arc<Member>>;
+pub(crate) type Items = Chunks<Arc<Node>>;
+
+impl Weighed for Arc<Member> {
+    fn weight(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Weighed for Arc<Node> {
+    fn weight(&self) -> usize {
+        self.len()
+    }
+}
+
+/// The length of an object's or array's encoding: brackets, items, commas.
+fn container_len<T: Weighed + Clone>(items: &Chunks<T>) -> usize {
+    2 + items.weight() + items.len().saturating_sub(1)
+}
+
 /// One value of a state (see the module doc).
 #[derive(Debug)]
 pub(crate) enum Node {
@@ -97,16 +119,16 @@ pub(crate) struct Leaf {
     bytes: Bytes,
     value: OnceLock<Value>,
     /// An object's members, split out of `bytes` the first time a write descends into it.
-    members: OnceLock<Vec<Arc<Member>>>,
+    members: OnceLock<Members>,
     /// An array's elements, the same way.
-    items: OnceLock<Vec<Arc<Node>>>,
+    items: OnceLock<Items>,
 }
 
 /// An object a write built: its members in order, and the length of its encoding (kept, so
 /// a state's size is known without assembling it); its value only when asked for.
 #[derive(Debug)]
 pub(crate) struct Built {
-    members: Vec<Arc<Member>>,
+    members: Members,
     len: usize,
     value: OnceLock<Value>,
 }
@@ -114,7 +136,7 @@ pub(crate) struct Built {
 /// An array a JSON Patch rebuilt, as [`Built`] is an object.
 #[derive(Debug)]
 pub(crate) struct BuiltArray {
-    items: Vec<Arc<Node>>,
+    items: Items,
     len: usize,
     value: OnceLock<Value>,
 }
@@ -142,18 +164,18 @@ impl Node {
     }
 
     /// The array of `items` (in order).
-    pub(crate) fn array(items: Vec<Arc<Node>>) -> Node {
+    pub(crate) fn array(items: Items) -> Node {
         Node::Array(BuiltArray {
-            len: 2 + items.iter().map(|n| n.len()).sum::<usize>() + items.len().saturating_sub(1),
+            len: container_len(&items),
             items,
             value: OnceLock::new(),
         })
     }
 
     /// The object of `members` (in order).
-    pub(crate) fn object(members: Vec<Arc<Member>>) -> Node {
+    pub(crate) fn object(members: Members) -> Node {
         Node::Object(Built {
-            len: object_len(&members),
+            len: container_len(&members),
             members,
             value: OnceLock::new(),
         })
@@ -219,7 +241,7 @@ impl Node {
 
     /// The members of an object that is plain (not shaped like a tagged value); `None` for
     /// anything else, which a merge replaces whole.
-    fn plain_members(&self) -> Option<&[Arc<Member>]> {
+    fn plain_members(&self) -> Option<&Members> {
         let members = match self {
             Node::Leaf(leaf) => {
                 if leaf.bytes.first() != Some(&b'{') {
@@ -230,11 +252,11 @@ impl Node {
             Node::Object(built) => &built.members,
             Node::Array(_) => return None,
         };
-        (!tag_shaped(members)).then_some(members.as_slice())
+        (!tag_shaped_members(members)).then_some(members)
     }
 
     /// The members of an object, tagged values included (a JSON Pointer reads into them).
-    pub(crate) fn object_members(&self) -> Option<&[Arc<Member>]> {
+    pub(crate) fn object_members(&self) -> Option<&Members> {
         match self {
             Node::Leaf(leaf) if leaf.bytes.first() == Some(&b'{') => {
                 Some(leaf.members.get_or_init(|| split_object(&leaf.bytes)))
@@ -245,7 +267,7 @@ impl Node {
     }
 
     /// The elements of an array.
-    pub(crate) fn array_items(&self) -> Option<&[Arc<Node>]> {
+    pub(crate) fn array_items(&self) -> Option<&Items> {
         match self {
             Node::Leaf(leaf) if leaf.bytes.first() == Some(&b'[') => {
                 Some(leaf.items.get_or_init(|| split_array(&leaf.bytes)))
@@ -257,18 +279,18 @@ impl Node {
 
     /// The members of an object as far as they are at hand without splitting an encoding:
     /// what [`Node::same`] compares member by member.
-    fn members_at_hand(&self) -> Option<&[Arc<Member>]> {
+    pub(crate) fn members_at_hand(&self) -> Option<&Members> {
         match self {
-            Node::Leaf(leaf) => leaf.members.get().map(Vec::as_slice),
+            Node::Leaf(leaf) => leaf.members.get(),
             Node::Object(built) => Some(&built.members),
             Node::Array(_) => None,
         }
     }
 
     /// The elements of an array as far as they are at hand, as [`Node::members_at_hand`].
-    fn items_at_hand(&self) -> Option<&[Arc<Node>]> {
+    pub(crate) fn items_at_hand(&self) -> Option<&Items> {
         match self {
-            Node::Leaf(leaf) => leaf.items.get().map(Vec::as_slice),
+            Node::Leaf(leaf) => leaf.items.get(),
             Node::Array(built) => Some(&built.items),
             Node::Object(_) => None,
         }
@@ -338,12 +360,12 @@ impl Node {
         }
         match (self, other) {
             (Node::Leaf(a), Node::Leaf(b)) => a.bytes.same(&b.bytes),
-            (Node::Object(a), Node::Object(b)) => same_members(&a.members, &b.members),
+            (Node::Object(a), Node::Object(b)) => same_chunked_members(&a.members, &b.members),
             (Node::Array(a), Node::Array(b)) => same_items(&a.items, &b.items),
             (Node::Object(_), Node::Array(_)) | (Node::Array(_), Node::Object(_)) => false,
             (a, Node::Leaf(b)) | (Node::Leaf(b), a) => {
                 if let (Some(x), Some(y)) = (a.members_at_hand(), b.members.get()) {
-                    return same_members(x, y);
+                    return same_chunked_members(x, y);
                 }
                 match (a.items_at_hand(), b.items.get()) {
                     (Some(x), Some(y)) => same_items(x, y),
@@ -362,9 +384,20 @@ pub(crate) fn same_members(a: &[Arc<Member>], b: &[Arc<Member>]) -> bool {
             .all(|(x, y)| Arc::ptr_eq(x, y) || (x.key.same(&y.key) && x.node.same(&y.node)))
 }
 
+/// [`same_members`] of two objects' members.
+fn same_chunked_members(a: &Members, b: &Members) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b.iter())
+            .all(|(x, y)| Arc::ptr_eq(x, y) || (x.key.same(&y.key) && x.node.same(&y.node)))
+}
+
 /// Whether two element lists encode to the same bytes.
-fn same_items(a: &[Arc<Node>], b: &[Arc<Node>]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y) || x.same(y))
+fn same_items(a: &Items, b: &Items) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b.iter())
+            .all(|(x, y)| Arc::ptr_eq(x, y) || x.same(y))
 }
 
 /// Parses a node's encoding: the scanner's output for a document the slow path accepts (or
@@ -378,17 +411,25 @@ pub(crate) fn tag_shaped(members: &[Arc<Member>]) -> bool {
     matches!(members, [only] if codec::TAGS.contains(&only.name()))
 }
 
+/// Whether an object of `members` is shaped like a tagged value.
+pub(crate) fn tag_shaped_members(members: &Members) -> bool {
+    members.len() == 1
+        && members
+            .get(0)
+            .is_some_and(|only| codec::TAGS.contains(&only.name()))
+}
+
 /// Length of `{m1,m2,...}`.
 pub(crate) fn object_len(members: &[Arc<Member>]) -> usize {
     2 + members.iter().map(|m| m.len()).sum::<usize>() + members.len().saturating_sub(1)
 }
 
 /// The members of the object encoded as `bytes` (compact JSON), sharing its bytes.
-fn split_object(bytes: &Bytes) -> Vec<Arc<Member>> {
+fn split_object(bytes: &Bytes) -> Members {
     let b: &[u8] = bytes;
     let mut members = Vec::new();
     if b.get(1) == Some(&b'}') {
-        return members;
+        return Chunks::from_vec(members);
     }
     let mut at = 1;
     loop {
@@ -399,25 +440,25 @@ fn split_object(bytes: &Bytes) -> Vec<Arc<Member>> {
             Node::from_bytes(bytes.slice(colon + 1, end)),
         )));
         if b[end] != b',' {
-            return members;
+            return Chunks::from_vec(members);
         }
         at = end + 1;
     }
 }
 
 /// The elements of the array encoded as `bytes` (compact JSON), sharing its bytes.
-fn split_array(bytes: &Bytes) -> Vec<Arc<Node>> {
+fn split_array(bytes: &Bytes) -> Items {
     let b: &[u8] = bytes;
     let mut items = Vec::new();
     if b.get(1) == Some(&b']') {
-        return items;
+        return Chunks::from_vec(items);
     }
     let mut at = 1;
     loop {
         let end = value_end(b, at);
         items.push(Arc::new(Node::from_bytes(bytes.slice(at, end))));
         if b[end] != b',' {
-            return items;
+            return Chunks::from_vec(items);
         }
         at = end + 1;
     }
@@ -547,24 +588,25 @@ pub(crate) fn merge(target: Option<&Node>, patch: Part<'_>, depth: usize) -> Res
             _ => Some(node),
         });
     };
-    let index = NameIndex::new(base, patch.len());
-    // Copied (reference counts) on the first change.
-    let mut members: Option<Vec<Arc<Member>>> = None;
+    let index = Finder::new(base, patch.len());
+    // Copied (the list of chunks) on the first change.
+    let mut members: Option<Members> = None;
     let mut deleted = Vec::new();
     let mut appended = Vec::new();
     for (name, part, encoded) in patch {
         let slot = index.find(base, name);
+        let existing = slot.and_then(|i| base.get(i).map(|m| (i, m)));
         if part.is_null() {
             if let Some(i) = slot {
                 deleted.push(i);
             }
             continue;
         }
-        match slot {
-            Some(i) => {
-                if let Some(node) = merge(Some(&base[i].node), part, depth + 1)? {
-                    let members = members.get_or_insert_with(|| base.to_vec());
-                    members[i] = Arc::new(base[i].with_node(node));
+        match existing {
+            Some((i, member)) => {
+                if let Some(node) = merge(Some(&member.node), part, depth + 1)? {
+                    let members = members.get_or_insert_with(|| base.clone());
+                    members.set(i, Arc::new(member.with_node(node)));
                 }
             }
             None => appended.push(match encoded {
@@ -576,13 +618,18 @@ pub(crate) fn merge(target: Option<&Node>, patch: Part<'_>, depth: usize) -> Res
     if members.is_none() && deleted.is_empty() && appended.is_empty() {
         return Ok(None);
     }
-    let mut members = members.unwrap_or_else(|| base.to_vec());
-    remove(&mut members, deleted);
-    members.extend(appended);
-    if tag_shaped(&members) {
+    let mut members = members.unwrap_or_else(|| base.clone());
+    deleted.sort_unstable();
+    deleted.dedup();
+    for i in deleted.into_iter().rev() {
+        members.remove(i);
+    }
+    for member in appended {
+        members.push(member);
+    }
+    if let (true, Some(only)) = (tag_shaped_members(&members), members.get(0)) {
         // What the value merge checks of every object it leaves: one shaped like a tagged
         // value must be a well-formed one.
-        let only = &members[0];
         let mut map = Map::new();
         map.insert(only.name().to_string(), only.value().clone());
         codec::validate_if_tagged(&map, depth)?;
@@ -606,6 +653,35 @@ fn merge_patch_into_nothing(patch: &Value, depth: usize) -> Result<Value> {
     let mut value = Value::Null;
     merge_patch(&mut value, patch, depth)?;
     Ok(value)
+}
+
+/// Finds an object's members by name: by a scan for a few lookups, by a hash map for many (a
+/// patch naming many members of a large object would otherwise cost a scan per member).
+enum Finder<'a> {
+    Scan,
+    Map(std::collections::HashMap<&'a str, usize>),
+}
+
+impl<'a> Finder<'a> {
+    fn new(members: &'a Members, lookups: usize) -> Finder<'a> {
+        if lookups < 8 || members.len() < 16 {
+            return Finder::Scan;
+        }
+        Finder::Map(
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.name(), i))
+                .collect(),
+        )
+    }
+
+    fn find(&self, members: &Members, wanted: &str) -> Option<usize> {
+        match self {
+            Finder::Scan => members.iter().position(|m| m.is_named(wanted)),
+            Finder::Map(map) => map.get(wanted).copied(),
+        }
+    }
 }
 
 /// Removes the members at `deleted` (indexes, in any order), keeping the others' order.

@@ -231,9 +231,15 @@ fn merge(state: &Snapshot, patch: &str) -> Snapshot {
 }
 
 /// The members of the object member `name` of `state`, as far as they are at hand.
-fn inner<'a>(state: &'a Snapshot, name: &str) -> &'a [Arc<Member>] {
+fn inner(state: &Snapshot, name: &str) -> Vec<Arc<Member>> {
     let member = state.members().iter().find(|m| m.name() == name).unwrap();
-    member.node.members_at_hand().unwrap()
+    member
+        .node
+        .members_at_hand()
+        .unwrap()
+        .iter()
+        .cloned()
+        .collect()
 }
 
 #[test]
@@ -505,7 +511,15 @@ fn an_append_to_a_long_array_shares_the_other_elements() {
             usize::MAX,
         )
         .unwrap();
-    let items = |s: &Snapshot| s.members()[1].node.items_at_hand().unwrap().to_vec();
+    let items = |s: &Snapshot| -> Vec<Arc<Node>> {
+        s.members()[1]
+            .node
+            .items_at_hand()
+            .unwrap()
+            .iter()
+            .cloned()
+            .collect()
+    };
     let (a, b, c) = (items(&first), items(&second), items(&third));
     assert_eq!((a.len(), b.len(), c.len()), (1500, 1501, 1500));
     assert!(Arc::ptr_eq(&a[0], &c[0]) && Arc::ptr_eq(&a[1499], &c[1498]));
