@@ -3,9 +3,9 @@
 
 Run by tests/inspector/run.sh: `test_inspector.py [--update-screenshot]` prints a line per test and
 ends with "N passed, M failed" (exit 1 on a failure); under pytest they run as one test.
-Three stores, each served by its own `agent-state serve` (always stopped with SIGTERM): the main
-one (four agents, a support bot with a dozen changes), one with the change log off (409) and one
-keeping only two changes (410). Every wait is a DOM condition with a deadline, polled.
+Four stores, each served by its own `agent-state serve` (always stopped with SIGTERM): the main
+one (four agents, a support bot with a dozen changes), one written by JSON Patches, one with the
+change log off (409) and one keeping only two changes (410). Every wait is a DOM condition with a deadline, polled.
 """
 import base64
 import hashlib
@@ -79,7 +79,8 @@ LIVE = [
 
 
 def write(store, agent, patch, log=None, verb="set"):
-    """`agent-state set|replace`; the change log is switched on per agent, by its first write."""
+    """`agent-state set|replace|patch`; the change log is switched on per agent, by its first
+    write."""
     args = [str(CLI), verb, "--agent", agent, *(["--change-log", json.dumps(log)] if log else []), str(store)]
     out = subprocess.run([*args, json.dumps(patch)], capture_output=True, text=True)
     assert out.returncode == 0, f"{args}: exit {out.returncode}: {out.stderr}"
@@ -419,6 +420,44 @@ def check_screenshot(ctx):
         README_SHOT.write_bytes(ARTIFACT.read_bytes())
         print(f"    screenshot: {README_SHOT.relative_to(ROOT)}")
     ctx.check_console()
+
+
+def check_a_json_patch_shows_its_kind_and_operations(ctx):
+    store = ctx.tmp / "jsonpatch.db"
+    agent = "support-bot/ticket-7001"
+    write(store, agent, {"messages": [{"role": "user", "text": "Where is my parcel?"}], "status": "open"},
+          {"keep_last": 100})
+    # A value that would be markup if the page ever parsed it as HTML.
+    trap = "<img src=x onerror=document.title='pwned'>"
+    write(store, agent, [{"op": "add", "path": "/messages/-", "value": {"role": "assistant", "text": trap}},
+                         {"op": "test", "path": "/status", "value": "open"},
+                         {"op": "replace", "path": "/status", "value": "answered"}], verb="patch")
+    server = ctx.serve(store)
+    ctx.driver.get("about:blank")
+    ctx.open_agent(agent, f"{server.base}/?access_token={ctx.token}")
+    ctx.wait_text('#state [data-path="/status"]', '"answered"')
+    kinds = "return [...document.querySelectorAll('#history .change')].map(e => e.dataset.kind).join();"
+    ctx.wait("the history of 2 changes", lambda: ctx.js(kinds) == "json_patch,patch")
+    two = '#history .change[data-version="2"]'
+    assert ctx.text(f"{two} .c-kind") == "json_patch", ctx.text(f"{two} .c-kind")
+    assert ctx.text(f"{two} h4") == "JSON Patch: 3 operations", ctx.text(f"{two} h4")
+    ops = ctx.text(f"{two} .patch").split("\n")
+    assert [json.loads(line)["op"] for line in ops] == ["add", "test", "replace"], ops
+    assert json.loads(ops[0])["value"]["text"] == trap, "the operation's value, as text"
+    assert ctx.text(f'{two} .d-added[data-diff-path="/messages/1"]') is not None
+    # Live: one more JSON Patch, applied to the page's copy by the client.
+    write(store, agent, [{"op": "move", "from": "/messages/0", "path": "/first"},
+                         {"op": "add", "path": "/messages/0/seen", "value": True}], verb="patch")
+    ctx.wait_text('#state [data-path="/messages/0/seen"]', "true")
+    ctx.wait_text('#state [data-path="/first/text"]', '"Where is my parcel?"')
+    ctx.wait_text("#version", "version 3")
+    assert "v3 (json_patch)" in ctx.text("#last-change"), ctx.text("#last-change")
+    ctx.wait("the new change on top", lambda: ctx.js(kinds) == "json_patch,json_patch,patch")
+    assert ctx.text('#history .change[data-version="3"] h4') == "JSON Patch: 2 operations"
+    assert ctx.js("return document.querySelectorAll('img').length;") == 0, "no markup was parsed"
+    assert ctx.js("return document.title;") != "pwned"
+    ctx.clean()
+    server.stop()
 
 
 def check_change_log_off(ctx):

@@ -373,7 +373,10 @@
     me.loaded = true;
   }
   function changeEntry(c, live) {
-    const kind = c.patch === null ? 'replace' : 'patch';
+    // The log's kind: a merge patch shows as "patch" (its watch message's type), a JSON Patch
+    // as "json_patch"; a log without kinds tells them apart by the patch alone.
+    const kind = c.kind === 'json_patch' || c.kind === 'migration' ? c.kind
+      : c.patch === null ? 'replace' : Array.isArray(c.patch) ? 'json_patch' : 'patch';
     const d = h('details', `change${live ? ' fresh' : ''}`);
     Object.assign(d.dataset, { version: String(c.version), kind, auto: 'new' });
     const s = h('summary');
@@ -388,8 +391,15 @@
     s.append(sum);
     const body = h('div', 'change-body');
     const p = h('div', 'c-patch');
-    const text = kind === 'patch' ? pretty(c.patch) : 'The whole state was replaced (see the diff).';
-    p.append(h('h4', null, kind === 'patch' ? 'Merge patch' : 'Replacement'), h('pre', 'patch', text));
+    const [title, text] = {
+      patch: () => ['Merge patch', pretty(c.patch)],
+      // One operation a line, as text (textContent, like everything here).
+      json_patch: () => [`JSON Patch: ${c.patch.length} operation${c.patch.length === 1 ? '' : 's'}`,
+        c.patch.map((op) => JSON.stringify(op)).join('\n')],
+      migration: () => ['Schema migration', 'The state was upgraded to a newer schema version (see the diff).'],
+      replace: () => ['Replacement', 'The whole state was replaced (see the diff).'],
+    }[kind]();
+    p.append(h('h4', null, title), h('pre', 'patch', text));
     const df = h('div', 'c-diff');
     df.append(h('h4', null, 'Before → after'));
     if (!c.diff) df.append(h('p', 'muted', 'The state before this version is no longer in the change log.'));

@@ -21,6 +21,19 @@ export interface PatchMessage {
   readonly patch: JsonValue;
 }
 
+/** One RFC 6902 operation. */
+export type JsonPatchOperation =
+  | { readonly op: "add" | "replace" | "test"; readonly path: string; readonly value: JsonValue }
+  | { readonly op: "remove"; readonly path: string }
+  | { readonly op: "move" | "copy"; readonly from: string; readonly path: string };
+
+/** An RFC 6902 JSON Patch, its operations in order; `version` is the previous message's plus one. */
+export interface JsonPatchMessage {
+  readonly type: "json_patch";
+  readonly version: number;
+  readonly ops: readonly JsonPatchOperation[];
+}
+
 /** A replacement of the whole state; `version` is the previous message's plus one. */
 export interface ReplaceMessage {
   readonly type: "replace";
@@ -35,10 +48,10 @@ export interface PingMessage {
 }
 
 /** Every message of the watch stream. */
-export type WatchMessage = SnapshotMessage | PatchMessage | ReplaceMessage | PingMessage;
+export type WatchMessage = SnapshotMessage | PatchMessage | JsonPatchMessage | ReplaceMessage | PingMessage;
 
 /** The messages that change the state: the ones onState receives. */
-export type StateMessage = SnapshotMessage | PatchMessage | ReplaceMessage;
+export type StateMessage = SnapshotMessage | PatchMessage | JsonPatchMessage | ReplaceMessage;
 
 /** A JSON value deeply read-only, as watch() hands it out (it is frozen at run time too). */
 export type ReadonlyJson =
@@ -55,7 +68,11 @@ export type WatchErrorCode =
   | "closed"
   /** A patch or replace whose version is not the previous one plus one. */
   | "version_gap"
-  /** A frame that is not a valid message (not JSON, no version, a patch before any snapshot). */
+  /**
+   * A frame that is not a valid message (not JSON, no version, a patch before any snapshot), or
+   * a JSON Patch that does not apply to the copy (`cause` is the JsonPatchError; the next
+   * connection asks for a snapshot).
+   */
   | "bad_message"
   /** The connection was not established (a refused upgrade: 401, 404, 400; the server down). */
   | "connect_failed"
@@ -92,6 +109,22 @@ export interface WatchGapError extends WatchErrorBase {
 
 export interface WatchOtherError extends WatchErrorBase {
   readonly code: "bad_message" | "timeout";
+  /** For a JSON Patch that did not apply to the copy: why. */
+  readonly cause?: JsonPatchError;
+}
+
+/** Why applyJsonPatch refused: an `Error` named "JsonPatchError". */
+export interface JsonPatchError extends Error {
+  readonly name: "JsonPatchError";
+  /**
+   * "malformed": not an array of operations (an unknown op, a member missing, a pointer that
+   * does not parse); "no_such_path": a path or `from` the document does not have (an index out
+   * of range, a move into its own child, removing the whole document); "test_failed": a `test`
+   * whose value is not the document's.
+   */
+  readonly code: "malformed" | "no_such_path" | "test_failed";
+  /** The failing operation's index in the patch (from 0); undefined when the patch is not an array. */
+  readonly index: number | undefined;
 }
 
 /** The errors passed to onError: `Error`s with a string `code`. */
@@ -109,8 +142,9 @@ export interface WatchOptions {
   /** The server's token, sent as the access_token query parameter. */
   token?: string;
   /**
-   * Called with the new whole state after every snapshot, patch and replace. `state` and
-   * `message` are deeply frozen: treat them as read-only (a mutation throws in strict mode).
+   * Called with the new whole state after every snapshot, patch, json_patch and replace.
+   * `state` and `message` are deeply frozen: treat them as read-only (a mutation throws in
+   * strict mode).
    */
   onState?: (state: ReadonlyJson, version: number, message: Readonly<StateMessage>) => void;
   /** Called for every interruption; watch() reconnects by itself afterwards. */
@@ -140,6 +174,14 @@ export interface WatchHandle {
  * appended.
  */
 export function applyMergePatch(target: JsonValue | undefined, patch: JsonValue): JsonValue;
+
+/**
+ * RFC 6902 JSON Patch: `ops` applied in order to `target`, as a new value; neither input is
+ * modified (untouched parts are shared). All or nothing: throws a JsonPatchError when an
+ * operation cannot apply. A replaced member keeps its place, new ones are appended, as the
+ * server's library orders them.
+ */
+export function applyJsonPatch(target: JsonValue, ops: readonly JsonPatchOperation[] | JsonValue): JsonValue;
 
 /**
  * Follows one agent's state: `WS {url}/v1/agents/{encodeURIComponent(agentId)}/watch`.

@@ -54,6 +54,226 @@ function _asMerge(target, patch, freeze) {
   return freeze ? Object.freeze(out) : out;
 }
 
+// RFC 6902 JSON Patch, with RFC 6901 JSON Pointers. Like the merge above it never modifies its
+// inputs: each operation builds new containers along its path only and shares everything else,
+// so the cost follows the patch, not the state; a failing operation throws and the caller's
+// value is untouched (all or nothing). Its meaning is the server library's
+// (crates/agent_state_value/src/json_patch.rs): the public RFC 6902 suite runs against both.
+
+function _asPatchError(code, index, op, message) {
+  const error = new Error(index === undefined ? message : `operation ${index}${op ? ` (${op.op} ${JSON.stringify(op.path)})` : ""}: ${message}`);
+  error.name = "JsonPatchError";
+  error.code = code;
+  error.index = index;
+  return error;
+}
+
+// A pointer's reference tokens, unescaped; null when the text is not a pointer.
+function _asPointer(text) {
+  if (typeof text !== "string") return null;
+  if (text === "") return [];
+  if (text[0] !== "/" || /~(?![01])/.test(text)) return null;
+  return text
+    .slice(1)
+    .split("/")
+    .map((token) => token.replace(/~1/g, "/").replace(/~0/g, "~"));
+}
+
+// An array index token: "-" (the end), or 0 / digits without a leading zero; else undefined.
+function _asIndex(token) {
+  if (token === "-") return "-";
+  if (!/^(0|[1-9][0-9]*)$/.test(token)) return undefined;
+  const index = Number(token);
+  return Number.isSafeInteger(index) ? index : undefined;
+}
+
+// The value at `tokens` of `doc`, or undefined when there is none (JSON has no undefined).
+function _asGet(doc, tokens) {
+  let at = doc;
+  for (const token of tokens) {
+    if (Array.isArray(at)) {
+      const index = _asIndex(token);
+      if (typeof index !== "number" || index >= at.length) return undefined;
+      at = at[index];
+    } else if (_asIsObject(at)) {
+      if (!Object.hasOwn(at, token)) return undefined;
+      at = at[token];
+    } else {
+      return undefined;
+    }
+  }
+  return at;
+}
+
+// JSON equality, for `test`: objects member-wise in any order, arrays element-wise.
+function _asJsonEqual(a, b) {
+  if (Array.isArray(a)) {
+    return Array.isArray(b) && a.length === b.length && a.every((item, i) => _asJsonEqual(item, b[i]));
+  }
+  if (_asIsObject(a)) {
+    if (!_asIsObject(b)) return false;
+    const keys = Object.keys(a);
+    return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && _asJsonEqual(a[k], b[k]));
+  }
+  return a === b;
+}
+
+// A copy of an object with member `key` set to `value` (in its place when it exists, else last)
+// or, for `value === undefined`, without it.
+function _asWithMember(object, key, value, freeze) {
+  const out = {};
+  for (const k of Object.keys(object)) {
+    if (k !== key) _asPut(out, k, object[k]);
+    else if (value !== undefined) _asPut(out, k, value);
+  }
+  if (value !== undefined && !Object.hasOwn(object, key)) _asPut(out, key, value);
+  return freeze ? Object.freeze(out) : out;
+}
+
+// `doc` with its parent of `tokens` (which must exist) replaced by `change(parent, last)`.
+function _asAtParent(doc, tokens, change, freeze) {
+  if (tokens.length === 1) return change(doc, tokens[0]);
+  const [first, ...rest] = tokens;
+  let child;
+  if (Array.isArray(doc)) {
+    const index = _asIndex(first);
+    if (typeof index !== "number" || index >= doc.length) throw "the parent does not exist";
+    child = _asAtParent(doc[index], rest, change, freeze);
+    const out = doc.slice();
+    out[index] = child;
+    return freeze ? Object.freeze(out) : out;
+  }
+  if (!_asIsObject(doc) || !Object.hasOwn(doc, first)) throw "the parent does not exist";
+  child = _asAtParent(doc[first], rest, change, freeze);
+  return _asWithMember(doc, first, child, freeze);
+}
+
+function _asAdd(doc, tokens, value, freeze) {
+  if (tokens.length === 0) return value;
+  return _asAtParent(
+    doc,
+    tokens,
+    (parent, last) => {
+      if (Array.isArray(parent)) {
+        const index = _asIndex(last);
+        if (index === undefined) throw `${JSON.stringify(last)} is not an array index`;
+        if (index !== "-" && index > parent.length) throw `index ${index} is past the end of an array of ${parent.length}`;
+        const out = parent.slice();
+        out.splice(index === "-" ? parent.length : index, 0, value);
+        return freeze ? Object.freeze(out) : out;
+      }
+      if (_asIsObject(parent)) return _asWithMember(parent, last, value, freeze);
+      throw "the parent has no members";
+    },
+    freeze,
+  );
+}
+
+function _asRemove(doc, tokens, freeze) {
+  if (tokens.length === 0) throw "cannot remove the whole document";
+  return _asAtParent(
+    doc,
+    tokens,
+    (parent, last) => {
+      if (Array.isArray(parent)) {
+        const index = _asIndex(last);
+        if (typeof index !== "number" || index >= parent.length) throw "the path does not exist";
+        const out = parent.slice();
+        out.splice(index, 1);
+        return freeze ? Object.freeze(out) : out;
+      }
+      if (_asIsObject(parent) && Object.hasOwn(parent, last)) return _asWithMember(parent, last, undefined, freeze);
+      throw "the path does not exist";
+    },
+    freeze,
+  );
+}
+
+// One operation checked (a malformed patch throws before anything is applied).
+function _asOperation(op, index) {
+  const malformed = (why) => _asPatchError("malformed", index, undefined, why);
+  if (!_asIsObject(op)) throw malformed("an operation is an object");
+  if (!["add", "remove", "replace", "move", "copy", "test"].includes(op.op)) {
+    throw malformed(`unknown op ${JSON.stringify(op.op)} (one of add, remove, replace, move, copy, test)`);
+  }
+  const path = _asPointer(op.path);
+  if (path === null) throw malformed(`"path" is not a JSON Pointer: ${JSON.stringify(op.path)}`);
+  const checked = { op: op.op, path, text: op.path };
+  if (op.op === "move" || op.op === "copy") {
+    checked.from = _asPointer(op.from);
+    if (checked.from === null) throw malformed(`"from" is not a JSON Pointer: ${JSON.stringify(op.from)}`);
+  }
+  if (op.op === "add" || op.op === "replace" || op.op === "test") {
+    // `"value": null` is a value; only an absent member is missing.
+    if (!Object.hasOwn(op, "value")) throw malformed(`"value" is missing`);
+    checked.value = op.value;
+  }
+  return checked;
+}
+
+function _asApplyOne(doc, op, freeze) {
+  switch (op.op) {
+    case "add":
+      return _asAdd(doc, op.path, op.value, freeze);
+    case "remove":
+      return _asRemove(doc, op.path, freeze);
+    case "replace":
+      if (_asGet(doc, op.path) === undefined) throw "the path does not exist";
+      if (op.path.length === 0) return op.value;
+      // In its place: an element keeps its index, a member its position.
+      return _asAtParent(
+        doc,
+        op.path,
+        (parent, last) => {
+          if (_asIsObject(parent)) return _asWithMember(parent, last, op.value, freeze);
+          const out = parent.slice();
+          out[_asIndex(last)] = op.value;
+          return freeze ? Object.freeze(out) : out;
+        },
+        freeze,
+      );
+    case "move": {
+      const value = _asGet(doc, op.from);
+      if (value === undefined) throw `"from" does not exist`;
+      const same = op.from.length === op.path.length && op.from.every((t, i) => t === op.path[i]);
+      if (same) return doc;
+      if (op.from.length < op.path.length && op.from.every((t, i) => t === op.path[i])) {
+        throw "cannot move a value into its own child";
+      }
+      return _asAdd(_asRemove(doc, op.from, freeze), op.path, value, freeze);
+    }
+    case "copy": {
+      const value = _asGet(doc, op.from);
+      if (value === undefined) throw `"from" does not exist`;
+      return _asAdd(doc, op.path, value, freeze);
+    }
+    default: {
+      const actual = _asGet(doc, op.path);
+      if (actual === undefined) throw "the path does not exist";
+      if (!_asJsonEqual(actual, op.value)) {
+        throw _asPatchError("test_failed", undefined, undefined, `the value is ${JSON.stringify(actual)}, not ${JSON.stringify(op.value)}`);
+      }
+      return doc;
+    }
+  }
+}
+
+function _asJsonPatch(target, ops, freeze) {
+  if (!Array.isArray(ops)) throw _asPatchError("malformed", undefined, undefined, "a JSON Patch is an array of operations");
+  const checked = ops.map(_asOperation);
+  let doc = target;
+  checked.forEach((op, index) => {
+    try {
+      doc = _asApplyOne(doc, op, freeze);
+    } catch (why) {
+      const code = typeof why === "string" ? "no_such_path" : why.code;
+      const message = typeof why === "string" ? why : why.message;
+      throw _asPatchError(code, index, { op: op.op, path: op.text }, message);
+    }
+  });
+  return doc;
+}
+
 // Deep freeze of a freshly parsed JSON value (no cycles, no shared parts).
 function _asFreeze(value) {
   if (value !== null && typeof value === "object") {
@@ -101,6 +321,17 @@ export function applyMergePatch(target, patch) {
 }
 
 /**
+ * RFC 6902 JSON Patch: returns `ops` (an array of operations: add, remove, replace, move, copy,
+ * test) applied in order to `target`, as a new value. Neither input is modified; untouched
+ * parts of `target` are shared with the result. All or nothing: when an operation cannot
+ * apply, it throws a `JsonPatchError` (`code` "malformed", "no_such_path" or "test_failed";
+ * `index` the operation's, when one is to blame) and nothing else happened.
+ */
+export function applyJsonPatch(target, ops) {
+  return _asJsonPatch(target, ops, false);
+}
+
+/**
  * Follows one agent's state over `WS {url}/v1/agents/{agentId}/watch`, keeping a local copy
  * up to date and reconnecting with `since` after any interruption. See README.md.
  */
@@ -135,6 +366,9 @@ export function watch(url, agentId, options = {}) {
   }
   _asWatchUrl(url, agentId, undefined, opts.token); // a malformed url throws here, not later
 
+  // Set when the copy is known not to be the state (a JSON Patch that does not apply to it):
+  // the next connection asks for a snapshot instead of the changes after `version`.
+  let resync = false;
   let socket = null; // the current connection; events of any other socket are ignored
   let opened = false;
   let stopped = false;
@@ -176,7 +410,7 @@ export function watch(url, agentId, options = {}) {
     retryTimer = null;
     let ws;
     try {
-      ws = new WebSocketImpl(_asWatchUrl(url, agentId, version, opts.token));
+      ws = new WebSocketImpl(_asWatchUrl(url, agentId, resync ? undefined : version, opts.token));
     } catch (cause) {
       schedule();
       // Deferred: on the first attempt watch() has not returned its handle yet.
@@ -281,7 +515,7 @@ export function watch(url, agentId, options = {}) {
     if (!_asIsObject(message)) return bad("a message that is not an object");
     const type = message.type;
     // A message type this client does not know is ignored, for later versions of the protocol.
-    if (type !== "snapshot" && type !== "patch" && type !== "replace" && type !== "ping") return;
+    if (!["snapshot", "patch", "json_patch", "replace", "ping"].includes(type)) return;
     const v = message.version;
     if (!Number.isSafeInteger(v) || v < 0) return bad(`a ${type} without a valid version (${JSON.stringify(v)})`);
     if (type === "ping") {
@@ -291,9 +525,11 @@ export function watch(url, agentId, options = {}) {
     if (type === "snapshot") {
       if (!("state" in message)) return bad("a snapshot without state");
       state = _asFreeze(message).state;
+      resync = false;
     } else {
-      const body = type === "patch" ? "patch" : "state";
+      const body = { patch: "patch", json_patch: "ops", replace: "state" }[type];
       if (!(body in message)) return bad(`a ${type} without its ${body}`);
+      if (type === "json_patch" && !Array.isArray(message.ops)) return bad("a json_patch whose ops are not an array");
       if (version === undefined) return bad(`a ${type} before any snapshot`);
       if (v !== version + 1) {
         return restart(_asError("version_gap", `watch: version ${v} follows ${version}; reconnecting from ${version}`, {
@@ -302,7 +538,17 @@ export function watch(url, agentId, options = {}) {
         }));
       }
       _asFreeze(message);
-      state = type === "patch" ? _asMerge(state, message.patch, true) : message.state;
+      if (type === "json_patch") {
+        try {
+          state = _asJsonPatch(state, message.ops, true);
+        } catch (cause) {
+          // They applied to the stored state, so the copy is not that state: start afresh.
+          resync = true;
+          return restart(_asError("bad_message", `watch: version ${v}'s JSON Patch does not apply to the copy (${cause.message}); reconnecting for a snapshot`, { cause }));
+        }
+      } else {
+        state = type === "patch" ? _asMerge(state, message.patch, true) : message.state;
+      }
     }
     version = v;
     attempt = 0;

@@ -36,6 +36,20 @@ export async function setPatch(store, agentId, patch) {
   await cli("--agent", agentId, "set", store.db, JSON.stringify(patch));
 }
 
+/** Applies an RFC 6902 JSON Patch (`agent-state patch`). */
+export async function patchOps(store, agentId, ops) {
+  await cli("--agent", agentId, "patch", store.db, JSON.stringify(ops));
+}
+
+/** GET {url}/v1/agents/{id}/state?version=V with the token: `{version, state}`. */
+export async function getStateAt(server, store, agentId, version) {
+  const response = await fetch(`${server.url}/v1/agents/${encodeURIComponent(agentId)}/state?version=${version}`, {
+    headers: { Authorization: `Bearer ${store.token}` },
+  });
+  if (response.status !== 200) throw new Error(`GET state ${agentId}@${version}: ${response.status} ${await response.text()}`);
+  return response.json();
+}
+
 export async function replaceState(store, agentId, state) {
   await cli("--agent", agentId, "replace", store.db, JSON.stringify(state));
 }
