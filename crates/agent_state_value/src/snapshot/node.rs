@@ -1,17 +1,20 @@
 //! The values inside a state, at every nesting level, shared between a state and the next.
 //!
 //! A [`Node`] is either a *leaf*, a value as its compact encoding (read from the store, given
-//! by a caller, or written by a merge), or an object a write *built*: its members, each an
-//! `Arc` shared with the states before it where the write left it as it was. A leaf's value is
-//! parsed from its encoding when first asked for, and its members are split out of the
-//! encoding (sharing its bytes, not copying them) when a write first descends into it. A built
-//! object keeps no encoding of its own: its members' encodings are written straight into the
-//! output when the state is assembled, so a write costs what it changes (the path down to the
-//! change, and the change) at every level, and memory holds each byte of a state once.
+//! by a caller, or written by a merge), or an object or array a write *built*: its members or
+//! elements, each an `Arc` shared with the states before it where the write left it as it
+//! was, kept in shared chunks (`super::chunks`), so that a write copies the chunk it changes
+//! and not a reference to every member. A leaf's value is parsed from its encoding when first
+//! asked for, and its members (or elements) are split out of the encoding, sharing its bytes,
+//! when a write first descends into it. A built object or array keeps no encoding of its
+//! own, only its length: its members' encodings are written straight into the output when the
+//! state is assembled, so a write costs what it changes (the path down to the change, and the
+//! change) at every level, and memory holds each byte of a state once.
 //!
 //! A merge ([`merge`]) descends into plain objects only; everything else (scalars, arrays,
 //! the codec's tagged values) is replaced whole, as [`merge_patch`] does on values. Its result
-//! is byte for byte what [`merge_patch`] and a compact encoding give.
+//! is byte for byte what [`merge_patch`] and a compact encoding give. Arrays are built by
+//! JSON Patch operations (`super::edit`).
 
 use std::fmt;
 use std::ops::Deref;
