@@ -233,6 +233,23 @@ void test_bad_handles_are_refused_by_every_function(void)
         CHECK_LAST_ERROR_FROM("agent_set_initial_state_hook");
         CHECK(init_freed == 1);
         check_bad_handle_for_history_functions(h);
+        out = junk_buffer();
+        CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_patch_state(h, (const uint8_t *)"[]", 2, &out));
+        CHECK_LAST_ERROR_FROM("agent_patch_state");
+        CHECK_EMPTY(out);
+        out = junk_buffer();
+        CHECK_STATUS(AGENT_ERR_BAD_HANDLE,
+                     agent_patch_state_if(h, 0, (const uint8_t *)"[]", 2, &out, NULL));
+        CHECK_LAST_ERROR_FROM("agent_patch_state_if");
+        CHECK_EMPTY(out);
+        out = junk_buffer();
+        CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_get_path(h, "", 0, &out));
+        CHECK_LAST_ERROR_FROM("agent_get_path");
+        CHECK_EMPTY(out);
+        out = junk_buffer();
+        CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_get_tail(h, "/a", 2, 1, &out));
+        CHECK_LAST_ERROR_FROM("agent_get_tail");
+        CHECK_EMPTY(out);
     }
     CHECK_STATE(live, "{}"); /* the live neighbour is untouched */
     CHECK_STATUS(AGENT_OK, agent_close(live));
