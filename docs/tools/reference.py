@@ -476,6 +476,34 @@ def subcommands(help_text):
             if line.startswith("  ") and not line.startswith("   ") and line.split()[0] != "help"]
 
 
+# The page's one runnable example (the book's sh blocks run in CI): one place of a state,
+# written by a JSON Patch and read by pointer.
+CLI_EXAMPLE = """## One place of the state
+
+`set` merges an RFC 7396 patch and `replace` writes the whole state; `patch` applies an RFC 6902
+JSON Patch, operations on places named by JSON Pointers, all or nothing. `get --path` prints
+the value at one place, and with `--tail N` the last N elements of the array there:
+
+```sh
+agent-state set chat.db '{"status":"open","messages":[{"role":"user","text":"Hi"}]}' > /dev/null
+# Append a message without sending the array whole, only while the status is still "open":
+agent-state patch chat.db '[{"op":"test","path":"/status","value":"open"},
+                            {"op":"add","path":"/messages/-","value":{"role":"bot","text":"Hello!"}}]'
+# {"status":"open","messages":[{"role":"user","text":"Hi"},{"role":"bot","text":"Hello!"}]}
+test "$(agent-state get chat.db --path /messages/1/text)" = '"Hello!"'
+test "$(agent-state get chat.db --path /messages --tail 1)" = '[{"role":"bot","text":"Hello!"}]'
+# A test that does not hold writes nothing: exit 82, AGENT_ERR_TEST_FAILED.
+status=0
+agent-state patch chat.db '[{"op":"test","path":"/status","value":"closed"}]' || status=$?
+test "$status" = 82 && test "$(agent-state version chat.db)" = 2
+# A place the state does not have: exit 81, AGENT_ERR_PATH.
+status=0
+agent-state get chat.db --path /messages/5 || status=$?
+test "$status" = 81
+```
+"""
+
+
 def cli(help_text, binary):
     out = [banner("the --help of target/release/agent-state and of each of its commands",
                   f"{CLI_SRC}/src"),
@@ -486,6 +514,7 @@ def cli(help_text, binary):
         "`agent-state help COMMAND` or `agent-state COMMAND --help` prints the same.\n")
     subs = subcommands(help_text)
     out.append("Commands: " + ", ".join(f"[`{s}`](#agent-state-{anchor(s)})" for s in subs) + ".\n")
+    out.append(CLI_EXAMPLE)
     out.append("## agent-state\n")
     out.append(f"```text\n{help_text}\n```\n")
     for s in subs:
