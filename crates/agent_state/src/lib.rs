@@ -174,7 +174,7 @@ pub mod internals {
     pub use crate::backends::postgres::SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION;
     pub use crate::backends::server_uri;
     pub use crate::backends::sqlite::{APPLICATION_ID, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION};
-    pub use crate::store::MAX_PATCHES;
+    pub use crate::store::{max_patches, MAX_PATCHES};
 }
 
 #[cfg(doctest)]

@@ -179,8 +179,8 @@ pub trait Transactions {
 /// A state is stored as its newest full copy (the *base*) and the merge patches committed
 /// after it (see [`StoredRead`]): a write costs what its patch is, not what the state is, and
 /// the backend writes the full state again when the patches since the base outweigh it or
-/// after a bounded count ([`MAX_PATCHES`](super::MAX_PATCHES)), so a cold read merges at most
-/// that many patches. The agent merges them (exactly as the writers did); backends store
+/// after a bounded count ([`max_patches`](super::max_patches): one per KiB of the state, at
+/// least 128), so a cold read merges at most that many patches. The agent merges them (exactly as the writers did); backends store
 /// bytes.
 pub trait StoredState {
     /// The stored state, if any: its base and the patches after it. With `have`, the version

@@ -28,6 +28,7 @@ pub use backend::{
 };
 pub use txn::Txn;
 pub use types::{
-    grain_of, id_hash, now_ms, AgentInfo, AgentQuery, LogRetention, LoggedChange, Mark, NewChange,
-    StoreOptions, Synchronous, MAX_LIST_LIMIT, MAX_PATCHES, MAX_RETENTION, SMALL_STATE,
+    grain_of, id_hash, max_patches, now_ms, AgentInfo, AgentQuery, LogRetention, LoggedChange,
+    Mark, NewChange, StoreOptions, Synchronous, MAX_LIST_LIMIT, MAX_PATCHES, MAX_RETENTION,
+    SMALL_STATE,
 };

@@ -180,10 +180,21 @@ impl std::fmt::Debug for NewChange<'_> {
 /// a patch costs as much as the state.
 pub const SMALL_STATE: usize = 2048;
 
-/// The most patches stored after a state's base (its newest full copy): a cold read merges
-/// at most this many. The full state is also written again as soon as the patches since the
-/// base outweigh it.
+/// The fewest patches a state's base (its newest full copy) may be followed by before the full
+/// state is written again (see [`max_patches`]). The full state is also written again as soon
+/// as the patches since the base outweigh it.
 pub const MAX_PATCHES: u64 = 128;
+
+/// How many patches may follow the base of a state of `state_len` bytes: [`MAX_PATCHES`], or
+/// one per KiB of the state when that is more. A new base costs a write of the whole state;
+/// with a fixed count, an append of 200 bytes to a 300 KiB conversation paid a tenth of a
+/// full write on average (a new base every 128 appends), several times what the same append
+/// costs to a small state. Scaled so, the full writes cost each patch about a KiB's write,
+/// whatever the state's size, and a cold read merges at most a patch per KiB of the state it
+/// reads (each costs what its own path does, not what the state does).
+pub fn max_patches(state_len: usize) -> u64 {
+    MAX_PATCHES.max(state_len as u64 / 1024)
+}
 
 /// Durability of a commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

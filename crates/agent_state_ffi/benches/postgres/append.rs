@@ -1,4 +1,4 @@
-//! Appending to a list that grows, on PostgreSQL (as abi/append.rs on SQLite): 300 appends of
+//! Appending to a list that grows, on PostgreSQL (as abi/append.rs on SQLite): 400 appends of
 //! one ~200-byte message to a conversation's list from ~1 KiB and from 256 KiB, by JSON Patch
 //! (`[{"op":"add","path":"/messages/-",...}]`) and by RFC 7396 (the whole list again); and the
 //! bytes our client sends the server per append, counted by postgres/bytes.rs's proxy: with

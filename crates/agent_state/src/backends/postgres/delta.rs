@@ -5,7 +5,7 @@
 //! state larger than [`SMALL_STATE`] sends only its patch and a constant: no state crosses the
 //! network, and the server rewrites one small row version (a large base is TOASTed, and an
 //! UPDATE that leaves it alone does not copy it). The full state is sent again as the new base
-//! when the patches since the base would outweigh it, or number more than [`MAX_PATCHES`], and at
+//! when the patches since the base would outweigh it, or number more than [`max_patches`] allows, and at
 //! a replacement or an agent's first write.
 //!
 //! The decision needs the base and the patch bytes of the version the write follows: a locked
@@ -26,7 +26,7 @@ use super::error::PgResult;
 use super::sql::{LOGGED_WRITE, NEXT_WRITE, NEXT_WRITE_DROPPING, WRITE_DELTA};
 use super::{PendingLog, Postgres};
 use crate::error::Result;
-use crate::store::{LogRetention, NewChange, MAX_PATCHES, SMALL_STATE};
+use crate::store::{max_patches, LogRetention, NewChange, SMALL_STATE};
 
 /// The head of a stored version: its base and the bytes of the patches since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,7 @@ impl Pending {
             let tail = k.tail + patch.len() as u64;
             if change.next.len() > SMALL_STATE
                 && tail <= change.next.len() as u64
-                && change.version - k.base <= MAX_PATCHES
+                && change.version - k.base <= max_patches(change.next.len())
             {
                 let pending = Pending::Patch {
                     patch: super::text(patch)?.to_string(),

@@ -14,14 +14,14 @@
 //! whole, in the head row (one page, as cheap as a patch row and a head update); a larger one
 //! stores the write's patch, unless it is a replacement, the agent's first write, or the patches
 //! since the base would outweigh the state or number more than
-//! [`MAX_PATCHES`](crate::store::MAX_PATCHES). With the log off, a new base deletes the patches
+//! [`max_patches`](crate::store::max_patches) allows. With the log off, a new base deletes the patches
 //! before it.
 
 use rusqlite::OptionalExtension;
 
 use super::Sqlite;
 use crate::error::{Error, Result};
-use crate::store::{LogRetention, NewChange, StoredRead, MAX_PATCHES};
+use crate::store::{max_patches, LogRetention, NewChange, StoredRead};
 
 /// The largest state kept in the head row, written whole at every write (see the module's
 /// comment): below a page, a patch row would cost as much as the state.
@@ -162,7 +162,7 @@ impl Sqlite {
             if size > INLINE_MAX
                 && !h.inline
                 && h.tail + patch_len <= size as u64
-                && version - h.base <= MAX_PATCHES
+                && version - h.base <= max_patches(size)
             {
                 self.set_head(agent, change, (now, grain), None, patch_len)?;
                 self.append_change(agent, change, log, false)?;

@@ -129,7 +129,7 @@ impl Sqlite {
     ) -> Result<()> {
         let fail = |e| self.storage_err("cannot write the change log", e);
         // A large state's checkpoints are the writes that stored its base (at most
-        // `MAX_PATCHES` apart, see `delta`): the log's full copies cost nothing more than the
+        // `max_patches` apart, see `delta`): the log's full copies cost nothing more than the
         // state's own. A small state, written whole each time, checkpoints the log every
         // `CHECKPOINT_EVERY` versions.
         let checkpoint = if change.next.len() > super::delta::INLINE_MAX {
