@@ -260,3 +260,42 @@ fn get_path_reads_the_initial_state_of_an_empty_store() {
     assert_eq!(run(["get", arg(&path), "--path", ""]).ok(), "{}\n");
     run(["get", arg(&path), "--path", "/messages", "--tail", "1"]).failed("AGENT_ERR_PATH");
 }
+
+/// With --schema-version, the place is read in the state upgraded to that version, as `get`
+/// shows it, and the stored state is left as it was.
+#[test]
+fn get_path_with_a_schema_version_reads_the_upgraded_state() {
+    let dir = TempDir::new("cli_get_path_schema");
+    let path = dir.file("s.db");
+    store_with(&path, r#"{"user":{"nick":"ada"}}"#, None);
+    let steps = dir.file("steps.json");
+    std::fs::write(
+        &steps,
+        r#"[{"from": 0, "ops": [{"op": "default", "path": "/messages", "value": ["hello"]}]},
+            {"from": 1, "ops": [{"op": "rename", "path": "/user/nick", "to": "name"}]}]"#,
+    )
+    .unwrap();
+    let get = |args: &[&str]| {
+        let mut all = vec!["get", arg(&path), "--schema-version", "2", "--steps"];
+        all.push(steps.to_str().unwrap());
+        all.extend_from_slice(args);
+        run(all)
+    };
+    assert_eq!(get(&["--path", "/user/name"]).ok(), "\"ada\"\n");
+    assert_eq!(
+        get(&["--path", "/messages", "--tail", "1"]).ok(),
+        "[\"hello\"]\n"
+    );
+    get(&["--path", "/user/nick"]).failed("AGENT_ERR_PATH");
+    get(&["--path", "user"]).failed("AGENT_ERR_INVALID_ARGUMENT");
+    // Without it, the state as stored.
+    assert_eq!(
+        run(["get", arg(&path), "--path", "/user/nick"]).ok(),
+        "\"ada\"\n"
+    );
+    assert_eq!(
+        stored(&path),
+        (r#"{"user":{"nick":"ada"}}"#.to_string(), 1),
+        "nothing written"
+    );
+}
