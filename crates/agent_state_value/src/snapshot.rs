@@ -43,7 +43,54 @@ mod chunks;
 mod edit;
 mod node;
 
+use chunks::Chunks;
 use node::{Bytes, Node};
+
+/// A state's top-level members, in order ([`Snapshot::members`]): kept in chunks shared
+/// between a state and the next, so that a write copies the chunk it changes, not a reference
+/// to every member.
+#[derive(Debug, Clone)]
+pub struct Members(node::Members);
+
+impl Members {
+    /// How many members.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.len() == 0
+    }
+
+    /// The members, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Member>> + '_ {
+        self.0.iter()
+    }
+
+    /// Member `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<&Arc<Member>> {
+        self.0.get(i)
+    }
+}
+
+impl std::ops::Index<usize> for Members {
+    type Output = Arc<Member>;
+    fn index(&self, i: usize) -> &Arc<Member> {
+        match self.0.get(i) {
+            Some(member) => member,
+            None => panic!("member {i} of a state of {} members", self.0.len()),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Members {
+    type Item = &'a Arc<Member>;
+    type IntoIter = Box<dyn Iterator<Item = &'a Arc<Member>> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.0.iter())
+    }
+}
 
 /// One member of an object of a state (a top-level member, or one inside a nested object).
 #[derive(Debug)]
@@ -166,7 +213,7 @@ pub struct Snapshot {
     encoded: OnceLock<Encoded>,
     /// The length of the encoding (without the NUL), known before it is assembled.
     len: usize,
-    members: Vec<Arc<Member>>,
+    members: Members,
 }
 
 impl Snapshot {
@@ -181,10 +228,15 @@ impl Snapshot {
 
     /// A snapshot of `members`, its encoding assembled on first use.
     fn lazy(members: Vec<Arc<Member>>) -> Snapshot {
+        Snapshot::of(Chunks::from_vec(members))
+    }
+
+    /// A snapshot of `members`, its encoding assembled on first use.
+    fn of(members: node::Members) -> Snapshot {
         Snapshot {
             encoded: OnceLock::new(),
             len: encoded_len(&members),
-            members,
+            members: Members(members),
         }
     }
 
@@ -207,7 +259,7 @@ impl Snapshot {
         Snapshot {
             encoded: OnceLock::from(Encoded::Shared(buf)),
             len,
-            members,
+            members: Members(Chunks::from_vec(members)),
         }
     }
 
@@ -241,7 +293,7 @@ impl Snapshot {
     #[doc(hidden)]
     pub fn json_with_nul(&self) -> &[u8] {
         self.encoded
-            .get_or_init(|| Encoded::Own(assemble(&self.members)))
+            .get_or_init(|| Encoded::Own(assemble(&self.members.0)))
             .bytes()
     }
 
@@ -250,11 +302,11 @@ impl Snapshot {
     /// result with its input costs a pointer comparison per untouched member along the
     /// patch's paths.
     pub fn same_encoding(&self, other: &Snapshot) -> bool {
-        self.len == other.len && node::same_members(&self.members, &other.members)
+        self.len == other.len && node::same_chunked_members(&self.members.0, &other.members.0)
     }
 
     /// The top-level members, in order.
-    pub fn members(&self) -> &[Arc<Member>] {
+    pub fn members(&self) -> &Members {
         &self.members
     }
 
@@ -277,15 +329,16 @@ impl Snapshot {
         count: usize,
         max_bytes: usize,
     ) -> Result<Snapshot> {
-        let index = NameIndex::new(&self.members, count);
-        // One copy of the member list (reference counts, not members), changed in place: a
-        // small patch on a state of thousands of members costs that copy and its own work.
-        let mut members: Vec<Arc<Member>> = Vec::with_capacity(self.members.len() + count);
-        members.extend(self.members.iter().cloned());
+        let base = &self.members.0;
+        let index = node::Finder::new(base, count);
+        // One copy of the list of chunks, changed in place: a small patch on a state of
+        // thousands of members costs that copy, the chunks it changes and its own work.
+        let mut members = base.clone();
         let mut deleted: Vec<usize> = Vec::new();
         let mut appended = Vec::new();
         for entry in entries {
-            let slot = index.find(&self.members, entry.name());
+            let slot = index.find(base, entry.name());
+            let existing = slot.and_then(|i| base.get(i).map(|m| (i, m)));
             if entry.is_null() {
                 if let Some(i) = slot {
                     deleted.push(i);
@@ -294,7 +347,7 @@ impl Snapshot {
             }
             if let Some(as_is) = entry.as_is() {
                 match slot {
-                    Some(i) if self.members[i].node.same(&as_is.node) => continue,
+                    Some(_) if existing.is_some_and(|(_, m)| m.node.same(&as_is.node)) => continue,
                     None => {
                         appended.push(Arc::clone(as_is));
                         continue;
@@ -303,12 +356,11 @@ impl Snapshot {
                 }
             }
             let part = entry.part();
-            match slot {
+            match existing {
                 // Descends into the member, rebuilding only what the patch names in it.
-                Some(i) => {
-                    let member = &self.members[i];
+                Some((i, member)) => {
                     if let Some(node) = node::merge(Some(&member.node), part, 2)? {
-                        members[i] = Arc::new(member.with_node(node));
+                        members.set(i, Arc::new(member.with_node(node)));
                     }
                 }
                 None => appended.push(Arc::new(Member::named(
@@ -318,7 +370,9 @@ impl Snapshot {
             }
         }
         node::remove(&mut members, deleted);
-        members.extend(appended);
+        for member in appended {
+            members.push(member);
+        }
         Self::checked(members, max_bytes)
     }
 
@@ -332,8 +386,8 @@ impl Snapshot {
     }
 
     /// The merged state of `members`, unless it is shaped like a tagged value or too large.
-    fn checked(members: Vec<Arc<Member>>, max_bytes: usize) -> Result<Snapshot> {
-        if let [only] = members.as_slice() {
+    fn checked(members: node::Members, max_bytes: usize) -> Result<Snapshot> {
+        if let (1, Some(only)) = (members.len(), members.get(0)) {
             if codec::TAGS.contains(&only.name()) {
                 return Err(Error::Codec(format!(
                     "after the merge the state would be the tagged value {{{:?}: ...}}, not a plain object",
@@ -348,7 +402,7 @@ impl Snapshot {
         Ok(Snapshot {
             encoded: OnceLock::new(),
             len: size,
-            members,
+            members: Members(members),
         })
     }
 }
@@ -416,42 +470,13 @@ fn contains_null(encoded: &[u8]) -> bool {
     encoded.windows(4).any(|w| w == b"null")
 }
 
-/// Finds a state's members by name: by a scan for a few lookups, by a hash map for many (a
-/// patch as large as the state would otherwise cost a scan per member).
-enum NameIndex<'a> {
-    Scan,
-    Map(std::collections::HashMap<&'a str, usize>),
-}
-
-impl<'a> NameIndex<'a> {
-    fn new(members: &'a [Arc<Member>], lookups: usize) -> NameIndex<'a> {
-        if lookups < 8 || members.len() < 16 {
-            return NameIndex::Scan;
-        }
-        NameIndex::Map(
-            members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| (m.name(), i))
-                .collect(),
-        )
-    }
-
-    fn find(&self, members: &[Arc<Member>], wanted: &str) -> Option<usize> {
-        match self {
-            NameIndex::Scan => members.iter().position(|m| m.is_named(wanted)),
-            NameIndex::Map(map) => map.get(wanted).copied(),
-        }
-    }
-}
-
 /// Length of `{m1,m2,...}` without the NUL.
-fn encoded_len(members: &[Arc<Member>]) -> usize {
-    node::object_len(members)
+fn encoded_len(members: &node::Members) -> usize {
+    node::container_len(members)
 }
 
 /// `{m1,m2,...}` followed by a NUL, in one allocation.
-fn assemble(members: &[Arc<Member>]) -> Box<[u8]> {
+fn assemble(members: &node::Members) -> Box<[u8]> {
     let mut out = Vec::with_capacity(encoded_len(members) + 1);
     out.push(b'{');
     for (i, m) in members.iter().enumerate() {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::chunks::List;
-use super::node::{tag_shaped, tag_shaped_members, Node};
+use super::node::{tag_shaped_members, Members, Node};
 use super::{Member, Snapshot};
 use crate::codec;
 use crate::error::Result;
@@ -40,7 +40,7 @@ impl Snapshot {
         operations: &JsonPatch,
         max_bytes: usize,
     ) -> Option<Result<Snapshot>> {
-        let mut members = self.members.clone();
+        let mut members = self.members.0.clone();
         for op in operations.operations() {
             let tokens = op.path().tokens();
             let edit = match op {
@@ -71,16 +71,16 @@ impl Snapshot {
                 }
             }
         }
-        if tag_shaped(&members) {
+        if tag_shaped_members(&members) {
             return None;
         }
-        let next = Snapshot::lazy(members);
+        let next = Snapshot::of(members);
         Some(next.fits(max_bytes, "state").map(|()| next))
     }
 
     /// The compact encoding of the value at `tokens` (not the root), if there is one.
     pub(crate) fn json_at(&self, tokens: &[String]) -> Option<Vec<u8>> {
-        let at = node_at(&self.members, tokens)?;
+        let at = node_at(&self.members.0, tokens)?;
         let mut out = Vec::with_capacity(at.len());
         at.write(&mut out);
         Some(out)
@@ -93,7 +93,7 @@ impl Snapshot {
         tokens: &[String],
         n: usize,
     ) -> Option<std::result::Result<Vec<u8>, &Value>> {
-        let at = node_at(&self.members, tokens)?;
+        let at = node_at(&self.members.0, tokens)?;
         let Some(items) = at.array_items() else {
             return Some(Err(at.value()));
         };
@@ -119,7 +119,7 @@ fn checked(value: &Value, tokens: &[String]) -> Option<Node> {
 
 /// The node at `tokens` (not empty) below the top-level `members`, as a pointer reads it:
 /// into objects (tagged values included) by name and arrays by index.
-fn node_at<'a>(members: &'a [Arc<Member>], tokens: &[String]) -> Option<&'a Node> {
+fn node_at<'a>(members: &'a Members, tokens: &[String]) -> Option<&'a Node> {
     let (first, rest) = tokens.split_first()?;
     let mut at = &members.iter().find(|m| m.is_named(first))?.node;
     for token in rest {

@@ -100,7 +100,7 @@ impl Weighed for Arc<Node> {
 }
 
 /// The length of an object's or array's encoding: brackets, items, commas.
-fn container_len<T: Weighed + Clone>(items: &Chunks<T>) -> usize {
+pub(crate) fn container_len<T: Weighed + Clone>(items: &Chunks<T>) -> usize {
     2 + items.weight() + items.len().saturating_sub(1)
 }
 
@@ -379,16 +379,8 @@ impl Node {
     }
 }
 
-/// Whether two member lists encode to the same bytes.
-pub(crate) fn same_members(a: &[Arc<Member>], b: &[Arc<Member>]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| Arc::ptr_eq(x, y) || (x.key.same(&y.key) && x.node.same(&y.node)))
-}
-
-/// [`same_members`] of two objects' members.
-fn same_chunked_members(a: &Members, b: &Members) -> bool {
+/// Whether two objects' member lists encode to the same bytes.
+pub(crate) fn same_chunked_members(a: &Members, b: &Members) -> bool {
     a.len() == b.len()
         && a.iter()
             .zip(b.iter())
@@ -410,21 +402,11 @@ fn parse(bytes: &[u8]) -> Value {
 }
 
 /// Whether an object of `members` is shaped like a tagged value.
-pub(crate) fn tag_shaped(members: &[Arc<Member>]) -> bool {
-    matches!(members, [only] if codec::TAGS.contains(&only.name()))
-}
-
-/// Whether an object of `members` is shaped like a tagged value.
 pub(crate) fn tag_shaped_members(members: &Members) -> bool {
     members.len() == 1
         && members
             .get(0)
             .is_some_and(|only| codec::TAGS.contains(&only.name()))
-}
-
-/// Length of `{m1,m2,...}`.
-pub(crate) fn object_len(members: &[Arc<Member>]) -> usize {
-    2 + members.iter().map(|m| m.len()).sum::<usize>() + members.len().saturating_sub(1)
 }
 
 /// The members of the object encoded as `bytes` (compact JSON), sharing its bytes.
@@ -622,11 +604,7 @@ pub(crate) fn merge(target: Option<&Node>, patch: Part<'_>, depth: usize) -> Res
         return Ok(None);
     }
     let mut members = members.unwrap_or_else(|| base.clone());
-    deleted.sort_unstable();
-    deleted.dedup();
-    for i in deleted.into_iter().rev() {
-        members.remove(i);
-    }
+    remove(&mut members, deleted);
     for member in appended {
         members.push(member);
     }
@@ -660,13 +638,13 @@ fn merge_patch_into_nothing(patch: &Value, depth: usize) -> Result<Value> {
 
 /// Finds an object's members by name: by a scan for a few lookups, by a hash map for many (a
 /// patch naming many members of a large object would otherwise cost a scan per member).
-enum Finder<'a> {
+pub(crate) enum Finder<'a> {
     Scan,
     Map(std::collections::HashMap<&'a str, usize>),
 }
 
 impl<'a> Finder<'a> {
-    fn new(members: &'a Members, lookups: usize) -> Finder<'a> {
+    pub(crate) fn new(members: &'a Members, lookups: usize) -> Finder<'a> {
         if lookups < 8 || members.len() < 16 {
             return Finder::Scan;
         }
@@ -679,7 +657,7 @@ impl<'a> Finder<'a> {
         )
     }
 
-    fn find(&self, members: &Members, wanted: &str) -> Option<usize> {
+    pub(crate) fn find(&self, members: &Members, wanted: &str) -> Option<usize> {
         match self {
             Finder::Scan => members.iter().position(|m| m.is_named(wanted)),
             Finder::Map(map) => map.get(wanted).copied(),
@@ -688,16 +666,12 @@ impl<'a> Finder<'a> {
 }
 
 /// Removes the members at `deleted` (indexes, in any order), keeping the others' order.
-pub(crate) fn remove(members: &mut Vec<Arc<Member>>, mut deleted: Vec<usize>) {
-    if deleted.is_empty() {
-        return;
-    }
+pub(crate) fn remove(members: &mut Members, mut deleted: Vec<usize>) {
     deleted.sort_unstable();
-    let mut at = 0;
-    members.retain(|_| {
-        at += 1;
-        deleted.binary_search(&(at - 1)).is_err()
-    });
+    deleted.dedup();
+    for i in deleted.into_iter().rev() {
+        members.remove(i);
+    }
 }
 
 #[cfg(test)]
