@@ -350,6 +350,11 @@ static int run_op(Run *r, const JrNode *op)
         } else if (strcmp(name, "replace_if") == 0) {
             rc = agent_replace_state_if(r->h, expected, (const uint8_t *)input, len, &buf, &version);
             have_version = rc == AGENT_OK;
+        } else if (strcmp(name, "patch") == 0) {
+            rc = agent_patch_state(r->h, (const uint8_t *)input, len, &buf);
+        } else if (strcmp(name, "patch_if") == 0) {
+            rc = agent_patch_state_if(r->h, expected, (const uint8_t *)input, len, &buf, &version);
+            have_version = rc == AGENT_OK;
         } else {
             free(input);
             return failf(r, "unknown op %s%s", name, "");

@@ -348,6 +348,12 @@ private:
                                                     : agent_.replace_state_if(expected_version, input);
                     state = v.state;
                     version = v.version;
+                } else if (kind == "patch") {
+                    state = agent_.patch_state(input);
+                } else if (kind == "patch_if") {
+                    const auto v = agent_.patch_state_if(expected_version, input);
+                    state = v.state;
+                    version = v.version;
                 } else {
                     throw Mismatch("unknown op " + kind);
                 }

@@ -336,7 +336,7 @@ class VectorRun {
     }
     const want = get(op, 'status') || 'AGENT_OK';
     let input;
-    if (['set', 'replace', 'set_if', 'replace_if'].includes(kind)) {
+    if (['set', 'replace', 'set_if', 'replace_if', 'patch', 'patch_if'].includes(kind)) {
       input = inputOf(op);
       if (!input.exact && want !== 'AGENT_OK') {
         // The vector's input, as written, is not a JavaScript value: the library cannot be
@@ -396,6 +396,11 @@ class VectorRun {
     }
     if (kind === 'set') return [await agent.setState(input.value), undefined];
     if (kind === 'replace') return [await agent.replaceState(input.value), undefined];
+    if (kind === 'patch') return [await agent.patchState(input.value), undefined];
+    if (kind === 'patch_if') {
+      const { state, version } = await agent.patchStateIf(Number(get(op, 'if_version').text), input.value);
+      return [state, version];
+    }
     if (kind === 'set_if' || kind === 'replace_if') {
       const text = get(op, 'if_version').text;
       // A version beyond a double's whole numbers is given as a BigInt.

@@ -151,6 +151,14 @@ class VectorRun:
             return state, version
         if kind in ("encode", "map_get", "map_set", "map_delete", "set_has"):
             return self.value_op(kind, op), None
+        if kind in ("patch", "patch_if"):
+            # A JSON Patch goes in as its text: a vector may give what is not a list (which the
+            # value form refuses with a TypeError before the library sees it).
+            text = canonical(op["input"]).encode() if "input" in op else native_input(op)[1]
+            if kind == "patch":
+                return agent.patch_state_json(text), None
+            state, version = agent.patch_state_if_json(int(op["if_version"]), text)
+            return state, version
         native, value = native_input(op)
         if kind in ("set", "replace"):
             if not native:
