@@ -260,7 +260,13 @@ impl Args {
                 .position(|a| a == "--out")
                 .and_then(|i| args.get(i + 1))
                 .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(default_out)),
+                // Relative to the workspace, not to the directory cargo runs benches in (the
+                // crate's): a bare `cargo bench` writes where bench/run.sh does.
+                .unwrap_or_else(|| {
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("../..")
+                        .join(default_out)
+                }),
             only: args
                 .iter()
                 .position(|a| a == "--only")
