@@ -141,15 +141,16 @@ fn plain(value: Value, what: &str) -> Result<Value> {
     Ok(value)
 }
 
-/// What a value that is not a plain object is, for messages.
-fn describe(value: &Value) -> &'static str {
+/// What a value is, for messages ("an array", "a tagged value", ...).
+pub(crate) fn describe(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
         Value::Number(_) => "a number",
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
-        Value::Object(_) => "a tagged value",
+        Value::Object(map) if codec::tag_of(map).is_some() => "a tagged value",
+        Value::Object(_) => "an object",
     }
 }
 

@@ -14,6 +14,7 @@
 
 use serde_json::Value;
 
+use crate::accept::describe;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::json;
@@ -162,19 +163,6 @@ pub fn stored(text: &[u8]) -> Result<Patch> {
 /// as distinct from a patch that does not fit the state.
 pub fn is_test_failure(e: &PatchError) -> bool {
     e.kind == PatchErrorKind::TestFailed
-}
-
-/// What a value is, for messages.
-fn describe(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(map) if codec::tag_of(map).is_some() => "a tagged value",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]
