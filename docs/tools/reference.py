@@ -382,7 +382,9 @@ def binding_errors(surface):
     found = {lang: {} for lang in BINDINGS}
     for m in re.finditer(r"^\s+(\w+) = (AGENT_\w+),", src["C++"], re.M):
         found["C++"][m.group(2)] = f"`Status::{m.group(1)}`"
-    for m in re.finditer(r"^class (\w+)\(AgentError[^)]*\):.*?^    default_status = (AGENT_\w+)$",
+    # Public classes (a private base only shares code), each with its own default_status.
+    for m in re.finditer(r"^class ([A-Za-z]\w*)\((?:AgentError|_\w+)[^)]*\):"
+                         r"(?:(?!^class ).)*?^    default_status = (AGENT_\w+)$",
                          src["Python"], re.M | re.S):
         found["Python"][m.group(2)] = f"`{m.group(1)}`"
     go_status = {m.group(1): int(m.group(2))

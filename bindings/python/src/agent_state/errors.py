@@ -436,7 +436,20 @@ def _operation_of(message: str) -> Tuple[Optional[int], Optional[str], Optional[
     return int(found.group(1)), found.group(2), None if path is None else _unquote(path)
 
 
-class PathError(AgentError, LookupError):
+class _NamesAnOperation(AgentError):
+    """An error whose message may name the JSON Patch operation at fault (``operation 1
+    (remove "/q"): ...``): its index, ``op`` and ``path`` as attributes, ``None`` where the
+    message does not say."""
+
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
+        super().__init__(message, status)
+        self.operation: Optional[int]
+        self.op: Optional[str]
+        self.path: Optional[str]
+        self.operation, self.op, self.path = _operation_of(message)
+
+
+class PathError(_NamesAnOperation, LookupError):
     """``AGENT_ERR_PATH``: a JSON Pointer names nothing in the state. Raised by
     :meth:`Agent.get_path <agent_state.Agent.get_path>` and :meth:`Agent.get_tail
     <agent_state.Agent.get_tail>` for a member that does not exist or an index out of range
@@ -456,15 +469,9 @@ class PathError(AgentError, LookupError):
 
     default_status = AGENT_ERR_PATH
 
-    def __init__(self, message: str, status: Optional[int] = None) -> None:
-        super().__init__(message, status)
-        self.operation: Optional[int]
-        self.op: Optional[str]
-        self.path: Optional[str]
-        self.operation, self.op, self.path = _operation_of(message)
 
 
-class TestFailedError(AgentError):
+class TestFailedError(_NamesAnOperation):
     """``AGENT_ERR_TEST_FAILED``: a ``test`` operation of :meth:`Agent.patch_state
     <agent_state.Agent.patch_state>` found another value than the one it names: the patch's
     own compare-and-set said no, and nothing was written. Read the state again and retry, as
@@ -482,12 +489,6 @@ class TestFailedError(AgentError):
     # Not a test class, whatever its name says (pytest collects classes named Test*).
     __test__ = False
 
-    def __init__(self, message: str, status: Optional[int] = None) -> None:
-        super().__init__(message, status)
-        self.operation: Optional[int]
-        self.op: Optional[str]
-        self.path: Optional[str]
-        self.operation, self.op, self.path = _operation_of(message)
 
 
 class PanicError(AgentError):
@@ -497,8 +498,18 @@ class PanicError(AgentError):
     default_status = AGENT_ERR_PANIC
 
 
+def _public_classes(base: Type[AgentError]) -> List[Type[AgentError]]:
+    """Every public subclass of ``base``, at any depth (the private ones only share code)."""
+    found: List[Type[AgentError]] = []
+    for cls in base.__subclasses__():
+        if not cls.__name__.startswith("_"):
+            found.append(cls)
+        found.extend(_public_classes(cls))
+    return found
+
+
 #: The exception class of each status: the one whose ``default_status`` it is.
-_CLASSES: Dict[int, Type[AgentError]] = {cls.default_status: cls for cls in AgentError.__subclasses__()}
+_CLASSES: Dict[int, Type[AgentError]] = {cls.default_status: cls for cls in _public_classes(AgentError)}
 
 
 def error_for_status(status: int, message: str) -> AgentError:
