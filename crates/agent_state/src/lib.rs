@@ -151,6 +151,7 @@ pub mod error;
 pub mod hooks;
 pub mod options;
 mod store;
+pub mod work;
 
 pub use agent::{Agent, Held, Ticket, Versioned, Written};
 /// The state value (its own crate, `agent_state_value`): JSON, the codec, merge, snapshots.

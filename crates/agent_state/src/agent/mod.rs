@@ -356,6 +356,18 @@ impl Agent {
         ticket.trusted(self.id, &self.hot)
     }
 
+    /// The state with its version when this thread's own copy answers ([`Agent::read`]'s hot
+    /// path): no lock taken, no wait, no I/O, nothing written that another thread reads. `None`
+    /// when the copy cannot be trusted now (this thread never read the handle, something was
+    /// committed since, the handle is closed, the process forked, the backend has no commit
+    /// watch): then a read must take [`Agent::read`]'s locked path, which may wait. For callers
+    /// that complete a read at once when they can and hand it to a worker thread otherwise (the
+    /// C ABI's `agent_submit`). Thread-safe; never fails.
+    #[inline]
+    pub fn read_now(&self) -> Option<Arc<Held>> {
+        hot::lookup(self.id, &self.hot)
+    }
+
     fn read_locked(&self) -> Result<(Arc<Held>, Option<Ticket>)> {
         // A state of an older schema version is migrated on first touch (once: the migration
         // commits only from the state it was computed from), then read again; a newer one is

@@ -25,3 +25,4 @@ mod schema_fleet;
 mod store_agents;
 mod store_agents_race;
 mod versions;
+mod work;
