@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark of the Python binding (bench.py) in the binding's virtual environment:
-#   bindings/python/bench.sh [--smoke] [--out FILE] [--only fig10|async|pg-async]...
+#   bindings/python/bench.sh [--smoke] [--out FILE] [--only fig10|overhead|async|loop-lag|pg-async]...
 # bench/run.sh (make bench, make bench-smoke) calls it under tests/pg/with-server.sh: the
 # pg-async part (the async binding's throughput) runs against the server at
 # AGENT_STATE_TEST_PG_URI, and says it was skipped when that is unset. Needs `make build`

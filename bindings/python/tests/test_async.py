@@ -27,6 +27,7 @@ from agent_state.async_agent import POOL_SIZE
 
 import backends
 from lock_holder import Holder
+from loop_lag import LoopLag
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -228,34 +229,6 @@ def hold_lock(store_of: Where, tmp_path: Path) -> Iterator[Callable[[str], AnyHo
             twin.close()
 
 
-class Heartbeat:
-    """A task that wakes every millisecond (asyncio.sleep(0.001)) and keeps the largest gap
-    between two wake-ups: the longest the loop was kept from running its tasks (on an idle
-    loop, about 1 ms)."""
-
-    def __init__(self) -> None:
-        self.largest = 0.0
-        self._stop = False
-        self._task: "Optional[asyncio.Future[None]]" = None
-
-    def start(self) -> None:
-        self._task = asyncio.ensure_future(self._beat())
-
-    async def _beat(self) -> None:
-        last = time.monotonic()
-        while not self._stop:
-            await asyncio.sleep(0.001)
-            now = time.monotonic()
-            self.largest = max(self.largest, now - last)
-            last = now
-
-    async def stop(self) -> float:
-        self._stop = True
-        assert self._task is not None
-        await self._task
-        return self.largest
-
-
 @pytest.mark.any_backend
 @pytest.mark.parametrize("holder", ["connection", "process"])
 def test_a_waiting_write_is_cancelled_by_wait_for_and_by_task_cancel(
@@ -321,7 +294,7 @@ def test_the_loop_is_not_blocked_while_writes_wait_for_a_lock(
         held = hold_lock(holder)  # held before the loop starts: its start is not measured
 
         async def main() -> float:
-            beat = Heartbeat()
+            beat = LoopLag()
             beat.start()
             writes = [asyncio.ensure_future(a.set_state({f"w{n}_{i}": i})) for i in range(WRITERS)]
             await asyncio.sleep(HOLD_S)  # the lock is held all this time
@@ -346,6 +319,33 @@ def test_the_loop_is_not_blocked_while_writes_wait_for_a_lock(
     assert min(gaps) < GAP_BOUND_S, f"no attempt's largest gap was under {GAP_BOUND_S * 1000:.0f} ms: {shown} ms"
     state = a.sync.get_state()
     assert len(state) == 1 + WRITERS * len(gaps) and state["holder"] is True
+
+
+#: How long the lock is held while one call waits for it, and the most the loop may stall
+#: meanwhile: a call that blocked the loop for its wait would stall it for the whole hold.
+ONE_HOLD_S = 2.0
+ONE_STALL_S = 1.0
+
+
+@pytest.mark.any_backend
+def test_one_waiting_call_does_not_stall_the_loop(
+    open_async: Callable[..., AsyncAgent], hold_lock: Callable[[str], AnyHolder]
+) -> None:
+    a = open_async(busy_timeout_ms=60_000, server_timeout_ms=60_000)
+    held = hold_lock("process")
+
+    async def main() -> float:
+        async with LoopLag() as lag:
+            write = asyncio.ensure_future(a.set_state({"waited": True}))
+            await asyncio.sleep(ONE_HOLD_S)
+            assert not write.done(), "the write did not wait for the lock"
+            await asyncio.get_running_loop().run_in_executor(None, held.release)
+            assert await write == {"holder": True, "waited": True}
+        return lag.largest
+
+    stall = asyncio.run(main())
+    print(f"one write waiting {ONE_HOLD_S:.0f} s for another process's lock: largest loop gap {stall * 1000:.1f} ms")
+    assert stall < ONE_STALL_S, f"the loop stalled {stall * 1000:.0f} ms while one call waited"
 
 
 @pytest.mark.any_backend
@@ -460,7 +460,7 @@ def test_wait_for_and_cancel_end_calls_on_a_server_that_does_not_answer(
 
     async def frozen_calls() -> Tuple[List[float], float, float]:
         loop = asyncio.get_running_loop()
-        beat = Heartbeat()
+        beat = LoopLag()
         beat.start()
         # A deadline: the write waits for a server that does not answer.
         deadlines: List[float] = []
