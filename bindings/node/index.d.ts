@@ -4,10 +4,10 @@
 // this file together with examples/conversation.ts.
 //
 // Threads: an Agent belongs to the JavaScript thread (main thread or worker) that opened it. Its
-// calls run on libuv's thread pool and resolve on that thread; its hooks and validator run there
-// too. A worker thread opens agents of its own (any number of handles, in any threads and
-// processes, may be open on one agent: the store orders their writes). An Agent is not
-// transferable with postMessage.
+// calls run on the library's worker pool (not libuv's thread pool, which fs, dns and crypto
+// share) and resolve on that thread; its hooks and validator run there too. A worker thread
+// opens agents of its own (any number of handles, in any threads and processes, may be open on
+// one agent: the store orders their writes). An Agent is not transferable with postMessage.
 
 /// <reference types="node" />
 
@@ -416,9 +416,9 @@ export interface AgentInfo {
  * or use {@link openAgent} with the hooks as options. The Agent owns one native handle until
  * {@link Agent.close} (or `await using`); belongs to the thread that opened it (worker threads
  * open their own). Calls may run concurrently: writes in flight at once through one agent run on
- * libuv's pool and commit in the order they reach the store (not necessarily the order they were
- * called; await one before the next to order them), and hooks see them one at a time, in commit
- * order.
+ * the library's worker pool and commit in the order they reach the store (not necessarily the
+ * order they were called; await one before the next to order them), and hooks see them one at
+ * a time, in commit order.
  *
  * Every call that touches the store can reject with {@link BadHandleError} (the agent is
  * closed), {@link StorageError}, {@link BusyError}, {@link UnavailableError} or

@@ -1,8 +1,9 @@
 'use strict';
 // The Agent class: the reference's API (getState, setState, replaceState, initialState,
 // onStateChanged) on one native handle, plus versions, compare-and-set, the validator, the change
-// log and cancellation. Every call that may wait runs on libuv's pool (the addon's jobs); this
-// file only encodes, decodes and orders hooks on the JavaScript thread.
+// log and cancellation. Every call that may wait runs on the library's worker pool (the addon's
+// jobs; not libuv's pool, which fs, dns and crypto share); this file only encodes, decodes and
+// orders hooks on the JavaScript thread.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const native = require('./native');

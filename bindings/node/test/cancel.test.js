@@ -60,8 +60,8 @@ eachBackend('an already-aborted signal rejects at once, before anything is writt
     let settled = false;
     const p = call(agent);
     p.then(() => { settled = true; }, () => { settled = true; });
-    // Only microtasks run here: a call that reached libuv's pool could not settle before the
-    // event loop turns.
+    // Only microtasks run here: a call that reached the library's worker pool could not settle
+    // before the event loop turns.
     for (let i = 0; i < 50 && !settled; i++) await null;
     assert.equal(settled, true, 'rejected without waiting for the pool');
     await rejectsWith(p, CallCancelledError);

@@ -1,17 +1,19 @@
 'use strict';
 // Starts a child process of the tests (children/child.js) and talks to it by lines: `next()`
 // resolves to the child's next line of stdout, `send(line)` writes a line to its stdin. No
-// sleeps: every step waits for the child's message.
+// sleeps: every step waits for the child's message. `env`: variables added to the child's
+// environment (this process's own are passed on too).
 
 const { spawn } = require('node:child_process');
 const path = require('node:path');
 
 const CHILD = path.join(__dirname, 'children', 'child.js');
 
-function startChild(role, args, store, extraOptions = {}, nodeFlags = []) {
+function startChild(role, args, store, extraOptions = {}, nodeFlags = [], env = {}) {
   const child = spawn(process.execPath, [...nodeFlags, CHILD, role, ...args.map(String)], {
     env: {
       ...process.env,
+      ...env,
       AGENT_STATE_NODE_CHILD: '1',
       AGENT_STATE_CHILD_PATH: store.path,
       AGENT_STATE_CHILD_OPTIONS: JSON.stringify({ ...extraOptions, ...store.options }),

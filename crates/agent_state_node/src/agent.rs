@@ -10,7 +10,7 @@ use napi_derive::napi;
 use crate::cancel::{token, CancelToken};
 use crate::error::{guarded, invalid, IntoNapi};
 use crate::hooks::{ChangeQueue, InitialSource, JsStep, JsValidator, PendingChange};
-use crate::task::Job;
+use crate::task::spawn;
 
 /// A state with its version, as a read returns it. `ticket` (0: none) names the read for
 /// [`NativeAgent::is_current`]. `state` is `None` when the caller said it holds the state of
@@ -122,13 +122,14 @@ fn versioned(v: agent_state::Versioned) -> Result<Versioned> {
 /// Opens a handle on a pool thread: `path` is a file or a `postgres://` URI, `options` the core's
 /// options as JSON (snake_case names, as in C), `initial` the initial state's JSON text.
 #[napi]
-pub fn open_agent(
+pub fn open_agent<'env>(
+    env: &'env Env,
     path: String,
     options: String,
     initial: String,
     cancel: Option<&CancelToken>,
-) -> AsyncTask<Job<OpenedAgent>> {
-    Job::new(token(cancel), move || {
+) -> Result<PromiseRaw<'env, OpenedAgent>> {
+    spawn(env, token(cancel), move || {
         let options = OpenOptions::from_json(options.as_bytes()).into_napi()?;
         let agent = Agent::open(&PathBuf::from(path), &options).into_napi()?;
         let initial = Arc::new(InitialSource::new(initial.into_bytes()));
@@ -229,33 +230,35 @@ impl NativeAgent {
     /// The state at `version` as stored (not upgraded), with its schema version, on a pool
     /// thread.
     #[napi]
-    pub fn state_at_stored(
+    pub fn state_at_stored<'env>(
         &self,
+        env: &'env Env,
         version: VersionArg,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<StoredState>>> {
+    ) -> Result<PromiseRaw<'env, StoredState>> {
         let version = version_arg("version", Some(version))?.unwrap_or(0);
         let agent = Arc::clone(&self.agent);
-        Ok(Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             let (state, schema) = agent.state_at_stored(version).into_napi()?;
             Ok(StoredState {
                 state: text(state.json())?,
                 schema,
             })
-        }))
+        })
     }
 
     /// `state` (JSON text) stored under schema version `from`, upgraded to this handle's version
     /// without writing, on a pool thread (steps of code run on the JavaScript thread meanwhile).
     #[napi]
-    pub fn upgrade_state(
+    pub fn upgrade_state<'env>(
         &self,
+        env: &'env Env,
         state: String,
         from: u32,
         cancel: Option<&CancelToken>,
-    ) -> AsyncTask<Job<String>> {
+    ) -> Result<PromiseRaw<'env, String>> {
         let agent = Arc::clone(&self.agent);
-        Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             text(
                 agent
                     .upgrade_state(state.as_bytes(), from)
@@ -268,15 +271,16 @@ impl NativeAgent {
     /// Reads the state and version on a pool thread; `known`: the version of the state the
     /// caller holds (see [`Versioned`]).
     #[napi]
-    pub fn read(
+    pub fn read<'env>(
         &self,
+        env: &'env Env,
         cancel: Option<&CancelToken>,
         known: Option<VersionArg>,
-    ) -> Result<AsyncTask<Job<Versioned>>> {
+    ) -> Result<PromiseRaw<'env, Versioned>> {
         let known = version_arg("known", known)?;
         let agent = Arc::clone(&self.agent);
         let last_read = Arc::clone(&self.last_read);
-        Ok(Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             let (held, ticket): (Arc<Held>, Option<Ticket>) = agent.read_ticketed().into_napi()?;
             let mut last = last_read.lock().unwrap_or_else(|p| p.into_inner());
             let number = match ticket {
@@ -293,7 +297,7 @@ impl NativeAgent {
                 state: unless_known(&held, known)?,
                 ticket: number,
             })
-        }))
+        })
     }
 
     /// True when the read that returned `ticket` is still the stored state: nothing was
@@ -316,27 +320,43 @@ impl NativeAgent {
     /// Merges `patch` (JSON text) on a pool thread; only at version `expected` when given.
     /// `known`: the version of the state the caller holds (see [`Written`]).
     #[napi]
-    pub fn set_state(
+    pub fn set_state<'env>(
         &self,
+        env: &'env Env,
         patch: String,
         expected: Option<VersionArg>,
         known: Option<VersionArg>,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<Written>>> {
-        self.write(Agent::set_state_written, patch, expected, known, cancel)
+    ) -> Result<PromiseRaw<'env, Written>> {
+        self.write(
+            env,
+            Agent::set_state_written,
+            patch,
+            expected,
+            known,
+            cancel,
+        )
     }
 
     /// Replaces the state with `next` (JSON text) on a pool thread; only at version `expected`
     /// when given; `known` as for `set_state`.
     #[napi]
-    pub fn replace_state(
+    pub fn replace_state<'env>(
         &self,
+        env: &'env Env,
         next: String,
         expected: Option<VersionArg>,
         known: Option<VersionArg>,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<Written>>> {
-        self.write(Agent::replace_state_written, next, expected, known, cancel)
+    ) -> Result<PromiseRaw<'env, Written>> {
+        self.write(
+            env,
+            Agent::replace_state_written,
+            next,
+            expected,
+            known,
+            cancel,
+        )
     }
 
     /// Applies `operations` (an RFC 6902 JSON Patch: the JSON text of an array of operations)
@@ -344,13 +364,15 @@ impl NativeAgent {
     /// always carries the state's text: the package does not derive the next state from the
     /// operations itself (that would take a second implementation of RFC 6902 on its side).
     #[napi]
-    pub fn patch_state(
+    pub fn patch_state<'env>(
         &self,
+        env: &'env Env,
         operations: String,
         expected: Option<VersionArg>,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<Written>>> {
+    ) -> Result<PromiseRaw<'env, Written>> {
         self.write(
+            env,
             Agent::patch_state_written,
             operations,
             expected,
@@ -362,13 +384,14 @@ impl NativeAgent {
     /// The compact JSON text of the part of the state at `pointer` (an RFC 6901 JSON Pointer;
     /// `""` is the whole state), read on a pool thread.
     #[napi]
-    pub fn get_path(
+    pub fn get_path<'env>(
         &self,
+        env: &'env Env,
         pointer: String,
         cancel: Option<&CancelToken>,
-    ) -> AsyncTask<Job<String>> {
+    ) -> Result<PromiseRaw<'env, String>> {
         let agent = Arc::clone(&self.agent);
-        Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             text(&agent.get_path(&pointer).into_napi()?)
         })
     }
@@ -376,12 +399,13 @@ impl NativeAgent {
     /// The last `n` elements of the array at `pointer`, as the JSON text of an array (oldest
     /// first), read on a pool thread.
     #[napi]
-    pub fn get_tail(
+    pub fn get_tail<'env>(
         &self,
+        env: &'env Env,
         pointer: String,
         n: f64,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<String>>> {
+    ) -> Result<PromiseRaw<'env, String>> {
         if !(n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0) {
             return Err(invalid(format!(
                 "n must be a whole number of at least 0, got {n}"
@@ -390,59 +414,66 @@ impl NativeAgent {
         // Past usize (a 32-bit build) every array is shorter anyway.
         let n = usize::try_from(n as u64).unwrap_or(usize::MAX);
         let agent = Arc::clone(&self.agent);
-        Ok(Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             text(&agent.get_tail(&pointer, n).into_napi()?)
-        }))
+        })
     }
 
     /// The change log after version `after`, as the C ABI's JSON array.
     #[napi]
-    pub fn changes_since(
+    pub fn changes_since<'env>(
         &self,
+        env: &'env Env,
         after: VersionArg,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<String>>> {
+    ) -> Result<PromiseRaw<'env, String>> {
         let after = version_arg("after", Some(after))?.unwrap_or(0);
         let agent = Arc::clone(&self.agent);
-        Ok(Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             text(&agent.changes_since(after).into_napi()?)
-        }))
+        })
     }
 
     /// The state at `version`, from the change log.
     #[napi]
-    pub fn state_at(
+    pub fn state_at<'env>(
         &self,
+        env: &'env Env,
         version: VersionArg,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<String>>> {
+    ) -> Result<PromiseRaw<'env, String>> {
         let version = version_arg("version", Some(version))?.unwrap_or(0);
         let agent = Arc::clone(&self.agent);
-        Ok(Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             text(agent.state_at(version).into_napi()?.json())
-        }))
+        })
     }
 
     /// Replaces the state with the state at `version`, as a new change.
     #[napi]
-    pub fn restore(
+    pub fn restore<'env>(
         &self,
+        env: &'env Env,
         version: VersionArg,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<Versioned>>> {
+    ) -> Result<PromiseRaw<'env, Versioned>> {
         let version = version_arg("version", Some(version))?.unwrap_or(0);
         let agent = Arc::clone(&self.agent);
-        Ok(Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             versioned(agent.restore(version).into_napi()?)
-        }))
+        })
     }
 
     /// Queues the changes other handles committed (with the change log on) for `take_changes`;
     /// resolves to how many.
     #[napi]
-    pub fn poll(&self, cancel: Option<&CancelToken>) -> AsyncTask<Job<u32>> {
+    pub fn poll<'env>(
+        &self,
+        env: &'env Env,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'env, u32>> {
         let agent = Arc::clone(&self.agent);
-        Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             let n = agent.poll().into_napi()?;
             Ok(u32::try_from(n).unwrap_or(u32::MAX))
         })
@@ -496,28 +527,29 @@ impl NativeAgent {
 
     /// Closes the handle on a pool thread (its store's connection goes then).
     #[napi]
-    pub fn close(&self) -> AsyncTask<Job<()>> {
+    pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let agent = Arc::clone(&self.agent);
-        Job::new(None, move || agent.close().into_napi())
+        spawn(env, None, move || agent.close().into_napi())
     }
 }
 
 /// The addon's private helpers of `NativeAgent` (not exported to JavaScript).
 impl NativeAgent {
     /// One write (`how`: a merge, a replacement or a JSON Patch) as a pool job.
-    fn write(
+    fn write<'env>(
         &self,
+        env: &'env Env,
         how: fn(&Agent, &[u8], Option<u64>) -> agent_state::Result<agent_state::Written>,
         input: String,
         expected: Option<VersionArg>,
         known: Option<VersionArg>,
         cancel: Option<&CancelToken>,
-    ) -> Result<AsyncTask<Job<Written>>> {
+    ) -> Result<PromiseRaw<'env, Written>> {
         let expected = version_arg("expected", expected)?;
         let known = version_arg("known", known)?;
         let agent = Arc::clone(&self.agent);
-        Ok(Job::new(token(cancel), move || {
+        spawn(env, token(cancel), move || {
             written(how(&agent, input.as_bytes(), expected).into_napi()?, known)
-        }))
+        })
     }
 }

@@ -37,11 +37,3 @@ impl Default for CancelToken {
 pub fn token(cancel: Option<&CancelToken>) -> Option<agent_state::Cancel> {
     cancel.map(|c| c.inner.clone())
 }
-
-/// Runs `f` under `token` when there is one.
-pub fn scoped<T>(token: &Option<agent_state::Cancel>, f: impl FnOnce() -> T) -> T {
-    match token {
-        Some(token) => token.scope(f),
-        None => f(),
-    }
-}

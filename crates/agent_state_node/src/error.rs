@@ -82,7 +82,7 @@ impl<T> IntoNapi<T> for agent_state::Result<T> {
 
 /// Runs `f`, turning a panic into an error with `AGENT_ERR_PANIC`'s code (99): the one panic
 /// boundary of the addon. Node-API calls the addon through `extern "C"` functions, where a panic
-/// would abort the process (napi-rs does not catch it on libuv's pool), so every job and every
+/// would abort the process (napi-rs does not catch it on a worker thread), so every job and every
 /// synchronous method runs inside this.
 pub fn guarded<T>(what: &str, f: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {

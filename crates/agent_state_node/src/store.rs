@@ -10,7 +10,7 @@ use napi_derive::napi;
 
 use crate::cancel::{token, CancelToken};
 use crate::error::{invalid, IntoNapi};
-use crate::task::Job;
+use crate::task::spawn;
 
 fn options(text: &str) -> Result<OpenOptions> {
     OpenOptions::from_json(text.as_bytes()).into_napi()
@@ -32,16 +32,17 @@ fn json(entries: &[agent_state::AgentInfo]) -> String {
 
 /// One page of the store's agents, as a JSON array of `{"agent_id", "version", "updated_at_ms"}`.
 #[napi]
-pub fn list_agents(
+pub fn list_agents<'env>(
+    env: &'env Env,
     path: String,
     options_json: String,
     prefix: Option<String>,
     after: Option<String>,
     limit: f64,
     cancel: Option<&CancelToken>,
-) -> Result<AsyncTask<Job<String>>> {
+) -> Result<PromiseRaw<'env, String>> {
     let limit = count("limit", limit)?;
-    Ok(Job::new(token(cancel), move || {
+    spawn(env, token(cancel), move || {
         let query = AgentQuery {
             prefix,
             after,
@@ -51,21 +52,22 @@ pub fn list_agents(
             agent_state::list_agents(&PathBuf::from(path), &options(&options_json)?, &query)
                 .into_napi()?;
         Ok(json(&entries))
-    }))
+    })
 }
 
 /// Deletes one agent's state (and change log); resolves to the version it had, or `null` when
 /// nothing was stored. With `if_version`, only at that version (else a conflict).
 #[napi]
-pub fn delete_agent(
+pub fn delete_agent<'env>(
+    env: &'env Env,
     path: String,
     options_json: String,
     id: String,
     if_version: Option<f64>,
     cancel: Option<&CancelToken>,
-) -> Result<AsyncTask<Job<Option<f64>>>> {
+) -> Result<PromiseRaw<'env, Option<f64>>> {
     let if_version = if_version.map(|v| count("ifVersion", v)).transpose()?;
-    Ok(Job::new(token(cancel), move || {
+    spawn(env, token(cancel), move || {
         let deleted = agent_state::delete_agent(
             &PathBuf::from(path),
             &options(&options_json)?,
@@ -74,22 +76,23 @@ pub fn delete_agent(
         )
         .into_napi()?;
         Ok(deleted.map(|v| v as f64))
-    }))
+    })
 }
 
 /// Deletes (or with `dry_run` lists) up to `limit` agents not written for `idle_ms`.
 #[napi]
-pub fn expire_agents(
+pub fn expire_agents<'env>(
+    env: &'env Env,
     path: String,
     options_json: String,
     idle_ms: f64,
     limit: f64,
     dry_run: bool,
     cancel: Option<&CancelToken>,
-) -> Result<AsyncTask<Job<String>>> {
+) -> Result<PromiseRaw<'env, String>> {
     let idle = count("idleMs", idle_ms)?;
     let limit = count("limit", limit)?;
-    Ok(Job::new(token(cancel), move || {
+    spawn(env, token(cancel), move || {
         let entries = agent_state::expire_agents(
             &PathBuf::from(path),
             &options(&options_json)?,
@@ -99,5 +102,5 @@ pub fn expire_agents(
         )
         .into_napi()?;
         Ok(json(&entries))
-    }))
+    })
 }

@@ -13,8 +13,14 @@
 // - gc: opens agents and leaves them unclosed, collects them, says how many of its file
 //   descriptors name the store file before, while open and after (needs --expose-gc).
 // - exit: opens an agent with a hook and a validator, writes, leaves it open and returns.
+// - crowd n: starts n writes {c<i>: i} at once and says "waiting" (they wait for a lock another
+//   process holds); then reads a file with fs.promises.readFile and derives a key with
+//   crypto.pbkdf2, both users of libuv's thread pool, and says "pool <bytes read> <key bytes>"
+//   when both finished; says "written <n>" when the n writes resolved, each with its own key
+//   in the state it returned.
 if (process.env.AGENT_STATE_NODE_CHILD !== '1') return;
 
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const agentState = require(path.join(__dirname, '..', '..'));
@@ -139,7 +145,30 @@ async function exitRole() {
   say('written');
 }
 
-const roles = { hold: () => hold(Number(process.argv[3] || 0)), writer, gc: gcRole, exit: exitRole };
+async function crowd(n) {
+  const agent = await agentState.openAgent(storePath, options);
+  const writes = Array.from({ length: n }, (_, i) => agent.setState({ [`c${i}`]: i }));
+  say('waiting');
+  const [text, key] = await Promise.all([
+    fs.promises.readFile(__filename),
+    new Promise((resolve, reject) => {
+      crypto.pbkdf2('secret', 'salt', 1000, 32, 'sha256', (error, derived) => (error ? reject(error) : resolve(derived)));
+    }),
+  ]);
+  say(`pool ${text.length} ${key.length}`);
+  const states = await Promise.all(writes);
+  const own = states.filter((state, i) => state[`c${i}`] === i).length;
+  say(`written ${own}`);
+  await agent.close();
+}
+
+const roles = {
+  hold: () => hold(Number(process.argv[3] || 0)),
+  writer,
+  gc: gcRole,
+  exit: exitRole,
+  crowd: () => crowd(Number(process.argv[3])),
+};
 roles[process.argv[2]]().catch((error) => {
   say(`error ${error.name}: ${error.message}`);
   process.exit(1);

@@ -1,0 +1,51 @@
+'use strict';
+// The agent's calls do not take libuv's thread pool from the rest of the process: libuv's pool
+// (4 threads unless UV_THREADPOOL_SIZE says otherwise) serves fs, dns, zlib and crypto, and a
+// call that waits for a busy store must not hold one of its threads while it waits. The library
+// runs the calls on its own worker pool instead.
+//
+// A child process ("crowd", UV_THREADPOOL_SIZE=4) starts 16 writes on one agent while another
+// child ("hold") holds the store's write lock (on PostgreSQL, the agent's row); then, while they
+// wait, it reads a file with fs.promises.readFile and derives a key with crypto.pbkdf2. Both
+// must finish while the lock is still held: the test releases the lock only after they finished,
+// or after 30 seconds, and fails in that case (calls that held libuv's 4 threads would keep the
+// read waiting until the lock is released). The 30 seconds are a deadline for a hang, not a
+// measure: the read takes milliseconds when it is not stuck behind the agent's calls.
+
+const assert = require('node:assert/strict');
+const { eachBackend } = require('./backends');
+const { startChild } = require('./children');
+
+const CALLS = 16;
+const DEADLINE_MS = 30000;
+
+eachBackend(`readFile and pbkdf2 finish while ${CALLS} agent calls wait for another process's lock (UV_THREADPOOL_SIZE=4)`, async (t, store) => {
+  const holder = startChild('hold', [], store);
+  t.after(() => holder.kill());
+  await holder.expect('holding');
+
+  const crowd = startChild('crowd', [CALLS], store, { busyTimeoutMs: 120000 }, [], { UV_THREADPOOL_SIZE: '4' });
+  t.after(() => crowd.kill());
+  await crowd.expect('waiting');
+
+  let timer;
+  const deadline = new Promise((resolve) => {
+    timer = setTimeout(() => resolve(null), DEADLINE_MS);
+  });
+  const line = await Promise.race([crowd.next(), deadline]);
+  clearTimeout(timer);
+  // Released either way: the crowd's writes then go on, and the children end.
+  holder.send('release');
+  await holder.expect('committed');
+  assert.equal((await holder.exited).code, 0);
+  assert.notEqual(line, null, `readFile and pbkdf2 did not finish in ${DEADLINE_MS / 1000} s while the agent's calls waited: they held libuv's thread pool`);
+  assert.match(line, /^pool [1-9][0-9]* 32$/, 'the file was read and the key derived');
+
+  // The waiting writes all landed once the lock was released, each merged into the state.
+  await crowd.expect(`written ${CALLS}`);
+  assert.equal((await crowd.exited).code, 0);
+  const agent = await store.open();
+  const state = await agent.getState();
+  assert.equal(state.holder, true);
+  for (let i = 0; i < CALLS; i++) assert.equal(state[`c${i}`], i);
+});
