@@ -26,6 +26,10 @@
  *  10. JSON Patch and reads of one place: agent_patch_state, agent_patch_state_if (RFC 6902;
  *      AGENT_CHANGE_JSON_PATCH, AGENT_ERR_PATH, AGENT_ERR_TEST_FAILED), agent_get_path,
  *      agent_get_tail (RFC 6901 JSON Pointers).
+ *  11. Awaited calls: AgentCall (AGENT_OP_*, AGENT_CALL_*), AgentCompletion, AgentDoneFn,
+ *      agent_submit; AgentQueue, agent_queue_new, agent_queue_submit, agent_queue_take,
+ *      agent_queue_free (a call completes later on the library's worker pool, at most 8
+ *      threads or AGENT_STATE_WORKERS, or at once when it need not wait).
  *
  * Conventions of the whole API:
  * - Every fallible function returns an AgentStatus: AGENT_OK (0) or an AGENT_ERR_* code, and
@@ -47,7 +51,9 @@
  *   none. Not supported: forking while another thread is inside a call on a handle (POSIX
  *   allows the child of a multi-threaded process only async-signal-safe calls; that handle may
  *   block in the child, and never touches the parent's data), or from inside a validator or
- *   initial-state hook (the child gets AGENT_ERR_STORAGE for that store).
+ *   initial-state hook (the child gets AGENT_ERR_STORAGE for that store). Submitted calls
+ *   (agent_submit) in flight in the parent never complete in the child, which starts with no
+ *   worker thread; a completion queue is its maker's (a child makes its own).
  */
 
 #ifndef AGENT_STATE_H
@@ -91,6 +97,42 @@
  * `agent_patch_state_if`): `patch` is the array of operations.
  */
 #define AGENT_CHANGE_JSON_PATCH 4
+
+/**
+ * `AgentCall.op`: read the state and its version (`data` unused, may be NULL).
+ */
+#define AGENT_OP_GET_STATE 1
+
+/**
+ * `AgentCall.op`: merge `data`, an RFC 7396 merge patch (JSON object text), as
+ * `agent_set_state` does.
+ */
+#define AGENT_OP_SET_STATE 2
+
+/**
+ * `AgentCall.op`: replace the state with `data` (JSON object text), as `agent_replace_state`
+ * does.
+ */
+#define AGENT_OP_REPLACE_STATE 3
+
+/**
+ * `AgentCall.op`: apply `data`, an RFC 6902 JSON Patch (JSON array text), as
+ * `agent_patch_state` does.
+ */
+#define AGENT_OP_PATCH_STATE 4
+
+/**
+ * `AgentCall.flags`: compare-and-set; the write commits only if the state's version is still
+ * `expected_version` (as the `_if` calls; else `AGENT_ERR_CONFLICT`, nothing written). Writes
+ * only.
+ */
+#define AGENT_CALL_IF 1
+
+/**
+ * `AgentCall.flags`: the completion carries no state (its `state` stays empty): the caller
+ * does not need it, and a write then never assembles the encoding of the whole state for it.
+ */
+#define AGENT_CALL_NO_STATE 2
 
 /**
  * The result of every fallible `agent_*` call: `AGENT_OK` (0) or one of the `AGENT_ERR_*`
@@ -221,6 +263,88 @@ typedef int32_t (*AgentValidateFn)(void *user_data,
                                    struct AgentBuffer *message);
 
 /**
+ * A completion queue, as C sees it: an opaque id, like `AgentHandle` (0 is never a queue).
+ */
+typedef uint64_t AgentQueue;
+
+/**
+ * One call to submit (`agent_submit`, `agent_queue_submit`). Read, and `data` copied, before
+ * the submitting function returns: the struct and the bytes may be reused at once.
+ */
+typedef struct AgentCall {
+  /**
+   * What the call does: `AGENT_OP_*`.
+   */
+  int32_t op;
+  /**
+   * `AGENT_CALL_*` bits, or 0.
+   */
+  uint32_t flags;
+  /**
+   * The write's JSON text (`len` bytes); NULL refused for writes, unused by
+   * `AGENT_OP_GET_STATE`.
+   */
+  const uint8_t *data;
+  /**
+   * The number of bytes at `data`.
+   */
+  size_t len;
+  /**
+   * With `AGENT_CALL_IF`: the version the state must still have (0: nothing stored yet).
+   */
+  uint64_t expected_version;
+  /**
+   * A cancel token (`agent_cancel_new`) the call honours while it waits, as a call made
+   * under `agent_cancel_bind` does; 0 for none. The submitting thread's bound token is not
+   * used.
+   */
+  AgentCancel cancel;
+  /**
+   * The caller's, handed back in the completion (to tell calls apart).
+   */
+  uint64_t tag;
+} AgentCall;
+
+/**
+ * The outcome of a submitted call, as the synchronous call would have given it.
+ *
+ * Ownership: `state` and `message` are the receiver's (the `done` callback's, or the caller of
+ * `agent_queue_submit` / `agent_queue_take`): release each with `agent_buffer_free` (once; an
+ * empty one may be freed too), or keep them as long as needed, on any thread.
+ */
+typedef struct AgentCompletion {
+  /**
+   * `AgentCall.tag`.
+   */
+  uint64_t tag;
+  /**
+   * `AGENT_OK`, or the status the synchronous call would have returned (`AGENT_ERR_HOOK`, as
+   * there: a hook after the commit failed and the change is committed, or the initial-state
+   * hook failed and nothing was written; read the version to tell).
+   */
+  AgentStatus status;
+  /**
+   * 1 when the call committed a new version (a write that changed the state); 0 for reads,
+   * writes whose result was the stored state byte for byte, and errors.
+   */
+  uint32_t committed;
+  /**
+   * The state's version after the call (the new one when `committed`); 0 on error.
+   */
+  uint64_t version;
+  /**
+   * The state after the call (as the synchronous call's `*out`); empty on error and with
+   * `AGENT_CALL_NO_STATE`.
+   */
+  struct AgentBuffer state;
+  /**
+   * On error, the message `agent_last_error` would have given after the synchronous call
+   * (it starts with that function's name); empty on success.
+   */
+  struct AgentBuffer message;
+} AgentCompletion;
+
+/**
  * A schema step of code: upgrades `state` (`state_len` bytes of compact JSON, NUL-terminated
  * after its length, valid only during the call), stored under schema version `from`, to
  * version `from + 1`. Fill `*out` with the JSON text of the upgraded state (a plain object),
@@ -235,6 +359,15 @@ typedef int32_t (*AgentSchemaStepFn)(void *user_data,
                                      size_t state_len,
                                      struct AgentBuffer *out,
                                      struct AgentBuffer *message);
+
+/**
+ * Called once per accepted call with its completion: on the thread that called
+ * `agent_submit`, before it returns, when the call completed without waiting, else on a
+ * library worker thread. The completion's buffers are the callback's to free (or to move
+ * elsewhere); the struct itself is valid only during the call. It must return normally (no
+ * longjmp, no exception) and should be quick: a worker thread runs no other call meanwhile.
+ */
+typedef void (*AgentDoneFn)(void *context, struct AgentCompletion *completion);
 
 /**
  * Success.
@@ -989,6 +1122,128 @@ AgentStatus agent_get_tail(AgentHandle h,
                            size_t len,
                            size_t n,
                            struct AgentBuffer *out);
+
+/**
+ * Submits `call` on handle `h`, to complete later, and returns. `AGENT_OK`: accepted;
+ * `done(context, &completion)` is then called exactly once: before `agent_submit` returns, on
+ * the calling thread, when the call completes without waiting (a read the handle's validated
+ * copy answers: `AGENT_OP_GET_STATE` when nothing was committed since this thread last read the
+ * handle), otherwise later, on one of the library's worker threads. Any other status: not
+ * accepted, `done` never called.
+ *
+ * What the call does is exactly the synchronous call (`agent_get_state_versioned`,
+ * `agent_set_state`, `agent_replace_state`, `agent_patch_state` and their `_if` forms): the same
+ * transaction, the same errors in the completion. Submitted calls on one handle may run at
+ * once, as synchronous calls from several threads do. A write's `on_state_changed` hooks run
+ * after its commit on the worker thread that made it, before `done`.
+ *
+ * Worker threads: at most 8 at once (the environment variable `AGENT_STATE_WORKERS`, a whole
+ * number from 1 to 1024, read once by the first submitted call, sets another cap); they start
+ * on demand and exit after 3 seconds without work, and calls wait their turn, first in first
+ * out, while all are busy. A call waiting for a lock holds its worker meanwhile.
+ *
+ * Cancelling: `call->cancel` (a token of `agent_cancel_new`), fired while the call waits,
+ * completes it with `AGENT_ERR_CANCELLED`, nothing written (a commit under way is not
+ * cancelled). Closing the handle with calls in flight: each completes, those that had not
+ * started with `AGENT_ERR_BAD_HANDLE`.
+ *
+ * fork(): the child starts with no worker thread; calls in flight in the parent at the fork
+ * never complete in the child (their `done` is not called there).
+ *
+ * Ownership: `*call` and its `data` are read and copied before this returns. The completion's
+ * buffers are the callback's (see `AgentCompletion`). `context` is only passed back.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `call` or `done`; an unknown `op` or flag;
+ * `AGENT_CALL_IF` on a read; NULL `data` for a write; `cancel` not a live token;
+ * `AGENT_STATE_WORKERS` not a whole number from 1 to 1024), `AGENT_ERR_BAD_HANDLE`,
+ * `AGENT_ERR_BUSY` (no worker runs and the system refused to start one),
+ * `AGENT_ERR_UNAVAILABLE` (a process 64 or more fork() generations from the one that loaded the
+ * library: make the call synchronously).
+ * Thread-safety: any thread; `done` and `context` must be usable from any thread.
+ *
+ * # Safety
+ * `call` must be NULL or point to a readable `AgentCall` whose `data` is NULL or readable for
+ * `len` bytes during the call; `done`, when not NULL, must be a function of this signature.
+ */
+AgentStatus agent_submit(AgentHandle h,
+                         const struct AgentCall *call,
+                         AgentDoneFn done,
+                         void *context);
+
+/**
+ * Makes a completion queue into `*out`, and its file descriptor into `*out_fd` (when not
+ * NULL): an eventfd, readable while completions wait in the queue. Watch it for reading
+ * (epoll, poll, an event loop's reader); never read, write or close it yourself: the queue owns
+ * it, `agent_queue_take` clears it, and `agent_queue_free` closes it.
+ *
+ * fork(): a queue belongs to the process that made it. In a child, the inherited queue is
+ * refused (`AGENT_ERR_INVALID_ARGUMENT`) except by `agent_queue_free`, which closes the child's
+ * copy of the descriptor; the completions of calls in flight in the parent never arrive in the
+ * child.
+ *
+ * Ownership: the queue is the caller's until `agent_queue_free`. Errors:
+ * `AGENT_ERR_INVALID_ARGUMENT` (`out` is NULL), `AGENT_ERR_STORAGE` (the system refused an
+ * eventfd: too many open files). Thread-safety: any thread.
+ *
+ * # Safety
+ * `out` must be NULL or writable for one `AgentQueue`; `out_fd` NULL or writable for one
+ * `int32_t`.
+ */
+AgentStatus agent_queue_new(AgentQueue *out, int32_t *out_fd);
+
+/**
+ * `agent_submit` whose completion goes to queue `q`: `AGENT_OK`, accepted. When the call
+ * completes without waiting (a read the handle's validated copy answers), its completion is
+ * written to `*now` and `*out_done` set to 1: nothing is queued and the descriptor is not
+ * touched. Otherwise `*out_done` is 0 (and `*now` empty), and the completion arrives in the
+ * queue later, from a worker thread. Any other status: not accepted, nothing will arrive.
+ *
+ * What the call does, the worker pool, cancelling, closing the handle meanwhile and fork: as
+ * `agent_submit`. A call whose queue is freed before it completes completes into nothing (its
+ * buffers are released by the library).
+ *
+ * Ownership: `*call` and its `data` are copied before this returns; `*now`'s buffers, when
+ * `*out_done` is 1, are the caller's (free them with `agent_buffer_free`).
+ * Errors: those of `agent_submit` (`AGENT_ERR_INVALID_ARGUMENT` also for NULL `now` or
+ * `out_done`, or a queue inherited across fork()), and `AGENT_ERR_BAD_HANDLE` for a queue
+ * never made or freed.
+ * Thread-safety: any thread, on the same queue at once.
+ *
+ * # Safety
+ * `call` as `agent_submit`'s; `now` NULL or writable for one `AgentCompletion`; `out_done`
+ * NULL or writable for one `int32_t`.
+ */
+AgentStatus agent_queue_submit(AgentQueue q,
+                               AgentHandle h,
+                               const struct AgentCall *call,
+                               struct AgentCompletion *now,
+                               int32_t *out_done);
+
+/**
+ * Moves up to `cap` waiting completions, oldest first, into `out[0]` to `out[*out_n - 1]`,
+ * without waiting (`*out_n` is 0 when none waits). When the queue is left empty, its
+ * descriptor stops being readable.
+ *
+ * Ownership: the completions' buffers become the caller's (free each with
+ * `agent_buffer_free`). Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out_n`; NULL `out` with
+ * `cap` > 0; a queue inherited across fork()), `AGENT_ERR_BAD_HANDLE` (never made, or freed).
+ * Thread-safety: any thread; two threads taking from one queue each get different
+ * completions.
+ *
+ * # Safety
+ * `out` must be NULL or writable for `cap` `AgentCompletion`s; `out_n` NULL or writable for
+ * one `size_t`.
+ */
+AgentStatus agent_queue_take(AgentQueue q, struct AgentCompletion *out, size_t cap, size_t *out_n);
+
+/**
+ * Frees queue `q`: the completions still waiting in it are released, its descriptor is closed
+ * (stop watching it first), and calls still in flight complete into nothing. The id is never
+ * valid again. In a child after fork(), freeing the inherited queue closes the child's copy of
+ * the descriptor only.
+ *
+ * Errors: `AGENT_ERR_BAD_HANDLE` (never made, or already freed). Thread-safety: any thread.
+ */
+AgentStatus agent_queue_free(AgentQueue q);
 
 #ifdef __cplusplus
 }  // extern "C"

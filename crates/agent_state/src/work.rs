@@ -171,6 +171,14 @@ pub fn cap() -> Result<usize> {
     pool()?.cap.clone()
 }
 
+/// How many forks separate this process from the one that loaded the library (0 there): what
+/// tells an object made before a fork (a completion queue of the C ABI) from one of this
+/// process. One relaxed load after the first call. Thread-safe.
+pub fn fork_generation() -> u64 {
+    process::watch();
+    process::generation()
+}
+
 /// One worker: takes jobs until none came for [`IDLE`].
 fn work(pool: &'static Pool) {
     let mut state = lock(&pool.state);

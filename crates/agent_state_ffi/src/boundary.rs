@@ -61,16 +61,21 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// The message of a panic caught in export `name`.
+fn panic_report(name: &str, payload: &(dyn std::any::Any + Send)) -> String {
+    format!(
+        "{name}: internal error (a bug in agent_state, please report it): {}",
+        panic_message(payload)
+    )
+}
+
 /// Runs the body of export `name`; a panic yields the return type's fallback and sets the
 /// last-error message, instead of unwinding into C.
 pub(crate) fn guard<T: PanicOrDefault>(name: &str, body: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(v) => v,
         Err(payload) => {
-            set_last_error(format!(
-                "{name}: internal error (a bug in agent_state, please report it): {}",
-                panic_message(&*payload)
-            ));
+            set_last_error(panic_report(name, &*payload));
             T::panic_value()
         }
     }
@@ -86,4 +91,19 @@ pub(crate) fn run(name: &str, body: impl FnOnce() -> Result<(), Error>) -> Agent
             status_of(&e)
         }
     })
+}
+
+/// [`run`] for work whose outcome travels elsewhere than the calling thread's last error (a
+/// submitted call's completion): the body's value, or its status with the message
+/// `agent_last_error` would have given (`"name: message"`); a panic is caught as in [`guard`].
+/// Sets no last error.
+pub(crate) fn outcome<T>(
+    name: &str,
+    body: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, (AgentStatus, String)> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err((status_of(&e), format!("{name}: {e}"))),
+        Err(payload) => Err((AGENT_ERR_PANIC, panic_report(name, &*payload))),
+    }
 }

@@ -18,18 +18,20 @@
 // tests/header.rs orders the declarations by them): status.rs (version and errors), buffer.rs,
 // handle.rs and agent.rs (opening and closing), state.rs (reading and writing), hooks.rs,
 // history.rs (the change log), cancel.rs, store.rs (a store's agents), schema.rs (schema
-// evolution). Then the machinery every
-// export uses.
+// evolution), submit.rs and queue.rs (awaited calls: submission, completion, completion
+// queues). Then the machinery every export uses.
 mod agent;
 mod buffer;
 mod cancel;
 mod handle;
 mod history;
 mod hooks;
+mod queue;
 mod schema;
 mod state;
 mod status;
 mod store;
+mod submit;
 
 mod args;
 mod boundary;

@@ -86,13 +86,15 @@ fn header_declarations(header: &str) -> BTreeMap<String, Decl> {
     for line in text.lines() {
         let line = line.trim();
         if let Some(define) = line.strip_prefix("#define ") {
-            // Status codes and the change kinds (plain int32_t); the version macros and the
-            // include guard are not the ABI's.
+            // Status codes, the change kinds and a call's ops (plain int32_t), a call's flags
+            // (uint32_t); the version macros and the include guard are not the ABI's.
             let mut words = define.split_whitespace();
             if let (Some(name), Some(value), None) = (words.next(), words.next(), words.next()) {
                 if name.starts_with("AGENT_") && !name.starts_with("AGENT_STATE_") {
-                    let ty = if name.starts_with("AGENT_CHANGE_") {
+                    let ty = if name.starts_with("AGENT_CHANGE_") || name.starts_with("AGENT_OP_") {
                         "i32"
+                    } else if name.starts_with("AGENT_CALL_") {
+                        "u32"
                     } else {
                         "AgentStatus"
                     };

@@ -86,6 +86,12 @@ const TOPICS: &[&str] = &[
     "agent_patch_state_if",
     "agent_get_path",
     "agent_get_tail",
+    // 11. Awaited calls.
+    "agent_submit",
+    "agent_queue_new",
+    "agent_queue_submit",
+    "agent_queue_take",
+    "agent_queue_free",
 ];
 
 /// `header` with its function declarations (each with its doc comment: blocks separated by a

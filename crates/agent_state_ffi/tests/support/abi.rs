@@ -42,6 +42,36 @@ pub const AGENT_CHANGE_REPLACE: i32 = 2;
 pub const AGENT_CHANGE_MIGRATION: i32 = 3;
 pub const AGENT_CHANGE_JSON_PATCH: i32 = 4;
 
+pub const AGENT_OP_GET_STATE: i32 = 1;
+pub const AGENT_OP_SET_STATE: i32 = 2;
+pub const AGENT_OP_REPLACE_STATE: i32 = 3;
+pub const AGENT_OP_PATCH_STATE: i32 = 4;
+pub const AGENT_CALL_IF: u32 = 1;
+pub const AGENT_CALL_NO_STATE: u32 = 2;
+
+pub type AgentQueue = u64;
+
+#[repr(C)]
+pub struct AgentCall {
+    pub op: i32,
+    pub flags: u32,
+    pub data: *const u8,
+    pub len: usize,
+    pub expected_version: u64,
+    pub cancel: AgentCancel,
+    pub tag: u64,
+}
+
+#[repr(C)]
+pub struct AgentCompletion {
+    pub tag: u64,
+    pub status: AgentStatus,
+    pub committed: u32,
+    pub version: u64,
+    pub state: AgentBuffer,
+    pub message: AgentBuffer,
+}
+
 // The header's function pointer types; NULL (None) where a function takes one to mean "none".
 pub type AgentStateChangedFn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, change: *const AgentStateChange) -> i32>;
@@ -69,6 +99,9 @@ pub type AgentSchemaStepFn = Option<
         message: *mut AgentBuffer,
     ) -> i32,
 >;
+
+pub type AgentDoneFn =
+    Option<unsafe extern "C" fn(context: *mut c_void, completion: *mut AgentCompletion)>;
 
 pub const AGENT_OK: AgentStatus = 0;
 pub const AGENT_ERR_INVALID_ARGUMENT: AgentStatus = 1;
@@ -250,6 +283,28 @@ extern "C" {
         n: usize,
         out: *mut AgentBuffer,
     ) -> AgentStatus;
+    // 11. Awaited calls.
+    pub fn agent_submit(
+        h: AgentHandle,
+        call: *const AgentCall,
+        done: AgentDoneFn,
+        context: *mut c_void,
+    ) -> AgentStatus;
+    pub fn agent_queue_new(out: *mut AgentQueue, out_fd: *mut i32) -> AgentStatus;
+    pub fn agent_queue_submit(
+        q: AgentQueue,
+        h: AgentHandle,
+        call: *const AgentCall,
+        now: *mut AgentCompletion,
+        out_done: *mut i32,
+    ) -> AgentStatus;
+    pub fn agent_queue_take(
+        q: AgentQueue,
+        out: *mut AgentCompletion,
+        cap: usize,
+        out_n: *mut usize,
+    ) -> AgentStatus;
+    pub fn agent_queue_free(q: AgentQueue) -> AgentStatus;
 }
 
 // Not a declaration of the header: what its prose says an empty buffer is.
