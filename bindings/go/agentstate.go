@@ -119,7 +119,7 @@ func (a *Agent) finalize() { _ = a.close() }
 // (reading never stores it). Objects are map[string]any, numbers json.Number (their exact
 // text), tagged values time.Time, *big.Int, []byte, Map, Set, TypedArray or RegExp.
 func (a *Agent) GetState() (map[string]any, error) {
-	return a.getStateValue(context.Background(), "GetState")
+	return a.getStateValue(syncCall, "GetState")
 }
 
 func (a *Agent) getStateValue(ctx context.Context, op string) (map[string]any, error) {
@@ -133,7 +133,7 @@ func (a *Agent) getStateValue(ctx context.Context, op string) (map[string]any, e
 // GetStateInto decodes the state into v (a non-nil pointer) with Unmarshal: like
 // json.Unmarshal, plus the tagged types (time.Time, *big.Int, []byte, Map, Set, ...).
 func (a *Agent) GetStateInto(v any) error {
-	return a.getStateInto(context.Background(), "GetStateInto", v)
+	return a.getStateInto(syncCall, "GetStateInto", v)
 }
 
 func (a *Agent) getStateInto(ctx context.Context, op string, v any) error {
@@ -155,13 +155,7 @@ func (a *Agent) getStateInto(ctx context.Context, op string, v any) error {
 // GetStateJSON returns the state as the library stores it: compact JSON, members in order,
 // numbers exactly as written.
 func (a *Agent) GetStateJSON() (json.RawMessage, error) {
-	return a.getState(context.Background(), "GetStateJSON")
-}
-
-func (a *Agent) getState(ctx context.Context, op string) ([]byte, error) {
-	return a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
-		return C.agentstate_get_state(c.h, out, c.ctx, c.token, c.err)
-	})
+	return a.getState(syncCall, "GetStateJSON")
 }
 
 // SetState merges patch into the state by RFC 7396 (JSON Merge Patch: members merge
@@ -187,25 +181,25 @@ func (a *Agent) getState(ctx context.Context, op string) ([]byte, error) {
 // and wraps the hook's error. On any other error nothing was written; a value that cannot be
 // encoded is an ErrCodec error before any call into the library.
 func (a *Agent) SetState(patch any) (map[string]any, error) {
-	return a.writeValue(context.Background(), "SetState", patch, false)
+	return a.writeValue(syncCall, "SetState", patch, false)
 }
 
 // SetStateJSON is SetState with the patch given as JSON text, passed to the library untouched;
 // it returns the merged state as compact JSON.
 func (a *Agent) SetStateJSON(patch []byte) (json.RawMessage, error) {
-	return a.write(context.Background(), "SetStateJSON", patch, false)
+	return a.write(syncCall, "SetStateJSON", patch, false)
 }
 
 // ReplaceState replaces the state with next (which must encode to a JSON object): nothing of
 // the previous state survives. It returns the new state; hooks see a nil patch. Errors as for
 // SetState.
 func (a *Agent) ReplaceState(next any) (map[string]any, error) {
-	return a.writeValue(context.Background(), "ReplaceState", next, true)
+	return a.writeValue(syncCall, "ReplaceState", next, true)
 }
 
 // ReplaceStateJSON is ReplaceState with the state given as JSON text, passed untouched.
 func (a *Agent) ReplaceStateJSON(next []byte) (json.RawMessage, error) {
-	return a.write(context.Background(), "ReplaceStateJSON", next, true)
+	return a.write(syncCall, "ReplaceStateJSON", next, true)
 }
 
 func (a *Agent) writeValue(ctx context.Context, op string, v any, replace bool) (map[string]any, error) {
@@ -233,18 +227,6 @@ func inputPtr(data []byte) *C.uint8_t {
 		return (*C.uint8_t)(unsafe.Pointer(&data[0]))
 	}
 	return (*C.uint8_t)(emptyInput)
-}
-
-func (a *Agent) write(ctx context.Context, op string, data []byte, replace bool) ([]byte, error) {
-	p, n := inputPtr(data), C.size_t(len(data))
-	out, err := a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
-		if replace {
-			return C.agentstate_replace_state(c.h, p, n, out, c.ctx, c.token, c.err)
-		}
-		return C.agentstate_set_state(c.h, p, n, out, c.ctx, c.token, c.err)
-	})
-	runtime.KeepAlive(data)
-	return out, err
 }
 
 // cCall is what the shim's wrappers take besides the call's own arguments.
@@ -333,22 +315,31 @@ func libError(op string, rc C.int32_t, cerr *C.char, ctx C.uintptr_t) error {
 		msg = C.GoString(cerr)
 		C.free(unsafe.Pointer(cerr))
 	}
-	e := &Error{Status: Status(rc), Op: op, Message: withoutFunctionName(msg)}
+	var hookErrs []error
 	if ctx != 0 {
-		for _, err := range takeHookErrors(ctx) {
-			if r, ok := err.(rejection); ok {
-				// The validator's or a schema step's reason: the cause of the failure it made
-				// (a validator refusing a migration's result makes it an ErrMigration).
-				if e.Status == StatusRejected || e.Status == StatusMigration {
-					e.Err = r.err
-				}
-				continue
+		hookErrs = takeHookErrors(ctx)
+	}
+	return callError(op, rc, msg, hookErrs)
+}
+
+// callError builds the *Error of a failed library call from its status, its message and what
+// its hooks reported (their errors, and the validator's or a schema step's rejection, which
+// becomes the cause of the failure it made).
+func callError(op string, rc C.int32_t, msg string, hookErrs []error) error {
+	e := &Error{Status: Status(rc), Op: op, Message: withoutFunctionName(msg)}
+	for _, err := range hookErrs {
+		if r, ok := err.(rejection); ok {
+			// The validator's or a schema step's reason: the cause of the failure it made
+			// (a validator refusing a migration's result makes it an ErrMigration).
+			if e.Status == StatusRejected || e.Status == StatusMigration {
+				e.Err = r.err
 			}
-			e.HookErrors = append(e.HookErrors, err)
+			continue
 		}
-		if e.Err == nil && len(e.HookErrors) > 0 {
-			e.Err = e.HookErrors[0]
-		}
+		e.HookErrors = append(e.HookErrors, err)
+	}
+	if e.Err == nil && len(e.HookErrors) > 0 {
+		e.Err = e.HookErrors[0]
 	}
 	return e
 }

@@ -4,6 +4,13 @@ package agentstate
 // server), as database/sql has them: the call returns ErrCancelled, nothing written, when its
 // context is done before it got what it waited for. They use the library's cancel tokens
 // (agent_cancel_new, _bind, _fire, _free; see shim.h for the binding to the calling thread).
+//
+// The state's calls among them (GetStateContext, SetStateContext, ReplaceStateContext,
+// PatchStateContext, their versioned, compare-and-set, JSON and Into forms, and Typed's) are
+// awaited (completions.go): submitted to the library's worker pool, their goroutine waiting on a
+// channel and holding no OS thread. The others (PollContext, ChangesSinceContext, StateAtContext,
+// RestoreContext, GetPathContext, ...) wait in a cgo call, their goroutine holding its thread, with
+// a watcher goroutine that fires the token when the context is done.
 
 /*
 #include "shim.h"
@@ -23,37 +30,16 @@ type cancelCall struct {
 	exited chan struct{} // closed by the watcher as it ends
 }
 
-// startCancel prepares a call under ctx: nothing for a context that can never be done
-// (context.Background, context.TODO), else a token whose timeout is ctx's deadline (in ms,
-// rounded up) and, when ctx has a Done channel, a goroutine that fires the token when ctx is
-// done, ended by cc.end. A ctx that is done already gives the error to return without making
-// the call.
+// startCancel prepares a call under ctx that waits in a cgo call: callToken's token and, when
+// ctx has a Done channel, a goroutine that fires the token when ctx is done, ended by cc.end.
+// A ctx that is done already gives the error to return without making the call.
 func startCancel(ctx context.Context, op string) (cc cancelCall, err error) {
-	if ctx == nil {
-		return cc, newError(op, StatusInvalidArgument, "the context is nil (use context.Background())", nil)
-	}
-	done := ctx.Done()
-	deadline, hasDeadline := ctx.Deadline()
-	if done == nil && !hasDeadline {
-		return cc, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return cc, newError(op, StatusCancelled, "the context is done: the call was not made", err)
-	}
-	timeout := C.int64_t(-1)
-	if hasDeadline {
-		d := time.Until(deadline)
-		if d <= 0 {
-			return cc, newError(op, StatusCancelled, "the context's deadline has passed: the call was not made", context.DeadlineExceeded)
-		}
-		timeout = C.int64_t((d + time.Millisecond - 1) / time.Millisecond)
-	}
-	var token C.AgentCancel
-	if rc := C.agent_cancel_new(timeout, &token); rc != 0 {
-		return cc, newError(op, Status(rc), "cannot make the call's cancel token", nil)
+	token, err := callToken(ctx, op)
+	if err != nil || token == 0 {
+		return cc, err
 	}
 	cc.token = token
-	if done != nil {
+	if done := ctx.Done(); done != nil {
 		stop, exited := make(chan struct{}), make(chan struct{})
 		cc.done, cc.exited = stop, exited
 		go func() {
@@ -68,6 +54,44 @@ func startCancel(ctx context.Context, op string) (cc cancelCall, err error) {
 	return cc, nil
 }
 
+// callToken is the cancel token of a call under ctx: 0 for a context that can never be done
+// (context.Background, context.TODO), else a new token whose timeout is ctx's deadline (in ms,
+// rounded up), for the caller to fire when ctx is done and to free (freeToken) after the call.
+// A ctx that is done already gives the error to return without making the call.
+func callToken(ctx context.Context, op string) (C.AgentCancel, error) {
+	if ctx == nil {
+		return 0, newError(op, StatusInvalidArgument, "the context is nil (use context.Background())", nil)
+	}
+	done := ctx.Done()
+	deadline, hasDeadline := ctx.Deadline()
+	if done == nil && !hasDeadline {
+		return 0, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, newError(op, StatusCancelled, "the context is done: the call was not made", err)
+	}
+	timeout := C.int64_t(-1)
+	if hasDeadline {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return 0, newError(op, StatusCancelled, "the context's deadline has passed: the call was not made", context.DeadlineExceeded)
+		}
+		timeout = C.int64_t((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	var token C.AgentCancel
+	if rc := C.agent_cancel_new(timeout, &token); rc != 0 {
+		return 0, newError(op, Status(rc), "cannot make the call's cancel token", nil)
+	}
+	return token, nil
+}
+
+// freeToken frees a token of callToken (0: none).
+func freeToken(token C.AgentCancel) {
+	if token != 0 {
+		C.agent_cancel_free(token)
+	}
+}
+
 // end ends the watcher (and waits for it, so that no goroutine outlives the call) and frees
 // the token.
 func (cc cancelCall) end() {
@@ -78,7 +102,7 @@ func (cc cancelCall) end() {
 		close(cc.done)
 		<-cc.exited
 	}
-	C.agent_cancel_free(cc.token)
+	freeToken(cc.token)
 }
 
 // cancelCause makes an ErrCancelled error of a call under ctx wrap ctx's error too
@@ -101,7 +125,17 @@ func cancelCause(ctx context.Context, err error) error {
 // while the call waits for a lock, a pooled connection or the server, it returns an error
 // that matches ErrCancelled and ctx.Err() (context.Canceled or context.DeadlineExceeded)
 // within a few milliseconds; a ctx already done returns that error without calling the
-// library. A context that is never done (context.Background) changes nothing.
+// library. A context that is never done (context.Background) gives GetState's result.
+//
+// The call is awaited, under any ctx: submitted to the library's worker pool (at most 8
+// threads by default; the environment variable AGENT_STATE_WORKERS sets the cap), while this
+// goroutine waits on a channel, holding no OS thread, so that any number of goroutines may
+// wait at once on a few threads. A read the handle's validated copy answers (no I/O, no lock
+// to wait for) completes before the submission returns, on this goroutine. Calls wait their
+// turn in the pool's queue while all its workers are busy (with this process's calls on any
+// Agent); a cancelled call waiting there returns once a worker takes it. Called from inside a
+// hook, the validator, the initial-state function or a schema step, the call is made there
+// and then, on that thread, as GetState is.
 func (a *Agent) GetStateContext(ctx context.Context) (map[string]any, error) {
 	return a.getStateValue(ctx, "GetStateContext")
 }
@@ -117,11 +151,21 @@ func (a *Agent) GetStateIntoContext(ctx context.Context, v any) error {
 }
 
 // SetStateContext is SetState under ctx: if ctx is done while the write waits (for another
-// connection's write lock or row lock, a pooled connection, the server), it returns an error
-// that matches ErrCancelled and ctx.Err() within a few milliseconds and nothing is written; a
-// write whose commit was already sent is never cancelled (it completes, hooks run, as for
-// SetState). A ctx already done returns at once without writing. A context that is never
-// done (context.Background) changes nothing.
+// connection's write lock or row lock, a pooled connection, the server, its turn in the
+// library's worker pool), it returns an error that matches ErrCancelled and ctx.Err() within a
+// few milliseconds of a worker taking it, and nothing is written; a write whose commit was
+// already sent is never cancelled (it completes, hooks run, and SetStateContext returns its
+// result, as SetState does). A ctx already done returns at once without writing. A context
+// that is never done (context.Background) gives SetState's result.
+//
+// The write is awaited, as GetStateContext's read is (see there): it runs on a library worker
+// thread while this goroutine waits on a channel, holding no OS thread. Its hooks and the
+// validator run on that worker, in a goroutine of their own (cgo's callback), before
+// SetStateContext returns, with the same ordering, errors (ErrHook, ErrRejected wrapping
+// what they returned) and re-entrance rules as SetState's: a call they make on this Agent is
+// made on that worker, synchronously, Context forms included, and is cancelled with the
+// awaited call (by its ctx) rather than by a ctx of its own that is done while it waits (the
+// worker's binding of the awaited call's token stays in place).
 func (a *Agent) SetStateContext(ctx context.Context, patch any) (map[string]any, error) {
 	return a.writeValue(ctx, "SetStateContext", patch, false)
 }

@@ -188,13 +188,15 @@ func osThreads(t *testing.T) int {
 // written, and afterwards no goroutine is left (the count comes back to what it was) and the
 // OS threads do not grow from round to round.
 //
-// The threads' bound: a goroutine blocked in a C call holds its OS thread, so a round may
-// need up to one thread per call in flight, and the runtime keeps the idle threads for reuse
-// (it never ends them). A second round of the same calls finds them idle: it may add threads
+// The threads' bound: SetStateContext is awaited (it waits on a channel, not in C), but the
+// runtime keeps any thread it started for reuse (it never ends them), and the library's
+// workers come and go. A second round of the same calls finds them idle: it may add threads
 // only where its peak of calls in C at once passes the first round's (scheduling decides how
-// many of the 200 are in C together), never one per call. So every round after the first
-// must stay within the first round's count plus threadSlack; a call that left its thread
-// behind (or a thread per token) would add about 200 per round.
+// many of the 200 are in a cgo call together), never one per call. So every round after the
+// first must stay within the first round's count plus threadSlack; a call that left its
+// thread behind (or a thread per token) would add about 200 per round.
+// TestAwaitedCallsWaitingForALockHoldNoThreadEach bounds the threads of waiting calls
+// themselves, in a fresh process.
 func TestContextManyCancelledCallsLeaveNoGoroutineOrThreadBehind(t *testing.T) {
 	const (
 		calls       = 200
@@ -455,9 +457,10 @@ func TestContextNilIsAnInvalidArgument(t *testing.T) {
 	wantStatus(t, err, ErrInvalidArgument, "context")
 }
 
-// A Context call from inside a hook of a Context call binds its own token, and the outer
-// call's comes back after it: a call without a context made next in the hook runs under the
-// outer token (fired by then); after the outer call, none is bound.
+// A Context call from inside a hook of a Context call (an awaited write, whose hook runs on a
+// library worker): one whose context is done already is not made; a live one runs, under the
+// outer call's token, which stays bound: a call without a context made next in the hook runs
+// under it (fired by then); after the outer call, none is bound.
 func TestContextCallInsideAHook(t *testing.T) {
 	a := openAgent(t, "", Options{})
 	outer, cancelOuter := context.WithCancel(context.Background())

@@ -13,8 +13,11 @@
 //	err = a.GetStateIntoContext(ctx, &myStruct)                               // decode into a typed struct
 //	id, err := a.OnStateChanged(func(next, prev, patch json.RawMessage) error { ... })
 //
-// Each method without Context (SetState, GetStateInto, ...) is its Context form under
-// context.Background().
+// Each method without Context (SetState, GetStateInto, ...) gives what its Context form gives
+// under context.Background(). The Context forms of the state's calls are awaited: the call
+// runs on one of the library's few worker threads while the goroutine waits on a channel,
+// holding no OS thread (see GetStateContext); the methods without Context make their call in
+// a cgo call, holding the goroutine's thread while it waits.
 //
 // # Linking
 //
@@ -174,7 +177,9 @@
 // An Agent may be used from any number of goroutines; concurrent writers never lose an update.
 // OnStateChanged and OnChange hooks run on the goroutine that made the change, before its
 // SetState or ReplaceState returns (or on the goroutine that calls Poll), in commit order; the
-// validator runs on the writing goroutine, inside the transaction. A hook's error or panic never crashes the program:
+// validator runs on the writing goroutine, inside the transaction. For the awaited Context
+// forms (SetStateContext and the like, see GetStateContext) "the writing goroutine" is the
+// library worker that makes the write, calling Go back, before the Context method returns. A hook's error or panic never crashes the program:
 // it is recovered and returned by the call that triggered the hook, wrapped in an ErrHook error
 // (the change stays committed); a validator's, wrapped in an ErrRejected error (nothing
 // written). Hooks and validators must not call runtime.Goexit (t.Fatal in a test), which

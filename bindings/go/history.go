@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"runtime"
 	"time"
 )
 
@@ -22,7 +21,7 @@ import (
 // the initial state). Pass the version to SetStateIf or ReplaceStateIf to write only if nobody
 // wrote in between.
 func (a *Agent) GetStateVersioned() (map[string]any, uint64, error) {
-	return a.getStateVersionedValue(context.Background(), "GetStateVersioned")
+	return a.getStateVersionedValue(syncCall, "GetStateVersioned")
 }
 
 func (a *Agent) getStateVersionedValue(ctx context.Context, op string) (map[string]any, uint64, error) {
@@ -45,13 +44,13 @@ func decodeVersioned(op string, data []byte, version uint64, err error) (map[str
 
 // GetStateVersionedJSON is GetStateVersioned with the state as compact JSON, as stored.
 func (a *Agent) GetStateVersionedJSON() (json.RawMessage, uint64, error) {
-	return a.getStateVersioned(context.Background(), "GetStateVersionedJSON")
+	return a.getStateVersioned(syncCall, "GetStateVersionedJSON")
 }
 
 // GetStateVersionedInto decodes the state into v (a non-nil pointer) as GetStateInto does, and
 // returns its version.
 func (a *Agent) GetStateVersionedInto(v any) (uint64, error) {
-	return a.getStateVersionedInto(context.Background(), "GetStateVersionedInto", v)
+	return a.getStateVersionedInto(syncCall, "GetStateVersionedInto", v)
 }
 
 func (a *Agent) getStateVersionedInto(ctx context.Context, op string, v any) (uint64, error) {
@@ -68,14 +67,6 @@ func (a *Agent) getStateVersionedInto(ctx context.Context, op string, v any) (ui
 		return 0, e
 	}
 	return version, nil
-}
-
-func (a *Agent) getStateVersioned(ctx context.Context, op string) ([]byte, uint64, error) {
-	var version C.uint64_t
-	data, err := a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
-		return C.agentstate_get_state_versioned(c.h, out, &version, c.ctx, c.token, c.err)
-	})
-	return withVersion(data, version, err)
 }
 
 // SetStateIf is a compare-and-set SetState: it merges patch only if the agent's version is
@@ -96,25 +87,25 @@ func (a *Agent) getStateVersioned(ctx context.Context, op string) ([]byte, uint6
 // Other errors, hooks and the validator as for SetState; when a hook fails (ErrHook) the change
 // is committed but the state and version are not returned (nil, 0): read them again.
 func (a *Agent) SetStateIf(expected uint64, patch any) (map[string]any, uint64, error) {
-	return a.writeValueIf(context.Background(), "SetStateIf", expected, patch, false)
+	return a.writeValueIf(syncCall, "SetStateIf", expected, patch, false)
 }
 
 // SetStateIfJSON is SetStateIf with the patch given as JSON text, passed to the library
 // untouched; it returns the merged state as compact JSON.
 func (a *Agent) SetStateIfJSON(expected uint64, patch []byte) (json.RawMessage, uint64, error) {
-	return a.writeIf(context.Background(), "SetStateIfJSON", expected, patch, false)
+	return a.writeIf(syncCall, "SetStateIfJSON", expected, patch, false)
 }
 
 // ReplaceStateIf is a compare-and-set ReplaceState: it replaces the state with next only if
 // the agent's version is still expected, and returns the new state and version; otherwise an
 // error matching ErrConflict, with nothing written. Other errors as for SetStateIf.
 func (a *Agent) ReplaceStateIf(expected uint64, next any) (map[string]any, uint64, error) {
-	return a.writeValueIf(context.Background(), "ReplaceStateIf", expected, next, true)
+	return a.writeValueIf(syncCall, "ReplaceStateIf", expected, next, true)
 }
 
 // ReplaceStateIfJSON is ReplaceStateIf with the state given as JSON text, passed untouched.
 func (a *Agent) ReplaceStateIfJSON(expected uint64, next []byte) (json.RawMessage, uint64, error) {
-	return a.writeIf(context.Background(), "ReplaceStateIfJSON", expected, next, true)
+	return a.writeIf(syncCall, "ReplaceStateIfJSON", expected, next, true)
 }
 
 func (a *Agent) writeValueIf(ctx context.Context, op string, expected uint64, v any, replace bool) (map[string]any, uint64, error) {
@@ -126,19 +117,6 @@ func (a *Agent) writeValueIf(ctx context.Context, op string, expected uint64, v 
 	}
 	out, version, err := a.writeIf(ctx, op, expected, data, replace)
 	return decodeVersioned(op, out, version, err)
-}
-
-func (a *Agent) writeIf(ctx context.Context, op string, expected uint64, data []byte, replace bool) ([]byte, uint64, error) {
-	p, n, exp := inputPtr(data), C.size_t(len(data)), C.uint64_t(expected)
-	var version C.uint64_t
-	out, err := a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
-		if replace {
-			return C.agentstate_replace_state_if(c.h, exp, p, n, out, &version, c.ctx, c.token, c.err)
-		}
-		return C.agentstate_set_state_if(c.h, exp, p, n, out, &version, c.ctx, c.token, c.err)
-	})
-	runtime.KeepAlive(data)
-	return withVersion(out, version, err)
 }
 
 // withVersion is the result of a call that returns a state and its version: nothing but the

@@ -124,8 +124,9 @@ var liveHooks int64
 // changes of other Agents and processes, delivered by Poll or ahead of this Agent's next write
 // (see OnChange, the form of this hook that also receives each change's version).
 //
-// Delivery: on the goroutine that made the change, before its SetState/ReplaceState returns,
-// after the commit and with no lock of the library held; in commit order (each delivery's prev
+// Delivery: on the goroutine that made the change, before its SetState/ReplaceState returns
+// (for the awaited Context forms, SetStateContext and the like, on the library worker that
+// made it, in a goroutine of its own, before the Context method returns), after the commit and with no lock of the library held; in commit order (each delivery's prev
 // is the previous delivery's next, also with many writing goroutines); several hooks in
 // registration order. fn may call this Agent — GetState, SetState/ReplaceState (that change is
 // delivered after fn returns, and a hook failure in its delivery is reported to the outermost
@@ -207,7 +208,8 @@ func (a *Agent) SetInitialStateFunc(fn InitialStateFunc) error {
 // SetValidator sets the validation gate of this Agent; nil removes it. fn sees every change
 // made through this Agent (SetState, ReplaceState, PatchState, their If and JSON forms,
 // Restore) inside the write transaction, after the merge (or the operations) and the codec and
-// size checks, before the commit, on the writing goroutine; c.Version is the version the
+// size checks, before the commit, on the writing goroutine (for the awaited Context forms, on
+// the library worker that makes the write: see SetStateContext); c.Version is the version the
 // change would get.
 //
 // Returning nil lets the change commit. Returning an error (or panicking) rejects it: nothing

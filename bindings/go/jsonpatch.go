@@ -140,13 +140,13 @@ var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 //
 // Safe for concurrent use, as every method of Agent.
 func (a *Agent) PatchState(ops any) (map[string]any, error) {
-	return a.patchValue(context.Background(), "PatchState", ops)
+	return a.patchValue(syncCall, "PatchState", ops)
 }
 
 // PatchStateJSON is PatchState with the operations given as JSON text, passed to the library
 // untouched; it returns the new state as compact JSON.
 func (a *Agent) PatchStateJSON(ops []byte) (json.RawMessage, error) {
-	return a.patch(context.Background(), "PatchStateJSON", ops)
+	return a.patch(syncCall, "PatchStateJSON", ops)
 }
 
 // PatchStateContext is PatchState under ctx (see SetStateContext).
@@ -166,13 +166,13 @@ func (a *Agent) PatchStateJSONContext(ctx context.Context, ops []byte) (json.Raw
 // the whole state's version.) Other errors as for PatchState; when a hook fails (ErrHook) the
 // change is committed but the state and version are not returned (nil, 0).
 func (a *Agent) PatchStateIf(expected uint64, ops any) (map[string]any, uint64, error) {
-	return a.patchValueIf(context.Background(), "PatchStateIf", expected, ops)
+	return a.patchValueIf(syncCall, "PatchStateIf", expected, ops)
 }
 
 // PatchStateIfJSON is PatchStateIf with the operations given as JSON text, passed untouched;
 // it returns the new state as compact JSON.
 func (a *Agent) PatchStateIfJSON(expected uint64, ops []byte) (json.RawMessage, uint64, error) {
-	return a.patchIf(context.Background(), "PatchStateIfJSON", expected, ops)
+	return a.patchIf(syncCall, "PatchStateIfJSON", expected, ops)
 }
 
 // PatchStateIfContext is PatchStateIf under ctx (see SetStateIfContext).
@@ -208,15 +208,6 @@ func (a *Agent) patchValue(ctx context.Context, op string, ops any) (map[string]
 	return decodeState(op, out)
 }
 
-func (a *Agent) patch(ctx context.Context, op string, data []byte) ([]byte, error) {
-	p, n := inputPtr(data), C.size_t(len(data))
-	out, err := a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
-		return C.agentstate_patch_state(c.h, p, n, out, c.ctx, c.token, c.err)
-	})
-	runtime.KeepAlive(data)
-	return out, err
-}
-
 func (a *Agent) patchValueIf(ctx context.Context, op string, expected uint64, ops any) (map[string]any, uint64, error) {
 	data, err := marshalFor(op, ops)
 	if err != nil {
@@ -224,16 +215,6 @@ func (a *Agent) patchValueIf(ctx context.Context, op string, expected uint64, op
 	}
 	out, version, err := a.patchIf(ctx, op, expected, data)
 	return decodeVersioned(op, out, version, err)
-}
-
-func (a *Agent) patchIf(ctx context.Context, op string, expected uint64, data []byte) ([]byte, uint64, error) {
-	p, n, exp := inputPtr(data), C.size_t(len(data)), C.uint64_t(expected)
-	var version C.uint64_t
-	out, err := a.callBuffer(ctx, op, func(c cCall, out *C.AgentBuffer) C.int32_t {
-		return C.agentstate_patch_state_if(c.h, exp, p, n, out, &version, c.ctx, c.token, c.err)
-	})
-	runtime.KeepAlive(data)
-	return withVersion(out, version, err)
 }
 
 // GetPath decodes the value at pointer (an RFC 6901 JSON Pointer: "/messages/0/text"; "" is

@@ -14,11 +14,25 @@ static __thread uintptr_t current_ctx;
 // hook of a cancellable call binds its own token, if it has one, and the outer one comes back.
 static __thread AgentCancel current_token;
 
+// The thread's Go hooks running (hook, validator, initial-state function, schema step): a
+// Context call made from inside one is made synchronously (agentstate_submit).
+static __thread uint32_t hook_depth;
+
+// Of those, the ones running on a library worker for a submitted call (no Go call in progress
+// on the thread when they started). The library bound that call's token to the worker, and
+// this file cannot name it to bind it back after another: a call made there keeps it.
+static __thread uint32_t worker_hooks;
+
 // Binds token (0: keep the thread's binding) for one library call; *saved receives what
-// restore_token puts back.
+// restore_token puts back. Inside a hook on a library worker the thread's binding (the
+// submitted call's token) is kept too, the call then cancelled by that call's context.
 static int32_t bind_token(AgentCancel token, AgentCancel *saved) {
     *saved = current_token;
     if (token == 0 || token == current_token) {
+        return AGENT_OK;
+    }
+    if (worker_hooks > 0) {
+        *saved = token; // nothing for restore_token to undo
         return AGENT_OK;
     }
     int32_t rc = agent_cancel_bind(token);
@@ -152,26 +166,73 @@ int32_t agentstate_store_expire(const char *path, const char *options_json, uint
                 agent_store_expire(path, options_json, idle_ms, limit, dry_run, out));
 }
 
+// The hooks' context on a thread with no Go call in progress: a library worker running a
+// submitted call. Made by the first hook that reports there, handed to Go with the call's
+// completion and reset by done_trampoline, which the library calls on the same worker after
+// the call and its hooks (0: no hook reported yet).
+static __thread uintptr_t worker_ctx;
+
+// Worker contexts count down from the top of the range, never meeting Go's call contexts
+// (newCallContext counts up from 1).
+static uintptr_t worker_ctx_seq = UINTPTR_MAX;
+
+// Enters a Go hook on this thread: returns the context it reports to (the Go call in progress
+// on this thread, else the submitted call this worker runs) and whether it runs on a worker,
+// for leave_hook.
+static uintptr_t enter_hook(uint32_t *on_worker) {
+    *on_worker = current_ctx == 0;
+    hook_depth++;
+    worker_hooks += *on_worker;
+    if (current_ctx != 0) {
+        return current_ctx;
+    }
+    if (worker_ctx == 0) {
+        worker_ctx = __atomic_fetch_sub(&worker_ctx_seq, 1, __ATOMIC_RELAXED);
+    }
+    return worker_ctx;
+}
+
+static void leave_hook(uint32_t on_worker) {
+    worker_hooks -= on_worker;
+    hook_depth--;
+}
+
 // The library's hook signatures, forwarding to the //export'ed Go functions with the context of
 // the call that triggered them.
 static int32_t state_changed_trampoline(void *user_data, const AgentStateChange *change) {
-    return agentstateStateChanged((uintptr_t)user_data, (AgentStateChange *)change, current_ctx);
+    uint32_t on_worker;
+    uintptr_t ctx = enter_hook(&on_worker);
+    int32_t rc = agentstateStateChanged((uintptr_t)user_data, (AgentStateChange *)change, ctx);
+    leave_hook(on_worker);
+    return rc;
 }
 
 static int32_t initial_state_trampoline(void *user_data, AgentBuffer *out) {
-    return agentstateInitialState((uintptr_t)user_data, out, current_ctx);
+    uint32_t on_worker;
+    uintptr_t ctx = enter_hook(&on_worker);
+    int32_t rc = agentstateInitialState((uintptr_t)user_data, out, ctx);
+    leave_hook(on_worker);
+    return rc;
 }
 
 static int32_t validate_trampoline(void *user_data, const AgentStateChange *change,
                                    AgentBuffer *message) {
-    return agentstateValidate((uintptr_t)user_data, (AgentStateChange *)change, message,
-                              current_ctx);
+    uint32_t on_worker;
+    uintptr_t ctx = enter_hook(&on_worker);
+    int32_t rc =
+        agentstateValidate((uintptr_t)user_data, (AgentStateChange *)change, message, ctx);
+    leave_hook(on_worker);
+    return rc;
 }
 
 static int32_t schema_step_trampoline(void *user_data, uint32_t from, const uint8_t *state,
                                       size_t state_len, AgentBuffer *out, AgentBuffer *message) {
-    return agentstateSchemaStep((uintptr_t)user_data, from, (uint8_t *)state, state_len, out,
-                                message, current_ctx);
+    uint32_t on_worker;
+    uintptr_t ctx = enter_hook(&on_worker);
+    int32_t rc = agentstateSchemaStep((uintptr_t)user_data, from, (uint8_t *)state, state_len,
+                                      out, message, ctx);
+    leave_hook(on_worker);
+    return rc;
 }
 
 static void free_trampoline(void *user_data) {
@@ -244,6 +305,120 @@ int32_t agentstate_get_path(AgentHandle h, const char *pointer, size_t len, Agen
 int32_t agentstate_get_tail(AgentHandle h, const char *pointer, size_t len, size_t n,
                             AgentBuffer *out, uintptr_t ctx, AgentCancel token, char **err) {
     RETURN_CALL(ctx, token, err, agent_get_tail(h, pointer, len, n, out));
+}
+
+// ---- awaited calls ----
+
+// The completion this thread's agentstate_submit waits for when it may come before
+// agent_submit returns (NULL: none), and its tag.
+static __thread AgentCompletion *inline_slot;
+static __thread uint64_t inline_tag;
+
+// agent_submit's callback: a completion made before agent_submit returned goes to the
+// submitter's slot (no call into Go); one made on a worker goes to Go with the context its
+// hooks reported to there.
+static void done_trampoline(void *context, AgentCompletion *completion) {
+    (void)context;
+    if (inline_slot != NULL && completion->tag == inline_tag) {
+        *inline_slot = *completion;
+        inline_slot = NULL;
+        return;
+    }
+    uintptr_t hooks = worker_ctx;
+    worker_ctx = 0;
+    agentstateCompleted(completion, hooks);
+}
+
+// Copies the failure's message into an AgentBuffer, as a completion carries it.
+static void message_of(int32_t rc, AgentBuffer *message) {
+    if (rc == AGENT_OK) {
+        return;
+    }
+    const char *msg = agent_last_error();
+    if (msg == NULL) {
+        msg = "";
+    }
+    // On failure (out of memory) the message stays empty; the status still says what failed.
+    (void)agent_buffer_copy((const uint8_t *)msg, strlen(msg), message);
+}
+
+// The call of a submission made synchronously (from inside a Go hook), as the completion the
+// worker would have made: status, the state (and its version where the call gives it) or the
+// failure's message.
+static void call_now(AgentHandle h, const AgentCall *call, AgentCompletion *now, uintptr_t ctx) {
+    memset(now, 0, sizeof *now);
+    now->tag = call->tag;
+    AgentCancel saved_token;
+    int32_t rc = bind_token(call->cancel, &saved_token);
+    if (rc != AGENT_OK) {
+        now->status = rc;
+        message_of(rc, &now->message);
+        return;
+    }
+    uintptr_t saved_ctx = current_ctx;
+    current_ctx = ctx;
+    AgentBuffer *out = &now->state;
+    uint64_t version = 0;
+    int cas = (call->flags & AGENT_CALL_IF) != 0;
+    switch (call->op) {
+    case AGENT_OP_GET_STATE:
+        rc = agent_get_state_versioned(h, out, &version);
+        break;
+    case AGENT_OP_SET_STATE:
+        rc = cas ? agent_set_state_if(h, call->expected_version, call->data, call->len, out,
+                                      &version)
+                 : agent_set_state(h, call->data, call->len, out);
+        break;
+    case AGENT_OP_REPLACE_STATE:
+        rc = cas ? agent_replace_state_if(h, call->expected_version, call->data, call->len, out,
+                                          &version)
+                 : agent_replace_state(h, call->data, call->len, out);
+        break;
+    case AGENT_OP_PATCH_STATE:
+        rc = cas ? agent_patch_state_if(h, call->expected_version, call->data, call->len, out,
+                                        &version)
+                 : agent_patch_state(h, call->data, call->len, out);
+        break;
+    default:
+        // Never reached: the Go side names only the ops above.
+        rc = AGENT_ERR_INVALID_ARGUMENT;
+        break;
+    }
+    now->status = rc;
+    now->version = rc == AGENT_OK ? version : 0;
+    message_of(rc, &now->message);
+    current_ctx = saved_ctx;
+    restore_token(call->cancel, saved_token);
+}
+
+int32_t agentstate_submit(AgentHandle h, int32_t op, uint32_t flags, const uint8_t *data,
+                          size_t len, uint64_t expected, AgentCancel token, uint64_t tag,
+                          AgentCompletion *now, int32_t *out_now, uintptr_t ctx, char **err) {
+    AgentCall call = {0};
+    call.op = op;
+    call.flags = flags;
+    call.data = data;
+    call.len = len;
+    call.expected_version = expected;
+    call.cancel = token;
+    call.tag = tag;
+    if (hook_depth > 0) {
+        call_now(h, &call, now, ctx);
+        *out_now = 1;
+        return AGENT_OK;
+    }
+    AgentCompletion *saved_slot = inline_slot;
+    uint64_t saved_tag = inline_tag;
+    inline_slot = now;
+    inline_tag = tag;
+    uintptr_t saved_ctx = current_ctx;
+    current_ctx = ctx;
+    int32_t rc = fail(agent_submit(h, &call, done_trampoline, NULL), err);
+    current_ctx = saved_ctx;
+    *out_now = inline_slot == NULL;
+    inline_slot = saved_slot;
+    inline_tag = saved_tag;
+    return rc;
 }
 
 int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err) {

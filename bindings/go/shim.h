@@ -14,6 +14,12 @@
  * the library call only and the thread's previous binding restored after it, all inside this
  * one C call (a goroutine may change threads between two cgo calls); 0 leaves the thread's
  * binding as it is (none, or that of the call whose hook is running).
+ *
+ * Hooks of a submitted call (agentstate_submit) run on the library worker that makes it, where
+ * no Go call is in progress: they report to a context of the worker's, which the call's
+ * completion carries to Go. A call made from inside them keeps the worker's binding (the
+ * submitted call's token, which the library bound and this file cannot name to put back)
+ * rather than binding its own token.
  */
 #ifndef AGENTSTATE_GO_SHIM_H
 #define AGENTSTATE_GO_SHIM_H
@@ -94,6 +100,25 @@ int32_t agentstate_get_path(AgentHandle h, const char *pointer, size_t len, Agen
                             uintptr_t ctx, AgentCancel token, char **err);
 int32_t agentstate_get_tail(AgentHandle h, const char *pointer, size_t len, size_t n,
                             AgentBuffer *out, uintptr_t ctx, AgentCancel token, char **err);
+/* Awaited calls (agent_state.h, "Awaited calls"): the Context methods of the state submit their
+ * call with agent_submit instead of waiting for it in a cgo call, so that a goroutine waiting
+ * for a busy store holds no OS thread (completions.go).
+ *
+ * Submits the call {op, flags, data[0..len), expected, token, tag}; the data is copied before
+ * this returns, and `token` (0: none) stays the caller's, to free once the call completed.
+ * Returns the status of agent_submit (any failure's message in *err, as above): on AGENT_OK
+ * the call completes exactly once, either before this returns (*out_now = 1 and the
+ * completion in *now: a read the handle's validated copy answers, a call refused at once, or
+ * any call made from inside a Go hook, validator, initial-state function or schema step,
+ * which is made synchronously on this thread, as it must be: the library delivers a hook's
+ * nested change after the hook returns, on the same thread, and refuses re-entrance from the
+ * functions that run under the handle's lock), or later (*out_now = 0) on a library worker
+ * thread, which calls the //export'ed agentstateCompleted with the completion and the context
+ * the call's hooks reported to there. The completion's buffers are the receiver's to free.
+ * `ctx` is the Go call's context for the hooks that run on this thread. */
+int32_t agentstate_submit(AgentHandle h, int32_t op, uint32_t flags, const uint8_t *data,
+                          size_t len, uint64_t expected, AgentCancel token, uint64_t tag,
+                          AgentCompletion *now, int32_t *out_now, uintptr_t ctx, char **err);
 /* agent_buffer_copy, with the same error discipline. */
 int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err);
 

@@ -64,7 +64,7 @@ func typedState[T any](op string, data []byte) (T, error) {
 
 // Get returns the state as a T: the stored state, or the initial state while nothing is
 // stored. A state that does not fit T is an ErrCodec error.
-func (t *Typed[T]) Get() (T, error) { return t.GetContext(context.Background()) }
+func (t *Typed[T]) Get() (T, error) { return t.GetContext(syncCall) }
 
 // GetContext is Get under ctx (see Agent.GetStateContext).
 func (t *Typed[T]) GetContext(ctx context.Context) (T, error) {
@@ -79,7 +79,7 @@ func (t *Typed[T]) GetContext(ctx context.Context) (T, error) {
 // GetVersioned returns the state as a T and its version, read together (see
 // Agent.GetStateVersioned).
 func (t *Typed[T]) GetVersioned() (T, uint64, error) {
-	return t.GetVersionedContext(context.Background())
+	return t.GetVersionedContext(syncCall)
 }
 
 // GetVersionedContext is GetVersioned under ctx.
@@ -98,7 +98,7 @@ func (t *Typed[T]) GetVersionedContext(ctx context.Context) (T, uint64, error) {
 // patch struct, json.RawMessage. A T is a struct patch too: every field it does not omit is
 // written, zero values included; to write a whole T use Replace, to change some fields of the
 // stored T use Update.
-func (t *Typed[T]) Set(patch any) (T, error) { return t.SetContext(context.Background(), patch) }
+func (t *Typed[T]) Set(patch any) (T, error) { return t.SetContext(syncCall, patch) }
 
 // SetContext is Set under ctx.
 func (t *Typed[T]) SetContext(ctx context.Context, patch any) (T, error) {
@@ -106,7 +106,7 @@ func (t *Typed[T]) SetContext(ctx context.Context, patch any) (T, error) {
 }
 
 // Replace replaces the state with next (see Agent.ReplaceState) and returns it as stored, a T.
-func (t *Typed[T]) Replace(next T) (T, error) { return t.ReplaceContext(context.Background(), next) }
+func (t *Typed[T]) Replace(next T) (T, error) { return t.ReplaceContext(syncCall, next) }
 
 // ReplaceContext is Replace under ctx.
 func (t *Typed[T]) ReplaceContext(ctx context.Context, next T) (T, error) {
@@ -132,7 +132,7 @@ func (t *Typed[T]) write(ctx context.Context, op string, v any, replace bool) (T
 // returns the merged state and its version, or an error matching ErrConflict with nothing
 // written.
 func (t *Typed[T]) SetIf(expected uint64, patch any) (T, uint64, error) {
-	return t.SetIfContext(context.Background(), expected, patch)
+	return t.SetIfContext(syncCall, expected, patch)
 }
 
 // SetIfContext is SetIf under ctx.
@@ -143,7 +143,7 @@ func (t *Typed[T]) SetIfContext(ctx context.Context, expected uint64, patch any)
 // ReplaceIf is Replace only if the state is still at version expected (see
 // Agent.ReplaceStateIf).
 func (t *Typed[T]) ReplaceIf(expected uint64, next T) (T, uint64, error) {
-	return t.ReplaceIfContext(context.Background(), expected, next)
+	return t.ReplaceIfContext(syncCall, expected, next)
 }
 
 // ReplaceIfContext is ReplaceIf under ctx.
@@ -171,7 +171,7 @@ func (t *Typed[T]) writeIf(ctx context.Context, op string, expected uint64, v an
 // the new state as a T: the way to append to a list field without writing the whole list.
 // Errors as for Agent.PatchState (ErrPath, ErrTestFailed, ...), nothing written on any but
 // ErrHook.
-func (t *Typed[T]) Patch(ops any) (T, error) { return t.PatchContext(context.Background(), ops) }
+func (t *Typed[T]) Patch(ops any) (T, error) { return t.PatchContext(syncCall, ops) }
 
 // PatchContext is Patch under ctx.
 func (t *Typed[T]) PatchContext(ctx context.Context, ops any) (T, error) {
@@ -192,7 +192,7 @@ func (t *Typed[T]) PatchContext(ctx context.Context, ops any) (T, error) {
 // it returns the new state and its version, or an error matching ErrConflict with nothing
 // written.
 func (t *Typed[T]) PatchIf(expected uint64, ops any) (T, uint64, error) {
-	return t.PatchIfContext(context.Background(), expected, ops)
+	return t.PatchIfContext(syncCall, expected, ops)
 }
 
 // PatchIfContext is PatchIf under ctx.
@@ -223,7 +223,7 @@ func (t *Typed[T]) PatchIfContext(ctx context.Context, expected uint64, ops any)
 // A nil value in a map, or a nil pointer without an omit option, is null in the patch, which
 // deletes the member: T reads it back as the zero value either way.
 func (t *Typed[T]) Update(fn func(*T) error) (T, error) {
-	return t.UpdateContext(context.Background(), fn)
+	return t.UpdateContext(syncCall, fn)
 }
 
 // UpdateContext is Update under ctx: ctx bounds every read and write it makes.
