@@ -20,9 +20,10 @@
 //   setStateBlocking on the same agent of the same file (through a second handle), with the
 //   package's own work around it (encoding the patch, the next snapshot); awaited getState
 //   against readBlocking, hot and right after a write. Cost: the awaited time / the blocking
-//   one. Two references in the same rounds: libuv's pool round trip alone (an awaited fstat),
-//   and a durable write with no code of ours (fdatasync awaited through the pool against
-//   fdatasyncSync).
+//   one. The awaited calls run on the library's worker pool and settle on the JavaScript
+//   thread. Two references in the same rounds: libuv's pool round trip alone (an awaited fstat,
+//   a hand-off of the same kind as ours), and a durable write with no code of ours (fdatasync
+//   awaited through libuv's pool against fdatasyncSync).
 // * hot: a hot getState (nothing committed since this handle's last read) in µs per call, at
 //   each size. Target: at most 3 µs at 1 KiB.
 //
@@ -395,7 +396,8 @@ function versusRow(op, size, figures, ops, target, note = '') {
 
 // Awaited calls against the blocking ones on the same agent; and, as the floor of the
 // mechanism, a round trip through libuv's pool alone (an fstat: a syscall of a microsecond, in
-// a Promise), which every awaited call that leaves this thread pays.
+// a Promise): a hand-off to another thread and back, which every awaited call that leaves this
+// thread pays (ours go to the library's worker pool, not libuv's, but pay the same kind).
 async function promise(work, size, plan) {
   const file = path.join(work, `promise_${size}.db`);
   const ours = await openOurs(file, makeState(size));
@@ -488,7 +490,7 @@ async function promise(work, size, plan) {
       coldOps,
     );
     rows.push(promiseRow('getState, after a write', 'readBlocking', size, coldReads, 0, 1, coldOps, coldReads[2],
-      'each read right after a write (not timed): the awaited read goes to the pool'));
+      'each read right after a write (not timed): the awaited read goes to the library\'s worker pool'));
   } finally {
     fs.closeSync(fd);
     fs.closeSync(syncFd);
@@ -622,7 +624,7 @@ function print(rows, smoke) {
   if (promiseRows.length) {
     console.log("What the Promise costs: the awaited call against the addon's blocking call on the same agent, with the package's own work around it (cost: awaited / blocking, the median of the rounds' ratios)");
     console.log();
-    console.log("| awaited | state | awaited | blocking | blocking's | cost | the pool's round trip alone (fs.fstat) | note |");
+    console.log("| awaited | state | awaited | blocking | blocking's | cost | libuv's pool round trip alone (fs.fstat) | note |");
     console.log('|---|---|---|---|---|---|---|---|');
     for (const r of promiseRows) {
       const call = r.op.startsWith('reference') ? `${r.op}, fs.fdatasync awaited (libuv's pool)` : ourCall(r.op);
