@@ -10,7 +10,9 @@
 // must finish while the lock is still held: the test releases the lock only after they finished,
 // or after 30 seconds, and fails in that case (calls that held libuv's 4 threads would keep the
 // read waiting until the lock is released). The 30 seconds are a deadline for a hang, not a
-// measure: the read takes milliseconds when it is not stuck behind the agent's calls.
+// measure: the read takes milliseconds when it is not stuck behind the agent's calls. The same
+// again with one library worker (the calls queue in the library's pool); and a cap that is not
+// a number of threads is refused with the call's error, never a hang.
 
 const assert = require('node:assert/strict');
 const { eachBackend } = require('./backends');
@@ -19,12 +21,13 @@ const { startChild } = require('./children');
 const CALLS = 16;
 const DEADLINE_MS = 30000;
 
-eachBackend(`readFile and pbkdf2 finish while ${CALLS} agent calls wait for another process's lock (UV_THREADPOOL_SIZE=4)`, async (t, store) => {
+// The scenario, with `env` added to the crowd's environment.
+async function crowdWhileLocked(t, store, env) {
   const holder = startChild('hold', [], store);
   t.after(() => holder.kill());
   await holder.expect('holding');
 
-  const crowd = startChild('crowd', [CALLS], store, { busyTimeoutMs: 120000 }, [], { UV_THREADPOOL_SIZE: '4' });
+  const crowd = startChild('crowd', [CALLS], store, { busyTimeoutMs: 120000 }, [], env);
   t.after(() => crowd.kill());
   await crowd.expect('waiting');
 
@@ -48,4 +51,24 @@ eachBackend(`readFile and pbkdf2 finish while ${CALLS} agent calls wait for anot
   const state = await agent.getState();
   assert.equal(state.holder, true);
   for (let i = 0; i < CALLS; i++) assert.equal(state[`c${i}`], i);
+}
+
+eachBackend(`readFile and pbkdf2 finish while ${CALLS} agent calls wait for another process's lock (UV_THREADPOOL_SIZE=4)`, async (t, store) => {
+  await crowdWhileLocked(t, store, { UV_THREADPOOL_SIZE: '4' });
+});
+
+// With one worker, one call waits for the lock and the others wait their turn behind it, in
+// the library's queue: still not in libuv's, and none is lost.
+eachBackend(`the same with AGENT_STATE_WORKERS=1: the ${CALLS} calls queue in the library and all land`, async (t, store) => {
+  await crowdWhileLocked(t, store, { UV_THREADPOOL_SIZE: '4', AGENT_STATE_WORKERS: '1' });
+});
+
+eachBackend('AGENT_STATE_WORKERS that is not a number of threads from 1 to 1024: calls reject with InvalidArgumentError naming it', async (t, store) => {
+  for (const value of ['0', 'many']) {
+    const child = startChild('exit', [], store, {}, [], { AGENT_STATE_WORKERS: value });
+    t.after(() => child.kill());
+    const line = await child.next();
+    assert.match(line, /^error InvalidArgumentError: .*AGENT_STATE_WORKERS/, `AGENT_STATE_WORKERS=${value}`);
+    assert.equal((await child.exited).code, 1);
+  }
 });
