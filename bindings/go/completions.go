@@ -63,8 +63,8 @@ func completionOf(c *C.AgentCompletion, hooks C.uintptr_t) completion {
 var awaiting int64
 
 // submitted counts the calls submitted (for tests: the Context methods submit, the others do
-// not).
-var submitted uint64
+// not), and waited those whose completion came from a worker, through the call's channel.
+var submitted, waited uint64
 
 //export agentstateCompleted
 func agentstateCompleted(c *C.AgentCompletion, hooks C.uintptr_t) {
@@ -109,6 +109,7 @@ func (a *Agent) awaited(ctx context.Context, op string, kind C.int32_t, flags C.
 	case done != 0:
 		c = completionOf(&now, 0)
 	default:
+		atomic.AddUint64(&waited, 1)
 		atomic.AddInt64(&awaiting, 1)
 		select {
 		case c = <-ch:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -503,4 +504,50 @@ func TestAwaitedCallsCancelledWhileWaitingWriteNothing(t *testing.T) {
 		t.Fatalf("version %d, want 2 (the first write and the holder's)", v)
 	}
 	jsonEqual(t, got, []byte(`{"n":1,"holder":1}`))
+}
+
+// A read the handle's validated copy answers (this OS thread read the handle, and nothing was
+// committed since) completes before the submission returns, with no channel wait; after
+// another connection's commit the read goes to a worker and returns the new state.
+func TestAwaitedHotReadCompletesWithoutWaiting(t *testing.T) {
+	skipOnPostgres(t, "a SQLite file's commit watch validates the copy; on PostgreSQL every read asks the server")
+	path := tempDB(t)
+	a := openAgent(t, path, Options{})
+	other := openAgent(t, path, Options{})
+	if _, err := a.SetState(map[string]any{"n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread() // the validated copy is this thread's
+	defer runtime.UnlockOSThread()
+	want, err := a.GetStateJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := atomic.LoadUint64(&waited)
+	got, v, err := a.GetStateVersionedJSONContext(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := atomic.LoadUint64(&waited) - before; n != 0 {
+		t.Fatalf("the hot read waited for %d completions on a channel", n)
+	}
+	jsonEqual(t, got, want)
+	if v != 1 {
+		t.Fatalf("version %d, want 1", v)
+	}
+	if _, err := other.SetState(map[string]any{"n": 2}); err != nil {
+		t.Fatal(err)
+	}
+	before = atomic.LoadUint64(&waited)
+	got, v, err = a.GetStateVersionedJSONContext(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := atomic.LoadUint64(&waited) - before; n != 1 {
+		t.Fatalf("the read after another connection's commit waited for %d completions, want 1", n)
+	}
+	jsonEqual(t, got, []byte(`{"n":2}`))
+	if v != 2 {
+		t.Fatalf("version %d, want 2", v)
+	}
 }
