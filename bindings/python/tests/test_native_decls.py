@@ -3,7 +3,8 @@
 The declarations are written by hand; this checks them: every ``agent_*`` function of the header
 is declared (``argtypes`` and ``restype``, the C types mapped as below), no function is declared
 that the header lacks, the callback types (``CFUNCTYPE``) match the header's function pointer
-typedefs, the structs (``AgentBuffer``, ``AgentStateChange``) have the header's fields in its
+typedefs, the structs (``AgentBuffer``, ``AgentStateChange``, ``AgentCall``,
+``AgentCompletion``) have the header's fields in its
 order with matching types, and the status codes are the header's.
 
 C types and their ctypes (a ``const`` makes no difference):
@@ -133,6 +134,10 @@ def ctypes_for(header: Header, t: CType, where: str) -> FrozenSet[Any]:
             return frozenset([scalars[name]])
         if name in header.fn_types:
             return frozenset([("CFUNCTYPE", name)])
+        if name in header.structs:  # a struct member of a struct (AgentCompletion.state)
+            struct = getattr(_native, name, None)
+            assert struct is not None, f"{where}: _native has no ctypes.Structure {name}"
+            return frozenset([struct])
         raise AssertionError(f"{where}: no ctypes mapping for C type {name}")
     if stars == 1:
         if name == "void":
@@ -192,14 +197,16 @@ def check_signature(header: Header, restype: Any, argtypes: Any, c: Tuple[CType,
 def test_the_header_parses(header: Header) -> None:
     # (a parser that found nothing would make the other tests pass vacuously)
     assert len(header.functions) >= 20 and "agent_open" in header.functions
-    assert set(header.structs) == {"AgentBuffer", "AgentStateChange"}
+    assert set(header.structs) == {"AgentBuffer", "AgentStateChange", "AgentCall", "AgentCompletion"}
     assert set(header.fn_types) == {
-        "AgentStateChangedFn", "AgentFreeFn", "AgentInitialStateFn", "AgentValidateFn", "AgentSchemaStepFn"
+        "AgentStateChangedFn", "AgentFreeFn", "AgentInitialStateFn", "AgentValidateFn", "AgentSchemaStepFn",
+        "AgentDoneFn",
     }
     assert header.typedefs == {
         "AgentStatus": (("int32_t",), 0),
         "AgentHandle": (("uint64_t",), 0),
         "AgentCancel": (("uint64_t",), 0),
+        "AgentQueue": (("uint64_t",), 0),
     }
     assert header.functions["agent_set_state"] == (
         (("AgentStatus",), 0),
@@ -252,6 +259,7 @@ def test_the_callback_types_match_the_header_typedefs(header: Header) -> None:
         "AgentValidateFn": _native.VALIDATE_FN,
         "AgentSchemaStepFn": _native.SCHEMA_STEP_FN,
         "AgentFreeFn": _native.FREE_FN,
+        "AgentDoneFn": _native.DONE_FN,
     }
     assert set(pairs) == set(header.fn_types)
     problems: List[str] = []
@@ -262,7 +270,7 @@ def test_the_callback_types_match_the_header_typedefs(header: Header) -> None:
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", ["AgentBuffer", "AgentStateChange"])
+@pytest.mark.parametrize("name", ["AgentBuffer", "AgentStateChange", "AgentCall", "AgentCompletion"])
 def test_struct_layouts_match_the_header(header: Header, name: str) -> None:
     struct = getattr(_native, name)
     assert issubclass(struct, ctypes.Structure)
@@ -279,3 +287,14 @@ def test_status_codes_match_the_header(header: Header) -> None:
     assert {n: getattr(errors, n, None) for n in header.statuses} == header.statuses
     defined = {n for n in vars(errors) if re.fullmatch(r"AGENT_(OK|ERR_\w+)", n)}
     assert sorted(defined - set(header.statuses)) == []
+
+
+def test_call_ops_and_flags_match_the_header() -> None:
+    if not HEADER.is_file():
+        pytest.skip(f"no C header at {HEADER}")
+    found = {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"^#define AGENT_((?:OP|CALL)_\w+) (\d+)", HEADER.read_text("utf-8"), re.M)
+    }
+    assert len(found) >= 6
+    assert {n: getattr(_native, n, None) for n in found} == found

@@ -10,8 +10,9 @@ queue order and awaits each hook, so the hooks see the changes in commit order a
 the loop, never on a worker thread.
 
 **Who waits.** The bridge also records the entry in the running :class:`Call` (a thread-local
-set by the AsyncAgent's worker), and the coroutine that awaited that call awaits the entry
-before its ``await`` returns: the hooks' exceptions reach it as :class:`HookError`. A write
+set by the pool's thread running the call; on a library worker thread running a submitted
+call, the call's completion callback, run next on that thread, collects it), and the coroutine
+that awaited that call awaits the entry before its ``await`` returns: the hooks' exceptions reach it as :class:`HookError`. A write
 made from inside a coroutine hook must not wait for its own entry (the dispatcher is busy
 awaiting the hook that made it): :data:`_delivering` tells it so, and the entry being
 delivered *adopts* it instead, so the outer writer waits for both and gets both's errors. A
@@ -31,6 +32,7 @@ import itertools
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
+from . import _inflight
 from ._records import CHANGE, NEXT_PREV, Change
 from .errors import HookError
 
@@ -39,8 +41,10 @@ _local = threading.local()
 
 
 class Call:
-    """One AsyncAgent call on its worker thread: the loop that awaits it and the entries of
-    coroutine hooks its changes queued."""
+    """One AsyncAgent call: the loop that awaits it and the entries of coroutine hooks its
+    changes queued (by the bridge, on the thread that ran the call: a thread of the pool, which
+    sets it as its thread's current call, or a library worker thread, whose entries the call's
+    completion callback collects with :func:`take_worker_entries`)."""
 
     __slots__ = ("loop", "entries")
 
@@ -59,6 +63,23 @@ class Call:
 def current() -> Optional[Call]:
     """The AsyncAgent call running on this thread, if any."""
     return getattr(_local, "call", None)
+
+
+#: The entries the bridge queued on a library worker thread running a submitted call (no
+#: :class:`Call` there: each callback runs in a thread state of its own), by thread.
+_worker_entries: Dict[int, List["_Entry"]] = {}
+
+
+def take_worker_entries() -> List["_Entry"]:
+    """The entries the bridge queued on this thread (a library worker thread) since the last
+    take: those of the submitted call whose completion callback runs now, on it."""
+    return _worker_entries.pop(threading.get_ident(), [])
+
+
+def _on_library_worker() -> bool:
+    # A library worker thread runs each Python callback in a fresh thread state, so it has no
+    # frame of a call in flight; a Python thread's hooks run inside its call's frame.
+    return not getattr(_inflight.tls, "frames", None)
 
 
 class _Entry:
@@ -211,6 +232,7 @@ class Delivery:
         if not hooks:
             return
         call = current()
+        worker = call is None and _on_library_worker()
         loop = call.loop if call is not None else self.loop
         if loop is None or loop.is_closed():
             raise RuntimeError(
@@ -219,7 +241,7 @@ class Delivery:
                 "after its loop closed)"
             )
         entry = _Entry(change, hooks)
-        entry.claimed = call is not None
+        entry.claimed = call is not None or worker
         with self._lock:
             queue = self._queues.get(loop)
             start = queue is None
@@ -228,6 +250,8 @@ class Delivery:
             queue.append(entry)
         if call is not None:
             call.entries.append(entry)
+        elif worker:
+            _worker_entries.setdefault(threading.get_ident(), []).append(entry)
         if start:
             try:
                 loop.call_soon_threadsafe(self._start, loop)

@@ -45,7 +45,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from . import _native
+from . import _inflight, _native
 from ._async_hooks import AsyncHook
 from ._hook import Hook
 from ._inflight import REJECTED, STEP_FAILED, tls
@@ -208,8 +208,8 @@ def _make_hook(form: str) -> Callable[..., int]:
         except BaseException as exc:
             try:
                 tls.frames[-1] += (exc,)
-            except BaseException:  # pragma: no cover - every call that runs callbacks has a frame
-                pass
+            except BaseException:  # no frame: a library worker thread (a submitted call)
+                _inflight.carry(exc)
             # `done`: the hook returned before the exception (possible on 3.9 and 3.10 only).
             return 0 if done else 1
 
@@ -243,13 +243,13 @@ def _make_validate(form: str) -> Callable[..., int]:
             if done:  # it returned, so it accepted; exc came after (possible on 3.9 and 3.10 only)
                 try:
                     tls.frames[-1] += (exc,)
-                except BaseException:  # pragma: no cover - every write has a frame
-                    pass
+                except BaseException:  # no frame: a library worker thread (a submitted call)
+                    _inflight.carry(exc)
                 return 0
             try:
                 tls.frames[-1] += ((REJECTED, exc),)  # the RejectedError's cause
-            except BaseException:  # pragma: no cover - every write has a frame
-                pass
+            except BaseException:  # no frame: a library worker thread (a submitted call)
+                _inflight.carry((REJECTED, exc))
             try:
                 # The reason for the library's message; if this is interrupted, the library says
                 # "returned 1" and the interrupt is raised all the same.
@@ -257,8 +257,8 @@ def _make_validate(form: str) -> Callable[..., int]:
             except BaseException as late:
                 try:
                     tls.frames[-1] += (late,)
-                except BaseException:  # pragma: no cover - every write has a frame
-                    pass
+                except BaseException:  # no frame: a library worker thread (a submitted call)
+                    _inflight.carry(late)
             return 1
 
     return _validate
@@ -282,8 +282,8 @@ def _initial_state(user_data: int, out: Any, handed: Any = ()) -> int:
     except BaseException as exc:
         try:
             tls.frames[-1] += (exc,)
-        except BaseException:  # pragma: no cover - every call that runs callbacks has a frame
-            pass
+        except BaseException:  # no frame: a library worker thread (a submitted call)
+            _inflight.carry(exc)
         return 0 if handed else 1
 
 
@@ -317,20 +317,20 @@ def _make_schema_step(form: str) -> Callable[..., int]:
             if handed:  # possible on 3.9 and 3.10 only
                 try:
                     tls.frames[-1] += (exc,)
-                except BaseException:  # pragma: no cover - every call that upgrades has a frame
-                    pass
+                except BaseException:  # no frame: a library worker thread (a submitted call)
+                    _inflight.carry(exc)
                 return 0
             try:
                 tls.frames[-1] += ((STEP_FAILED, exc),)  # the MigrationError's cause
-            except BaseException:  # pragma: no cover - every call that upgrades has a frame
-                pass
+            except BaseException:  # no frame: a library worker thread (a submitted call)
+                _inflight.carry((STEP_FAILED, exc))
             try:
                 _copy(_native.describe(exc).encode("utf-8", "backslashreplace"), message)
             except BaseException as late:
                 try:
                     tls.frames[-1] += (late,)
-                except BaseException:  # pragma: no cover - every call that upgrades has a frame
-                    pass
+                except BaseException:  # no frame: a library worker thread (a submitted call)
+                    _inflight.carry(late)
             return 1
 
     return _schema_step
@@ -355,8 +355,8 @@ def _free(user_data: int, table: Any = None) -> None:
         finally:
             try:
                 tls.frames[-1] += (exc,)
-            except BaseException:  # pragma: no cover - every call that frees has a frame
-                pass
+            except BaseException:  # no frame: a library worker thread (a submitted call)
+                _inflight.carry(exc)
 
 
 #: The hook trampoline of each call form.

@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 #: How long, at exit, the binding waits for library calls in flight on other threads.
 EXIT_WAIT_SECONDS = 10.0
@@ -139,15 +139,43 @@ def _exit_step() -> None:
             pass
 
 
+#: The submitted calls (``agent_submit``, see ``async_agent``) that may run Python callbacks
+#: on a library worker thread, by tag, until their completion callback has run: one stack
+#: among the threads', so that the exit step waits for them as for calls in flight.
+submitted = Frames()
+_every.add(submitted)
+#: What the callbacks of a submitted call raised on the library worker thread running it
+#: (which has no frame: each callback runs in a thread state of its own), by thread, in
+#: frame form (exceptions, ``(REJECTED, exc)``, ``(STEP_FAILED, exc)``); the call's completion
+#: callback, run next on the same thread, takes them (:func:`take_carried`).
+_carried: Dict[int, List[Any]] = {}
+
+
+def carry(entry: Any) -> None:
+    """Records ``entry`` for the call running on this thread when the thread has no frame
+    (a library worker thread running a submitted call's callbacks)."""
+    _carried.setdefault(threading.get_ident(), []).append(entry)
+
+
+def take_carried() -> List[Any]:
+    """What :func:`carry` recorded on this thread since the last take (for the submitted call
+    whose completion callback runs now)."""
+    return _carried.pop(threading.get_ident(), [])
+
+
 def _forget_other_threads() -> None:
     # In a child made by fork() only the forking thread exists: the stacks of the others
-    # (maybe inside calls at the time) are stale, and a lock they held would stay held.
+    # (maybe inside calls at the time) are stale, and a lock they held would stay held. The
+    # parent's submitted calls never complete here.
     global _every, _every_lock
     mine = getattr(tls, "frames", None)
     _every_lock = threading.Lock()
     _every = weakref.WeakSet()
     if mine is not None:
         _every.add(mine)
+    submitted.clear()
+    _every.add(submitted)
+    _carried.clear()
 
 
 if hasattr(os, "register_at_fork"):

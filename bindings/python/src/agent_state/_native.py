@@ -90,6 +90,50 @@ class AgentStateChange(ctypes.Structure):
     ]
 
 
+class AgentCall(ctypes.Structure):
+    """``struct AgentCall``: one call to submit (``agent_submit``, ``agent_queue_submit``),
+    read (and ``data`` copied) before the submitting function returns."""
+
+    _fields_ = [
+        ("op", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+        ("data", ctypes.c_char_p),
+        ("len", ctypes.c_size_t),
+        ("expected_version", ctypes.c_uint64),
+        ("cancel", ctypes.c_uint64),
+        ("tag", ctypes.c_uint64),
+    ]
+
+
+class AgentCompletion(ctypes.Structure):
+    """``struct AgentCompletion``: the outcome of a submitted call; its buffers are the
+    receiver's (``agent_buffer_free``)."""
+
+    _fields_ = [
+        ("tag", ctypes.c_uint64),
+        ("status", ctypes.c_int32),
+        ("committed", ctypes.c_uint32),
+        ("version", ctypes.c_uint64),
+        ("state", AgentBuffer),
+        ("message", AgentBuffer),
+    ]
+
+
+#: ``AgentCall.op``: read the state and its version.
+OP_GET_STATE = 1
+#: ``AgentCall.op``: merge an RFC 7396 merge patch.
+OP_SET_STATE = 2
+#: ``AgentCall.op``: replace the state.
+OP_REPLACE_STATE = 3
+#: ``AgentCall.op``: apply an RFC 6902 JSON Patch.
+OP_PATCH_STATE = 4
+#: ``AgentCall.flags``: compare-and-set (``expected_version``).
+CALL_IF = 1
+#: ``AgentCall.flags``: the completion carries no state.
+CALL_NO_STATE = 2
+
+#: ``void (*AgentDoneFn)(void *context, struct AgentCompletion *completion)``
+DONE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(AgentCompletion))
 #: ``int32_t (*AgentStateChangedFn)(void *user_data, const AgentStateChange *change)``
 STATE_CHANGED_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(AgentStateChange))
 #: ``int32_t (*AgentInitialStateFn)(void *user_data, AgentBuffer *out)``
@@ -186,33 +230,42 @@ def _raise_status(result: int, name: str, carried: List[Any]) -> None:
       ``AGENT_ERR_HOOK`` and ``AGENT_ERR_GAP`` (of ``agent_poll``, whose deliveries happened all
       the same) with the exceptions its hooks raised.
     """
+    raw = _lib_last_error() if result else None
+    raise error_of(result, name, raw.decode("utf-8", "replace") if raw else "", carried)
+
+
+def error_of(result: int, name: str, message: str, carried: List[Any]) -> BaseException:
+    """What :func:`_raise_status` raises, for a call that ended with status ``result``, the
+    library's ``message`` for it (read by the caller: ``agent_last_error``, or a completion's
+    message) and the frame ``carried``: an exception with its ``__cause__`` set."""
     for entry in carried:
         exc = entry[1] if type(entry) is tuple else entry
         if not isinstance(exc, Exception):
-            raise exc
+            return exc  # type: ignore[no-any-return]
     if not result:
         entry = carried[0]
-        raise entry[1] if type(entry) is tuple else entry
-    raw = _lib_last_error()
-    message = raw.decode("utf-8", "replace") if raw else ""
+        return entry[1] if type(entry) is tuple else entry  # type: ignore[no-any-return]
     if not message:
         message = f"{name} failed"
     err = error_for_status(result, message)
+    cause: Optional[BaseException] = None
     if not carried:
-        raise err
+        return err
     if result == AGENT_ERR_REJECTED or result == AGENT_ERR_MIGRATION:
         marker = REJECTED if result == AGENT_ERR_REJECTED else STEP_FAILED
         reasons = [e[1] for e in carried if type(e) is tuple and e[0] is marker]
         if reasons:
-            raise err from reasons[-1]
+            cause = reasons[-1]
     elif result == AGENT_ERR_HOOK or result == AGENT_ERR_GAP:
         raised = [e for e in carried if type(e) is not tuple]
         if result == AGENT_ERR_HOOK and raised:
             message = hook_message(message, raised)
         err = (HookError if result == AGENT_ERR_HOOK else GapError)(message, result, raised)
         if raised:
-            raise err from raised[0]
-    raise err
+            cause = raised[0]
+    if cause is not None:
+        err.__cause__ = cause
+    return err
 
 
 #: What the library says of a callback that failed: its status code, as the C ABI has no room for
@@ -242,6 +295,12 @@ def hook_message(message: str, raised: List[BaseException]) -> str:
     if len(raised) > 1:
         text += f" (and {len(raised) - 1} more: see .exceptions)"
     return text
+
+
+def last_error_text() -> str:
+    """``agent_last_error()`` of this thread, decoded ("" when none)."""
+    raw = _lib_last_error()
+    return raw.decode("utf-8", "replace") if raw else ""
 
 
 def _errcheck(result: int, func: Any, args: Any) -> int:
@@ -305,6 +364,14 @@ def _declare(lib: ctypes.CDLL) -> None:
     status_fn("agent_schema_version", _c_handle, ctypes.POINTER(ctypes.c_uint32))
     status_fn("agent_get_state_at_stored", _c_handle, ctypes.c_uint64, buf_p, ctypes.POINTER(ctypes.c_uint32))
     status_fn("agent_upgrade_state", _c_handle, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint32, buf_p)
+    # Awaited calls: submission, completion queues (AgentQueue is a uint64_t id).
+    call_p = ctypes.POINTER(AgentCall)
+    completion_p = ctypes.POINTER(AgentCompletion)
+    status_fn("agent_submit", _c_handle, call_p, DONE_FN, ctypes.c_void_p)
+    status_fn("agent_queue_new", u64_p, ctypes.POINTER(ctypes.c_int32))
+    status_fn("agent_queue_submit", ctypes.c_uint64, _c_handle, call_p, completion_p, ctypes.POINTER(ctypes.c_int32))
+    status_fn("agent_queue_take", ctypes.c_uint64, completion_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t))
+    status_fn("agent_queue_free", ctypes.c_uint64)
     # Cancel tokens (AgentCancel is a uint64_t id, like AgentHandle).
     status_fn("agent_cancel_new", ctypes.c_int64, u64_p)
     status_fn("agent_cancel_bind", ctypes.c_uint64)
@@ -349,6 +416,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     global _hot_get_state_versioned, _hot_set_state_if, _hot_replace_state_if, _hot_poll
     global _hot_changes_since, _hot_get_state_at, _hot_restore_state, _hot_close
     global _hot_patch_state, _hot_patch_state_if, _hot_get_path, _hot_get_tail
+    global _hot_submit, _hot_queue_submit, _hot_queue_take
 
     def hot_fn(name: str) -> Any:
         # ``lib[name]`` makes a new function object; it takes the declaration made above.
@@ -373,6 +441,9 @@ def _declare(lib: ctypes.CDLL) -> None:
     _hot_patch_state_if = hot_fn("agent_patch_state_if")
     _hot_get_path = hot_fn("agent_get_path")
     _hot_get_tail = hot_fn("agent_get_tail")
+    _hot_submit = hot_fn("agent_submit")
+    _hot_queue_submit = hot_fn("agent_queue_submit")
+    _hot_queue_take = hot_fn("agent_queue_take")
     _buffer_free = lib.agent_buffer_free
 
 
@@ -391,6 +462,9 @@ _hot_patch_state: Any = None
 _hot_patch_state_if: Any = None
 _hot_get_path: Any = None
 _hot_get_tail: Any = None
+_hot_submit: Any = None
+_hot_queue_submit: Any = None
+_hot_queue_take: Any = None
 _buffer_free: Any = None
 
 

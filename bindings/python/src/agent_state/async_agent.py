@@ -1,14 +1,36 @@
 """The :class:`AsyncAgent`: an :class:`~agent_state.Agent` for asyncio.
 
-Each call runs the sync :class:`~agent_state.Agent`'s method on a worker thread of one bounded,
-module-level thread pool (awaited through ``asyncio.wrap_future``), under a cancel token of the library bound
-to that thread (``agent_cancel_new`` / ``agent_cancel_bind``); ctypes releases the GIL while the
-library works, so the event loop stays responsive while a call waits for a lock. When the
-awaiting coroutine is cancelled, the token is fired, the worker's call is waited for (it ends
-within milliseconds), and :class:`asyncio.CancelledError` propagates.
+**Submitted calls.** The state calls (``get_state``, ``set_state``, ``replace_state``,
+``patch_state``, their ``_json``, ``_if`` and versioned forms) are submitted to the library
+(``agent_queue_submit``) and complete on its small pool of worker threads (at most 8 by
+default, ``AGENT_STATE_WORKERS``), or at once on the loop's thread when they need not wait (a
+read the handle's validated copy answers): no Python thread waits for them. Each event loop has
+one completion queue (made on the loop's first call; its descriptor watched with
+``loop.add_reader``; freed when the last AsyncAgent that used it closes, or once the loop is
+closed, when the next loop's queue is made; a forked child makes its own). A call's coroutine
+awaits a future that the queue's reader resolves, taking at most ``_BATCH`` completions per
+wake-up so that a thousand completions do not hold the loop at once. The loop's work per call is
+the encoding of its argument, one ctypes call and the decoding of the result.
+
+An agent with Python callbacks (hooks, validator, initial-state hook, schema steps) submits
+with a completion callback instead (``agent_submit``): the callbacks run on the library's
+worker thread, which has no frame of a Python call, so what they raise is carried there
+(``_inflight.carry``) with the coroutine hooks' entries (``_async_hooks``), and the completion
+callback, run next on that thread, hands them to the awaiting coroutine through
+``loop.call_soon_threadsafe``.
+
+**Cancelling.** Each call in flight holds a cancel token of the library (a token never fired is
+reused by the next call: no ctypes call per call); cancelling the awaiting task fires it, waits
+for the completion (within milliseconds of the fire, or once a commit under way is done) and
+re-raises :class:`asyncio.CancelledError`.
+
+**The pool.** Calls without a submitted form (``poll``, ``changes_since``, ``state_at``,
+``restore``, ``get_path``, ``get_tail``, the schema calls, ``aclose``, ``AsyncAgent.open`` and
+the store functions) run the sync agent's method on a worker thread of one bounded,
+module-level thread pool (``offload``), under a cancel token bound to that thread.
 
 Coroutine hooks are delivered on the loop by ``_async_hooks``; :meth:`AsyncAgent.changes`
-polls the change feed from the loop, on the same pool.
+polls the change feed from the loop, on the pool.
 """
 
 from __future__ import annotations
@@ -17,8 +39,10 @@ import asyncio
 import concurrent.futures
 import ctypes
 import inspect
+import itertools
 import os
 import threading
+import weakref
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -36,10 +60,12 @@ from typing import (
     overload,
 )
 
-from . import _callbacks, _native
-from ._async_hooks import AsyncHook, Call, Delivery
+from . import _callbacks, _inflight, _native
+from ._async_hooks import AsyncHook, Call, Delivery, take_worker_entries
 from ._hook import Hook
+from ._models import build
 from ._options import OPEN_KEYS, check_keywords
+from ._options import check_version as _version
 from ._records import (
     AppliedPatch,
     Change,
@@ -54,8 +80,10 @@ from ._records import (
     StateT,
     Versioned,
 )
-from .agent import Agent
-from .errors import AgentError, InvalidArgumentError
+from .agent import Agent, _encode_operations
+from .codec import encode_patch, encode_state, json_text
+from .decoding import decode_state
+from .errors import AgentError, BadHandleError, InvalidArgumentError
 from .options import OpenOptions
 
 if TYPE_CHECKING:
@@ -165,6 +193,200 @@ async def offload(loop: asyncio.AbstractEventLoop, call: Call, fn: Callable[...,
         raise
 
 
+# -- submitted calls: the library's worker pool and a completion queue per event loop ------------
+
+#: Bumped in a child made by fork(): what the parent submitted never completes there, and its
+#: completion queues are not the child's.
+_generation = [0]
+_tags = itertools.count(1)
+#: Cancel tokens of the library that were never fired, for the next calls (a call takes one
+#: for as long as it is in flight; a fired one is freed once its call completed).
+_tokens: List[int] = []
+#: The calls submitted with a completion callback (agents with Python callbacks), by tag.
+_by_tag: Dict[int, "_Submitted"] = {}
+#: A completion: (status, version, state text, message, what the callbacks raised, the
+#: coroutine hooks' entries).
+_Result = Tuple[int, int, str, str, List[Any], List[Any]]
+
+
+def _forked() -> None:
+    _generation[0] += 1
+    _tokens.clear()
+    _by_tag.clear()
+    _ports.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
+def _token() -> int:
+    try:
+        return _tokens.pop()
+    except IndexError:
+        out = ctypes.c_uint64(0)
+        _native.library().agent_cancel_new(-1, ctypes.byref(out))
+        return out.value
+
+
+class _Submitted:
+    """One submitted call, awaited on ``loop``: ``waker`` is the future its coroutine awaits,
+    resolved once ``result`` is set; ``thread`` the submitting thread's id (a completion
+    callback run on it, inside the submission, completed the call at once)."""
+
+    __slots__ = ("loop", "waker", "result", "thread")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waker: "asyncio.Future[None]" = loop.create_future()
+        self.result: Optional[_Result] = None
+        self.thread = 0
+
+
+def _wake(call: _Submitted, result: _Result) -> None:
+    """On the call's loop: records its completion and wakes its coroutine."""
+    call.result = result
+    waker = call.waker
+    if not waker.done():
+        waker.set_result(None)
+
+
+def _completed(c: Any, carried: List[Any], entries: List[Any]) -> _Result:
+    """The completion ``c`` (an ``AgentCompletion``) as a :data:`_Result`; its buffers are
+    freed."""
+    state = c.state
+    data = state.data
+    text = ""
+    if data:
+        text = _native._utf8_at(data, state.len, None)
+        _native._buffer_free(state)
+    message = c.message
+    note = ""
+    if message.data:
+        note = _native._utf8_at(message.data, message.len, None)
+        _native._buffer_free(message)
+    return (c.status, c.version, text, note, carried, entries)
+
+
+def _done(context: Optional[int], completion: Any) -> None:
+    """The completion callback of calls submitted with ``agent_submit``: on the library worker
+    thread that ran the call, right after it (and its hooks) ran there, or on the submitting
+    thread when it completed at once. Collects what the call's callbacks left on this thread."""
+    tag = context or 0
+    try:
+        carried = _inflight.take_carried()
+        entries: List[Any] = take_worker_entries()
+        result = _completed(completion.contents, carried, entries)
+        call = _by_tag.pop(tag, None)
+        if call is None:  # a call of the parent, in a forked child
+            return
+        if call.thread == threading.get_ident():
+            call.result = result  # inside the submission: the coroutine reads it at once
+            return
+        try:
+            call.loop.call_soon_threadsafe(_wake, call, result)
+        except RuntimeError:  # the loop closed: nobody awaits the call any more
+            pass
+    finally:
+        try:
+            _inflight.submitted.remove(tag)
+        except ValueError:
+            pass
+
+
+_DONE = _native.DONE_FN(_done)
+#: Completions taken from a queue at a time: the loop's work per wake-up stays bounded (the
+#: descriptor stays readable while more wait, so the rest come at the next iterations).
+_BATCH = 64
+
+
+class _Port:
+    """An event loop's completion queue (``agent_queue_new``): its descriptor is watched with
+    ``loop.add_reader``, and each wake-up takes up to :data:`_BATCH` completions and wakes
+    their coroutines. Used on the loop's thread only."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        lib = _native.library()
+        queue = ctypes.c_uint64(0)
+        fd = ctypes.c_int32(-1)
+        lib.agent_queue_new(ctypes.byref(queue), ctypes.byref(fd))
+        self.loop = loop
+        self.queue = queue.value
+        self.fd = fd.value
+        self.generation = _generation[0]
+        self.closed = False
+        #: Calls in flight, by tag.
+        self.waiting: Dict[int, _Submitted] = {}
+        #: The AsyncAgents that submitted through it: it is freed when the last one closes.
+        self.users: "weakref.WeakSet[AsyncAgent[Any]]" = weakref.WeakSet()
+        # Reused by every submission (the library copies what it needs before returning).
+        self.call = _native.AgentCall()
+        self.call_p = ctypes.pointer(self.call)
+        self.now = _native.AgentCompletion()
+        self.now_p = ctypes.pointer(self.now)
+        self.done = ctypes.c_int32(0)
+        self.done_p = ctypes.pointer(self.done)
+        self.out = (_native.AgentCompletion * _BATCH)()
+        self.taken = ctypes.c_size_t(0)
+        self.taken_p = ctypes.pointer(self.taken)
+        try:
+            loop.add_reader(self.fd, self._drain)
+        except BaseException:
+            lib.agent_queue_free(self.queue)
+            raise
+
+    def _drain(self) -> None:
+        status = _native._hot_queue_take(self.queue, self.out, _BATCH, self.taken_p)
+        if status:  # pragma: no cover - the queue is this process's and not freed
+            return
+        out = self.out
+        waiting = self.waiting
+        for i in range(self.taken.value):
+            c = out[i]
+            call = waiting.pop(c.tag, None)
+            result = _completed(c, [], [])
+            if call is not None:
+                _wake(call, result)
+
+    def close(self) -> None:
+        """Stops watching the descriptor and frees the queue (calls still in flight complete
+        into nothing). Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.generation != _generation[0]:
+            return  # the parent's (ports are forgotten at the fork)
+        if not self.loop.is_closed():
+            self.loop.remove_reader(self.fd)
+        _native.library().agent_queue_free(self.queue)
+
+
+#: Each event loop's port, by the loop's id (the port holds its loop; closed loops' ports are
+#: freed when the next port is made).
+_ports: Dict[int, _Port] = {}
+
+
+def _port_for(loop: asyncio.AbstractEventLoop) -> _Port:
+    port = _ports.get(id(loop))
+    if port is not None and port.loop is loop and not port.closed:
+        return port
+    for key, other in list(_ports.items()):
+        if other.loop.is_closed() or other.closed:
+            del _ports[key]
+            other.close()
+    port = _ports[id(loop)] = _Port(loop)
+    return port
+
+
+#: The synchronous function of each op, whose name the library's messages start with.
+_NAMES = {
+    _native.OP_GET_STATE: "agent_get_state",
+    _native.OP_SET_STATE: "agent_set_state",
+    _native.OP_REPLACE_STATE: "agent_replace_state",
+    _native.OP_PATCH_STATE: "agent_patch_state",
+}
+
+
 def _is_async_callable(callback: Any) -> bool:
     return inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
         getattr(callback, "__call__", None)
@@ -182,11 +404,16 @@ class AsyncAgent(Generic[StateT]):
     connects on a worker thread, or constructed with the same arguments, which opens the store
     at once on the calling thread: in a coroutine, the event loop's, held for as long as the
     open takes (on PostgreSQL, a connection to the server: up to ``server_timeout_ms``).
-    ``AsyncAgent[ConvState]`` types the state as :class:`~agent_state.Agent` does. Each store
-    call runs the sync agent's method on a worker thread of one
-    module-level thread pool shared by every ``AsyncAgent`` of the process (at most
-    ``max(32, os.cpu_count() + 4)`` threads; more concurrent calls queue), so the event loop is
-    never blocked while a call waits for a lock, a pooled connection or the server.
+    ``AsyncAgent[ConvState]`` types the state as :class:`~agent_state.Agent` does. The state
+    calls (reads and writes of the whole state, and their ``_if`` and ``_json`` forms) are
+    submitted to the library's worker pool, shared by every agent of the process (at most 8
+    threads by default, the environment variable ``AGENT_STATE_WORKERS`` sets another cap; more
+    concurrent calls queue), and complete through one completion queue per event loop; a read
+    the handle's validated copy answers completes at once, on the loop. The other calls
+    (``poll``, the history, ``get_path``, ``get_tail``, the schema calls, ``aclose``) run the
+    sync agent's method on a worker thread of one module-level thread pool (at most
+    ``max(32, os.cpu_count() + 4)`` threads). Either way the event loop is never blocked while
+    a call waits for a lock, a pooled connection or the server.
 
     Cancelling the awaiting task (``task.cancel()``, an ``asyncio.wait_for`` or
     ``asyncio.timeout`` running out) fires the call's cancel token: a call still waiting (for
@@ -200,7 +427,9 @@ class AsyncAgent(Generic[StateT]):
 
     Hooks (:meth:`on_state_changed`, :meth:`on_change`) may be plain functions or coroutine
     functions (``async def``). A plain hook runs on the worker thread that made the change,
-    right after the commit, as in the sync API. A coroutine hook is awaited on the event loop
+    right after the commit, as in the sync API: for the state calls a thread of the library's
+    pool (not a Python thread: ``threading.current_thread()`` is a dummy there), for the others
+    a thread of the module's pool. A coroutine hook is awaited on the event loop
     (never on a worker thread), in commit order, after the change's plain hooks and before the
     writer's ``await`` returns; its exception reaches the writer as
     :class:`~agent_state.HookError` (after the commit: the change stays). The validator and
@@ -213,6 +442,7 @@ class AsyncAgent(Generic[StateT]):
         check_keywords(options, OPEN_KEYS, "AsyncAgent")
         self._agent: Agent[StateT] = Agent(path, **options)
         self._delivery = Delivery()
+        self._port: Optional[_Port] = None
 
     @classmethod
     def open(cls, path: PathLike, **options: Unpack[OpenOptions]) -> "Opening[StateT]":
@@ -235,6 +465,7 @@ class AsyncAgent(Generic[StateT]):
         self = cls.__new__(cls)
         self._agent = agent
         self._delivery = Delivery()
+        self._port = None
         return self
 
     # -- running calls -------------------------------------------------------------------------
@@ -256,6 +487,128 @@ class AsyncAgent(Generic[StateT]):
         if call.entries:
             await self._delivery.settle(call, None)
         return result
+
+    async def _submit(
+        self, op: int, data: Optional[bytes], flags: int = 0, expected: int = 0
+    ) -> Tuple[int, str]:
+        """Submits one call (``agent_queue_submit``, or ``agent_submit`` when the agent has
+        Python callbacks, whose exceptions and coroutine hooks the completion callback
+        collects on the worker thread) and awaits its completion: returns the state's version
+        and text, or raises the synchronous call's error. See the class for cancellation."""
+        agent = self._agent
+        handle = agent._handle
+        if not handle:
+            raise BadHandleError("the agent is closed")
+        loop = asyncio.get_running_loop()
+        port = self._port
+        if port is None or port.loop is not loop or port.closed or port.generation != _generation[0]:
+            port = self._port = _port_for(loop)
+            port.users.add(self)
+        self._delivery.loop = loop
+        tag = next(_tags)
+        token = _token()
+        c = port.call
+        c.op = op
+        c.flags = flags
+        c.data = data
+        c.len = len(data) if data is not None else 0
+        c.expected_version = expected
+        c.cancel = token
+        c.tag = tag
+        call = _Submitted(loop)
+        result: Optional[_Result]
+        if not agent._callbacks:
+            status = _native._hot_queue_submit(port.queue, handle, port.call_p, port.now_p, port.done_p)
+            if status:
+                _tokens.append(token)
+                raise _native.error_of(status, "agent_queue_submit", _native.last_error_text(), [])
+            if port.done.value:  # completed at once: no hand-off
+                _tokens.append(token)
+                result = _completed(port.now, [], [])
+            else:
+                port.waiting[tag] = call
+                result = None
+        else:
+            call.thread = threading.get_ident()
+            _by_tag[tag] = call
+            _inflight.submitted.append(tag)
+            stack = _inflight.frames()
+            frame: List[Any] = []
+            stack += (frame,)
+            try:
+                if _inflight.exiting:
+                    _inflight.gate(stack)
+                status = _native._hot_submit(handle, port.call_p, _DONE, tag)
+            finally:
+                if stack and stack[-1] is frame:
+                    stack.pop()
+            if status:
+                _by_tag.pop(tag, None)
+                _tokens.append(token)
+                try:
+                    _inflight.submitted.remove(tag)
+                except ValueError:
+                    pass
+                raise _native.error_of(status, "agent_submit", _native.last_error_text(), frame)
+            result = call.result
+            if result is not None:  # completed at once, on this thread
+                _tokens.append(token)
+                if frame:
+                    result = result[:4] + (frame + result[4], result[5])
+        if result is None:
+            result = await self._completion(call, token)
+        status, version, text, message, carried, entries = result
+        if entries:
+            hooks = Call(loop)
+            hooks.entries = entries
+            error = _native.error_of(status, _NAMES[op], message, carried) if status or carried else None
+            if error is not None and not isinstance(error, AgentError):
+                self._delivery.orphan(hooks)  # an interrupt: nobody waits for the hooks
+                raise error
+            await self._delivery.settle(hooks, error)  # raises error, or the hooks' HookError
+        elif status or carried:
+            raise _native.error_of(status, _NAMES[op], message, carried)
+        return version, text
+
+    async def _completion(self, call: _Submitted, token: int) -> _Result:
+        """Awaits ``call``'s completion. Cancelled meanwhile: fires its token, waits for the
+        completion all the same (the call ends within milliseconds, or once its commit is
+        done), lets the coroutine hooks of its changes run unawaited, and re-raises."""
+        try:
+            await call.waker
+        except asyncio.CancelledError:
+            fired = call.result is None
+            if fired:
+                _native.library().agent_cancel_fire(token)
+                waker = call.waker = call.loop.create_future()
+                while not waker.done():
+                    try:
+                        await asyncio.shield(waker)
+                    except asyncio.CancelledError:
+                        pass
+                _native.library().agent_cancel_free(token)
+            else:
+                _tokens.append(token)
+            result = call.result
+            if result is not None and result[5]:
+                hooks = Call(call.loop)
+                hooks.entries = result[5]
+                self._delivery.orphan(hooks)
+            raise
+        _tokens.append(token)
+        result = call.result
+        assert result is not None
+        return result
+
+    def _leave_port(self) -> None:
+        port, self._port = self._port, None
+        if port is None:
+            return
+        port.users.discard(self)
+        if not port.users and not port.waiting and not port.closed:
+            port.close()
+            if _ports.get(id(port.loop)) is port:
+                del _ports[id(port.loop)]
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -281,7 +634,10 @@ class AsyncAgent(Generic[StateT]):
         if self._agent.closed:
             return
         self._delivery.clear()
-        await self._run(self._agent.close)
+        try:
+            await self._run(self._agent.close)
+        finally:
+            self._leave_port()
 
     async def __aenter__(self) -> "AsyncAgent[StateT]":
         self._agent._h()
@@ -297,20 +653,27 @@ class AsyncAgent(Generic[StateT]):
 
     async def get_state(self) -> StateT:
         """:meth:`Agent.get_state <agent_state.Agent.get_state>`, awaited."""
-        return await self._run(self._agent.get_state)
+        _, text = await self._submit(_native.OP_GET_STATE, None)
+        state: StateT = self._agent._cache.decoded(text)
+        return state
 
     async def get_state_as(self, model: Type[M]) -> M:
         """:meth:`Agent.get_state_as <agent_state.Agent.get_state_as>`, awaited."""
-        return await self._run(self._agent.get_state_as, model)
+        return build(model, await self.get_state())
 
     async def get_state_json(self) -> str:
         """:meth:`Agent.get_state_json <agent_state.Agent.get_state_json>`, awaited."""
-        return await self._run(self._agent.get_state_json)
+        _, text = await self._submit(_native.OP_GET_STATE, None)
+        return text
 
     async def set_state(self, patch: Patch) -> StateT:
-        """:meth:`Agent.set_state <agent_state.Agent.set_state>`, awaited (hooks run on the
-        worker thread before it returns)."""
-        return await self._run(self._agent.set_state, patch)
+        """:meth:`Agent.set_state <agent_state.Agent.set_state>`, awaited (plain hooks run on
+        the library's worker thread before it returns)."""
+        agent = self._agent
+        data, plain = encode_patch(patch, "patch", agent._default)
+        _, text = await self._submit(_native.OP_SET_STATE, data)
+        state: StateT = agent._cache.merged(plain, text)
+        return state
 
     @overload
     async def replace_state(
@@ -320,23 +683,34 @@ class AsyncAgent(Generic[StateT]):
     async def replace_state(self, state: Union[StateT, StateModel]) -> StateT: ...
     async def replace_state(self, state: Union[Mapping[str, Any], StateModel]) -> Any:
         """:meth:`Agent.replace_state <agent_state.Agent.replace_state>`, awaited."""
-        return await self._run(self._agent.replace_state, state)
+        data = encode_state(state, "state", self._agent._default)
+        _, text = await self._submit(_native.OP_REPLACE_STATE, data)
+        return decode_state(text)
 
     async def set_state_json(self, patch: Union[str, bytes]) -> str:
         """:meth:`Agent.set_state_json <agent_state.Agent.set_state_json>`, awaited."""
-        return await self._run(self._agent.set_state_json, patch)
+        _, text = await self._submit(_native.OP_SET_STATE, json_text(patch, "patch"))
+        return text
 
     async def replace_state_json(self, state: Union[str, bytes]) -> str:
         """:meth:`Agent.replace_state_json <agent_state.Agent.replace_state_json>`, awaited."""
-        return await self._run(self._agent.replace_state_json, state)
+        _, text = await self._submit(_native.OP_REPLACE_STATE, json_text(state, "state"))
+        return text
 
     async def get_state_versioned(self) -> Versioned[StateT]:
         """:meth:`Agent.get_state_versioned <agent_state.Agent.get_state_versioned>`, awaited."""
-        return await self._run(self._agent.get_state_versioned)
+        version, text = await self._submit(_native.OP_GET_STATE, None)
+        state: StateT = self._agent._cache.decoded(text)
+        return Versioned(state, version)
 
     async def set_state_if(self, expected_version: int, patch: Patch) -> Versioned[StateT]:
         """:meth:`Agent.set_state_if <agent_state.Agent.set_state_if>`, awaited."""
-        return await self._run(self._agent.set_state_if, expected_version, patch)
+        agent = self._agent
+        data, plain = encode_patch(patch, "patch", agent._default)
+        expected = _version(expected_version, "expected_version")
+        version, text = await self._submit(_native.OP_SET_STATE, data, _native.CALL_IF, expected)
+        state: StateT = agent._cache.merged(plain, text)
+        return Versioned(state, version)
 
     @overload
     async def replace_state_if(
@@ -350,26 +724,42 @@ class AsyncAgent(Generic[StateT]):
         self, expected_version: int, state: Union[Mapping[str, Any], StateModel]
     ) -> Any:
         """:meth:`Agent.replace_state_if <agent_state.Agent.replace_state_if>`, awaited."""
-        return await self._run(self._agent.replace_state_if, expected_version, state)
+        data = encode_state(state, "state", self._agent._default)
+        expected = _version(expected_version, "expected_version")
+        version, text = await self._submit(_native.OP_REPLACE_STATE, data, _native.CALL_IF, expected)
+        return Versioned(decode_state(text), version)
 
     # -- JSON Patch (RFC 6902) and reads of one place (RFC 6901) -------------------------------
 
     async def patch_state(self, operations: Operations) -> StateT:
         """:meth:`Agent.patch_state <agent_state.Agent.patch_state>`, awaited."""
-        return await self._run(self._agent.patch_state, operations)
+        agent = self._agent
+        data = _encode_operations(operations, agent._default)
+        _, text = await self._submit(_native.OP_PATCH_STATE, data)
+        state: StateT = agent._cache.decoded(text)
+        return state
 
     async def patch_state_json(self, operations: Union[str, bytes]) -> str:
         """:meth:`Agent.patch_state_json <agent_state.Agent.patch_state_json>`, awaited."""
-        return await self._run(self._agent.patch_state_json, operations)
+        _, text = await self._submit(_native.OP_PATCH_STATE, json_text(operations, "operations"))
+        return text
 
     async def patch_state_if(self, expected_version: int, operations: Operations) -> Versioned[StateT]:
         """:meth:`Agent.patch_state_if <agent_state.Agent.patch_state_if>`, awaited."""
-        return await self._run(self._agent.patch_state_if, expected_version, operations)
+        agent = self._agent
+        data = _encode_operations(operations, agent._default)
+        expected = _version(expected_version, "expected_version")
+        version, text = await self._submit(_native.OP_PATCH_STATE, data, _native.CALL_IF, expected)
+        state: StateT = agent._cache.decoded(text)
+        return Versioned(state, version)
 
     async def patch_state_if_json(self, expected_version: int, operations: Union[str, bytes]) -> Tuple[str, int]:
         """:meth:`Agent.patch_state_if_json <agent_state.Agent.patch_state_if_json>`,
         awaited."""
-        return await self._run(self._agent.patch_state_if_json, expected_version, operations)
+        data = json_text(operations, "operations")
+        expected = _version(expected_version, "expected_version")
+        version, text = await self._submit(_native.OP_PATCH_STATE, data, _native.CALL_IF, expected)
+        return text, version
 
     async def get_path(self, pointer: str) -> Any:
         """:meth:`Agent.get_path <agent_state.Agent.get_path>`, awaited."""
