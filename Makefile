@@ -28,7 +28,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
-.PHONY: all build header demo check prose test test-suites test-rust test-pooler test-tls lint test-header-c test-c test-valgrind \
+.PHONY: all build header demo check prose test test-suites test-rust test-pooler test-cache-statement test-tls lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-node test-readme docs test-docs test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
         dist dist-lib dist-go dist-tarball dist-python dist-sums dist-node install uninstall test-install
 
@@ -69,7 +69,7 @@ test:
 	bash tests/pg/with-server.sh bash tests/pg/tls.sh $(MAKE) --no-print-directory test-suites
 	@echo "make test: every suite passed"
 
-test-suites: lint test-rust test-pooler test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
+test-suites: lint test-rust test-pooler test-cache-statement test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
       test-node test-readme test-docs test-js test-inspector test-reliability test-powercut bench-smoke test-install \
       test-json-patch-agree
 
@@ -103,6 +103,12 @@ test-rust:
 # session mode (tests/pg/pooler-suites.sh, tests/pg/bouncer.sh: pgbouncer is installed when missing).
 test-pooler:
 	CARGO=$(CARGO) bash tests/pg/pooler-suites.sh
+
+# The PostgreSQL tests of test-rust and test-pooler again with the library's statements
+# prepared (default_query_exec_mode=cache_statement; they run in the default mode, exec):
+# directly, and through PgBouncer in session mode (tests/pg/cache-statement.sh).
+test-cache-statement:
+	CARGO=$(CARGO) bash tests/pg/cache-statement.sh
 
 # The PostgreSQL backend over TLS (crates/agent_state/tests/tls.rs) and a TLS URI through the C
 # ABI, the CLI and the Python binding (tests/pg/tls-bindings.sh), against the servers of

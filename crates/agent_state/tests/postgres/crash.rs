@@ -50,7 +50,7 @@ impl Server {
             return None;
         }
         let uri = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        Some((server, uri))
+        Some((server, crate::in_exec_mode(uri)))
     }
 }
 

@@ -102,10 +102,10 @@ impl Pair {
 
     /// Both hosts, the primary first; only a writable one takes a connection.
     fn uri(&self) -> String {
-        format!(
+        crate::in_exec_mode(format!(
             "postgresql:///postgres?host={},{}&port=5432&user=postgres&target_session_attrs=read-write",
             self.primary, self.standby
-        )
+        ))
     }
 
     fn direct(dir: &str) -> postgres::Client {

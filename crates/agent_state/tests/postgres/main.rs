@@ -6,7 +6,11 @@
 //!
 //! Through a connection pooler (tests/pg/pooler-suites.sh), `AGENT_STATE_TEST_PG_URI` names the
 //! pooler, `AGENT_STATE_TEST_PG_POOLER` its pool mode and `AGENT_STATE_TEST_PG_SERVER_URI` the
-//! server behind it, which [`admin`] connections reach directly.
+//! server behind it, which [`admin`] connections reach directly. With prepared statements
+//! (tests/pg/cache-statement.sh), `AGENT_STATE_TEST_PG_URI` carries
+//! `default_query_exec_mode=cache_statement`, `AGENT_STATE_TEST_PG_SERVER_URI` the same server
+//! without it (for [`admin`]), and `AGENT_STATE_TEST_PG_EXEC_MODE` the mode for the servers the
+//! tests start themselves ([`in_exec_mode`]).
 //!
 //! These are the tests of the PostgreSQL backend itself, those that start servers of their own
 //! too (crash, freeze, failover: a primary and its standby) and the one that must be alone in
@@ -27,6 +31,7 @@ mod crash;
 mod failover;
 mod freeze;
 mod log;
+mod modes;
 mod pool;
 mod process;
 mod timeouts;
@@ -139,6 +144,19 @@ pub fn with_database(uri: &str, db: &str) -> String {
     let after = &rest[path_start..];
     let query = after.find('?').map_or("", |q| &after[q..]);
     format!("{scheme}://{authority}/{db}{query}")
+}
+
+/// `uri`, a server a test started itself, with the library's `default_query_exec_mode` the
+/// suite runs in: `AGENT_STATE_TEST_PG_EXEC_MODE` when set (tests/pg/cache-statement.sh),
+/// else the default. (The suite's own server is named with its mode in
+/// `AGENT_STATE_TEST_PG_URI`.)
+pub fn in_exec_mode(uri: String) -> String {
+    match std::env::var("AGENT_STATE_TEST_PG_EXEC_MODE") {
+        Ok(mode) if !mode.is_empty() => {
+            with_param(&uri, &format!("default_query_exec_mode={mode}"))
+        }
+        _ => uri,
+    }
 }
 
 /// `uri` with one more query parameter.

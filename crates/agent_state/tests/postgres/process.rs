@@ -25,7 +25,9 @@ fn open(uri: &str, id: &str, extra: serde_json::Value) -> Agent {
 
 /// The server pids of this application's connections.
 fn backends(uri: &str, app: &str) -> Vec<i32> {
-    let mut c = postgres::Client::connect(uri, postgres::NoTls).unwrap();
+    // The server itself (`AGENT_STATE_TEST_PG_SERVER_URI` when set: the URI the library is
+    // given may carry parameters of the library's own, which this client refuses).
+    let mut c = crate::admin(uri);
     let mut pids: Vec<i32> = c
         .query(
             "SELECT pid FROM pg_stat_activity WHERE application_name = $1",

@@ -177,7 +177,10 @@ impl Transactions for Postgres {
                     self.pool.checkin(open.conn);
                     Err(Error::stale())
                 }
-                Err(e) if error::conflict(&e) => {
+                // A conflict, or a server that forgot the session's prepared statements
+                // (`cache_statement`; the connection prepares them again): nothing was
+                // written, and the agent tries again under a lock.
+                Err(e) if error::conflict(&e) || super::conn::forgotten(&e) => {
                     self.pool.checkin(open.conn);
                     Err(Error::stale())
                 }

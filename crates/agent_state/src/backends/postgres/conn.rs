@@ -6,13 +6,25 @@
 //! for its answer (`Runtime::block_on`, on the calling thread: no thread is started), as the
 //! synchronous `postgres` client does.
 //!
-//! Nothing outlives the transaction that made it, so that a connection pooler in transaction
-//! mode (PgBouncer), which hands each transaction whatever server session is free, is as good
-//! as the server itself: every statement is unnamed (`query_typed`: parse, bind and execute in
-//! one round trip, the parameters' types given; nothing prepared to find again), and the
-//! settings a handle needs ([`Settings`]) are `SET LOCAL` in each transaction that writes or may
-//! wait for a lock, in the batch that begins it ([`Settings::begin`]): never `SET` for the
-//! session, which would vanish under us or stay behind for the pooler's next client.
+//! How statements are sent is the URI's `default_query_exec_mode` ([`ExecMode`]):
+//! - `exec` (the default): nothing outlives the transaction that made it, so that a connection
+//!   pooler in transaction mode (PgBouncer), which hands each transaction whatever server
+//!   session is free, is as good as the server itself: every statement is unnamed
+//!   (`query_typed`: parse, bind and execute in one round trip, the parameters' types given;
+//!   nothing prepared to find again), and the settings a handle needs ([`Settings`]) are local
+//!   to each transaction that writes or may wait for a lock: `SET LOCAL` in the batch that
+//!   begins it ([`Settings::begin`]), or, for a transaction of one statement, `set_config(..,
+//!   true)` evaluated by the statement itself before it can wait for a row ([`Conn::commit_one`]);
+//!   never `SET` for the session, which would vanish under us or stay behind for the pooler's
+//!   next client.
+//! - `cache_statement`: each statement is prepared once per server connection, named, and kept
+//!   on the connection ([`Conn::query`]); the handle's settings are `SET` for the session when a
+//!   checkout finds the session's differ ([`Conn::ensure_session`]), so a transaction of one
+//!   statement is that statement alone, in autocommit. A server that forgot the statements
+//!   (SQLSTATE 26000: `DISCARD ALL`, `DEALLOCATE`) forgets the session's settings too, as far
+//!   as the connection knows: both are made again at the next use, and the caller (`super`)
+//!   runs the statement again once. A new connection (a reconnect, a failover) starts with
+//!   neither.
 //!
 //! Two bounds, each for its own reason:
 //! - `busy_timeout_ms` bounds waiting for what others hold: the transaction's `lock_timeout`
@@ -33,6 +45,7 @@
 //! the parent, and even closing a client the ordinary way sends a Terminate message on it. An
 //! inherited connection is forgotten (`mem::forget`) when dropped, never closed.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
 use std::task::Poll;
@@ -40,10 +53,11 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Config, Row};
+use tokio_postgres::{Client, Config, Row, Statement};
 
-use super::error::{self, PgResult};
+use super::error::{self, PgError, PgResult};
 use super::tls::Tls;
+pub(super) use super::uri::ExecMode;
 use crate::store::{process, Synchronous};
 
 /// How long dropping a healthy connection waits for its Terminate message to be written
@@ -81,17 +95,43 @@ pub(super) struct Settings {
 }
 
 impl Settings {
+    /// `synchronous_commit`'s value.
+    fn synchronous_commit(&self) -> &'static str {
+        match self.synchronous {
+            Synchronous::Full => "on",
+            Synchronous::Normal => "off",
+        }
+    }
+
+    /// `lock_timeout`'s value, in milliseconds.
+    fn lock_timeout(&self) -> String {
+        self.lock_timeout_ms.max(1).to_string()
+    }
+
     /// The settings as `SET LOCAL` statements, for a batch inside a transaction (explicit, or
     /// the implicit one of a simple query of several statements).
     pub fn set_local(&self) -> String {
-        let sync = match self.synchronous {
-            Synchronous::Full => "on",
-            Synchronous::Normal => "off",
-        };
         format!(
-            "SET LOCAL lock_timeout = {}; SET LOCAL synchronous_commit = {sync}",
-            self.lock_timeout_ms.max(1)
+            "SET LOCAL lock_timeout = {}; SET LOCAL synchronous_commit = {}",
+            self.lock_timeout(),
+            self.synchronous_commit()
         )
+    }
+
+    /// The settings as `SET` statements, for the session (`cache_statement`: outside any
+    /// transaction, so that no rollback undoes them), with [`SESSION_MARK`] saying which.
+    fn set_session(&self) -> String {
+        format!(
+            "SET lock_timeout = {}; SET synchronous_commit = {}; SET {SESSION_MARK} = '{}'",
+            self.lock_timeout(),
+            self.synchronous_commit(),
+            self.mark()
+        )
+    }
+
+    /// What [`SESSION_MARK`] holds in a session that has these settings.
+    fn mark(&self) -> String {
+        format!("{} {}", self.lock_timeout(), self.synchronous_commit())
     }
 
     /// The batch that begins a transaction with these settings: one simple query, one round
@@ -104,6 +144,11 @@ impl Settings {
 /// A statement's parameter and its type (statements are unnamed: the server is told each
 /// parameter's type rather than asked for it).
 pub(super) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
+/// The values of `params` (a prepared statement knows their types).
+fn values<'a>(params: &[Param<'a>]) -> Vec<&'a (dyn ToSql + Sync)> {
+    params.iter().map(|(v, _)| *v).collect()
+}
 
 /// A `text` parameter.
 pub(super) fn text_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
@@ -150,6 +195,30 @@ pub(super) struct Conn {
     pub reused: bool,
     /// When it was last returned to the pool ([`Conn::set_idle`]).
     idle_since: Instant,
+    /// How its statements are sent (the URI's `default_query_exec_mode`).
+    mode: ExecMode,
+    /// `cache_statement`: the statements prepared on this server session, by their SQL.
+    prepared: HashMap<String, Statement>,
+    /// `cache_statement`: the settings `SET` for this server session (`None`: the server's
+    /// own, or not known).
+    session: Option<Settings>,
+}
+
+/// A setting of the library's own, set with the session's settings (`cache_statement`) to
+/// the values they were set to: `DISCARD ALL` or `RESET ALL` behind the library's back resets
+/// it with them, which a connection that prepares a statement finds out in the same round trip
+/// ([`Conn::prepared`]).
+const SESSION_MARK: &str = "agent_state.session_settings";
+
+/// The most statements one connection keeps prepared (`cache_statement`); past it, statements
+/// are sent unnamed. The library's statements are a few dozen (a listing's vary with its query).
+const MOST_PREPARED: usize = 128;
+
+/// True when the server no longer has a statement prepared on the session (SQLSTATE 26000,
+/// invalid_sql_statement_name: `DISCARD ALL` or `DEALLOCATE` ran on it, or a pooler handed the
+/// client another server session).
+pub(super) fn forgotten(e: &PgError) -> bool {
+    matches!(e.code().map(|c| c.code()), Some("26000"))
 }
 
 /// Why a connection attempt failed.
@@ -168,7 +237,7 @@ pub(super) struct ConnectError {
 const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Plain or TLS (`super::tls`), as the URI's `sslmode` and the server decided.
-use super::wait::{bounded, drive, join3, unless_cancelled, Io};
+use super::wait::{bounded, drive, join, join3, unless_cancelled, Io};
 use crate::cancel;
 
 /// A round trip on `$conn`'s client: `$call` is the client's future, given the client as
@@ -215,6 +284,7 @@ impl Conn {
         config: &Config,
         tls: &Tls,
         limits: Limits,
+        mode: ExecMode,
     ) -> std::result::Result<Conn, ConnectError> {
         let whole = limits.connect;
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -251,6 +321,9 @@ impl Conn {
                 pid: process::generation(),
                 reused: false,
                 idle_since: Instant::now(),
+                mode,
+                prepared: HashMap::new(),
+                session: None,
             }),
             Ok(Err(e)) => Err(ConnectError {
                 refused: error::refused(&e),
@@ -330,18 +403,82 @@ impl Conn {
         self.reusable()
     }
 
-    /// The rows of `sql`, an unnamed statement (`query_typed`: parse, bind and execute in one
-    /// round trip).
+    /// The statement of `sql` prepared on this session (`cache_statement`): the one kept, or
+    /// prepared now (one round trip) and kept; `None` in `exec` mode, or when the connection
+    /// keeps as many as it may ([`MOST_PREPARED`]): the statement is then sent unnamed.
+    fn prepared(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<Option<Statement>> {
+        if self.mode == ExecMode::Exec {
+            return Ok(None);
+        }
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(Some(statement.clone()));
+        }
+        if self.prepared.len() >= MOST_PREPARED {
+            return Ok(None);
+        }
+        let types: Vec<Type> = params.iter().map(|(_, t)| t.clone()).collect();
+        // With the statement, whether the session still has the settings the connection set
+        // (pipelined: the same round trip): a session reset behind the library's back loses
+        // the statements and the settings, and a new statement alone would not tell.
+        let check = format!("SELECT current_setting('{SESSION_MARK}', true)");
+        let (statement, mark) = round_trip!(self, |client| async {
+            let (statement, mark) = join(
+                client.prepare_typed(sql, &types),
+                client.simple_query(&check),
+            )
+            .await;
+            Ok((statement?, mark?))
+        })?;
+        let mark = mark.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+            _ => None,
+        });
+        if self
+            .session
+            .is_some_and(|s| mark.as_deref() != Some(&s.mark()))
+        {
+            self.session = None;
+        }
+        self.prepared.insert(sql.to_string(), statement.clone());
+        Ok(Some(statement))
+    }
+
+    /// After a failure: when the server forgot the session's statements ([`forgotten`]), so
+    /// does the connection, and the session's settings with them (`DISCARD ALL` resets both);
+    /// the next use prepares and sets them again.
+    fn forget_if_forgotten<T>(&mut self, result: PgResult<T>) -> PgResult<T> {
+        if let Err(e) = &result {
+            if forgotten(e) {
+                self.prepared.clear();
+                self.session = None;
+            }
+        }
+        result
+    }
+
+    /// The rows of `sql`: an unnamed statement (`query_typed`: parse, bind and execute in one
+    /// round trip), or in `cache_statement` mode the statement prepared on this session
+    /// (prepared first when it is not yet: a round trip more, once per connection).
     pub fn query(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<Vec<Row>> {
-        round_trip!(self, |client| client.query_typed(sql, params))
+        let Some(statement) = self.prepared(sql, params)? else {
+            return round_trip!(self, |client| client.query_typed(sql, params));
+        };
+        let values = values(params);
+        let result = round_trip!(self, |client| client.query(&statement, &values));
+        self.forget_if_forgotten(result)
     }
 
-    /// The row of `sql` (an unnamed statement), if any; more than one is an error.
+    /// The row of `sql` (sent as by [`Conn::query`]), if any; more than one is an error.
     pub fn query_opt(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<Option<Row>> {
-        round_trip!(self, |client| client.query_typed_opt(sql, params))
+        let Some(statement) = self.prepared(sql, params)? else {
+            return round_trip!(self, |client| client.query_typed_opt(sql, params));
+        };
+        let values = values(params);
+        let result = round_trip!(self, |client| client.query_opt(&statement, &values));
+        self.forget_if_forgotten(result)
     }
 
-    /// Runs `sql` (an unnamed statement), its rows, if any, unread.
+    /// Runs `sql` (sent as by [`Conn::query`]), its rows, if any, unread.
     pub fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<()> {
         self.query(sql, params).map(drop)
     }
@@ -351,40 +488,105 @@ impl Conn {
         round_trip!(self, |client| client.batch_execute(sql))
     }
 
-    /// Begins a transaction with `settings` (one round trip: [`Settings::begin`]).
+    /// `cache_statement`: `SET`s `settings` for the session when they are not what it has (one
+    /// round trip then; none when they are). Called outside any transaction, at checkout. Does
+    /// nothing in `exec` mode, where each transaction carries its settings.
+    pub fn ensure_session(&mut self, settings: Settings) -> PgResult<()> {
+        if self.mode == ExecMode::Exec || self.session == Some(settings) {
+            return Ok(());
+        }
+        self.session = None;
+        self.batch_execute(&settings.set_session())?;
+        self.session = Some(settings);
+        Ok(())
+    }
+
+    /// Begins a transaction with `settings` (one round trip: [`Settings::begin`]). In either
+    /// mode its batch sets them `LOCAL` too: it costs no round trip, and a transaction of
+    /// several statements then has them whatever happened to the session.
     pub fn begin(&mut self, settings: Settings) -> PgResult<()> {
         self.batch_execute(&settings.begin())
     }
 
-    /// A transaction of one statement in one round trip: `BEGIN` with `settings`, `sql` (an
-    /// unnamed statement) and `COMMIT`, pipelined (the client sends its requests in the order
-    /// they are first polled, and the server answers them in order). Returns the statement's
-    /// rows, or the first failure of the three: a failed `BEGIN` batch fails the statement too
-    /// (in a transaction already aborted); after a failed statement, the server answers the
-    /// `COMMIT` of the aborted transaction with a rollback, nothing written. A lost connection
-    /// is the connection's error, as for any round trip, whichever of the three it cut.
+    /// A transaction of one statement, `sql` with `params`, its `settings` in effect, in one
+    /// round trip, never cancelled once sent (see [`Conn::commit`]). Returns the statement's
+    /// rows; after a failure, nothing was written (or, the connection lost, the outcome is
+    /// unknown, as for any commit):
+    /// - the session has the settings (`cache_statement`, [`Conn::ensure_session`]): the
+    ///   prepared statement alone, in autocommit;
+    /// - `exec` mode: the statement alone, unnamed, in autocommit, made by
+    ///   [`super::sql::with_settings`] to set the settings for its own transaction
+    ///   (`set_config(.., true)`) in its `UPDATE`'s condition, evaluated on the row before the
+    ///   write can wait for the row's lock: `lock_timeout` bounds that wait, and
+    ///   `synchronous_commit` is the transaction's at its commit (at the end of the round
+    ///   trip). `sql` is one of the optimistic commits of `super::sql`;
+    /// - otherwise (a session whose settings are not these): `BEGIN` with `SET LOCAL` of them,
+    ///   the statement and `COMMIT`, pipelined (the client sends its requests in the order
+    ///   they are first polled, and the server answers them in order); a failed `BEGIN` batch
+    ///   fails the statement too (in a transaction already aborted), and after a failed
+    ///   statement the server answers the `COMMIT` of the aborted transaction with a rollback.
     pub fn commit_one(
         &mut self,
         settings: Settings,
-        sql: &str,
+        sql: &'static str,
         params: &[Param<'_>],
     ) -> PgResult<Vec<Row>> {
-        let begin = settings.begin();
         self.committing = true;
+        let result = self.commit_one_sent(settings, sql, params);
+        self.committing = false;
+        result
+    }
+
+    fn commit_one_sent(
+        &mut self,
+        settings: Settings,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> PgResult<Vec<Row>> {
+        let statement = self.prepared(sql, params)?;
+        if self.session == Some(settings) {
+            if let Some(statement) = statement {
+                let values = values(params);
+                let result = round_trip!(self, |client| client.query(&statement, &values));
+                return self.forget_if_forgotten(result);
+            }
+        }
+        if self.mode == ExecMode::Exec {
+            let (lock_timeout, synchronous_commit) =
+                (settings.lock_timeout(), settings.synchronous_commit());
+            let mut all = params.to_vec();
+            all.push(text_param(&lock_timeout));
+            all.push(text_param(&synchronous_commit));
+            let sql = super::sql::with_settings(sql);
+            return round_trip!(self, |client| client.query_typed(sql, &all));
+        }
+        let begin = settings.begin();
+        let values = values(params);
         let result = round_trip!(self, |client| async {
-            let (begun, rows, committed) = join3(
-                client.batch_execute(&begin),
-                client.query_typed(sql, params),
-                client.batch_execute("COMMIT"),
-            )
-            .await;
+            let (begun, rows, committed) = match &statement {
+                Some(statement) => {
+                    join3(
+                        client.batch_execute(&begin),
+                        client.query(statement, &values),
+                        client.batch_execute("COMMIT"),
+                    )
+                    .await
+                }
+                None => {
+                    join3(
+                        client.batch_execute(&begin),
+                        client.query_typed(sql, params),
+                        client.batch_execute("COMMIT"),
+                    )
+                    .await
+                }
+            };
             begun?;
             let rows = rows?;
             committed?;
             Ok(rows)
         });
-        self.committing = false;
-        result
+        self.forget_if_forgotten(result)
     }
 
     /// `COMMIT` of the open transaction, never cancelled (see [`Conn::commit_one`]).

@@ -13,7 +13,7 @@ use tokio_postgres::Config;
 use super::conn::{Conn, Limits};
 use super::error::describe;
 use super::tls::{self, Tls};
-use super::uri::{host_lists_split, resolved, take_param};
+use super::uri::{host_lists_split, resolved, take_param, ExecMode};
 use crate::error::{Error, Result};
 
 /// libpq's `target_session_attrs`: what a server must be to take the connection.
@@ -72,12 +72,15 @@ impl SessionAttrs {
 }
 
 /// A parsed connection URI: the client's configuration, and what the library applies
-/// itself: the hosts' requirement and how connections are secured.
+/// itself: the hosts' requirement, how connections are secured and how statements are sent.
 #[derive(Clone)]
 pub(super) struct Target {
     pub config: Config,
     pub attrs: SessionAttrs,
     pub tls: Tls,
+    /// `default_query_exec_mode` (see [`ExecMode`]): every connection of the URI's pool is in
+    /// this mode.
+    pub mode: ExecMode,
 }
 
 impl Target {
@@ -94,6 +97,7 @@ impl Target {
         let tls = Tls::new(&tls).map_err(|e| Error::InvalidArgument(format!("{shown}: {e}")))?;
         let (rest, attrs) = take_param(&rest, "target_session_attrs")
             .map_err(|e| Error::InvalidArgument(format!("{shown}: {e}")))?;
+        let (rest, mode) = ExecMode::take(&rest).map_err(invalid)?;
         let attrs = match attrs {
             None => SessionAttrs::Any,
             Some(v) => SessionAttrs::parse(&v).ok_or_else(|| {
@@ -106,7 +110,12 @@ impl Target {
         let config: Config = host_lists_split(&rest)
             .parse()
             .map_err(|e: tokio_postgres::Error| invalid(describe(&e)))?;
-        Ok(Target { config, attrs, tls })
+        Ok(Target {
+            config,
+            attrs,
+            tls,
+            mode,
+        })
     }
 
     /// A new connection to a server that meets the requirement, trying the hosts in the URI's
@@ -137,7 +146,7 @@ impl Target {
                         continue;
                     }
                 };
-                let mut conn = match Conn::connect(config, &self.tls, limits) {
+                let mut conn = match Conn::connect(config, &self.tls, limits, self.mode) {
                     Ok(conn) => conn,
                     Err(e) if e.cancelled => {
                         return Err(crate::cancel::cancelled("while connecting to the server"))

@@ -20,8 +20,14 @@
 //!   only if the stored version and log setting are still those the change was computed from
 //!   (`Error::Stale` otherwise, nothing written).
 //!
-//! Every statement is unnamed and no setting outlives its transaction (see `conn`): the same
-//! through a connection pooler in transaction or session mode (PgBouncer) as directly.
+//! By default (`default_query_exec_mode=exec`) every statement is unnamed and no setting
+//! outlives its transaction (see `conn`): the same through a connection pooler in transaction
+//! or session mode (PgBouncer) as directly; an optimistic commit is one unnamed statement in
+//! autocommit that sets its transaction's settings itself. With
+//! `default_query_exec_mode=cache_statement`, statements are prepared once per server
+//! connection and the settings are the session's (see `conn`): for a session that is the
+//! library's (directly, or a pooler in session mode), and an optimistic commit is one prepared
+//! statement in autocommit.
 //!
 //! Outside a transaction, [`Freshness::head`](crate::store::Freshness::head) is one statement
 //! on a connection checked out for it. Losing the server is [`Error::Unavailable`]: the
@@ -37,7 +43,7 @@ use std::time::Duration;
 use tokio_postgres::Row;
 
 use self::conn::{Conn, Limits, Settings};
-use self::error::{classify, Fault, PgResult};
+use self::error::{classify, Fault, PgError, PgResult};
 use self::pool::Pool;
 use self::stamp::Stamps;
 use crate::error::{Error, Result};
@@ -55,6 +61,8 @@ mod schema;
 mod settings;
 mod sql;
 mod stamp;
+#[cfg(test)]
+mod tests;
 mod tls;
 mod uri;
 mod wait;
@@ -212,9 +220,12 @@ impl Postgres {
         Ok(store)
     }
 
-    /// A connection of the pool, alive, its round trips bounded as this handle's. (Nothing is
-    /// set for the session: each transaction sets what it needs, see `conn`.)
+    /// A connection of the pool, alive, its round trips bounded as this handle's. In `exec`
+    /// mode nothing is set for the session (each transaction sets what it needs); in
+    /// `cache_statement` mode the session has this handle's settings (set now when it had
+    /// others: see `conn`).
     fn acquire(&self) -> Result<Conn> {
+        let mut retried = false;
         loop {
             let mut conn = self.pool.checkout(self.busy_timeout, self.limits)?;
             if conn.reused && !conn.alive() {
@@ -222,14 +233,44 @@ impl Postgres {
                 continue;
             }
             conn.set_limit(self.limits.round_trip);
+            if let Err(e) = conn.ensure_session(self.settings) {
+                self.after_failure(conn, &e, "cannot set the session's settings", &mut retried)?;
+                continue;
+            }
             return Ok(conn);
         }
     }
 
+    /// After `e`, a failure of `what` on `conn` outside a transaction: the connection goes
+    /// back to the pool (the server answered) or is discarded (lost). `Ok(())` when the call
+    /// is worth trying again on another connection: a reused one was found lost (the server
+    /// may have restarted meanwhile), once (`retried`), and not after a timeout (the server is
+    /// there but does not answer, and a second try would double the wait). The error otherwise.
+    fn after_failure(&self, conn: Conn, e: &PgError, what: &str, retried: &mut bool) -> Result<()> {
+        match classify(e, what) {
+            Fault::Lost(err) => {
+                let reused = conn.reused;
+                self.pool.discard(conn, true);
+                if reused && !*retried && !e.given_up() {
+                    *retried = true;
+                    return Ok(());
+                }
+                Err(err)
+            }
+            Fault::Answered(err) => {
+                self.pool.checkin(conn);
+                Err(err)
+            }
+        }
+    }
+
     /// Runs `f` (a read) on a connection checked out for it (autocommit). A reused
-    /// connection found dead is replaced once: the server may have restarted meanwhile.
+    /// connection found dead is replaced once: the server may have restarted meanwhile. So is
+    /// `f` run again once when the server forgot the session's prepared statements
+    /// (`cache_statement`): they are prepared again.
     fn autocommit<T>(&self, what: &str, f: impl Fn(&mut Conn) -> PgResult<T>) -> Result<T> {
         let mut retried = false;
+        let mut prepared_again = false;
         loop {
             let mut conn = self.acquire()?;
             return match f(&mut conn) {
@@ -237,23 +278,15 @@ impl Postgres {
                     self.pool.checkin(conn);
                     Ok(v)
                 }
-                Err(e) => match classify(&e, what) {
-                    Fault::Lost(err) => {
-                        let reused = conn.reused;
-                        self.pool.discard(conn, true);
-                        // Not after a timeout: the server is there but does not answer, and
-                        // a second try would double the wait.
-                        if reused && !retried && !e.given_up() {
-                            retried = true;
-                            continue;
-                        }
-                        Err(err)
-                    }
-                    Fault::Answered(err) => {
-                        self.pool.checkin(conn);
-                        Err(err)
-                    }
-                },
+                Err(e) if conn::forgotten(&e) && !prepared_again => {
+                    prepared_again = true;
+                    self.pool.checkin(conn);
+                    continue;
+                }
+                Err(e) => {
+                    self.after_failure(conn, &e, what, &mut retried)?;
+                    continue;
+                }
             };
         }
     }
@@ -282,9 +315,13 @@ impl Postgres {
                 }
                 // A serialization failure or deadlock in a locked write (SERIALIZABLE servers
                 // such as CockroachDB, or a database whose default isolation is above READ
-                // COMMITTED): nothing was written, and the agent runs the write again, a bounded
-                // number of times.
-                Fault::Answered(_) if open.kind == Kind::Locked && error::conflict(&e) => {
+                // COMMITTED), or a server that forgot the session's prepared statements
+                // (`cache_statement`; the connection prepares them again): nothing was
+                // written, and the agent runs the write again, a bounded number of times.
+                Fault::Answered(_)
+                    if open.kind == Kind::Locked
+                        && (error::conflict(&e) || conn::forgotten(&e)) =>
+                {
                     open.failed = true;
                     Err(Error::stale())
                 }
@@ -306,13 +343,16 @@ impl Postgres {
     }
 
     /// Opens a transaction of `kind`, its first statements run by `start`. A reused
-    /// connection that turns out to be dead is replaced once (nothing was done on it).
+    /// connection that turns out to be dead is replaced once (nothing was done on it); so is
+    /// the transaction begun again once when the server forgot the session's prepared
+    /// statements (`cache_statement`: they are prepared again).
     fn begin(&self, kind: Kind, start: impl Fn(&mut Open) -> PgResult<()>) -> Result<()> {
         if let Some(open) = self.txn.borrow_mut().take() {
             // Not expected (transactions go through `Txn`): end it rather than nest.
             self.end(open);
         }
         let mut retried = false;
+        let mut prepared_again = false;
         loop {
             let conn = self.acquire()?;
             let reused = conn.reused;
@@ -321,6 +361,12 @@ impl Postgres {
                 Ok(()) => {
                     *self.txn.borrow_mut() = Some(open);
                     return Ok(());
+                }
+                Err(e) if conn::forgotten(&e) && !prepared_again => {
+                    prepared_again = true;
+                    open.failed = true;
+                    self.end(open);
+                    continue;
                 }
                 Err(e) => match classify(&e, "cannot begin a transaction") {
                     Fault::Lost(err) => {

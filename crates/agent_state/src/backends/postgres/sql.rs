@@ -2,6 +2,9 @@
 //! keys, `INSERT .. ON CONFLICT`, `UPDATE .. RETURNING`, `SELECT .. FOR UPDATE`, data-modifying
 //! `WITH`; no jsonb, no advisory locks, no LISTEN).
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
 pub(super) const HEAD: &str = "SELECT version, change_log, stamp FROM agent_state WHERE agent = $1";
 /// The agent's row: its base (`value`, the state at version `base`), version, log setting,
 /// stamp, base, tail (the bytes of the patches since the base), schema version, and those
@@ -201,3 +204,77 @@ UPDATE agent_state SET value = NULL, version = 0, stamp = 0, base = 0, tail = 0,
 pub(super) const TOMBSTONES: &str = "INSERT INTO agent_deleted (id_hash, version)
     SELECT * FROM unnest($1::bigint[], $2::bigint[])
     ON CONFLICT (id_hash) DO UPDATE SET version = greatest(agent_deleted.version, excluded.version)";
+
+/// `sql`, one of the optimistic commits above ([`NEXT_WRITE`], [`NEXT_WRITE_DROPPING`],
+/// [`WRITE_DELTA`], [`LOGGED_WRITE`]), with two parameters more, after its own:
+/// `lock_timeout` and `synchronous_commit`, which its `UPDATE` of the agent's row sets for the
+/// statement's own transaction (`set_config(.., true)`) in its condition. The condition is
+/// evaluated on the row before the `UPDATE` may wait for the row's lock, and every other write
+/// of the statement reads the `UPDATE`'s result first: the settings are in effect before any
+/// lock wait, and at the commit. (The unnamed statement of `exec` mode, in autocommit: one
+/// statement in place of `BEGIN`, `SET LOCAL` twice and `COMMIT`.) Made once per statement.
+pub(super) fn with_settings(sql: &'static str) -> &'static str {
+    static MADE: LazyLock<Mutex<HashMap<&'static str, &'static str>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut made = MADE.lock().unwrap_or_else(|p| p.into_inner());
+    made.entry(sql).or_insert_with(|| {
+        let n = last_param(sql);
+        let condition = format!(
+            "WHERE agent = $1 AND set_config('lock_timeout', ${}::text, true) IS NOT NULL \
+             AND set_config('synchronous_commit', ${}::text, true) IS NOT NULL AND ",
+            n + 1,
+            n + 2
+        );
+        // Made for the four statements above, each of which has this condition (a test checks);
+        // another statement would be refused by the server (two parameters too many).
+        Box::leak(
+            sql.replacen(UPDATE_CONDITION, &condition, 1)
+                .into_boxed_str(),
+        )
+    })
+}
+
+/// The start of the condition of the optimistic commits' `UPDATE`, where
+/// [`with_settings`] puts the settings.
+const UPDATE_CONDITION: &str = "WHERE agent = $1 AND ";
+
+/// The highest `$n` of `sql`.
+fn last_param(sql: &str) -> usize {
+    sql.split('$')
+        .skip(1)
+        .filter_map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_optimistic_commit_sets_the_settings_in_its_update_condition() {
+        for (sql, own) in [
+            (NEXT_WRITE, 8),
+            (NEXT_WRITE_DROPPING, 9),
+            (WRITE_DELTA, 14),
+            (LOGGED_WRITE, 17),
+        ] {
+            assert_eq!(last_param(sql), own);
+            let made = with_settings(sql);
+            assert_eq!(last_param(made), own + 2, "{made}");
+            let update = made.find("UPDATE agent_state").unwrap();
+            let condition = made.find(UPDATE_CONDITION).unwrap();
+            let lock = made.find("set_config('lock_timeout'").unwrap();
+            let sync = made.find("set_config('synchronous_commit'").unwrap();
+            assert!(
+                update < condition && condition < lock && lock < sync,
+                "{made}"
+            );
+            // The same text each time (made once).
+            assert!(std::ptr::eq(made, with_settings(sql)));
+        }
+    }
+}

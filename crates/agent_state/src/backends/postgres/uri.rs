@@ -25,6 +25,44 @@ pub(super) fn take_param(
     Ok((rest, value))
 }
 
+/// How statements are sent: the URI's `default_query_exec_mode`, spelled as pgx spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ExecMode {
+    /// `exec` (the default): every statement unnamed, its parameters' types given (parse,
+    /// bind and execute in one round trip), and the handle's settings carried by each
+    /// transaction that needs them: nothing outlives a transaction, so any connection pooler
+    /// in front of the server (PgBouncer in transaction mode, one you cannot see) is as good
+    /// as the server itself.
+    Exec,
+    /// `cache_statement`: each statement prepared once per server connection (named) and
+    /// cached on the connection, and the handle's settings set once per server connection
+    /// (`SET`, not `SET LOCAL` in every transaction). For a connection whose server session is
+    /// the library's: directly to the server, or through a pooler in session mode.
+    CacheStatement,
+}
+
+/// The URI parameter [`ExecMode`] is read from.
+pub(super) const EXEC_MODE_PARAM: &str = "default_query_exec_mode";
+
+impl ExecMode {
+    /// The mode `uri` asks for and `uri` without the parameter (the client does not know it).
+    /// An unknown value is refused, naming the parameter and the values it accepts.
+    pub(super) fn take(uri: &str) -> std::result::Result<(String, ExecMode), String> {
+        let (rest, value) = take_param(uri, EXEC_MODE_PARAM)?;
+        let mode = match value.as_deref() {
+            None | Some("exec") => ExecMode::Exec,
+            Some("cache_statement") => ExecMode::CacheStatement,
+            Some(other) => {
+                return Err(format!(
+                    "{EXEC_MODE_PARAM}={other}: not a mode this library knows (the accepted \
+                     values are exec, the default, and cache_statement)"
+                ))
+            }
+        };
+        Ok((rest, mode))
+    }
+}
+
 /// `uri` without the parameters `take` takes (it is given each key and its decoded value and
 /// says whether it took it), in either form libpq accepts: `postgresql://...?k=v&...` (values
 /// percent-decoded) or `key=value key='value' ...`: for the parameters the client refuses or
@@ -329,7 +367,7 @@ pub(super) fn redact(uri: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{host_lists_split, redact, take_param};
+    use super::{host_lists_split, redact, take_param, ExecMode};
 
     #[test]
     fn a_parameter_comes_out_of_either_form_and_host_lists_are_split() {
@@ -363,6 +401,30 @@ mod tests {
         assert_eq!(
             host_lists_split("postgresql:///db?host=/run/a,/run/b&port=5432"),
             "postgresql:///db?host=/run/a&host=/run/b&port=5432"
+        );
+    }
+
+    #[test]
+    fn the_exec_mode_is_exec_by_default_and_unknown_modes_are_refused() {
+        assert_eq!(
+            ExecMode::take("postgres://h/db").unwrap(),
+            ("postgres://h/db".to_string(), ExecMode::Exec)
+        );
+        assert_eq!(
+            ExecMode::take("postgres://h/db?default_query_exec_mode=exec&user=u").unwrap(),
+            ("postgres://h/db?user=u".to_string(), ExecMode::Exec)
+        );
+        assert_eq!(
+            ExecMode::take("host=h default_query_exec_mode=cache_statement").unwrap(),
+            ("host=h ".to_string(), ExecMode::CacheStatement)
+        );
+        let refused =
+            ExecMode::take("postgres://h/db?default_query_exec_mode=cache_describe").unwrap_err();
+        assert!(
+            refused.contains("default_query_exec_mode=cache_describe")
+                && refused.contains("exec")
+                && refused.contains("cache_statement"),
+            "{refused}"
         );
     }
 

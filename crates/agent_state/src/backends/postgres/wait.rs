@@ -91,6 +91,12 @@ pub(super) fn bounded<T>(
     })
 }
 
+/// Waits for two futures at once, polled in their order (see [`join3`]).
+pub(super) async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (a, b, ()) = join3(a, b, std::future::ready(())).await;
+    (a, b)
+}
+
 /// Waits for three futures at once, polled in their order (the first poll of a client's
 /// request sends it: so are the requests sent); their outputs, once all are done.
 pub(super) async fn join3<A: Future, B: Future, C: Future>(
