@@ -26,6 +26,12 @@
 //   awaited through libuv's pool against fdatasyncSync).
 // * hot: a hot getState (nothing committed since this handle's last read) in µs per call, at
 //   each size. Target: at most 3 µs at 1 KiB.
+// * lag, at 1 KiB: the event loop's largest stall while awaited calls run: the largest gap of a
+//   1 ms ticker (setInterval) while Promise.all awaits 1,000 setState (50 agents, a file each,
+//   x 20) and while it awaits 200 on one agent, all started at once (SQLite on disk,
+//   synchronous: normal, as the Python binding's loop-lag rows). Target: at most 10 ms. What
+//   the JavaScript thread does per call (encode, hand the call to the library's worker pool,
+//   settle, snapshot) adds up while the calls start and again while they complete.
 //
 // States are grown nested, as users keep them and as the other benchmarks grow theirs
 // (bindings/python/bench.py's make_state): ~250-byte members, each an object holding a list.
@@ -553,6 +559,80 @@ async function hot(work, size, plan) {
   }
 }
 
+// The loop-lag target: a 1 ms ticker's largest gap.
+const LAG_TARGET_MS = 10;
+const GATHER_AGENTS = 50;
+const GATHER_WRITES = 20;
+
+// The largest gap, in ms, between two ticks of a 1 ms timer while `run()` is awaited (the ticker
+// has ticked once before `run` starts), and how long `run` took.
+async function largestGap(run) {
+  let last = 0n;
+  let largest = 0n;
+  let ticked;
+  const first = new Promise((resolve) => { ticked = resolve; });
+  const ticker = setInterval(() => {
+    const t = now();
+    if (last !== 0n && t - last > largest) largest = t - last;
+    last = t;
+    ticked();
+  }, 1);
+  try {
+    await first;
+    largest = 0n;
+    const t0 = now();
+    await run();
+    // The gap still open when the calls are done counts too (a loop kept busy throughout never
+    // ticked at all).
+    const end = now();
+    if (end - last > largest) largest = end - last;
+    return { gapMs: Number(largest) / 1e6, tookMs: Number(end - t0) / 1e6 };
+  } finally {
+    clearInterval(ticker);
+  }
+}
+
+async function lag(work, size, plan) {
+  const state = makeState(size);
+  const agents = [];
+  for (let a = 0; a < GATHER_AGENTS; a++) {
+    agents.push(await openOurs(path.join(work, `lag_${a}.db`), state, { synchronous: 'normal', busyTimeoutMs: 60000 }));
+  }
+  const patch = (a, i) => ({ status: `w${a}-${i}`, m1: { score: (i % 7) + 0.25 } });
+  const cases = [
+    ['gather-1000', `Promise.all of ${GATHER_AGENTS * GATHER_WRITES} setState (${GATHER_AGENTS} agents x ${GATHER_WRITES})`, GATHER_AGENTS * GATHER_WRITES,
+      () => Promise.all(Array.from({ length: GATHER_WRITES }, (_, i) => agents.map((agent, a) => agent.setState(patch(a, i)))).flat())],
+    ['one-agent-200', 'Promise.all of 200 setState on one agent', 200,
+      () => Promise.all(Array.from({ length: 200 }, (_, i) => agents[0].setState(patch(0, i))))],
+  ];
+  const rows = [];
+  try {
+    for (const [name, what, calls, run] of cases) {
+      await largestGap(run); // warm-up
+      const samples = [];
+      for (let r = 0; r < plan.lagRounds; r++) samples.push(await largestGap(run));
+      const gap = median(samples.map((x) => x.gapMs));
+      rows.push({
+        part: 'lag',
+        op: name,
+        what,
+        size,
+        where: 'SQLite file on disk, synchronous normal, one event loop',
+        calls,
+        rounds: plan.lagRounds,
+        gap_ms: gap,
+        worst_gap_ms: Math.max(...samples.map((x) => x.gapMs)),
+        took_ms: median(samples.map((x) => x.tookMs)),
+        target_max_ms: LAG_TARGET_MS,
+        verdict: gap <= LAG_TARGET_MS ? 'PASS' : 'MISS',
+      });
+    }
+  } finally {
+    for (const agent of agents) await agent.close();
+  }
+  return rows;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The plan: rounds and operations per round. The full run takes a minute or two here (a
 // durable write waits for the disk: 0.1 to 1 ms on this VM, shared with other work; a 256 KiB
@@ -567,6 +647,7 @@ function plan(smoke) {
       getOps: (size) => (size >= 256 * KIB ? 10 : 50),
       coldOps: (size) => (size >= 256 * KIB ? 10 : 50),
       hotOps: () => 100,
+      lagRounds: 2,
     };
   }
   return {
@@ -575,6 +656,7 @@ function plan(smoke) {
     getOps: (size) => ({ [1 * KIB]: 4000, [16 * KIB]: 4000, [256 * KIB]: 40 })[size],
     coldOps: (size) => ({ [1 * KIB]: 80, [16 * KIB]: 60, [256 * KIB]: 15 })[size],
     hotOps: () => 10000,
+    lagRounds: 15,
   };
 }
 
@@ -645,6 +727,17 @@ function print(rows, smoke) {
     }
     console.log();
   }
+  const lagRows = rows.filter((r) => r.part === 'lag');
+  if (lagRows.length) {
+    console.log("The event loop's largest stall while awaited calls run: the largest gap of a 1 ms ticker (median of the rounds; the worst round beside it), 1 KiB states, SQLite on disk, synchronous normal");
+    console.log();
+    console.log("| case | calls | ticker's largest gap | worst round | all calls done in | target | |");
+    console.log('|---|---|---|---|---|---|---|');
+    for (const r of lagRows) {
+      console.log(`| ${r.what} | ${r.calls} | ${r.gap_ms.toFixed(1)} ms | ${r.worst_gap_ms.toFixed(1)} ms | ${r.took_ms.toFixed(1)} ms | ≤ ${r.target_max_ms} ms | ${r.verdict} |`);
+    }
+    console.log();
+  }
   const misses = rows.filter((r) => r.verdict === 'MISS').length;
   const targets = rows.filter((r) => r.verdict === 'PASS' || r.verdict === 'MISS').length;
   console.log(`${misses} of the Node binding's ${targets} targets missed${smoke ? '; smoke mode: figures mean nothing' : ''}`);
@@ -655,8 +748,8 @@ function print(rows, smoke) {
 // Each part and its state sizes: what the Promise costs is a fixed cost per call, seen best at the
 // smallest state (and the blocking write also hands back the state's text, which the awaited
 // one no longer does: at larger states that copy would flatter the Promise).
-const PARTS = { versus: SIZES, promise: [1 * KIB], hot: SIZES };
-const RUN = { versus, promise, hot };
+const PARTS = { versus: SIZES, promise: [1 * KIB], hot: SIZES, lag: [1 * KIB] };
+const RUN = { versus, promise, hot, lag };
 
 function parseArgs(argv) {
   const args = { smoke: false, out: null, only: [] };
