@@ -12,9 +12,13 @@
 // read waiting until the lock is released). The 30 seconds are a deadline for a hang, not a
 // measure: the read takes milliseconds when it is not stuck behind the agent's calls. The same
 // again with one library worker (the calls queue in the library's pool); and a cap that is not
-// a number of threads is refused with the call's error, never a hang.
+// a number of threads is refused with the call's error, never a hang; and a worker thread
+// terminated while its calls wait leaves this process running (the calls end on the library's
+// threads after the worker's environment is gone, with nobody to tell).
 
 const assert = require('node:assert/strict');
+const path = require('node:path');
+const { Worker } = require('node:worker_threads');
 const { eachBackend } = require('./backends');
 const { startChild } = require('./children');
 
@@ -71,4 +75,36 @@ eachBackend('AGENT_STATE_WORKERS that is not a number of threads from 1 to 1024:
     assert.match(line, /^error InvalidArgumentError: .*AGENT_STATE_WORKERS/, `AGENT_STATE_WORKERS=${value}`);
     assert.equal((await child.exited).code, 1);
   }
+});
+
+const WAITING_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { openAgent } = require(workerData.pkg);
+(async () => {
+  const agent = await openAgent(workerData.path, { ...workerData.options, busyTimeoutMs: 120000 });
+  for (let i = 0; i < workerData.calls; i++) agent.setState({ ['w' + i]: i }).catch(() => {});
+  parentPort.postMessage('waiting');
+})().catch((error) => parentPort.postMessage('error ' + error.message));
+`;
+
+eachBackend('a worker thread terminated while its calls wait for another process\'s lock: this process goes on', async (t, store) => {
+  const holder = startChild('hold', [], store);
+  t.after(() => holder.kill());
+  await holder.expect('holding');
+  const worker = new Worker(WAITING_WORKER, {
+    eval: true,
+    workerData: { pkg: path.join(__dirname, '..'), path: store.path, options: store.options, calls: CALLS },
+  });
+  const said = await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  assert.equal(said, 'waiting');
+  await worker.terminate();
+  holder.send('release');
+  await holder.expect('committed');
+  assert.equal((await holder.exited).code, 0);
+  // Still alive, and the store still serves this process.
+  const agent = await store.open();
+  assert.equal((await agent.setState({ after: true })).holder, true);
 });
