@@ -213,6 +213,18 @@ def async_per_call(work, rounds, ops):
 
         return lambda: loop.run_until_complete(timed())
 
+    def hot_round():
+        async def timed():
+            # A sync read on the loop's thread leaves its validated copy of the state: the
+            # awaited reads then complete at once, without a hand-off.
+            aagent.sync.get_state()
+            start = time.perf_counter()
+            for _ in range(ops):
+                await aagent.get_state()
+            return (time.perf_counter() - start) / ops
+
+        return lambda: loop.run_until_complete(timed())
+
     def offload_round(write):
         async def timed():
             start = time.perf_counter()
@@ -242,6 +254,7 @@ def async_per_call(work, rounds, ops):
                 async_round(False),
                 offload_round(False),
                 lambda: loop.run_until_complete(floor_round()),
+                hot_round(),
             ],
             rounds,
         )
@@ -252,6 +265,7 @@ def async_per_call(work, rounds, ops):
         pool.shutdown()
         loop.close()
     floor_s = figures[6]
+    hot_s = figures[7]
     rows = []
     for op, (sync_s, async_s, offload_s) in (
         ("set_state", figures[0:3]),
@@ -270,6 +284,7 @@ def async_per_call(work, rounds, ops):
                 "async_s": async_s,
                 "offload_s": offload_s,
                 "floor_s": floor_s,
+                "hot_s": hot_s if op == "get_state" else None,
                 "ratio": ratio,
                 "target_max": ASYNC_TARGET,
                 "verdict": "PASS" if ratio <= ASYNC_TARGET else "MISS",
@@ -341,8 +356,17 @@ def loop_lag(work, rounds, hold_s):
 
         return loop.run_until_complete(waiting())
 
+    async def floor():
+        async with LoopLag() as lag:
+            start = time.perf_counter()
+            await asyncio.gather(*(asyncio.sleep(0) for _ in range(1000)))
+            took = time.perf_counter() - start
+        return lag.largest, took
+
     cases = [
         ("gather-1000", "asyncio.gather of 1,000 set_state (50 agents x 20)", 1000, gather_1000),
+        ("gather-1000-floor", "reference: asyncio.gather of 1,000 `asyncio.sleep(0)` (asyncio's own "
+         "cost for as many tasks)", 1000, lambda: loop.run_until_complete(floor())),
         ("one-agent-200", "asyncio.gather of 200 set_state on one agent", 200, one_agent_200),
         ("one-waiting", "one set_state waiting %g s for a lock another handle holds" % hold_s, 1,
          one_waiting),
@@ -367,8 +391,8 @@ def loop_lag(work, rounds, hold_s):
                     "gap_s": gap,
                     "worst_gap_s": max(gaps),
                     "elapsed_s": statistics.median([t for _, t in samples]),
-                    "target_max_s": LOOP_LAG_TARGET_S,
-                    "verdict": "PASS" if gap <= LOOP_LAG_TARGET_S else "MISS",
+                    "target_max_s": None if case.endswith("floor") else LOOP_LAG_TARGET_S,
+                    "verdict": "" if case.endswith("floor") else ("PASS" if gap <= LOOP_LAG_TARGET_S else "MISS"),
                 }
             )
     finally:
@@ -707,6 +731,13 @@ def async_cost(smoke):
                 r["offload_s"] / r["sync_s"],
             )
         )
+    get = rows[1]
+    print(
+        "| reference: `await AsyncAgent.get_state()` after one `agent.sync.get_state()` on the "
+        "loop's thread (its validated copy answers: no hand-off) | %.1f | %.1f | %.1f | %.2f× | | |"
+        % (get["sync_s"] * 1e6, get["hot_s"] * 1e6, (get["hot_s"] - get["sync_s"]) * 1e6,
+           get["hot_s"] / get["sync_s"])
+    )
     floor_s = rows[0]["floor_s"]
     print(
         "| reference: `await loop.run_in_executor(pool, noop)`, the thread handoff alone "
@@ -730,9 +761,10 @@ def async_loop_lag(smoke):
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            "| %s | %d | %.1f | %.1f | %.1f | ≤ %g ms | %s |"
+            "| %s | %d | %.1f | %.1f | %.1f | %s | %s |"
             % (r["what"], r["calls"], r["gap_s"] * 1e3, r["worst_gap_s"] * 1e3,
-               r["elapsed_s"] * 1e3, r["target_max_s"] * 1e3, r["verdict"])
+               r["elapsed_s"] * 1e3,
+               "≤ %g ms" % (r["target_max_s"] * 1e3) if r["target_max_s"] else "", r["verdict"])
         )
     return rows
 

@@ -12,6 +12,12 @@ awaits a future that the queue's reader resolves, taking at most ``_BATCH`` comp
 wake-up so that a thousand completions do not hold the loop at once. The loop's work per call is
 the encoding of its argument, one ctypes call and the decoding of the result.
 
+**Bursts.** ``asyncio.gather`` of a thousand calls runs their first steps in one loop iteration;
+encoding and submitting them all there would stall the loop for that long. So a call first
+takes its turn (:meth:`_Port.turn`): at most ``_ADMIT`` calls start per ``_WINDOW``, and the
+others wait, in order, for later iterations (a call waiting its turn and cancelled was never
+submitted). A lone call starts at once.
+
 An agent with Python callbacks (hooks, validator, initial-state hook, schema steps) submits
 with a completion callback instead (``agent_submit``): the callbacks run on the library's
 worker thread, which has no frame of a Python call, so what they raise is carried there
@@ -36,17 +42,20 @@ polls the change feed from the loop, on the pool.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import ctypes
 import inspect
 import itertools
 import os
 import threading
+import time
 import weakref
 from typing import (
     TYPE_CHECKING,
     Any,
     Callable,
+    Deque,
     Dict,
     Generator,
     Generic,
@@ -297,7 +306,13 @@ def _done(context: Optional[int], completion: Any) -> None:
 _DONE = _native.DONE_FN(_done)
 #: Completions taken from a queue at a time: the loop's work per wake-up stays bounded (the
 #: descriptor stays readable while more wait, so the rest come at the next iterations).
-_BATCH = 64
+_BATCH = 32
+#: Calls started per :data:`_WINDOW` seconds: a burst (``gather`` of a thousand calls starts
+#: them all in one loop iteration) is spread over as many iterations as it takes, in order, so
+#: that the loop encodes and submits at most this many at a stretch.
+_ADMIT = 32
+_WINDOW = 0.001
+_clock = time.perf_counter
 
 
 class _Port:
@@ -327,6 +342,12 @@ class _Port:
         self.done = ctypes.c_int32(0)
         self.done_p = ctypes.pointer(self.done)
         self.out = (_native.AgentCompletion * _BATCH)()
+        #: Calls started since ``window`` began, the calls waiting for a later iteration, and
+        #: whether ``_next`` is scheduled to start some.
+        self.started = 0
+        self.window = 0.0
+        self.turns: "Deque[asyncio.Future[None]]" = collections.deque()
+        self.next_scheduled = False
         self.taken = ctypes.c_size_t(0)
         self.taken_p = ctypes.pointer(self.taken)
         try:
@@ -334,6 +355,39 @@ class _Port:
         except BaseException:
             lib.agent_queue_free(self.queue)
             raise
+
+    def turn(self) -> "Optional[asyncio.Future[None]]":
+        """``None`` when a call may start now; else a future to await first (resolved at a
+        later iteration, in the order of the calls; see :data:`_ADMIT`)."""
+        turns = self.turns
+        if not turns:
+            now = _clock()
+            if now - self.window >= _WINDOW:
+                self.window = now
+                self.started = 0
+            if self.started < _ADMIT:
+                self.started += 1
+                return None
+        waiter: "asyncio.Future[None]" = self.loop.create_future()
+        turns.append(waiter)
+        if not self.next_scheduled:
+            self.next_scheduled = True
+            self.loop.call_soon(self._next)
+        return waiter
+
+    def _next(self) -> None:
+        """At the next iteration: the next :data:`_ADMIT` calls waiting their turn start (their
+        coroutines run at the iteration after), and this runs again while more wait."""
+        turns = self.turns
+        released = 0
+        while turns and released < _ADMIT:
+            waiter = turns.popleft()
+            if not waiter.done():  # (a cancelled one gave up its turn)
+                waiter.set_result(None)
+                released += 1
+        self.next_scheduled = bool(turns)
+        if turns:
+            self.loop.call_soon(self._next)
 
     def _drain(self) -> None:
         status = _native._hot_queue_take(self.queue, self.out, _BATCH, self.taken_p)
@@ -488,6 +542,19 @@ class AsyncAgent(Generic[StateT]):
             await self._delivery.settle(call, None)
         return result
 
+    def _turn(self) -> "Optional[asyncio.Future[None]]":
+        """The running loop's port for this agent's calls (made on the loop's first call) and
+        this call's turn on it (:meth:`_Port.turn`): await what it returns, if anything, before
+        encoding and submitting."""
+        return self._port_on(asyncio.get_running_loop()).turn()
+
+    def _port_on(self, loop: asyncio.AbstractEventLoop) -> _Port:
+        port = self._port
+        if port is None or port.loop is not loop or port.closed or port.generation != _generation[0]:
+            port = self._port = _port_for(loop)
+            port.users.add(self)
+        return port
+
     async def _submit(
         self, op: int, data: Optional[bytes], flags: int = 0, expected: int = 0
     ) -> Tuple[int, str]:
@@ -500,10 +567,7 @@ class AsyncAgent(Generic[StateT]):
         if not handle:
             raise BadHandleError("the agent is closed")
         loop = asyncio.get_running_loop()
-        port = self._port
-        if port is None or port.loop is not loop or port.closed or port.generation != _generation[0]:
-            port = self._port = _port_for(loop)
-            port.users.add(self)
+        port = self._port_on(loop)
         self._delivery.loop = loop
         tag = next(_tags)
         token = _token()
@@ -653,6 +717,9 @@ class AsyncAgent(Generic[StateT]):
 
     async def get_state(self) -> StateT:
         """:meth:`Agent.get_state <agent_state.Agent.get_state>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         _, text = await self._submit(_native.OP_GET_STATE, None)
         state: StateT = self._agent._cache.decoded(text)
         return state
@@ -663,12 +730,18 @@ class AsyncAgent(Generic[StateT]):
 
     async def get_state_json(self) -> str:
         """:meth:`Agent.get_state_json <agent_state.Agent.get_state_json>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         _, text = await self._submit(_native.OP_GET_STATE, None)
         return text
 
     async def set_state(self, patch: Patch) -> StateT:
         """:meth:`Agent.set_state <agent_state.Agent.set_state>`, awaited (plain hooks run on
         the library's worker thread before it returns)."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         agent = self._agent
         data, plain = encode_patch(patch, "patch", agent._default)
         _, text = await self._submit(_native.OP_SET_STATE, data)
@@ -683,28 +756,43 @@ class AsyncAgent(Generic[StateT]):
     async def replace_state(self, state: Union[StateT, StateModel]) -> StateT: ...
     async def replace_state(self, state: Union[Mapping[str, Any], StateModel]) -> Any:
         """:meth:`Agent.replace_state <agent_state.Agent.replace_state>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         data = encode_state(state, "state", self._agent._default)
         _, text = await self._submit(_native.OP_REPLACE_STATE, data)
         return decode_state(text)
 
     async def set_state_json(self, patch: Union[str, bytes]) -> str:
         """:meth:`Agent.set_state_json <agent_state.Agent.set_state_json>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         _, text = await self._submit(_native.OP_SET_STATE, json_text(patch, "patch"))
         return text
 
     async def replace_state_json(self, state: Union[str, bytes]) -> str:
         """:meth:`Agent.replace_state_json <agent_state.Agent.replace_state_json>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         _, text = await self._submit(_native.OP_REPLACE_STATE, json_text(state, "state"))
         return text
 
     async def get_state_versioned(self) -> Versioned[StateT]:
         """:meth:`Agent.get_state_versioned <agent_state.Agent.get_state_versioned>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         version, text = await self._submit(_native.OP_GET_STATE, None)
         state: StateT = self._agent._cache.decoded(text)
         return Versioned(state, version)
 
     async def set_state_if(self, expected_version: int, patch: Patch) -> Versioned[StateT]:
         """:meth:`Agent.set_state_if <agent_state.Agent.set_state_if>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         agent = self._agent
         data, plain = encode_patch(patch, "patch", agent._default)
         expected = _version(expected_version, "expected_version")
@@ -724,6 +812,9 @@ class AsyncAgent(Generic[StateT]):
         self, expected_version: int, state: Union[Mapping[str, Any], StateModel]
     ) -> Any:
         """:meth:`Agent.replace_state_if <agent_state.Agent.replace_state_if>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         data = encode_state(state, "state", self._agent._default)
         expected = _version(expected_version, "expected_version")
         version, text = await self._submit(_native.OP_REPLACE_STATE, data, _native.CALL_IF, expected)
@@ -733,6 +824,9 @@ class AsyncAgent(Generic[StateT]):
 
     async def patch_state(self, operations: Operations) -> StateT:
         """:meth:`Agent.patch_state <agent_state.Agent.patch_state>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         agent = self._agent
         data = _encode_operations(operations, agent._default)
         _, text = await self._submit(_native.OP_PATCH_STATE, data)
@@ -741,11 +835,17 @@ class AsyncAgent(Generic[StateT]):
 
     async def patch_state_json(self, operations: Union[str, bytes]) -> str:
         """:meth:`Agent.patch_state_json <agent_state.Agent.patch_state_json>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         _, text = await self._submit(_native.OP_PATCH_STATE, json_text(operations, "operations"))
         return text
 
     async def patch_state_if(self, expected_version: int, operations: Operations) -> Versioned[StateT]:
         """:meth:`Agent.patch_state_if <agent_state.Agent.patch_state_if>`, awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         agent = self._agent
         data = _encode_operations(operations, agent._default)
         expected = _version(expected_version, "expected_version")
@@ -756,6 +856,9 @@ class AsyncAgent(Generic[StateT]):
     async def patch_state_if_json(self, expected_version: int, operations: Union[str, bytes]) -> Tuple[str, int]:
         """:meth:`Agent.patch_state_if_json <agent_state.Agent.patch_state_if_json>`,
         awaited."""
+        turn = self._turn()
+        if turn is not None:
+            await turn
         data = json_text(operations, "operations")
         expected = _version(expected_version, "expected_version")
         version, text = await self._submit(_native.OP_PATCH_STATE, data, _native.CALL_IF, expected)
