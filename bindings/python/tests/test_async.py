@@ -560,3 +560,36 @@ def test_wait_for_and_cancel_end_calls_on_a_server_that_does_not_answer(private_
         asyncio.run(main())
     finally:
         a.sync.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork()")
+def test_a_forked_child_awaits_calls_on_a_queue_of_its_own(open_async: Callable[..., AsyncAgent]) -> None:
+    a = open_async()
+    loop = asyncio.new_event_loop()
+    try:
+        # The parent's loop has its completion queue, and a write of the parent is in flight
+        # (a worker's) at the fork.
+        assert loop.run_until_complete(a.set_state({"parent": 1})) == {"parent": 1}
+        in_flight = loop.create_task(a.set_state({"parent": 2}))
+        pid = os.fork()
+        if pid == 0:  # the child: its own loop, queue and workers
+            code = 1
+            try:
+
+                async def child() -> None:
+                    await a.set_state({"child": True})
+                    state = await a.get_state()
+                    assert state["child"] is True and state["parent"] in (1, 2), state
+
+                asyncio.run(child())
+                code = 0
+            finally:
+                os._exit(code)
+        loop.run_until_complete(in_flight)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        # The parent's queue still works.
+        state = loop.run_until_complete(a.get_state())
+        assert state["parent"] == 2 and state["child"] is True
+    finally:
+        loop.close()

@@ -216,12 +216,22 @@ _by_tag: Dict[int, "_Submitted"] = {}
 #: A completion: (status, version, state text, message, what the callbacks raised, the
 #: coroutine hooks' entries).
 _Result = Tuple[int, int, str, str, List[Any], List[Any]]
+#: The empty list of a completion that carried nothing (never changed).
+_NOTHING: List[Any] = []
 
 
 def _forked() -> None:
+    # In the child: the parent's queues are not this process's (the library refuses them); only
+    # this process's copies of their descriptors are closed (the parent's loops watch theirs).
     _generation[0] += 1
     _tokens.clear()
     _by_tag.clear()
+    for port in _ports.values():
+        port.closed = True
+        try:
+            os.close(port.fd)
+        except OSError:
+            pass
     _ports.clear()
 
 
@@ -398,7 +408,7 @@ class _Port:
         for i in range(self.taken.value):
             c = out[i]
             call = waiting.pop(c.tag, None)
-            result = _completed(c, [], [])
+            result = _completed(c, _NOTHING, _NOTHING)
             if call is not None:
                 _wake(call, result)
 
@@ -579,7 +589,6 @@ class AsyncAgent(Generic[StateT]):
         c.expected_version = expected
         c.cancel = token
         c.tag = tag
-        call = _Submitted(loop)
         result: Optional[_Result]
         if not agent._callbacks:
             status = _native._hot_queue_submit(port.queue, handle, port.call_p, port.now_p, port.done_p)
@@ -588,11 +597,12 @@ class AsyncAgent(Generic[StateT]):
                 raise _native.error_of(status, "agent_queue_submit", _native.last_error_text(), [])
             if port.done.value:  # completed at once: no hand-off
                 _tokens.append(token)
-                result = _completed(port.now, [], [])
+                result = _completed(port.now, _NOTHING, _NOTHING)
             else:
-                port.waiting[tag] = call
+                call = port.waiting[tag] = _Submitted(loop)
                 result = None
         else:
+            call = _Submitted(loop)
             call.thread = threading.get_ident()
             _by_tag[tag] = call
             _inflight.submitted.append(tag)
