@@ -8,7 +8,9 @@
 //! contender, ratio `alternative time / our time` (above 1: we are faster).
 //! - set_state against the write floor: a prepared
 //!   `UPDATE bench_floor SET state = $2, version = version + 1 WHERE agent_id = $1 AND version = $3`
-//!   of the very bytes our merge produces, on a connection with the same `synchronous_commit`.
+//!   of the very bytes our merge produces, on a connection with the same `synchronous_commit`;
+//!   at 1 KiB in both of the URI's `default_query_exec_mode`s (`exec`, the default: unnamed
+//!   statements; `cache_statement`: prepared ones and session settings), each row saying which.
 //! - get_state of an unchanged state against a prepared `SELECT state ... WHERE agent_id = $1`.
 //! - Through a connection pooler: set_state (1 KiB, synchronous full) and get_state again, through
 //!   PgBouncer in transaction mode (`AGENT_STATE_TEST_PG_POOLER_URI`; bench/run.sh starts one in
@@ -20,7 +22,10 @@
 //!   (postgres/bytes.rs).
 //! - Throughput: 8 processes (this program again, `--child`) with 8 agents each, set_state
 //!   round robin for a fixed time, against the same processes running the floor UPDATE on 8
-//!   rows each; total commits per second, alternating, median of the rounds.
+//!   rows each; total commits per second, alternating, median of the rounds; in both modes.
+//! - The freshness query (what a get_state of an unchanged state costs): get_state of an
+//!   unchanged 1 KiB state with `cache_statement` (the query prepared) against the same with
+//!   `exec` (unnamed).
 //!
 //! - A member added deep in the state: 300 writes each adding one ~200-byte member 1, 2 or 4
 //!   levels down, against the same at the top level (postgres/nested.rs).
@@ -29,7 +34,9 @@
 //!   ~1 KiB and from 256 KiB, by JSON Patch and by RFC 7396 (the whole list again), and the
 //!   bytes sent per append (postgres/append.rs).
 //!
-//! Usage: `cargo bench --bench postgres -- [--smoke] [--out FILE] [--only nested|append]`.
+//! Usage: `cargo bench --bench postgres -- [--smoke] [--out FILE] [--only GROUPS]`, GROUPS
+//! one or more of `set` (set_state 1 KiB, both modes), `throughput`, `pooler`, `freshness`,
+//! `nested` and `append`, separated by commas.
 
 mod support;
 
@@ -69,6 +76,27 @@ const THROUGHPUT_SIZE: usize = 1024;
 
 /// `synchronous` option and the `synchronous_commit` it sets.
 const SYNCS: [(&str, &str); 2] = [("full", "on"), ("normal", "off")];
+
+/// The URI parameter choosing how statements are sent, and its values (the first the
+/// default).
+const MODE_PARAM: &str = "default_query_exec_mode";
+const MODES: [&str; 2] = ["exec", "cache_statement"];
+
+/// `uri` with statements sent in `mode` (the default's as it is).
+fn in_mode(uri: &str, mode: &str) -> String {
+    if mode == MODES[0] {
+        return uri.to_string();
+    }
+    let sep = if uri.contains('?') { '&' } else { '?' };
+    format!("{uri}{sep}{MODE_PARAM}={mode}")
+}
+
+/// Whether `--only` (a comma-separated list) asks for the group `case` (all run without it).
+fn runs(cfg: &Args, case: &str) -> bool {
+    cfg.only
+        .as_deref()
+        .is_none_or(|only| only.split(',').any(|c| c == case))
+}
 
 /// Agent ids and floor rows of this run start with this (several runs may share a server).
 fn prefix() -> String {
@@ -169,14 +197,16 @@ fn texts(states: Vec<Vec<u8>>) -> Vec<String> {
         .collect()
 }
 
-fn bench_writes(cfg: &Args, uri: &str, size: usize, rows: &mut Vec<Row>) {
+/// set_state of `size` bytes against the floor, at each synchronous setting, with statements
+/// sent in `mode`.
+fn bench_writes(cfg: &Args, uri: &str, size: usize, mode: &str, rows: &mut Vec<Row>) {
     let state = make_state(size);
     let patches = make_patches(64);
     let merged = texts(states_after(&state, &patches));
     let initial = String::from_utf8(state.clone()).unwrap();
     for (sync, synchronous_commit) in SYNCS {
-        let agent = format!("{}-set-{size}-{sync}", prefix());
-        let ours = ours(uri, &agent, sync);
+        let agent = format!("{}-set-{size}-{sync}-{mode}", prefix());
+        let ours = ours(&in_mode(uri, mode), &agent, sync);
         ours.replace(&state);
         let mut floor = Floor::connect(uri, synchronous_commit);
         let mut version = floor.reset(&agent, &initial);
@@ -192,17 +222,47 @@ fn bench_writes(cfg: &Args, uri: &str, size: usize, rows: &mut Vec<Row>) {
             |i: usize| version = floor.update(&agent, &merged[i % merged.len()], version);
         let t = race(&mut [&mut set_ours, &mut set_floor], cfg.rounds(), ops);
         rows.push(Row {
-            op: "set_state".into(),
+            op: format!("set_state ({MODE_PARAM}={mode})"),
             size,
             dir: String::new(),
             sync: sync.into(),
             ours_ns: t[0],
             alternative: "prepared conditional UPDATE (floor)".into(),
             alt_ns: t[1],
-            target: Some(0.7),
+            target: Some(if size == 1024 { 0.8 } else { 0.7 }),
             ..Row::default()
         });
     }
+}
+
+/// get_state of an unchanged 1 KiB state, which asks the server for the agent's version (the
+/// freshness query), prepared (`cache_statement`) against unnamed (`exec`).
+fn bench_freshness(cfg: &Args, uri: &str, rows: &mut Vec<Row>) {
+    let state = make_state(1024);
+    let agent = format!("{}-fresh", prefix());
+    let [exec, cached] = MODES.map(|mode| ours(&in_mode(uri, mode), &agent, "full"));
+    exec.replace(&state);
+    let ops = if cfg.smoke { 10 } else { 500 };
+    let mut sink = 0usize;
+    let mut get_cached = |_: usize| sink = sink.wrapping_add(cached.get());
+    let mut get_exec = |_: usize| {
+        std::hint::black_box(exec.get());
+    };
+    let t = race(&mut [&mut get_cached, &mut get_exec], cfg.rounds(), ops);
+    std::hint::black_box(sink);
+    rows.push(Row {
+        op: format!(
+            "get_state, unchanged: the freshness query prepared ({MODE_PARAM}=cache_statement)"
+        ),
+        size: 1024,
+        dir: String::new(),
+        sync: "full".into(),
+        ours_ns: t[0],
+        alternative: format!("the same, unnamed ({MODE_PARAM}=exec)"),
+        alt_ns: t[1],
+        target: None,
+        ..Row::default()
+    });
 }
 
 fn bench_reads(cfg: &Args, uri: &str, size: usize, rows: &mut Vec<Row>) {
@@ -251,14 +311,14 @@ fn bench_pooler(cfg: &Args, pooler: &str, rows: &mut Vec<Row>) {
         |i: usize| version = floor.update(&agent, &merged[i % merged.len()], version);
     let t = race(&mut [&mut set_ours, &mut set_floor], cfg.rounds(), ops);
     rows.push(Row {
-        op: "set_state, through PgBouncer (transaction mode)".into(),
+        op: format!("set_state, through PgBouncer (transaction mode; {MODE_PARAM}=exec)"),
         size,
         dir: String::new(),
         sync: "full".into(),
         ours_ns: t[0],
         alternative: "unnamed conditional UPDATE (floor), through PgBouncer".into(),
         alt_ns: t[1],
-        target: None,
+        target: Some(0.9),
         ..Row::default()
     });
 
@@ -403,7 +463,7 @@ fn bench_listing(cfg: &Args, uri: &str, rows: &mut Vec<Row>) {
 
 /// A throughput child: opens its 8 agents (ours) or rows (floor), says `ready`, waits for a
 /// line on stdin, writes round robin for `secs`, then prints `commits seconds`.
-fn child(uri: &str, kind: &str, sync: &str, id: &str, secs: f64) {
+fn child(uri: &str, kind: &str, sync: &str, mode: &str, id: &str, secs: f64) {
     let state = make_state(THROUGHPUT_SIZE);
     let patches = make_patches(64);
     let agents: Vec<String> = (0..AGENTS_PER_PROCESS)
@@ -419,7 +479,8 @@ fn child(uri: &str, kind: &str, sync: &str, id: &str, secs: f64) {
     let mut commits = 0usize;
     let elapsed;
     if kind == "ours" {
-        let handles: Vec<Abi> = agents.iter().map(|a| ours(uri, a, sync)).collect();
+        let uri = in_mode(uri, mode);
+        let handles: Vec<Abi> = agents.iter().map(|a| ours(&uri, a, sync)).collect();
         for h in &handles {
             h.replace(&state);
         }
@@ -449,13 +510,13 @@ fn child(uri: &str, kind: &str, sync: &str, id: &str, secs: f64) {
 }
 
 /// Runs the 8 children of one contender at once; returns their total commits per second.
-fn throughput_round(uri: &str, kind: &str, sync: &str, round: usize, secs: f64) -> f64 {
+fn throughput_round(uri: &str, kind: &str, sync: &str, mode: &str, round: usize, secs: f64) -> f64 {
     let exe = std::env::current_exe().unwrap();
     let mut children: Vec<_> = (0..PROCESSES)
         .map(|p| {
-            let id = format!("{}-tp-{kind}-{sync}-{round}-{p}", prefix());
+            let id = format!("{}-tp-{kind}-{sync}-{mode}-{round}-{p}", prefix());
             Command::new(&exe)
-                .args(["--child", kind, sync, &id, &secs.to_string()])
+                .args(["--child", kind, sync, mode, &id, &secs.to_string()])
                 .env("AGENT_STATE_TEST_PG_URI", uri)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -492,30 +553,57 @@ fn throughput_round(uri: &str, kind: &str, sync: &str, round: usize, secs: f64) 
 fn bench_throughput(cfg: &Args, uri: &str, rows: &mut Vec<Row>) -> Vec<(String, f64, f64)> {
     let (rounds, secs) = if cfg.smoke { (1, 0.2) } else { (5, 2.0) };
     let mut figures = Vec::new();
-    for (sync, _) in SYNCS {
-        let mut samples = [Vec::new(), Vec::new()];
-        for round in 0..rounds {
-            for k in 0..2 {
-                let c = (round + k) % 2;
-                let kind = ["ours", "floor"][c];
-                samples[c].push(throughput_round(uri, kind, sync, round, secs));
+    for mode in MODES {
+        for (sync, _) in SYNCS {
+            let mut samples = [Vec::new(), Vec::new()];
+            for round in 0..rounds {
+                for k in 0..2 {
+                    let c = (round + k) % 2;
+                    let kind = ["ours", "floor"][c];
+                    samples[c].push(throughput_round(uri, kind, sync, mode, round, secs));
+                }
             }
+            let [ours, floor] = samples.map(median);
+            rows.push(Row {
+                op: format!(
+                    "set_state, {PROCESSES} processes x {AGENTS_PER_PROCESS} agents \
+                     ({MODE_PARAM}={mode})"
+                ),
+                size: THROUGHPUT_SIZE,
+                dir: String::new(),
+                sync: sync.into(),
+                ours_ns: 1e9 / ours,
+                alternative: format!(
+                    "floor UPDATE, {PROCESSES} processes x {AGENTS_PER_PROCESS} rows"
+                ),
+                alt_ns: 1e9 / floor,
+                target: Some(0.8),
+                ..Row::default()
+            });
+            figures.push((format!("{sync}, {MODE_PARAM}={mode}"), ours, floor));
         }
-        let [ours, floor] = samples.map(median);
-        rows.push(Row {
-            op: format!("set_state, {PROCESSES} processes x {AGENTS_PER_PROCESS} agents"),
-            size: THROUGHPUT_SIZE,
-            dir: String::new(),
-            sync: sync.into(),
-            ours_ns: 1e9 / ours,
-            alternative: format!("floor UPDATE, {PROCESSES} processes x {AGENTS_PER_PROCESS} rows"),
-            alt_ns: 1e9 / floor,
-            target: None,
-            ..Row::default()
-        });
-        figures.push((sync.to_string(), ours, floor));
     }
     figures
+}
+
+/// Prints the throughput figures (commits per second); returns them as JSON, for the results
+/// file.
+fn print_throughput(figures: &[(String, f64, f64)]) -> String {
+    let mut extra = String::from(r#","throughput":["#);
+    for (i, (sync, ours, floor)) in figures.iter().enumerate() {
+        println!(
+            "throughput, {PROCESSES} processes x {AGENTS_PER_PROCESS} agents, {sync}: ours {ours:.0} commits/s, floor {floor:.0} commits/s, ratio ours/floor {:.2}×",
+            ours / floor
+        );
+        if i > 0 {
+            extra.push(',');
+        }
+        extra.push_str(&format!(
+            r#"{{"sync":"{sync}","processes":{PROCESSES},"agents_per_process":{AGENTS_PER_PROCESS},"ours_commits_per_s":{ours:.1},"floor_commits_per_s":{floor:.1}}}"#
+        ));
+    }
+    extra.push(']');
+    extra
 }
 
 /// Removes what this run stored: the floor's rows and our agents.
@@ -536,7 +624,7 @@ fn main() {
     let uri = std::env::var("AGENT_STATE_TEST_PG_URI").unwrap_or_default();
     if let Some(i) = argv.iter().position(|a| a == "--child") {
         let a = &argv[i + 1..];
-        child(&uri, &a[0], &a[1], &a[2], a[3].parse().unwrap());
+        child(&uri, &a[0], &a[1], &a[2], &a[3], a[4].parse().unwrap());
         return;
     }
     if uri.is_empty() {
@@ -550,19 +638,42 @@ fn main() {
         .unwrap();
     let mut rows = Vec::new();
     if cfg.only.is_some() {
-        // `--only nested` or `--only append`: those rows alone.
-        if cfg.runs("nested") {
+        // `--only GROUPS`: those rows alone.
+        if runs(&cfg, "set") {
+            for mode in MODES {
+                eprintln!("bench: PostgreSQL set_state 1 KiB, {MODE_PARAM}={mode} ...");
+                bench_writes(&cfg, &uri, 1024, mode, &mut rows);
+            }
+        }
+        if runs(&cfg, "freshness") {
+            eprintln!("bench: PostgreSQL freshness query, prepared against unnamed ...");
+            bench_unnamed_cost(&cfg, &uri, &mut rows);
+            bench_freshness(&cfg, &uri, &mut rows);
+        }
+        if runs(&cfg, "pooler") {
+            match std::env::var("AGENT_STATE_TEST_PG_POOLER_URI") {
+                Ok(pooler) if !pooler.is_empty() => bench_pooler(&cfg, &pooler, &mut rows),
+                _ => eprintln!("bench: no pooler rows (AGENT_STATE_TEST_PG_POOLER_URI is unset)"),
+            }
+        }
+        let mut throughput = Vec::new();
+        if runs(&cfg, "throughput") {
+            eprintln!("bench: PostgreSQL throughput, {PROCESSES} processes ...");
+            throughput = bench_throughput(&cfg, &uri, &mut rows);
+        }
+        if runs(&cfg, "nested") {
             eprintln!("bench: PostgreSQL, a member added 1, 2 and 4 levels down ...");
             nested::bench_nested(&cfg, &uri, &mut rows);
         }
         let mut extra = String::new();
         let mut appended = None;
-        if cfg.runs("append") {
+        if runs(&cfg, "append") {
             eprintln!("bench: PostgreSQL, appending to a list ...");
             appended = append::bench_append(&cfg, &uri, &mut rows);
         }
         clean_up(&uri);
         let mut misses = print_table(&rows, false);
+        print_throughput(&throughput);
         if let Some(appended) = appended {
             let (lines, json) = appended.report();
             println!("\n{lines}");
@@ -573,16 +684,19 @@ fn main() {
         support::write_json(&cfg.out, cfg.smoke, &rows, false, &extra);
         return;
     }
-    for size in [1024usize, 16 * 1024] {
-        eprintln!("bench: PostgreSQL set_state {size} B ...");
-        bench_writes(&cfg, &uri, size, &mut rows);
+    for mode in MODES {
+        eprintln!("bench: PostgreSQL set_state 1024 B, {MODE_PARAM}={mode} ...");
+        bench_writes(&cfg, &uri, 1024, mode, &mut rows);
     }
+    eprintln!("bench: PostgreSQL set_state 16384 B ...");
+    bench_writes(&cfg, &uri, 16 * 1024, MODES[0], &mut rows);
     eprintln!("bench: PostgreSQL get_state 256 KiB ...");
     bench_reads(&cfg, &uri, 256 * 1024, &mut rows);
     eprintln!("bench: PostgreSQL, a store's agents: a page of the listing ...");
     bench_listing(&cfg, &uri, &mut rows);
     eprintln!("bench: PostgreSQL unnamed against prepared statements ...");
     bench_unnamed_cost(&cfg, &uri, &mut rows);
+    bench_freshness(&cfg, &uri, &mut rows);
     match std::env::var("AGENT_STATE_TEST_PG_POOLER_URI") {
         Ok(pooler) if !pooler.is_empty() => {
             eprintln!("bench: PostgreSQL through PgBouncer (transaction mode) ...");
@@ -605,20 +719,7 @@ fn main() {
 
     let mut misses = print_table(&rows, false);
     println!();
-    let mut extra = String::from(r#","throughput":["#);
-    for (i, (sync, ours, floor)) in figures.iter().enumerate() {
-        println!(
-            "throughput, {PROCESSES} processes x {AGENTS_PER_PROCESS} agents, {sync}: ours {ours:.0} commits/s, floor {floor:.0} commits/s, ratio ours/floor {:.2}×",
-            ours / floor
-        );
-        if i > 0 {
-            extra.push(',');
-        }
-        extra.push_str(&format!(
-            r#"{{"sync":"{sync}","processes":{PROCESSES},"agents_per_process":{AGENTS_PER_PROCESS},"ours_commits_per_s":{ours:.1},"floor_commits_per_s":{floor:.1}}}"#
-        ));
-    }
-    extra.push(']');
+    let mut extra = print_throughput(&figures);
     match sent {
         Some(sent) => {
             let (line, json) = sent.report();
