@@ -70,6 +70,7 @@ func Open(path string, opts Options) (*Agent, error) {
 	}
 	a := &Agent{h: h}
 	runtime.SetFinalizer(a, (*Agent).finalize)
+	startDispatcher() // now rather than at the first awaited call: see completions.go
 	return a, nil
 }
 

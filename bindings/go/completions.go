@@ -11,9 +11,11 @@ package agentstate
 // A completion comes either before agent_submit returns (a read the handle's validated copy
 // answers, a call refused at once, a call made from inside a hook: see shim.h), written into
 // the submitter's slot with no channel involved, or later on a worker thread, whose callback
-// (agentstateCompleted) sends it to the call's channel, found by the call's tag, a
-// runtime/cgo.Handle. The methods without a context (GetState, SetState, ...) pass syncCall
-// down and make their call on the calling goroutine's thread, as before.
+// puts it in the shim's list and wakes the dispatcher goroutine through an eventfd that Go's
+// netpoller watches; the dispatcher sends it to the call's channel, found by the call's tag, a
+// runtime/cgo.Handle. (A worker calling into Go itself would cost tens of microseconds a call:
+// see shim.c.) The methods without a context (GetState, SetState, ...) pass syncCall down and
+// make their call on the calling goroutine's thread, as before.
 
 /*
 #include <stdlib.h>
@@ -23,9 +25,13 @@ import "C"
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"runtime/cgo"
+	"sync"
 	"sync/atomic"
+	"time"
+	"unsafe"
 )
 
 // syncCall is the context the methods without one (GetState, SetState, ...) pass down to the
@@ -66,12 +72,61 @@ var awaiting int64
 // not), and waited those whose completion came from a worker, through the call's channel.
 var submitted, waited uint64
 
-//export agentstateCompleted
-func agentstateCompleted(c *C.AgentCompletion, hooks C.uintptr_t) {
+// deliver sends a worker's completion to its call's channel.
+func deliver(c *C.AgentCompletion, hooks C.uintptr_t) {
 	// The tag is the handle of the call's channel, deleted only after this send: valid here.
-	// The channel has room for the one completion, so the send never blocks the worker.
+	// The channel has room for the one completion, so the send never blocks.
 	ch := cgo.Handle(c.tag).Value().(chan completion)
 	ch <- completionOf(c, hooks)
+}
+
+// agentstateCompleted is where a worker hands a completion to Go itself: before the
+// dispatcher's eventfd exists, or when the shim's list cannot grow.
+//
+//export agentstateCompleted
+func agentstateCompleted(c *C.AgentCompletion, hooks C.uintptr_t) { deliver(c, hooks) }
+
+var dispatcherOnce sync.Once
+
+// startDispatcher starts, once, the goroutine that delivers the workers' completions (see
+// dispatch). Open and every awaited call call it. When the system refuses the eventfd, there
+// is none, and the workers hand their completions to agentstateCompleted.
+func startDispatcher() {
+	dispatcherOnce.Do(func() {
+		var fd C.int32_t
+		var cerr *C.char
+		if rc := C.agentstate_completions_fd(&fd, &cerr); rc != 0 {
+			C.free(unsafe.Pointer(cerr))
+			return
+		}
+		// Non-blocking, so os.NewFile makes it pollable: a Read parks the goroutine in the
+		// netpoller, holding no thread.
+		go dispatch(os.NewFile(uintptr(fd), "agentstate-completions"))
+	})
+}
+
+// dispatch delivers the completions the workers put in the shim's list, for the process's
+// life: it waits for the list's eventfd to be readable (the count it reads only wakes it) and
+// empties the list, 64 completions per cgo call.
+func dispatch(events *os.File) {
+	var count [8]byte
+	batch := make([]C.AgentstateDone, 64)
+	for {
+		if _, err := events.Read(count[:]); err != nil {
+			// Never seen (an eventfd read fails only with EAGAIN, which the poller waits out);
+			// should it happen, polling the list still delivers every completion.
+			time.Sleep(time.Millisecond)
+		}
+		for {
+			n := int(C.agentstate_take_completions(&batch[0], C.size_t(len(batch))))
+			for i := 0; i < n; i++ {
+				deliver(&batch[i].completion, batch[i].hooks)
+			}
+			if n < len(batch) {
+				break
+			}
+		}
+	}
 }
 
 // awaited makes the call op (an AGENT_OP_*, with AGENT_CALL_* flags; data is its input, nil
@@ -87,6 +142,7 @@ func (a *Agent) awaited(ctx context.Context, op string, kind C.int32_t, flags C.
 	if err != nil {
 		return nil, 0, err
 	}
+	startDispatcher()
 	ch := make(chan completion, 1)
 	tag := cgo.NewHandle(ch)
 	callCtx := newCallContext()

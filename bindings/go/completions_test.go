@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -549,5 +550,46 @@ func TestAwaitedHotReadCompletesWithoutWaiting(t *testing.T) {
 	jsonEqual(t, got, []byte(`{"n":2}`))
 	if v != 2 {
 		t.Fatalf("version %d, want 2", v)
+	}
+}
+
+// SetStateContext against SetState on a 1 KiB state in a SQLite file (synchronous=normal), the
+// merge patch as JSON and as a map: what an awaited write adds (the hand-off to a library
+// worker and the completion's way back) to the same write made in a cgo call. `make bench`
+// prints the same pairs, in alternating rounds, at each state size (cmd/agentstate-bench).
+func BenchmarkSetStateContext(b *testing.B) {
+	a, err := Open(filepath.Join(b.TempDir(), "bench.db"), Options{Synchronous: SyncNormal})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.ReplaceStateJSON(benchState(1024)); err != nil {
+		b.Fatal(err)
+	}
+	patches := make([][]byte, 64)
+	maps := make([]map[string]any, 64)
+	for i := range patches {
+		patches[i] = []byte(fmt.Sprintf(`{"status":"s%d","m1":{"id":%d}}`, i, i))
+		if err := json.Unmarshal(patches[i], &maps[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		call func(i int) error
+	}{
+		{"SetStateJSON", func(i int) error { _, err := a.SetStateJSON(patches[i%64]); return err }},
+		{"SetStateJSONContext", func(i int) error { _, err := a.SetStateJSONContext(ctx, patches[i%64]); return err }},
+		{"SetState", func(i int) error { _, err := a.SetState(maps[i%64]); return err }},
+		{"SetStateContext", func(i int) error { _, err := a.SetStateContext(ctx, maps[i%64]); return err }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := c.call(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -1,7 +1,11 @@
 // shim.c: the C half of package agentstate. See shim.h for the contract.
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "shim.h"
 #include "_cgo_export.h"
@@ -314,9 +318,86 @@ int32_t agentstate_get_tail(AgentHandle h, const char *pointer, size_t len, size
 static __thread AgentCompletion *inline_slot;
 static __thread uint64_t inline_tag;
 
+// The completions made on workers, waiting for Go's dispatcher goroutine (completions.go),
+// which done_fd, an eventfd Go's netpoller watches, wakes. A worker calling into Go instead (a
+// cgo callback from a thread Go did not start) costs that thread the setup of a Go M, and the
+// P it takes stays in the state of a system call until the scheduler takes it back: tens of
+// microseconds before the waiting goroutine runs. done_fd -1: no dispatcher yet.
+static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
+static AgentstateDone *done_list;
+static size_t done_len, done_cap;
+static int done_fd = -1;
+
+// Puts a worker's completion in the list; 0 when there is no dispatcher or no memory (the
+// caller then hands it to Go itself).
+static int queue_completion(const AgentCompletion *completion, uintptr_t hooks) {
+    pthread_mutex_lock(&done_mu);
+    if (done_fd < 0) {
+        pthread_mutex_unlock(&done_mu);
+        return 0;
+    }
+    if (done_len == done_cap) {
+        size_t cap = done_cap == 0 ? 64 : done_cap * 2;
+        AgentstateDone *grown = realloc(done_list, cap * sizeof *grown);
+        if (grown == NULL) {
+            pthread_mutex_unlock(&done_mu);
+            return 0;
+        }
+        done_list = grown;
+        done_cap = cap;
+    }
+    done_list[done_len].completion = *completion;
+    done_list[done_len].hooks = hooks;
+    done_len++;
+    if (done_len == 1) {
+        uint64_t one = 1;
+        // Fails only with the counter at its maximum, which the dispatcher's reads prevent.
+        ssize_t wrote = write(done_fd, &one, sizeof one);
+        (void)wrote;
+    }
+    pthread_mutex_unlock(&done_mu);
+    return 1;
+}
+
+int32_t agentstate_completions_fd(int32_t *out_fd, char **err) {
+    pthread_mutex_lock(&done_mu);
+    if (done_fd < 0) {
+        done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    }
+    int fd = done_fd;
+    int saved_errno = errno;
+    pthread_mutex_unlock(&done_mu);
+    if (fd < 0) {
+        if (err != NULL) {
+            const char *what = "cannot make the eventfd of awaited calls' completions: ";
+            const char *why = strerror(saved_errno);
+            *err = malloc(strlen(what) + strlen(why) + 1);
+            if (*err != NULL) {
+                strcpy(*err, what);
+                strcat(*err, why);
+            }
+        }
+        return AGENT_ERR_STORAGE;
+    }
+    *out_fd = fd;
+    return AGENT_OK;
+}
+
+size_t agentstate_take_completions(AgentstateDone *out, size_t cap) {
+    pthread_mutex_lock(&done_mu);
+    size_t n = done_len < cap ? done_len : cap;
+    if (n > 0) {
+        memcpy(out, done_list, n * sizeof *out);
+        memmove(done_list, done_list + n, (done_len - n) * sizeof *done_list);
+        done_len -= n;
+    }
+    pthread_mutex_unlock(&done_mu);
+    return n;
+}
+
 // agent_submit's callback: a completion made before agent_submit returned goes to the
 // submitter's slot (no call into Go); one made on a worker goes to Go with the context its
-// hooks reported to there.
+// hooks reported to there, through the list while there is a dispatcher.
 static void done_trampoline(void *context, AgentCompletion *completion) {
     (void)context;
     if (inline_slot != NULL && completion->tag == inline_tag) {
@@ -326,7 +407,9 @@ static void done_trampoline(void *context, AgentCompletion *completion) {
     }
     uintptr_t hooks = worker_ctx;
     worker_ctx = 0;
-    agentstateCompleted(completion, hooks);
+    if (!queue_completion(completion, hooks)) {
+        agentstateCompleted(completion, hooks);
+    }
 }
 
 // Copies the failure's message into an AgentBuffer, as a completion carries it.

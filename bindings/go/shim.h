@@ -113,12 +113,27 @@ int32_t agentstate_get_tail(AgentHandle h, const char *pointer, size_t len, size
  * which is made synchronously on this thread, as it must be: the library delivers a hook's
  * nested change after the hook returns, on the same thread, and refuses re-entrance from the
  * functions that run under the handle's lock), or later (*out_now = 0) on a library worker
- * thread, which calls the //export'ed agentstateCompleted with the completion and the context
- * the call's hooks reported to there. The completion's buffers are the receiver's to free.
- * `ctx` is the Go call's context for the hooks that run on this thread. */
+ * thread, which puts the completion, with the context the call's hooks reported to there, in
+ * the list agentstate_take_completions empties (or, before agentstate_completions_fd made the
+ * list's eventfd, or when memory for the list runs out, hands it to the //export'ed
+ * agentstateCompleted). The completion's buffers are the receiver's to free. `ctx` is the Go
+ * call's context for the hooks that run on this thread. */
 int32_t agentstate_submit(AgentHandle h, int32_t op, uint32_t flags, const uint8_t *data,
                           size_t len, uint64_t expected, AgentCancel token, uint64_t tag,
                           AgentCompletion *now, int32_t *out_now, uintptr_t ctx, char **err);
+/* A completion made on a library worker, waiting for Go's dispatcher goroutine. */
+typedef struct AgentstateDone {
+    AgentCompletion completion;
+    uintptr_t hooks; /* the context the call's hooks reported to on the worker (0: none) */
+} AgentstateDone;
+/* Makes (once; later calls return the same) the eventfd that is readable while completions wait
+ * in the list; from then on the workers put completions there. It stays open for the process's
+ * life. Errors: AGENT_ERR_STORAGE (the system refused an eventfd), with the message in *err. */
+int32_t agentstate_completions_fd(int32_t *out_fd, char **err);
+/* Moves up to `cap` waiting completions, oldest first, into out[0..n) and returns n; never
+ * blocks. A completion put in the list when it was empty makes the eventfd readable. */
+size_t agentstate_take_completions(AgentstateDone *out, size_t cap);
+
 /* agent_buffer_copy, with the same error discipline. */
 int32_t agentstate_buffer_copy(const uint8_t *data, size_t len, AgentBuffer *out, char **err);
 
