@@ -163,7 +163,8 @@ def split_lead(lead):
     """The leading comment's parts: its first paragraph, the numbered contents, the conventions."""
     text = "\n".join(lead)
     contents = []
-    for m in re.finditer(r"^  (\d+)\. (.*?)(?=^  \d+\. |^\s*$)", text, re.M | re.S):
+    # Numbers are right-aligned: "   9. " and "  10. ".
+    for m in re.finditer(r"^ +(\d+)\. (.*?)(?=^ +\d+\. |^\s*$)", text, re.M | re.S):
         title, _, names = " ".join(m.group(2).split()).partition(": ")
         contents.append((title, names))
     conv = text.split("Conventions of the whole API:", 1)

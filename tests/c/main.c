@@ -137,6 +137,14 @@ static const struct {
     TEST(test_processes_may_create_one_store_at_once),
     TEST(test_processes_compare_and_set_one_counter),
     TEST(test_json_test_suite_corpus),
+    /* Submitted calls last, after every test that forks: their worker threads would be in the
+     * children's memory without the threads (memcheck: lost); the one that forks first. */
+    TEST(test_submit_a_call_waiting_for_another_process_completes_later_or_is_cancelled),
+    TEST(test_submit_every_op_through_the_callback_and_the_queue),
+    TEST(test_submit_a_read_the_handles_copy_answers_completes_before_it_returns),
+    TEST(test_submit_a_thousand_calls_in_flight_use_at_most_the_pools_threads),
+    TEST(test_submit_refuses_bad_input_and_never_calls_done),
+    TEST(test_submit_closing_the_handle_and_freeing_the_queue_with_calls_in_flight),
 };
 
 /* Removes the temp directory and everything in it (the tests create no subdirectories). */

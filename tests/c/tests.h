@@ -135,4 +135,12 @@ void test_json_patch_refuses_bad_input_and_writes_nothing(void);
 void test_get_path_and_get_tail_read_one_place(void);
 void test_get_path_and_get_tail_refuse_bad_pointers(void);
 
+/* submit.c */
+void test_submit_every_op_through_the_callback_and_the_queue(void);
+void test_submit_a_read_the_handles_copy_answers_completes_before_it_returns(void);
+void test_submit_a_call_waiting_for_another_process_completes_later_or_is_cancelled(void);
+void test_submit_a_thousand_calls_in_flight_use_at_most_the_pools_threads(void);
+void test_submit_refuses_bad_input_and_never_calls_done(void);
+void test_submit_closing_the_handle_and_freeing_the_queue_with_calls_in_flight(void);
+
 #endif
