@@ -3,12 +3,13 @@
 //! call on a worker thread; `agent_queue_*` puts completions in a queue whose eventfd is
 //! readable exactly while some wait; bad input is refused with its status and `done` is never
 //! called; a queue freed with calls in flight and a handle closed under them complete as the
-//! header says. (The C suite, tests/c/, runs every op on both backends.)
+//! header says; a submitted write's hooks run on its worker, before `done`. (The C suite,
+//! tests/c/, runs every op on both backends; submit_fork.rs, the child of a fork.)
 // It calls the C ABI as a C program would, which takes `unsafe` (each block has its SAFETY note).
 #![allow(unsafe_code)]
 
-use std::ffi::{c_void, CStr, CString};
-use std::sync::mpsc;
+use std::ffi::c_void;
+use std::sync::{mpsc, Mutex};
 
 // Links the library, whose exported `agent_*` symbols the declarations resolve to.
 extern crate agent_state_ffi;
@@ -16,6 +17,9 @@ extern crate agent_state_ffi;
 #[path = "support/abi.rs"]
 mod abi;
 use abi::*;
+#[path = "support/calls.rs"]
+mod calls;
+use calls::*;
 
 /// A completion as the tests keep it: owned copies of its buffers (which are freed).
 #[derive(Debug, Clone, PartialEq)]
@@ -82,35 +86,9 @@ fn submit(h: u64, c: &AgentCall, tx: &mpsc::Sender<Got>) -> i32 {
     unsafe { agent_submit(h, c, Some(send), context) }
 }
 
-fn last_error() -> String {
-    // SAFETY: the library's NUL-terminated string, read at once.
-    unsafe { CStr::from_ptr(agent_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn temp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "agent_state_ffi_submit_{name}_{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn open(path: &std::path::Path) -> u64 {
-    let p = CString::new(path.to_str().unwrap()).unwrap();
-    let mut h = 0;
-    // SAFETY: valid NUL-terminated strings and out pointer.
-    let rc = unsafe { agent_open(p.as_ptr(), std::ptr::null(), &mut h) };
-    assert_eq!(rc, AGENT_OK);
-    h
-}
-
 #[test]
 fn a_write_completes_on_a_worker_and_a_hot_read_before_submit_returns() {
-    let dir = temp("callback");
+    let dir = temp("submit_callback");
     let h = open(&dir.join("s.db"));
     let (tx, rx) = mpsc::channel();
     let patch = br#"{"n":1}"#;
@@ -167,7 +145,7 @@ fn a_write_completes_on_a_worker_and_a_hot_read_before_submit_returns() {
 
 #[test]
 fn errors_complete_with_the_sync_calls_status_and_message() {
-    let dir = temp("errors");
+    let dir = temp("submit_errors");
     let h = open(&dir.join("s.db"));
     let (tx, rx) = mpsc::channel();
     assert_eq!(
@@ -196,7 +174,7 @@ fn errors_complete_with_the_sync_calls_status_and_message() {
 
 #[test]
 fn bad_input_is_refused_and_done_never_called() {
-    let dir = temp("bad");
+    let dir = temp("submit_bad");
     let h = open(&dir.join("s.db"));
     let (tx, rx) = mpsc::channel();
     let ok = call(AGENT_OP_SET_STATE, 0, b"{}", 1);
@@ -291,20 +269,9 @@ fn take(q: u64, cap: usize) -> Vec<Got> {
     out.iter_mut().take(n).map(got).collect()
 }
 
-fn empty_completion() -> AgentCompletion {
-    AgentCompletion {
-        tag: 0,
-        status: 0,
-        committed: 0,
-        version: 0,
-        state: AgentBuffer::EMPTY,
-        message: AgentBuffer::EMPTY,
-    }
-}
-
 #[test]
 fn a_queue_is_readable_exactly_while_completions_wait() {
-    let dir = temp("queue");
+    let dir = temp("submit_queue");
     let h = open(&dir.join("s.db"));
     let (mut q, mut fd) = (0, -1);
     // SAFETY: valid out pointers.
@@ -369,4 +336,63 @@ fn take_status(q: u64) -> i32 {
     let mut n = 0;
     // SAFETY: cap 0, no output written but the count.
     unsafe { agent_queue_take(q, std::ptr::null_mut(), 0, &mut n) }
+}
+
+/// The threads a hook and a `done` ran on, in the order they ran.
+static RAN_ON: Mutex<Vec<(&str, std::thread::ThreadId)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn hook(_user_data: *mut c_void, _change: *const AgentStateChange) -> i32 {
+    RAN_ON
+        .lock()
+        .unwrap()
+        .push(("hook", std::thread::current().id()));
+    0
+}
+
+unsafe extern "C" fn done_after_hook(context: *mut c_void, c: *mut AgentCompletion) {
+    RAN_ON
+        .lock()
+        .unwrap()
+        .push(("done", std::thread::current().id()));
+    // SAFETY: `c` is valid during the call and its buffers are ours; `context` is the channel's
+    // sender, alive until the test received.
+    unsafe {
+        agent_buffer_free(&mut (*c).state);
+        agent_buffer_free(&mut (*c).message);
+        let tx = &*context.cast::<mpsc::Sender<()>>();
+        tx.send(()).unwrap();
+    }
+}
+
+#[test]
+fn a_submitted_writes_hooks_run_on_its_worker_before_done() {
+    let dir = temp("submit_hooks");
+    let h = open(&dir.join("s.db"));
+    let mut id = 0;
+    // SAFETY: a valid hook and out pointer; no user data to free.
+    let rc = unsafe { agent_on_state_changed(h, Some(hook), std::ptr::null_mut(), None, &mut id) };
+    assert_eq!(rc, AGENT_OK);
+    let (tx, rx) = mpsc::channel::<()>();
+    let context = std::ptr::from_ref(&tx).cast_mut().cast::<c_void>();
+    // SAFETY: a valid call and callback; the sender outlives the completion (received below).
+    let rc = unsafe {
+        agent_submit(
+            h,
+            &call(AGENT_OP_SET_STATE, AGENT_CALL_NO_STATE, br#"{"n":1}"#, 1),
+            Some(done_after_hook),
+            context,
+        )
+    };
+    assert_eq!(rc, AGENT_OK);
+    rx.recv().unwrap();
+    let ran = RAN_ON.lock().unwrap().clone();
+    assert_eq!(ran.len(), 2, "{ran:?}");
+    assert_eq!((ran[0].0, ran[1].0), ("hook", "done"));
+    assert_eq!(
+        ran[0].1, ran[1].1,
+        "the hook ran on the worker that completed the call"
+    );
+    assert_ne!(ran[0].1, std::thread::current().id());
+    // SAFETY: an open handle.
+    assert_eq!(unsafe { agent_close(h) }, AGENT_OK);
 }
