@@ -72,12 +72,58 @@ var awaiting int64
 // not), and waited those whose completion came from a worker, through the call's channel.
 var submitted, waited uint64
 
-// deliver sends a worker's completion to its call's channel.
+// waiter is where one awaited call's completion arrives: a channel with room for it, and the
+// runtime/cgo.Handle of the waiter, the call's tag. Waiters are reused, handle included (see
+// getWaiter): one call at a time, each receiving its one completion before the next submits.
+type waiter struct {
+	ch  chan completion
+	tag cgo.Handle
+}
+
+// idleWaiters keeps up to maxIdleWaiters waiters for reuse. (Not a sync.Pool, which drops what
+// it holds at each garbage collection: a dropped waiter's handle would keep it forever.)
+var idleWaiters struct {
+	sync.Mutex
+	list []*waiter
+}
+
+const maxIdleWaiters = 1024
+
+// getWaiter returns an idle waiter, or a new one.
+func getWaiter() *waiter {
+	idleWaiters.Lock()
+	if n := len(idleWaiters.list); n > 0 {
+		w := idleWaiters.list[n-1]
+		idleWaiters.list = idleWaiters.list[:n-1]
+		idleWaiters.Unlock()
+		return w
+	}
+	idleWaiters.Unlock()
+	w := &waiter{ch: make(chan completion, 1)}
+	w.tag = cgo.NewHandle(w)
+	return w
+}
+
+// putWaiter keeps w, whose call completed (its channel empty again), for reuse, or deletes its
+// handle when enough are kept.
+func putWaiter(w *waiter) {
+	idleWaiters.Lock()
+	if len(idleWaiters.list) < maxIdleWaiters {
+		idleWaiters.list = append(idleWaiters.list, w)
+		w = nil
+	}
+	idleWaiters.Unlock()
+	if w != nil {
+		w.tag.Delete()
+	}
+}
+
+// deliver sends a worker's completion to its call's waiter.
 func deliver(c *C.AgentCompletion, hooks C.uintptr_t) {
-	// The tag is the handle of the call's channel, deleted only after this send: valid here.
-	// The channel has room for the one completion, so the send never blocks.
-	ch := cgo.Handle(c.tag).Value().(chan completion)
-	ch <- completionOf(c, hooks)
+	// The tag is the handle of a waiter whose call is in flight: valid here. Its channel has
+	// room for the one completion, so the send never blocks.
+	w := cgo.Handle(c.tag).Value().(*waiter)
+	w.ch <- completionOf(c, hooks)
 }
 
 // agentstateCompleted is where a worker hands a completion to Go itself: before the
@@ -143,8 +189,7 @@ func (a *Agent) awaited(ctx context.Context, op string, kind C.int32_t, flags C.
 		return nil, 0, err
 	}
 	startDispatcher()
-	ch := make(chan completion, 1)
-	tag := cgo.NewHandle(ch)
+	w := getWaiter()
 	callCtx := newCallContext()
 	var (
 		now  C.AgentCompletion
@@ -153,12 +198,12 @@ func (a *Agent) awaited(ctx context.Context, op string, kind C.int32_t, flags C.
 	)
 	atomic.AddUint64(&submitted, 1)
 	rc := C.agentstate_submit(a.handle(), kind, flags, inputPtr(data), C.size_t(len(data)),
-		C.uint64_t(expected), token, C.uint64_t(tag), &now, &done, callCtx, &cerr)
+		C.uint64_t(expected), token, C.uint64_t(w.tag), &now, &done, callCtx, &cerr)
 	runtime.KeepAlive(data)
 	var c completion
 	switch {
 	case rc != 0:
-		tag.Delete()
+		putWaiter(w)
 		freeToken(token)
 		runtime.KeepAlive(a)
 		return nil, 0, cancelCause(ctx, libError(op, rc, cerr, callCtx))
@@ -168,15 +213,15 @@ func (a *Agent) awaited(ctx context.Context, op string, kind C.int32_t, flags C.
 		atomic.AddUint64(&waited, 1)
 		atomic.AddInt64(&awaiting, 1)
 		select {
-		case c = <-ch:
+		case c = <-w.ch:
 		case <-ctx.Done():
 			// ctx has a Done channel, so callToken made a token.
 			C.agent_cancel_fire(token)
-			c = <-ch
+			c = <-w.ch
 		}
 		atomic.AddInt64(&awaiting, -1)
 	}
-	tag.Delete()
+	putWaiter(w) // its channel empty again: the call's one completion came
 	freeToken(token)
 	runtime.KeepAlive(a)
 	return c.result(ctx, op, callCtx)
@@ -186,7 +231,10 @@ func (a *Agent) awaited(ctx context.Context, op string, kind C.int32_t, flags C.
 // failure as an *Error with the errors the call's hooks reported, whether on the submitting
 // thread (callCtx) or on the worker (c.hooks).
 func (c *completion) result(ctx context.Context, op string, callCtx C.uintptr_t) ([]byte, uint64, error) {
-	message := takeBuffer(&c.message)
+	var message []byte
+	if c.message.data != nil || c.message.owner != nil {
+		message = takeBuffer(&c.message) // an empty buffer owns nothing: no cgo call to free it
+	}
 	hookErrs := takeHookErrors(callCtx)
 	if c.hooks != 0 {
 		hookErrs = append(hookErrs, takeHookErrors(c.hooks)...)
