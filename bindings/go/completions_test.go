@@ -593,3 +593,42 @@ func BenchmarkSetStateContext(b *testing.B) {
 		})
 	}
 }
+
+// GetStateJSONContext on a 1 KiB state in a SQLite file, nothing committed meanwhile: made
+// only through the Context form, each read goes to a library worker (the calling thread never
+// reads the handle itself, so it has no validated copy); after a GetStateJSON on the same OS
+// thread, the copy answers before the submission returns.
+func BenchmarkGetStateJSONContext(b *testing.B) {
+	a, err := Open(filepath.Join(b.TempDir(), "bench.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.ReplaceStateJSON(benchState(1024)); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	read := func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := a.GetStateJSONContext(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("ContextOnly", read)
+	b.Run("AfterASyncRead", func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if _, err := a.GetStateJSON(); err != nil {
+			b.Fatal(err)
+		}
+		read(b)
+	})
+	b.Run("GetStateJSON", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := a.GetStateJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
