@@ -32,6 +32,10 @@ cargo build --release --lib
 cargo bench -p agent_state_ffi --bench abi -- $smoke_flag --out "$out/abi.json" | tee "$out/abi.md"
 
 echo
+echo "== C ABI, awaited calls ($mode): cargo bench -p agent_state_ffi --bench submit"
+cargo bench -p agent_state_ffi --bench submit -- $smoke_flag --out "$out/submit.json" | tee "$out/submit.md"
+
+echo
 echo "== C ABI, PostgreSQL ($mode): cargo bench -p agent_state_ffi --bench postgres"
 rm -f "$out/postgres.json"
 # With a PgBouncer in transaction mode in front of that server (tests/pg/with-bouncer.sh): the
@@ -106,4 +110,4 @@ if [ "$mode" = full ]; then
 fi
 
 echo
-echo "bench: raw figures in $out (abi.json, postgres.json, python.json, go.json, node.json, live.json; summary.md)"
+echo "bench: raw figures in $out (abi.json, submit.json, postgres.json, python.json, go.json, node.json, live.json; summary.md)"
