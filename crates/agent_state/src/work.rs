@@ -137,23 +137,27 @@ pub fn spawn(cancel: Option<Cancel>, job: impl FnOnce() + Send + 'static) -> Res
     if state.threads >= cap {
         return Ok(()); // a busy worker takes it when its turn comes
     }
-    state.threads += 1;
-    drop(state);
+    // Started under the lock (the new worker waits for it), so that a failure finds the queue
+    // as this call left it.
     let started = std::thread::Builder::new()
         .name("agent_state-worker".into())
         .spawn(move || work(pool));
-    if let Err(e) = started {
-        let mut state = lock(&pool.state);
-        state.threads -= 1;
-        if state.threads == 0 {
-            // No worker would ever take the job: give it back to the caller as refused.
+    match started {
+        Ok(_) => {
+            state.threads += 1;
+            Ok(())
+        }
+        // The workers running take the job in their turn.
+        Err(_) if state.threads > 0 => Ok(()),
+        Err(e) => {
+            // No worker would ever take the job (the last one queued: this call's): refused.
             drop(state.queue.pop_back());
-            return Err(Error::Busy(
+            drop(state);
+            Err(Error::Busy(
                 format!("the library could not start a worker thread ({e}); try again").into(),
-            ));
+            ))
         }
     }
-    Ok(())
 }
 
 /// The number of worker threads alive in this process's pool now (0 before the first job, and
