@@ -22,13 +22,30 @@ pub const CHECKPOINT_EVERY: u64 = 32;
 /// longer keeps (reads hide it meanwhile).
 const PRUNE_EVERY: u64 = 16;
 
-/// The SQL condition that change `c` is kept by the retention `keep_last` / `keep_ms` (SQL
-/// expressions, NULL when unset) relative to the newest change (`newest`, `newest_at`): among
-/// the last `keep_last`, and no older than `keep_ms` before the newest, which is always kept.
-/// The same rule as pruning each change as it is logged, which is what reads must show.
-fn visible(c: &str, newest: &str, newest_at: &str, keep_last: &str, keep_ms: &str) -> String {
+/// The SQL condition that change `c` is kept by `retention`, whose `keep_last` / `keep_ms` are
+/// the SQL expressions given (NULL when unset) relative to the newest change (`newest`,
+/// `newest_at`): among the last `keep_last`, and no older than `keep_ms` before the newest,
+/// which is always kept. The same rule as pruning each change as it is logged, which is what
+/// reads must show.
+///
+/// With `keep_last` set, the condition on the version is a bare range (`c.version > ...`), which
+/// SQLite finds in the table's key; wrapped in `keep_last IS NULL OR ...` it would read every
+/// entry of the agent instead (a thousand, at each prune). Unset, it is `keep_last IS NULL`
+/// (true), so that the statement binds the same parameters either way.
+fn visible(
+    c: &str,
+    newest: &str,
+    newest_at: &str,
+    (keep_last, keep_ms): (&str, &str),
+    retention: LogRetention,
+) -> String {
+    let by_version = if retention.keep_last.is_some() {
+        format!("{c}.version > {newest} - {keep_last}")
+    } else {
+        format!("{keep_last} IS NULL")
+    };
     format!(
-        "({keep_last} IS NULL OR {c}.version > {newest} - {keep_last}) AND \
+        "{by_version} AND \
          ({keep_ms} IS NULL OR {c}.at_ms >= {newest_at} - {keep_ms} OR {c}.version = {newest})"
     )
 }
@@ -162,14 +179,18 @@ impl Sqlite {
             let (keep_last, keep_ms) = bounds(retention);
             self.conn()?
                 .prepare_cached(&format!(
+                    // One bound on the version, the lesser of the two (a NULL one deletes
+                    // nothing): given as two terms, SQLite may range over the first, the base,
+                    // which a state stored whole keeps at its newest version, and so read
+                    // every entry of the agent at each prune.
                     "DELETE FROM agent_changes WHERE agent = ?1
-                     AND version <= (SELECT base FROM agent_state WHERE agent = ?1)
-                     AND version < (
-                       SELECT max(b.version) FROM agent_changes b
-                       WHERE b.agent = ?1 AND b.next IS NOT NULL AND b.version <= (
-                         SELECT min(c.version) FROM agent_changes c
-                         WHERE c.agent = ?1 AND {}))",
-                    visible("c", "?2", "?3", "?4", "?5")
+                     AND version < min(
+                       (SELECT base FROM agent_state WHERE agent = ?1) + 1,
+                       (SELECT max(b.version) FROM agent_changes b
+                        WHERE b.agent = ?1 AND b.next IS NOT NULL AND b.version <= (
+                          SELECT min(c.version) FROM agent_changes c
+                          WHERE c.agent = ?1 AND {})))",
+                    visible("c", "?2", "?3", ("?4", "?5"), retention)
                 ))?
                 .execute(rusqlite::params![
                     agent,
@@ -239,7 +260,7 @@ impl Sqlite {
                        ORDER BY version DESC LIMIT 1) n
                  WHERE c.agent = ?1 AND {filter} AND {}
                  ORDER BY c.version",
-                visible("c", "n.v", "n.t", "?3", "?4"),
+                visible("c", "n.v", "n.t", ("?3", "?4"), retention),
                 cols = self.schema_columns(true)
             ),
         };
