@@ -164,15 +164,23 @@ thread_local! {
 /// end), with a bounded wait and a refusal instead of a self-deadlock.
 #[derive(Default)]
 struct Turn {
-    holder: Mutex<Option<u64>>,
+    holder: Mutex<Holder>,
     free: Condvar,
+}
+
+/// Who holds the turn, and how many wait for it: giving it back wakes a waiter only when there
+/// is one (a notification is a system call, even with nobody waiting, on every call's end).
+#[derive(Default)]
+struct Holder {
+    thread: Option<u64>,
+    waiting: usize,
 }
 
 impl Turn {
     fn take(&self, timeout: Duration) -> Result<()> {
         let me = THREAD.with(|t| *t);
         let mut holder = lock(&self.holder);
-        if *holder == Some(me) {
+        if holder.thread == Some(me) {
             return Err(Error::Busy(
                 "this handle shares its store connection with a handle whose call is running on \
                  this thread (a validator or initial-state hook of another agent of the same \
@@ -182,10 +190,11 @@ impl Turn {
                     .into(),
             ));
         }
-        let deadline = Instant::now() + timeout;
-        while holder.is_some() {
+        let mut deadline = None;
+        while holder.thread.is_some() {
             cancel::check("while waiting for its turn on a shared store connection")?;
             let now = Instant::now();
+            let deadline = *deadline.get_or_insert(now + timeout);
             if now >= deadline {
                 return Err(Error::Busy(
                     format!(
@@ -196,27 +205,35 @@ impl Turn {
                     .into(),
                 ));
             }
+            holder.waiting += 1;
             holder = self
                 .free
                 .wait_timeout(holder, (deadline - now).min(cancel::POLL))
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .0;
+            holder.waiting -= 1;
         }
-        *holder = Some(me);
+        holder.thread = Some(me);
         Ok(())
     }
 
     fn try_take(&self) -> bool {
         let mut holder = lock(&self.holder);
-        if holder.is_some() {
+        if holder.thread.is_some() {
             return false;
         }
-        *holder = Some(THREAD.with(|t| *t));
+        holder.thread = Some(THREAD.with(|t| *t));
         true
     }
 
     fn give(&self) {
-        *lock(&self.holder) = None;
-        self.free.notify_one();
+        let waiting = {
+            let mut holder = lock(&self.holder);
+            holder.thread = None;
+            holder.waiting
+        };
+        if waiting > 0 {
+            self.free.notify_one();
+        }
     }
 }
