@@ -66,9 +66,10 @@ impl BufferOut {
     }
 
     /// Hands out a view of the state a thread holds (released at once when not wanted).
+    #[inline]
     pub(crate) fn held(self, held: Arc<Held>) {
         // SAFETY: NULL or writable, by the contract of `new`.
-        unsafe { buffer::store(self.0, AgentBuffer::from_owner(Owner::Held(held))) };
+        unsafe { buffer::store(self.0, AgentBuffer::from_held(held)) };
     }
 
     /// Hands out `bytes`, which end with a NUL byte (released at once when not wanted).

@@ -14,6 +14,7 @@
 //! allowed in this module only); everything it exposes is safe.
 
 use std::ffi::c_void;
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -39,7 +40,8 @@ pub struct WatchedConnection {
     header: Option<NonNull<AtomicU32>>,
     /// The same header for readers that hold no lock; retired (see `Drop`) before `conn` closes.
     watch: Option<Arc<MarkWatch>>,
-    conn: Connection,
+    /// Closed by `Drop`, after the watch's retirement, unless that failed (then kept open).
+    conn: ManuallyDrop<Connection>,
 }
 
 // SAFETY: `header` points into memory shared between processes that is only ever read here,
@@ -60,7 +62,7 @@ impl WatchedConnection {
         WatchedConnection {
             header: None,
             watch: None,
-            conn,
+            conn: ManuallyDrop::new(conn),
         }
     }
 
@@ -69,7 +71,8 @@ impl WatchedConnection {
     /// false, leaving the view unset, when the VFS offers no shared memory.
     pub fn watch_wal(&mut self) -> bool {
         if let Some(old) = self.watch.take() {
-            old.retire();
+            // The connection stays open: its mapping stays, whatever the retirement says.
+            let _ = old.retire();
         }
         self.header = self.find_header();
         self.watch = self.header.map(|h| Arc::new(MarkWatch::new(h)));
@@ -179,7 +182,14 @@ impl WatchedConnection {
 impl Drop for WatchedConnection {
     fn drop(&mut self) {
         if let Some(watch) = self.watch.take() {
-            watch.retire();
+            if !watch.retire() {
+                // A reader may still be reading the header: closing would unmap it under the
+                // reader. Kept open instead (a file descriptor and SQLite's memory), for the
+                // life of the process; see `MarkWatch::retire`.
+                return;
+            }
         }
+        // SAFETY: `conn` is dropped once, here, and never used after.
+        unsafe { ManuallyDrop::drop(&mut self.conn) };
     }
 }
