@@ -10,7 +10,9 @@
 //! Rust API. The alternatives use the same bundled SQLite through rusqlite, with the same
 //! pragmas (WAL, the same `synchronous`), each on its own file in the same directory.
 //!
-//! Usage: `cargo bench --bench abi -- [--smoke] [--out FILE] [--only nested|append]`.
+//! Usage: `cargo bench --bench abi -- [--smoke] [--out FILE] [--only CASE]`, CASE one of
+//! `nested`, `append`, `hot` (the reads at 1 KiB on disk, with the hot handle's row), `floor`
+//! (the writes at 1 KiB on disk) or `log` (the change log's cost at every size, on disk).
 
 mod support;
 
@@ -122,20 +124,38 @@ fn main() {
         dirs.push(("tmpfs", base_shm));
     }
     let mut rows = Vec::new();
-    // Everything, or (with `--only nested` or `--only append`) those rows alone.
+    // Everything, or (with `--only CASE`) that group of rows alone.
     let all = cfg.only.is_none();
     for (name, dir) in &dirs {
         std::fs::create_dir_all(dir).unwrap();
-        for size in sizes.into_iter().filter(|_| all) {
+        let disk = *name == "disk";
+        for size in sizes {
+            let small_disk = disk && size == 1024;
+            let (reads, writes, log) = if all {
+                (disk, true, true)
+            } else {
+                (
+                    small_disk && cfg.runs("hot"),
+                    small_disk && cfg.runs("floor"),
+                    disk && cfg.runs("log"),
+                )
+            };
+            if !(reads || writes || log) {
+                continue;
+            }
             eprintln!("bench: {name} {size} B ...");
-            if *name == "disk" {
+            if reads {
                 reads::bench_reads(&cfg, dir, name, size, &mut rows);
-                if size <= 16 * 1024 {
+                if all && size <= 16 * 1024 {
                     reads::bench_many_agents(&cfg, dir, size, &mut rows);
                 }
             }
-            writes::bench_writes(&cfg, dir, name, size, &mut rows);
-            log::bench_log(&cfg, dir, name, size, &mut rows);
+            if writes {
+                writes::bench_writes(&cfg, dir, name, size, &mut rows);
+            }
+            if log {
+                log::bench_log(&cfg, dir, name, size, &mut rows);
+            }
         }
     }
     if all {

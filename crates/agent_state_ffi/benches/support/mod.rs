@@ -243,7 +243,8 @@ pub fn race(contenders: &mut [&mut dyn FnMut(usize)], rounds: usize, ops: usize)
 }
 
 /// `--smoke`, `--out FILE` (`default_out` without it) and `--only CASE` (one group of rows,
-/// for a quick measurement of it: `nested` or `append`).
+/// for a quick measurement of it: `nested`, `append`, `hot`, `floor` or `log` in the abi bench;
+/// `nested` or `append` in the postgres bench).
 pub struct Args {
     pub smoke: bool,
     pub out: PathBuf,
