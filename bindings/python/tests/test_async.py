@@ -593,3 +593,42 @@ def test_a_forked_child_awaits_calls_on_a_queue_of_its_own(open_async: Callable[
         assert state["parent"] == 2 and state["child"] is True
     finally:
         loop.close()
+
+
+@pytest.mark.any_backend
+def test_what_plain_callbacks_raise_on_the_librarys_workers_reaches_the_awaiting_coroutine(
+    open_async: Callable[..., AsyncAgent]
+) -> None:
+    from agent_state import HookError
+
+    a = open_async()
+    ran_on: List[int] = []
+
+    class Refused(Exception):
+        pass
+
+    def validator(change: Any) -> None:
+        if change.next.get("n", 0) < 0:
+            raise Refused("negative")
+
+    def hook(next: Any, prev: Any) -> None:
+        ran_on.append(threading.get_ident())
+        if next.get("n") == 13:
+            raise LookupError("unlucky")
+
+    a.set_validator(validator)
+    a.on_state_changed(hook)
+
+    async def main() -> None:
+        with pytest.raises(RejectedError) as rejected:
+            await a.set_state({"n": -1})
+        assert isinstance(rejected.value.__cause__, Refused)
+        with pytest.raises(HookError) as failed:
+            await a.set_state({"n": 13})
+        assert isinstance(failed.value.__cause__, LookupError) and "unlucky" in str(failed.value)
+        # The change committed all the same, and the next write is clean.
+        assert await a.get_state() == {"n": 13}
+        assert await a.set_state({"n": 14}) == {"n": 14}
+
+    asyncio.run(main())
+    assert ran_on and threading.get_ident() not in ran_on
