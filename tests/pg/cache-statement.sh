@@ -2,12 +2,14 @@
 # make test-cache-statement: the PostgreSQL tests again with the library's statements prepared
 # (the URI parameter default_query_exec_mode=cache_statement; test-rust and test-pooler run
 # them in the default mode, exec): the PostgreSQL variants of the workspace's tests
-# (#[each_backend]: NAME::postgres), the backend's unit tests, and its tests of its semantics,
-# crash, freeze and failover included (the servers those start get the mode from
+# (#[each_backend]: NAME::postgres) and the backend's tests of its semantics, crash, freeze and
+# failover included (the servers those start get the mode from
 # AGENT_STATE_TEST_PG_EXEC_MODE); then the backend's tests through PgBouncer in session mode
 # (tests/pg/bouncer.sh), the pooler mode cache_statement is for. The tests' own connections
 # behind the library's back go to AGENT_STATE_TEST_PG_SERVER_URI, the server's URI as
-# tests/pg/with-server.sh gave it (the raw client refuses the library's parameter).
+# tests/pg/with-server.sh gave it (the raw client refuses the library's parameter). The
+# backend's unit tests (cargo test -p agent_state --lib, in test-rust) run both modes
+# themselves.
 #
 # Without a server of tests/pg/with-server.sh the run is skipped with a notice, except under
 # CI=true, where that is a failure.
@@ -42,7 +44,6 @@ trap 'exit 130' INT TERM
     echo "cache-statement.sh: $AGENT_STATE_TEST_PG_URI" >&2
     # The fleet test of schema evolution (10,000 agents) runs once, in test-rust.
     "$cargo" test --workspace --test '*' -- ::postgres --skip schema_fleet::
-    "$cargo" test -p agent_state --lib backends::
     "$cargo" test -p agent_state --test postgres
 )
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::{admin, open, server_or_skip, unique};
+use crate::{admin, open, server_or_skip, unique, without_exec_mode};
 
 /// The pool mode of the pooler the tests run through, or `None` (with a notice).
 fn pooler() -> Option<String> {
@@ -122,9 +122,12 @@ fn no_session_setting_leaks_to_other_clients_of_the_pooler() {
     b.set_state(br#"{"logged":true}"#).unwrap();
     drop((a, b));
     // The pool's server connections (tests/pg/bouncer.sh: 20 in transaction mode), each held
-    // by one plain client at once, so that every one is looked at.
+    // by one plain client at once, so that every one is looked at. (With
+    // `default_query_exec_mode=cache_statement`, in session mode, the handles' sessions had the
+    // settings: the pooler resets a server session when its client leaves, as the handles'
+    // pool did when they were dropped.)
     let mut clients: Vec<postgres::Client> = (0..20)
-        .map(|_| postgres::Client::connect(&uri, postgres::NoTls).unwrap())
+        .map(|_| postgres::Client::connect(&without_exec_mode(&uri), postgres::NoTls).unwrap())
         .collect();
     for c in &mut clients {
         c.batch_execute("BEGIN").unwrap();

@@ -159,6 +159,23 @@ pub fn in_exec_mode(uri: String) -> String {
     }
 }
 
+/// `uri` without the library's `default_query_exec_mode` parameter, for a plain client of
+/// the same server or pooler (which refuses it).
+pub fn without_exec_mode(uri: &str) -> String {
+    let Some((head, query)) = uri.split_once('?') else {
+        return uri.to_string();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.starts_with("default_query_exec_mode="))
+        .collect();
+    if kept.is_empty() {
+        head.to_string()
+    } else {
+        format!("{head}?{}", kept.join("&"))
+    }
+}
+
 /// `uri` with one more query parameter.
 pub fn with_param(uri: &str, param: &str) -> String {
     if uri.contains('?') {

@@ -121,14 +121,16 @@ impl Transactions for Postgres {
         })
     }
 
-    /// `BEGIN` with the handle's settings (one batch), then the agent's row `FOR UPDATE`
-    /// (inserted empty first when missing), kept for the transaction's reads.
+    /// `BEGIN` with the handle's settings (one batch) and the agent's row `FOR UPDATE`,
+    /// pipelined (one round trip); the row inserted empty first when missing; kept for the
+    /// transaction's reads.
     fn begin_write(&self) -> Result<()> {
         self.refuse_writes()?;
         let agent = &self.agent;
         self.begin(Kind::Locked, |open| {
-            open.conn.begin(self.settings)?;
-            let mut row = open.conn.query_opt(ROW_FOR_UPDATE, &[txt(agent)])?;
+            let mut row = open
+                .conn
+                .begin_with(self.settings, ROW_FOR_UPDATE, &[txt(agent)])?;
             // Until the row is there and locked: a deletion committed while this waited for
             // the row's lock takes the row with it (READ COMMITTED then skips it), and the
             // write must not go to a row that is not there.

@@ -508,6 +508,42 @@ impl Conn {
         self.batch_execute(&settings.begin())
     }
 
+    /// Begins a transaction with `settings` ([`Conn::begin`]) and runs `sql` in it (sent as by
+    /// [`Conn::query`]), pipelined: one round trip. Its row, if any; more than one is an error.
+    /// When the `BEGIN` batch fails, that is the error (the statement, then run outside the
+    /// transaction, is a read: `sql` must write nothing).
+    pub fn begin_with(
+        &mut self,
+        settings: Settings,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> PgResult<Option<Row>> {
+        let begin = settings.begin();
+        let statement = self.prepared(sql, params)?;
+        let values = values(params);
+        let result = round_trip!(self, |client| async {
+            let (begun, row) = match &statement {
+                Some(statement) => {
+                    join(
+                        client.batch_execute(&begin),
+                        client.query_opt(statement, &values),
+                    )
+                    .await
+                }
+                None => {
+                    join(
+                        client.batch_execute(&begin),
+                        client.query_typed_opt(sql, params),
+                    )
+                    .await
+                }
+            };
+            begun?;
+            row
+        });
+        self.forget_if_forgotten(result)
+    }
+
     /// A transaction of one statement, `sql` with `params`, its `settings` in effect, in one
     /// round trip, never cancelled once sent (see [`Conn::commit`]). Returns the statement's
     /// rows; after a failure, nothing was written (or, the connection lost, the outcome is

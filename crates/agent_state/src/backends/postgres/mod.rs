@@ -12,13 +12,13 @@
 //! A handle holds a connection only during a transaction:
 //! - read: `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`, so that its reads see one commit;
 //! - locked write: `BEGIN` with the handle's settings (`SET LOCAL lock_timeout` and
-//!   `synchronous_commit`, in the same batch), then the agent's row `FOR UPDATE` (inserted empty
-//!   first when missing), which serializes the agent's writers; the row read is kept for the
-//!   transaction's reads;
-//! - optimistic write: no statement until the commit, which is one transaction in one round
-//!   trip (`BEGIN` with the settings, one statement, `COMMIT`, pipelined) whose statement writes
-//!   only if the stored version and log setting are still those the change was computed from
-//!   (`Error::Stale` otherwise, nothing written).
+//!   `synchronous_commit`, in the same batch) and the agent's row `FOR UPDATE`, pipelined in one
+//!   round trip (the row inserted empty first when missing), which serializes the agent's
+//!   writers; the row read is kept for the transaction's reads;
+//! - optimistic write: no statement until the commit, which is one statement in autocommit, in
+//!   one round trip (see `conn`'s `commit_one` for how it has the handle's settings), that
+//!   writes only if the stored version and log setting are still those the change was computed
+//!   from (`Error::Stale` otherwise, nothing written).
 //!
 //! By default (`default_query_exec_mode=exec`) every statement is unnamed and no setting
 //! outlives its transaction (see `conn`): the same through a connection pooler in transaction
