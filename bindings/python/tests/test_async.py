@@ -632,3 +632,36 @@ def test_what_plain_callbacks_raise_on_the_librarys_workers_reaches_the_awaiting
 
     asyncio.run(main())
     assert ran_on and threading.get_ident() not in ran_on
+
+
+class _LoopWithoutReaders(asyncio.SelectorEventLoop):
+    """An event loop that cannot watch descriptors (as asyncio's ProactorEventLoop)."""
+
+    def add_reader(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError
+
+
+@pytest.mark.any_backend
+def test_a_loop_that_cannot_watch_the_queue_runs_the_calls_on_the_thread_pool(
+    open_async: Callable[..., AsyncAgent]
+) -> None:
+    a = open_async(initial_state={"n": 0})
+    loop = _LoopWithoutReaders()
+    pool_threads: List[str] = []
+    a.on_state_changed(lambda next, prev: pool_threads.append(threading.current_thread().name))
+
+    async def main() -> None:
+        assert await a.set_state({"n": 1}) == {"n": 1}
+        assert await a.get_state_versioned() == ({"n": 1}, 1)
+        assert tuple(await a.set_state_if(1, {"n": 2})) == ({"n": 2}, 2)
+        with pytest.raises(ConflictError):
+            await a.replace_state_if(1, {"n": 3})
+        assert await a.patch_state([{"op": "add", "path": "/m", "value": 1}]) == {"n": 2, "m": 1}
+        assert await a.replace_state_json('{"r":1}') == '{"r":1}'
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    # Run on the binding's pool (Python threads), not the library's workers.
+    assert pool_threads and all(name.startswith("agent_state-async") for name in pool_threads), pool_threads

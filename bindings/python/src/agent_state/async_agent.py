@@ -30,6 +30,9 @@ reused by the next call: no ctypes call per call); cancelling the awaiting task 
 for the completion (within milliseconds of the fire, or once a commit under way is done) and
 re-raises :class:`asyncio.CancelledError`.
 
+A loop that cannot watch a descriptor (no ``add_reader``: asyncio's ``ProactorEventLoop``) runs
+these calls as the others, on the pool (``_call_now``).
+
 **The pool.** Calls without a submitted form (``poll``, ``changes_since``, ``state_at``,
 ``restore``, ``get_path``, ``get_tail``, the schema calls, ``aclose``, ``AsyncAgent.open`` and
 the store functions) run the sync agent's method on a worker thread of one bounded,
@@ -438,8 +441,35 @@ def _port_for(loop: asyncio.AbstractEventLoop) -> _Port:
         if other.loop.is_closed() or other.closed:
             del _ports[key]
             other.close()
+    for key, closed in list(_portless.items()):
+        if closed.is_closed():
+            del _portless[key]
     port = _ports[id(loop)] = _Port(loop)
     return port
+
+
+#: Loops without ``add_reader`` (``ProactorEventLoop``), by id, until they close: their calls
+#: run the synchronous function on the thread pool (:func:`_call_now`).
+_portless: Dict[int, asyncio.AbstractEventLoop] = {}
+
+
+def _call_now(handle: int, op: int, data: Optional[bytes], flags: int, expected: int) -> Tuple[int, str]:
+    """The synchronous call a submitted one is (on a thread of the pool, for loops that cannot
+    watch a completion queue): ``(version, state text)``; the version is 0 where the
+    synchronous function reports none (the writes without ``_if``, which do not need it)."""
+    if op == _native.OP_GET_STATE:
+        text, version = _native.call_text_versioned(_native._hot_get_state_versioned, handle)
+        return version, text
+    assert data is not None
+    plain, conditional = {
+        _native.OP_SET_STATE: (_native._hot_set_state, _native._hot_set_state_if),
+        _native.OP_REPLACE_STATE: (_native._hot_replace_state, _native._hot_replace_state_if),
+        _native.OP_PATCH_STATE: (_native._hot_patch_state, _native._hot_patch_state_if),
+    }[op]
+    if flags & _native.CALL_IF:
+        text, version = _native.call_text_versioned(conditional, handle, expected, data, len(data))
+        return version, text
+    return 0, _native.call_text(plain, handle, data, len(data))
 
 
 #: The synchronous function of each op, whose name the library's messages start with.
@@ -556,12 +586,22 @@ class AsyncAgent(Generic[StateT]):
         """The running loop's port for this agent's calls (made on the loop's first call) and
         this call's turn on it (:meth:`_Port.turn`): await what it returns, if anything, before
         encoding and submitting."""
-        return self._port_on(asyncio.get_running_loop()).turn()
+        port = self._port_on(asyncio.get_running_loop())
+        return port.turn() if port is not None else None
 
-    def _port_on(self, loop: asyncio.AbstractEventLoop) -> _Port:
+    def _port_on(self, loop: asyncio.AbstractEventLoop) -> Optional[_Port]:
+        """The loop's port; None for a loop that cannot watch a descriptor (no ``add_reader``:
+        its calls run on the thread pool)."""
         port = self._port
         if port is None or port.loop is not loop or port.closed or port.generation != _generation[0]:
-            port = self._port = _port_for(loop)
+            if _portless.get(id(loop)) is loop:
+                return None
+            try:
+                port = _port_for(loop)
+            except NotImplementedError:
+                _portless[id(loop)] = loop
+                return None
+            self._port = port
             port.users.add(self)
         return port
 
@@ -578,6 +618,8 @@ class AsyncAgent(Generic[StateT]):
             raise BadHandleError("the agent is closed")
         loop = asyncio.get_running_loop()
         port = self._port_on(loop)
+        if port is None:
+            return await self._run(_call_now, handle, op, data, flags, expected)
         self._delivery.loop = loop
         tag = next(_tags)
         token = _token()
