@@ -594,10 +594,10 @@ func BenchmarkSetStateContext(b *testing.B) {
 	}
 }
 
-// GetStateJSONContext on a 1 KiB state in a SQLite file, nothing committed meanwhile: made
-// only through the Context form, each read goes to a library worker (the calling thread never
-// reads the handle itself, so it has no validated copy); after a GetStateJSON on the same OS
-// thread, the copy answers before the submission returns.
+// GetStateJSONContext on a 1 KiB state in a SQLite file, nothing committed meanwhile, made
+// only through the Context form, then after a GetStateJSON on the same OS thread, against
+// GetStateJSON: what an awaited read costs when the handle's validated copy answers it (see
+// agent_submit for when it does; otherwise the read goes to a worker).
 func BenchmarkGetStateJSONContext(b *testing.B) {
 	a, err := Open(filepath.Join(b.TempDir(), "bench.db"), Options{})
 	if err != nil {

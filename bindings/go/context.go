@@ -131,11 +131,10 @@ func cancelCause(ctx context.Context, err error) error {
 // threads by default; the environment variable AGENT_STATE_WORKERS sets the cap), while this
 // goroutine waits on a channel, holding no OS thread, so that any number of goroutines may
 // wait at once on a few threads. A read the handle's validated copy answers (no I/O, no lock
-// to wait for) completes before the submission returns, on this goroutine: the copy is the OS
-// thread's, made when the thread last read the handle with a method without Context, and
-// valid while nothing was committed since (a SQLite file's; on PostgreSQL reads always ask
-// the server). Reads made on workers leave the calling thread without one: a program that
-// reads only through the Context forms pays the hand-off for each read. Calls wait their
+// to wait for) completes before the submission returns, on this goroutine (agent_submit in
+// agent_state.h says when the copy answers: nothing committed since the read that made it,
+// and a backend that can tell without I/O, as a SQLite file; on PostgreSQL reads ask the
+// server, on a worker). Calls wait their
 // turn in the pool's queue while all its workers are busy (with this process's calls on any
 // Agent); a cancelled call waiting there returns once a worker takes it. Called from inside a
 // hook, the validator, the initial-state function or a schema step, the call is made there

@@ -237,7 +237,19 @@ func main() {
 			_, err := a.GetStateJSONContext(ctx)
 			must(err)
 		})
+		// A handle read only through the Context form, never by a read without it (whether its
+		// validated copy answers such reads is agent_submit's to say).
+		awaitedOnly, err := agentstate.Open(filepath.Join(work, fmt.Sprintf("go_%d.db", size)),
+			agentstate.Options{MaxValueBytes: 4 << 20})
+		must(err)
+		coldGet := timeIt(rounds, getOps/10+1, func(int) {
+			_, err := awaitedOnly.GetStateJSONContext(ctx)
+			must(err)
+		})
+		must(awaitedOnly.Close())
 		rows = append(rows,
+			row{"GetStateJSONContext, Context reads only", size, coldGet, getOps/10 + 1,
+				"a handle read only through GetStateJSONContext, nothing committed meanwhile"},
 			row{"SetStateContext", size, set[1], n, fmt.Sprintf(
 				"SetState awaited (submitted to the library's workers; the goroutine waits on a channel, holding no thread): %.2f× SetState's %.2f µs, alternating rounds",
 				set[1]/set[0], set[0]/1000)},
