@@ -362,6 +362,12 @@ void test_submit_a_read_the_handles_copy_answers_completes_before_it_returns(voi
     CHECK(!now && c.version == 2);
     CHECK_BUF(c.state, "{\"n\":2}");
     completion_free(&c);
+    /* That worker's read is still current: the next read completes at once, though this thread
+     * never read the handle since (as an event loop's thread, whose reads all go to workers). */
+    CHECK_STATUS(AGENT_OK, call_and_wait(h, q, fd, &get, &c, &now));
+    CHECK(now == !g_pg && c.version == 2);
+    CHECK_BUF(c.state, "{\"n\":2}");
+    completion_free(&c);
     /* A fired token sends even a hot read to a worker, which reports it cancelled. */
     CHECK_STATUS(AGENT_OK, agent_get_state(h, &b));
     agent_buffer_free(&b);

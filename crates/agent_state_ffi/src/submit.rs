@@ -327,8 +327,9 @@ impl Caller {
 /// Submits `call` on handle `h`, to complete later, and returns. `AGENT_OK`: accepted;
 /// `done(context, &completion)` is then called exactly once: before `agent_submit` returns, on
 /// the calling thread, when the call completes without waiting (a read the handle's validated
-/// copy answers: `AGENT_OP_GET_STATE` when nothing was committed since this thread last read the
-/// handle), otherwise later, on one of the library's worker threads. Any other status: not
+/// copy answers: `AGENT_OP_GET_STATE` when nothing was committed since the handle's last read, on
+/// any thread, submitted reads included, and the backend can tell without I/O, as on a SQLite
+/// file), otherwise later, on one of the library's worker threads. Any other status: not
 /// accepted, `done` never called.
 ///
 /// What the call does is exactly the synchronous call (`agent_get_state_versioned`,

@@ -212,3 +212,24 @@ pub(super) fn lookup_ticketed(agent: u64, hot: &Hot) -> Option<(Arc<Held>, Ticke
         (Arc::clone(&copy.held), copy.ticket.clone())
     })
 }
+
+/// Makes `held`, read and ticketed by another thread, this thread's copy of agent `agent`'s
+/// state (in a `Held` of this thread's own), as if this thread had read it: for a thread whose
+/// reads run on other threads (an event loop's, whose reads go to the worker pool), which would
+/// otherwise never have a copy. The caller has checked that `ticket` is still trusted.
+pub(super) fn adopt(agent: u64, held: &Held, ticket: Ticket) -> Arc<Held> {
+    let mine = Arc::new(Held {
+        state: Arc::clone(&held.state),
+        version: held.version,
+    });
+    let copy = Kept {
+        ticket,
+        held: Arc::clone(&mine),
+    };
+    // The copy it replaces is dropped after the borrow ends.
+    let _replaced = COPIES.try_with(|copies| {
+        let mut copies = copies.try_borrow_mut().ok()?;
+        copies.kept[slot(agent)].replace(copy)
+    });
+    mine
+}

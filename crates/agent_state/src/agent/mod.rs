@@ -59,6 +59,9 @@ pub struct Agent {
     schema: schema::Plan,
     /// Opened `read_only`: states of every schema version are read as stored.
     read_only: bool,
+    /// The state the last locked read confirmed, with its ticket, for [`Agent::read_now`] on
+    /// threads that have no copy of their own (emptied by `close`).
+    latest: Mutex<Option<(Arc<Held>, Ticket)>>,
 }
 
 /// What the agent's lock guards: the connection, and what this handle knows of the store.
@@ -185,6 +188,7 @@ impl Agent {
             hot: Hot::default(),
             schema: schema::Plan::new(options.schema_version, &options.schema_steps),
             read_only: options.read_only,
+            latest: Mutex::new(None),
         };
         {
             let mut guard = agent.lock_inner()?;
@@ -356,16 +360,26 @@ impl Agent {
         ticket.trusted(self.id, &self.hot)
     }
 
-    /// The state with its version when this thread's own copy answers ([`Agent::read`]'s hot
-    /// path): no lock taken, no wait, no I/O, nothing written that another thread reads. `None`
-    /// when the copy cannot be trusted now (this thread never read the handle, something was
-    /// committed since, the handle is closed, the process forked, the backend has no commit
-    /// watch): then a read must take [`Agent::read`]'s locked path, which may wait. For callers
-    /// that complete a read at once when they can and hand it to a worker thread otherwise (the
-    /// C ABI's `agent_submit`). Thread-safe; never fails.
+    /// The state with its version when it is known without waiting: this thread's own copy
+    /// ([`Agent::read`]'s hot path: no lock, no I/O, nothing written that another thread reads),
+    /// or else the state the handle's last locked read confirmed, on any thread, while its
+    /// ticket says it is still current (it then becomes this thread's copy: a thread whose reads
+    /// all run on worker threads gets one too). `None` when neither can be trusted now (nothing
+    /// read yet, something committed since, the handle closed, the process forked, a backend
+    /// without a commit watch): then a read must take [`Agent::read`]'s locked path, which may
+    /// wait. For callers that complete a read at once when they can and hand it to a worker
+    /// thread otherwise (the C ABI's `agent_submit`). Never waits for I/O or for another call
+    /// (the fallback takes a lock held only to copy two pointers). Thread-safe; never fails.
     #[inline]
     pub fn read_now(&self) -> Option<Arc<Held>> {
-        hot::lookup(self.id, &self.hot)
+        if let Some(held) = hot::lookup(self.id, &self.hot) {
+            return Some(held);
+        }
+        let (held, ticket) = lock(&self.latest)
+            .as_ref()
+            .filter(|(_, ticket)| self.is_current(ticket))
+            .cloned()?;
+        Some(hot::adopt(self.id, &held, ticket))
     }
 
     fn read_locked(&self) -> Result<(Arc<Held>, Option<Ticket>)> {
@@ -420,13 +434,11 @@ impl Agent {
         let seen = view.cache.as_ref().and_then(Cache::mark);
         let seen = seen.zip(seen.and_then(|_| store.commit_watch()));
         let publication = self.hot.publication();
-        Ok(Ok(hot::keep(
-            self.id,
-            publication,
-            seen,
-            state,
-            current.version,
-        )))
+        let (held, ticket) = hot::keep(self.id, publication, seen, state, current.version);
+        if let Some(ticket) = &ticket {
+            *lock(&self.latest) = Some((Arc::clone(&held), ticket.clone()));
+        }
+        Ok(Ok((held, ticket)))
     }
 
     /// Closes the store. Later calls fail with [`Error::Closed`]; hooks are dropped once no
@@ -442,6 +454,7 @@ impl Agent {
             guard.take().ok_or(Error::Closed)?
         };
         drop(inner);
+        drop(lock(&self.latest).take());
         self.hooks.clear();
         let initial_hook = lock(&self.initial_hook).take();
         drop(initial_hook);

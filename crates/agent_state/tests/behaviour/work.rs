@@ -225,13 +225,13 @@ fn a_forked_child_starts_with_an_empty_pool_of_its_own() {
 }
 
 #[test]
-fn read_now_answers_only_from_a_copy_this_thread_can_trust() {
+fn read_now_answers_only_from_a_copy_that_is_still_current() {
     let dir = TempDir::new("read_now");
     let path = dir.file("a.db");
     let agent = Agent::open(&path, &OpenOptions::default()).unwrap();
     let other = Agent::open(&path, &OpenOptions::default()).unwrap();
     other.set_state(br#"{"n":1}"#).unwrap();
-    assert!(agent.read_now().is_none(), "this thread never read it");
+    assert!(agent.read_now().is_none(), "nothing read yet");
     agent.get_state().unwrap();
     let held = agent.read_now().expect("the copy the read left");
     assert_eq!(
@@ -247,9 +247,21 @@ fn read_now_answers_only_from_a_copy_this_thread_can_trust() {
     assert_eq!(agent.read_now().unwrap().version(), 2);
     agent.set_state(br#"{"n":3}"#).unwrap();
     assert!(agent.read_now().is_none(), "its own write since");
-    agent.get_state().unwrap();
-    let elsewhere = std::thread::scope(|s| s.spawn(|| agent.read_now().is_none()).join().unwrap());
-    assert!(elsewhere, "another thread has no copy of its own");
+    // A read on a worker thread (as a submitted read's): a thread that never read the handle
+    // itself answers from it at once, while it is current.
+    std::thread::scope(|s| s.spawn(|| agent.get_state().unwrap()).join().unwrap());
+    let adopted = agent.read_now().expect("the worker's read, still current");
+    assert_eq!(
+        (text(adopted.state()), adopted.version()),
+        (r#"{"n":3}"#.into(), 3)
+    );
+    other.set_state(br#"{"n":4}"#).unwrap();
+    assert!(
+        agent.read_now().is_none(),
+        "not once something is committed"
+    );
+    std::thread::scope(|s| s.spawn(|| agent.get_state().unwrap()).join().unwrap());
+    assert_eq!(agent.read_now().unwrap().version(), 4);
     agent.close().unwrap();
     assert!(agent.read_now().is_none(), "closed");
 }
