@@ -90,7 +90,9 @@ pub struct AgentCompletion {
 /// `agent_submit`, before it returns, when the call completed without waiting, else on a
 /// library worker thread. The completion's buffers are the callback's to free (or to move
 /// elsewhere); the struct itself is valid only during the call. It must return normally (no
-/// longjmp, no exception) and should be quick: a worker thread runs no other call meanwhile.
+/// longjmp, no exception) and should be quick: a worker thread runs no other call meanwhile. It
+/// may submit further calls, but must not wait for their completion (were every worker waiting
+/// so, none would be left to complete them); the same holds for a hook of a submitted write.
 pub type AgentDoneFn =
     Option<unsafe extern "C" fn(context: *mut c_void, completion: *mut AgentCompletion)>;
 
