@@ -229,6 +229,9 @@ def main():
     )
     print()
     never_block(py, mode)
+    print()
+    fleet_costs(abi, pg, py, load(os.path.join(out, "node.json")) or {},
+                load(os.path.join(out, "submit.json")) or {}, mode)
 
 
 def never_block(py, mode):
@@ -286,6 +289,104 @@ def never_block(py, mode):
         "%d target(s) of the async binding missed%s"
         % (misses, "; smoke mode: figures mean nothing" if mode == "smoke" else "")
     )
+
+
+#: The fleet's costs, in the order of their table (PostgreSQL writes and awaited calls against
+#: what a user would write by hand): for each row, what it measures, where its figures come
+#: from, and the target. Where a row misses, the performance page says what bounds it.
+def fleet_costs(abi, pg, py, node, submit, mode):
+    """The fleet's costs: one line per figure of their table, with today's figure, the target
+    and PASS/MISS ("not run" where this run has no such row)."""
+    print("The fleet's costs: PostgreSQL writes and awaited calls against the floor")
+    print()
+    print("| figure | where | ours | contender's | measured | target | |")
+    print("|---|---|---|---|---|---|---|")
+    lines = []
+
+    def pg_rows(prefix, size=None):
+        return [r for r in pg.get("rows", []) if r["op"].startswith(prefix)
+                and (size is None or r["size"] == size)]
+
+    def at_least(value, target):
+        return "PASS" if value >= target else "MISS"
+
+    def at_most(value, target):
+        return "PASS" if value <= target else "MISS"
+
+    def us(ns):
+        return "%.1f µs" % (ns / 1e3)
+
+    for r in pg_rows("set_state (default_query_exec_mode=", 1024):
+        mode_name = r["op"].split("=", 1)[1].rstrip(")")
+        lines.append(("PostgreSQL `set_state` 1 KiB vs a prepared conditional UPDATE (%s)"
+                      % mode_name, r["sync"], us(r["ours_ns"]), us(r["alt_ns"]),
+                      "%.2f×" % r["ratio"], "≥ 0.8×", at_least(r["ratio"], 0.8)))
+    for r in pg_rows("set_state, 8 processes x 8 agents"):
+        mode_name = r["op"].split("=", 1)[1].rstrip(")") if "=" in r["op"] else "exec"
+        lines.append(("PostgreSQL throughput, 8 processes x 8 agents vs the floor's (%s)"
+                      % mode_name, r["sync"], "%.0f commits/s" % (1e9 / r["ours_ns"]),
+                      "%.0f commits/s" % (1e9 / r["alt_ns"]), "%.2f×" % r["ratio"], "≥ 0.8×",
+                      at_least(r["ratio"], 0.8)))
+    for r in pg_rows("set_state, through PgBouncer"):
+        lines.append(("through PgBouncer (transaction mode) vs an unnamed UPDATE through it",
+                      r["sync"], us(r["ours_ns"]), us(r["alt_ns"]), "%.2f×" % r["ratio"],
+                      "≥ 0.9×", at_least(r["ratio"], 0.9)))
+    if not pg.get("rows"):
+        lines.append(("PostgreSQL rows", "", "", "", "not run", "", ""))
+    asyncs = [r for r in py if isinstance(r, dict) and r.get("target_group") == "async"]
+    for r in [r for r in asyncs if r.get("kind") == "async_per_call"]:
+        lines.append(("Python `AsyncAgent` awaited `%s` vs the sync call, 1 KiB" % r["op"],
+                      r["where"], "%.1f µs" % (r["async_s"] * 1e6),
+                      "%.1f µs" % (r["sync_s"] * 1e6), "%.2f×" % r["ratio"], "≤ 1.3×",
+                      at_most(r["ratio"], 1.3)))
+    for r in [r for r in asyncs if r.get("kind") == "pg_throughput"]:
+        if "skipped" in r:
+            lines.append(("100 coroutines vs 100 threads on PostgreSQL", "", "", "",
+                          "skipped: %s" % r["skipped"], "≥ 1.5×", ""))
+            continue
+        lines.append(("100 coroutines vs 100 threads on PostgreSQL, `%s` calls/s" % r["op"],
+                      r["where"], "%.0f calls/s" % r["async_ops_s"],
+                      "%.0f calls/s" % r["threads_ops_s"], "%.2f×" % r["ratio"], "≥ 1.5×",
+                      at_least(r["ratio"], 1.5)))
+    for r in [r for r in asyncs if r.get("kind") == "loop_lag" and r.get("target_max_s")]:
+        lines.append(("Python: the loop's largest stall, %s" % r["what"], r["where"],
+                      "%.1f ms" % (r["gap_s"] * 1e3), "a 1 ms ticker", "%.1f ms" % (r["gap_s"] * 1e3),
+                      "≤ 10 ms", at_most(r["gap_s"], 0.010)))
+    for r in [r for r in node.get("rows", []) if r.get("part") == "lag"]:
+        lines.append(("Node: the loop's largest stall, %s" % r["what"], r["where"],
+                      "%.1f ms" % r["gap_ms"], "a 1 ms ticker", "%.1f ms" % r["gap_ms"],
+                      "≤ 10 ms", at_most(r["gap_ms"], 10)))
+    for r in py:
+        if isinstance(r, dict) and r.get("fig") == "10" and r.get("size") == 1024:
+            lines.append(("Python `set_state` 1 KiB vs sqlite3 + json + merge", "disk, normal",
+                          "%.1f µs" % (r["ours_s"] * 1e6), "%.1f µs" % (r["hand_rolled_s"] * 1e6),
+                          "%.2f×" % r["ratio"], "≥ 1.5×", at_least(r["ratio"], 1.5)))
+    for r in abi.get("rows", []):
+        key = r.get("write_cost_target")
+        if key == "floor" and r["size"] == 1024:
+            lines.append(("C `set_state` 1 KiB `normal` vs the raw write floor",
+                          "%s, %s" % (r["dir"], r["sync"]), us(r["ours_ns"]), us(r["alt_ns"]),
+                          "%.2f×" % r["ratio"], "≥ 0.9×", at_least(r["ratio"], 0.9)))
+        elif key == "log":
+            lines.append(("change log cost factor, %s" % human(r["size"]),
+                          "%s, %s" % (r["dir"], r["sync"]), us(r["ours_ns"]), us(r["alt_ns"]),
+                          "%.2f×" % r["measured"], "≤ 1.1×", at_most(r["measured"], 1.1)))
+        elif key == "get_hot":
+            lines.append(("hot `get_state` through the C ABI", "%s, %s" % (r["dir"], r["sync"]),
+                          "%.1f ns" % r["ours_ns"], "memcpy %.1f ns" % r["alt_ns"],
+                          "%.1f ns" % r["measured"], "≤ 40 ns", at_most(r["measured"], 40)))
+    for r in submit.get("rows", []):
+        lines.append(("C: %s" % r["op"], "%s, %s" % (r.get("dir", ""), r.get("sync", "")),
+                      us(r["ours_ns"]), "%s %s" % (r["alternative"], us(r["alt_ns"])),
+                      "%.2f×" % r["ratio"], "", "information"))
+    misses = 0
+    for line in lines:
+        if line[6] == "MISS":
+            misses += 1
+        print("| %s |" % " | ".join(line))
+    print()
+    print("%d of the fleet's cost targets missed (the performance page says what bounds each)%s"
+          % (misses, "; smoke mode: figures mean nothing" if mode == "smoke" else ""))
 
 
 if __name__ == "__main__":
