@@ -393,6 +393,31 @@ def live_section(path, lines):
 
 # --- the stamp and the page ---------------------------------------------------------------------
 
+def fleet_section(out, lines):
+    """The fleet's costs in one table, the figures of the sections above and the awaited calls'
+    (submit.json, node.json's loop-lag rows) beside their targets (bench/summary.py picks them)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import summary  # noqa: E402 (beside this script)
+
+    rows = summary.fleet_lines(
+        load(os.path.join(out, "abi.json")) or {}, load(os.path.join(out, "postgres.json")) or {},
+        load(os.path.join(out, "python.json")) or [], load(os.path.join(out, "node.json")) or {},
+        load(os.path.join(out, "submit.json")) or {})
+    if not rows:
+        return
+    lines += ["### The fleet's costs", "",
+              "PostgreSQL writes against what a user would send by hand, and awaited calls against "
+              "the sync ones, with the targets; the sections above hold the same figures in their "
+              "context, and the text above the tables says what bounds the rows below their "
+              "targets.", ""]
+    lines.append("| figure | where | ours | contender's | measured | target |")
+    lines.append("|---|---|---|---|---|---|")
+    for r in rows:
+        lines.append("| %s |" % " | ".join(c.replace(" ", NBSP) if i in (2, 3, 4) else c
+                                           for i, c in enumerate(r[:6])))
+    lines.append("")
+
+
 def machine():
     model, cpus = "", 0
     try:
@@ -440,6 +465,7 @@ def generate(out, date, mach, rev, remark=None):
     go_section(load(os.path.join(out, "go.json")) or {}, lines)
     node_section(load(os.path.join(out, "node.json")) or {}, lines)
     live_section(os.path.join(out, "live.md"), lines)
+    fleet_section(out, lines)
     lines.append(END)
     return "\n".join(lines) + "\n"
 

@@ -294,13 +294,9 @@ def never_block(py, mode):
 #: The fleet's costs, in the order of their table (PostgreSQL writes and awaited calls against
 #: what a user would write by hand): for each row, what it measures, where its figures come
 #: from, and the target. Where a row misses, the performance page says what bounds it.
-def fleet_costs(abi, pg, py, node, submit, mode):
-    """The fleet's costs: one line per figure of their table, with today's figure, the target
-    and PASS/MISS ("not run" where this run has no such row)."""
-    print("The fleet's costs: PostgreSQL writes and awaited calls against the floor")
-    print()
-    print("| figure | where | ours | contender's | measured | target | |")
-    print("|---|---|---|---|---|---|---|")
+def fleet_lines(abi, pg, py, node, submit):
+    """The fleet's costs, one tuple per figure of their table: (figure, where, ours, the
+    contender's, measured, target, PASS/MISS or "" or "information")."""
     lines = []
 
     def pg_rows(prefix, size=None):
@@ -379,6 +375,17 @@ def fleet_costs(abi, pg, py, node, submit, mode):
         lines.append(("C: %s" % r["op"], "%s, %s" % (r.get("dir", ""), r.get("sync", "")),
                       us(r["ours_ns"]), "%s %s" % (r["alternative"], us(r["alt_ns"])),
                       "%.2f×" % r["ratio"], "", "information"))
+    return lines
+
+
+def fleet_costs(abi, pg, py, node, submit, mode):
+    """The fleet's costs: one line per figure of their table, with today's figure, the target
+    and PASS/MISS ("not run" where this run has no such row)."""
+    print("The fleet's costs: PostgreSQL writes and awaited calls against the floor")
+    print()
+    print("| figure | where | ours | contender's | measured | target | |")
+    print("|---|---|---|---|---|---|---|")
+    lines = fleet_lines(abi, pg, py, node, submit)
     misses = 0
     for line in lines:
         if line[6] == "MISS":
