@@ -17,26 +17,130 @@ const { translate, InvalidArgumentError, BadHandleError, HookError, CallCancelle
 // A call's cancel token, fired by its AbortSignal; `done()` detaches the listener.
 function cancelFor(signal) {
   if (signal === undefined || signal === null) return { token: null, done() {} };
-  if (typeof signal.addEventListener !== 'function' || typeof signal.aborted !== 'boolean') {
-    throw new InvalidArgumentError('signal must be an AbortSignal');
-  }
-  if (signal.aborted) throw new CallCancelledError('cancelled: the AbortSignal was aborted before the call began; nothing was written');
+  checkSignal(signal);
   const token = new native.CancelToken();
   const onAbort = () => token.cancel();
   signal.addEventListener('abort', onAbort, { once: true });
   return { token, done: () => signal.removeEventListener('abort', onAbort) };
 }
 
-// Runs one addon job with its AbortSignal, translating its error.
+// Refuses what is not an AbortSignal, and a signal aborted already (nothing started).
+function checkSignal(signal) {
+  if (typeof signal.addEventListener !== 'function' || typeof signal.aborted !== 'boolean') {
+    throw new InvalidArgumentError('signal must be an AbortSignal');
+  }
+  if (signal.aborted) throw new CallCancelledError(NOT_BEGUN);
+}
+
+const NOT_BEGUN = 'cancelled: the AbortSignal was aborted before the call began; nothing was written';
+
+// Work per turn of the event loop. Starting a call costs this thread a few microseconds
+// (encoding, the hand-off to the pool) and so does settling it (its result, the snapshot, the
+// caller's continuation): a burst (a Promise.all of a thousand writes) started at once would hold
+// the loop for as long as starting them all takes, and the completions, which the pool's threads
+// hand back faster than this thread takes them, would all settle in the same pass of the loop.
+// So at most PER_TURN calls start in one turn of the loop, and at most PER_TURN settle; the
+// others wait in order (this process's calls, whichever agent they are on) and go on at the next
+// turns, PER_TURN a turn, from setImmediate. A lone call neither waits nor costs a turn more.
+const PER_TURN = 32;
+
+// One of the two limits: `enter()` is undefined while this turn has room and nobody waits, else
+// a Promise resolved at a later turn, in order; with an AbortSignal, rejected with
+// CallCancelledError when the signal aborts first (the call then never starts).
+class Turns {
+  constructor() {
+    this.passed = 0; // in this turn
+    this.waiting = []; // {signal, resolve, reject, onAbort}, oldest first from `head`;
+    this.head = 0; // resolve is null once the signal aborted the wait
+  }
+
+  enter(signal) {
+    if (this.head === this.waiting.length && this.passed < PER_TURN) {
+      this.passed += 1;
+      scheduleTurn();
+      return undefined;
+    }
+    return new Promise((resolve, reject) => {
+      const entry = { signal, resolve, reject, onAbort: null };
+      if (signal !== undefined && signal !== null) {
+        entry.onAbort = () => {
+          entry.resolve = null;
+          reject(new CallCancelledError(NOT_BEGUN));
+        };
+        signal.addEventListener('abort', entry.onAbort, { once: true });
+      }
+      this.waiting.push(entry);
+      scheduleTurn();
+    });
+  }
+
+  // At the loop's next turn: the count starts again and the next PER_TURN waiting go on (their
+  // continuations run right after, in order). True when it let some through or some still
+  // wait: the count needs resetting at the next turn too.
+  next() {
+    const { waiting } = this;
+    let passed = 0;
+    while (this.head < waiting.length && passed < PER_TURN) {
+      const entry = waiting[this.head];
+      waiting[this.head] = undefined;
+      this.head += 1;
+      if (entry.resolve === null) continue;
+      if (entry.onAbort !== null) entry.signal.removeEventListener('abort', entry.onAbort);
+      passed += 1;
+      entry.resolve();
+    }
+    if (this.head === waiting.length) {
+      this.waiting = [];
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= waiting.length) {
+      this.waiting = waiting.slice(this.head);
+      this.head = 0;
+    }
+    this.passed = passed;
+    return passed > 0 || this.head < this.waiting.length;
+  }
+}
+
+const starts = new Turns();
+const settles = new Turns();
+let turnScheduled = false;
+
+function scheduleTurn() {
+  if (!turnScheduled) {
+    turnScheduled = true;
+    setImmediate(nextTurn);
+  }
+}
+
+function nextTurn() {
+  turnScheduled = false;
+  // (Both run: `||` would skip the second.)
+  const startsBusy = starts.next();
+  const settlesBusy = settles.next();
+  if (startsBusy || settlesBusy) scheduleTurn();
+}
+
+// Runs one addon job with its AbortSignal, in its turn, translating its error; its outcome is
+// handed on in its turn too.
 async function call(signal, start) {
+  if (signal !== undefined && signal !== null) checkSignal(signal);
+  const wait = starts.enter(signal);
+  if (wait !== undefined) await wait;
   const cancel = cancelFor(signal);
+  let outcome;
+  let failed = false;
   try {
-    return await start(cancel.token);
+    outcome = await start(cancel.token);
   } catch (error) {
-    throw translate(error);
+    outcome = error;
+    failed = true;
   } finally {
     cancel.done();
   }
+  const later = settles.enter(null);
+  if (later !== undefined) await later;
+  if (failed) throw translate(outcome);
+  return outcome;
 }
 
 function isPlainObject(value) {
@@ -672,7 +776,8 @@ class Agent {
       this.#closing = (async () => {
         if (!inside) await this.#delivery;
         try {
-          await handle.close();
+          // In its turn, after the calls made before it (some may still wait for theirs).
+          await call(undefined, () => handle.close());
         } catch (error) {
           const e = translate(error);
           if (!(e instanceof BadHandleError)) throw e;
