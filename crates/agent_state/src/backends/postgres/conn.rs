@@ -6,25 +6,8 @@
 //! for its answer (`Runtime::block_on`, on the calling thread: no thread is started), as the
 //! synchronous `postgres` client does.
 //!
-//! How statements are sent is the URI's `default_query_exec_mode` ([`ExecMode`]):
-//! - `exec` (the default): nothing outlives the transaction that made it, so that a connection
-//!   pooler in transaction mode (PgBouncer), which hands each transaction whatever server
-//!   session is free, is as good as the server itself: every statement is unnamed
-//!   (`query_typed`: parse, bind and execute in one round trip, the parameters' types given;
-//!   nothing prepared to find again), and the settings a handle needs ([`Settings`]) are local
-//!   to each transaction that writes or may wait for a lock: `SET LOCAL` in the batch that
-//!   begins it ([`Settings::begin`]), or, for a transaction of one statement, `set_config(..,
-//!   true)` evaluated by the statement itself before it can wait for a row ([`Conn::commit_one`]);
-//!   never `SET` for the session, which would vanish under us or stay behind for the pooler's
-//!   next client.
-//! - `cache_statement`: each statement is prepared once per server connection, named, and kept
-//!   on the connection ([`Conn::query`]); the handle's settings are `SET` for the session when a
-//!   checkout finds the session's differ ([`Conn::ensure_session`]), so a transaction of one
-//!   statement is that statement alone, in autocommit. A server that forgot the statements
-//!   (SQLSTATE 26000: `DISCARD ALL`, `DEALLOCATE`) forgets the session's settings too, as far
-//!   as the connection knows: both are made again at the next use, and the caller (`super`)
-//!   runs the statement again once. A new connection (a reconnect, a failover) starts with
-//!   neither.
+//! How statements are sent, as the URI's `default_query_exec_mode` says ([`ExecMode`]), is
+//! the business of [`send`].
 //!
 //! Two bounds, each for its own reason:
 //! - `busy_timeout_ms` bounds waiting for what others hold: the transaction's `lock_timeout`
@@ -52,13 +35,15 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
-use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config, Row, Statement};
 
 use super::error::{self, PgError, PgResult};
+use super::params::values;
+pub(super) use super::params::{bool_param, int4_param, int8_param, text_param, Param};
+pub(super) use super::session::Settings;
 use super::tls::Tls;
 pub(super) use super::uri::ExecMode;
-use crate::store::{process, Synchronous};
+use crate::store::process;
 
 /// How long dropping a healthy connection waits for its Terminate message to be written
 /// (normally at once: it only fills the socket's buffer).
@@ -82,92 +67,6 @@ impl Limits {
             connect: server,
         }
     }
-}
-
-/// The settings one handle needs in each transaction that writes or may wait for a lock
-/// (`SET LOCAL`: they end with it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Settings {
-    pub synchronous: Synchronous,
-    /// `lock_timeout`, in milliseconds: `busy_timeout_ms`, at least 1 (PostgreSQL reads 0 as
-    /// "wait forever"; 1 ms fails a contended lock at once, and an uncontended one never waits).
-    pub lock_timeout_ms: u64,
-}
-
-impl Settings {
-    /// `synchronous_commit`'s value.
-    fn synchronous_commit(&self) -> &'static str {
-        match self.synchronous {
-            Synchronous::Full => "on",
-            Synchronous::Normal => "off",
-        }
-    }
-
-    /// `lock_timeout`'s value, in milliseconds.
-    fn lock_timeout(&self) -> String {
-        self.lock_timeout_ms.max(1).to_string()
-    }
-
-    /// The settings as `SET LOCAL` statements, for a batch inside a transaction (explicit, or
-    /// the implicit one of a simple query of several statements).
-    pub fn set_local(&self) -> String {
-        format!(
-            "SET LOCAL lock_timeout = {}; SET LOCAL synchronous_commit = {}",
-            self.lock_timeout(),
-            self.synchronous_commit()
-        )
-    }
-
-    /// The settings as `SET` statements, for the session (`cache_statement`: outside any
-    /// transaction, so that no rollback undoes them), with [`SESSION_MARK`] saying which.
-    fn set_session(&self) -> String {
-        format!(
-            "SET lock_timeout = {}; SET synchronous_commit = {}; SET {SESSION_MARK} = '{}'",
-            self.lock_timeout(),
-            self.synchronous_commit(),
-            self.mark()
-        )
-    }
-
-    /// What [`SESSION_MARK`] holds in a session that has these settings.
-    fn mark(&self) -> String {
-        format!("{} {}", self.lock_timeout(), self.synchronous_commit())
-    }
-
-    /// The batch that begins a transaction with these settings: one simple query, one round
-    /// trip, as `BEGIN` alone.
-    pub fn begin(&self) -> String {
-        format!("BEGIN; {}", self.set_local())
-    }
-}
-
-/// A statement's parameter and its type (statements are unnamed: the server is told each
-/// parameter's type rather than asked for it).
-pub(super) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
-
-/// The values of `params` (a prepared statement knows their types).
-fn values<'a>(params: &[Param<'a>]) -> Vec<&'a (dyn ToSql + Sync)> {
-    params.iter().map(|(v, _)| *v).collect()
-}
-
-/// A `text` parameter.
-pub(super) fn text_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
-    (v, Type::TEXT)
-}
-
-/// A `bigint` parameter.
-pub(super) fn int8_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
-    (v, Type::INT8)
-}
-
-/// An `integer` parameter.
-pub(super) fn int4_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
-    (v, Type::INT4)
-}
-
-/// A `boolean` parameter.
-pub(super) fn bool_param(v: &(dyn ToSql + Sync)) -> Param<'_> {
-    (v, Type::BOOL)
 }
 
 /// One connection to the server.
@@ -203,16 +102,6 @@ pub(super) struct Conn {
     /// own, or not known).
     session: Option<Settings>,
 }
-
-/// A setting of the library's own, set with the session's settings (`cache_statement`) to
-/// the values they were set to: `DISCARD ALL` or `RESET ALL` behind the library's back resets
-/// it with them, which a connection that prepares a statement finds out in the same round trip
-/// ([`Conn::prepared`]).
-const SESSION_MARK: &str = "agent_state.session_settings";
-
-/// The most statements one connection keeps prepared (`cache_statement`); past it, statements
-/// are sent unnamed. The library's statements are a few dozen (a listing's vary with its query).
-const MOST_PREPARED: usize = 128;
 
 /// True when the server no longer has a statement prepared on the session (SQLSTATE 26000,
 /// invalid_sql_statement_name: `DISCARD ALL` or `DEALLOCATE` ran on it, or a pooler handed the
@@ -274,6 +163,8 @@ macro_rules! round_trip {
         )
     }};
 }
+
+mod send;
 
 impl Conn {
     /// A new connection to the one server of `config` (see `super::hosts` for the choice
@@ -401,91 +292,6 @@ impl Conn {
             });
         }
         self.reusable()
-    }
-
-    /// The statement of `sql` prepared on this session (`cache_statement`): the one kept, or
-    /// prepared now (one round trip) and kept; `None` in `exec` mode, or when the connection
-    /// keeps as many as it may ([`MOST_PREPARED`]): the statement is then sent unnamed.
-    fn prepared(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<Option<Statement>> {
-        if self.mode == ExecMode::Exec {
-            return Ok(None);
-        }
-        if let Some(statement) = self.prepared.get(sql) {
-            return Ok(Some(statement.clone()));
-        }
-        if self.prepared.len() >= MOST_PREPARED {
-            return Ok(None);
-        }
-        let types: Vec<Type> = params.iter().map(|(_, t)| t.clone()).collect();
-        // With the statement, whether the session still has the settings the connection set
-        // (pipelined: the same round trip): a session reset behind the library's back loses
-        // the statements and the settings, and a new statement alone would not tell.
-        let check = format!("SELECT current_setting('{SESSION_MARK}', true)");
-        let (statement, mark) = round_trip!(self, |client| async {
-            let (statement, mark) = join(
-                client.prepare_typed(sql, &types),
-                client.simple_query(&check),
-            )
-            .await;
-            Ok((statement?, mark?))
-        })?;
-        let mark = mark.iter().find_map(|m| match m {
-            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
-            _ => None,
-        });
-        if self
-            .session
-            .is_some_and(|s| mark.as_deref() != Some(&s.mark()))
-        {
-            self.session = None;
-        }
-        self.prepared.insert(sql.to_string(), statement.clone());
-        Ok(Some(statement))
-    }
-
-    /// After a failure: when the server forgot the session's statements ([`forgotten`]), so
-    /// does the connection, and the session's settings with them (`DISCARD ALL` resets both);
-    /// the next use prepares and sets them again.
-    fn forget_if_forgotten<T>(&mut self, result: PgResult<T>) -> PgResult<T> {
-        if let Err(e) = &result {
-            if forgotten(e) {
-                self.prepared.clear();
-                self.session = None;
-            }
-        }
-        result
-    }
-
-    /// The rows of `sql`: an unnamed statement (`query_typed`: parse, bind and execute in one
-    /// round trip), or in `cache_statement` mode the statement prepared on this session
-    /// (prepared first when it is not yet: a round trip more, once per connection).
-    pub fn query(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<Vec<Row>> {
-        let Some(statement) = self.prepared(sql, params)? else {
-            return round_trip!(self, |client| client.query_typed(sql, params));
-        };
-        let values = values(params);
-        let result = round_trip!(self, |client| client.query(&statement, &values));
-        self.forget_if_forgotten(result)
-    }
-
-    /// The row of `sql` (sent as by [`Conn::query`]), if any; more than one is an error.
-    pub fn query_opt(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<Option<Row>> {
-        let Some(statement) = self.prepared(sql, params)? else {
-            return round_trip!(self, |client| client.query_typed_opt(sql, params));
-        };
-        let values = values(params);
-        let result = round_trip!(self, |client| client.query_opt(&statement, &values));
-        self.forget_if_forgotten(result)
-    }
-
-    /// Runs `sql` (sent as by [`Conn::query`]), its rows, if any, unread.
-    pub fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> PgResult<()> {
-        self.query(sql, params).map(drop)
-    }
-
-    /// Statements in one simple query (no parameters).
-    pub fn batch_execute(&mut self, sql: &str) -> PgResult<()> {
-        round_trip!(self, |client| client.batch_execute(sql))
     }
 
     /// `cache_statement`: `SET`s `settings` for the session when they are not what it has (one

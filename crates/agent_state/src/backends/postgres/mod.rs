@@ -47,17 +47,20 @@ use self::error::{classify, Fault, PgError, PgResult};
 use self::pool::Pool;
 use self::stamp::Stamps;
 use crate::error::{Error, Result};
-use crate::store::{process, LogRetention, LoggedChange, NewChange, StoreOptions};
+use crate::store::{process, StoreOptions};
 
 mod agents;
 mod backend;
+mod changes;
 mod conn;
 mod delta;
 mod error;
 mod hosts;
+mod params;
 mod pool;
 mod row;
 mod schema;
+mod session;
 mod settings;
 mod sql;
 mod stamp;
@@ -67,6 +70,7 @@ mod tls;
 mod uri;
 mod wait;
 
+use changes::{keep_bounds, prune_bounds, retention, row_to_change, PendingLog};
 pub use schema::SCHEMA_VERSION;
 
 /// One agent of a PostgreSQL database, as one handle sees it.
@@ -421,38 +425,6 @@ impl Postgres {
     }
 }
 
-/// An optimistic write's log entry, ready to be sent with the commit.
-struct PendingLog {
-    /// The retention the change was computed with, as stored.
-    retention: String,
-    at_ms: i64,
-    writer: i64,
-    patch: Option<String>,
-    next: String,
-    prev: Option<String>,
-    below: Option<i64>,
-    since: Option<i64>,
-    /// The version a schema migration upgraded from (see [`stored_schema`]).
-    migrated_from: Option<i32>,
-}
-
-impl PendingLog {
-    fn new(change: &NewChange<'_>, retention: LogRetention) -> Result<PendingLog> {
-        let (below, since) = prune_bounds(change, retention);
-        Ok(PendingLog {
-            retention: text(&retention.to_json())?.to_string(),
-            at_ms: change.at_ms,
-            writer: change.writer as i64,
-            patch: opt_text(change.patch)?.map(str::to_string),
-            next: text(change.next.json())?.to_string(),
-            prev: opt_text(change.prev)?.map(str::to_string),
-            below,
-            since,
-            migrated_from: change.migrated_from.map(stored_schema),
-        })
-    }
-}
-
 fn no_transaction() -> Error {
     Error::Storage("no transaction is open (internal)".to_string().into())
 }
@@ -469,50 +441,6 @@ fn text(bytes: &[u8]) -> Result<&str> {
 
 fn opt_text(bytes: Option<&[u8]>) -> Result<Option<&str>> {
     bytes.map(text).transpose()
-}
-
-/// The pruning bounds of `retention` after `change`: delete versions up to the first (when
-/// keep_last), and entries older than the second (ms, when keep_seconds).
-fn prune_bounds(change: &NewChange<'_>, retention: LogRetention) -> (Option<i64>, Option<i64>) {
-    let below = retention
-        .keep_last
-        .map(|keep| change.version.saturating_sub(keep.max(1)) as i64);
-    let since = retention
-        .keep_seconds
-        .map(|s| change.at_ms.saturating_sub(s.saturating_mul(1000) as i64));
-    (below, since)
-}
-
-/// `keep_last` and `keep_seconds` in milliseconds, as statement parameters.
-fn keep_bounds(retention: LogRetention) -> (Option<i64>, Option<i64>) {
-    (
-        retention.keep_last.map(|n| n.max(1) as i64),
-        retention
-            .keep_seconds
-            .map(|s| s.saturating_mul(1000).min(i64::MAX as u64) as i64),
-    )
-}
-
-fn retention(text: Option<String>) -> Result<Option<LogRetention>> {
-    match text {
-        None => Ok(None),
-        Some(t) => LogRetention::from_json(t.as_bytes())
-            .map(Some)
-            .map_err(|e| Error::Corrupt(format!("the change log settings: {e}"))),
-    }
-}
-
-fn row_to_change(r: &Row) -> LoggedChange {
-    LoggedChange {
-        version: r.get::<_, i64>(0) as u64,
-        at_ms: r.get(1),
-        writer: r.get::<_, i64>(2) as u64,
-        patch: r.get::<_, Option<String>>(3).map(String::into_bytes),
-        next: r.get::<_, Option<String>>(4).map(String::into_bytes),
-        prev: r.get::<_, Option<String>>(5).map(String::into_bytes),
-        schema: read_schema(r.get(6)),
-        migrated_from: r.get::<_, Option<i32>>(7).map(read_schema),
-    }
 }
 
 /// A schema version as its `integer` column holds it: the `u32`'s 32 bits as they are (see
