@@ -256,10 +256,19 @@ pub enum Command {
         /// The address and port to listen on (port 0: a free one, printed at start)
         #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7420")]
         listen: std::net::SocketAddr,
-        /// A file holding the token (at least 16 visible ASCII characters); without it, one
-        /// is generated and printed. Required on an address other than loopback
+        /// A file holding the token, private to its owner (chmod 600) and of at least 128 bits
+        /// (e.g. 32 random hex digits); without it, one is generated and printed. Required on
+        /// an address other than loopback
         #[arg(long, value_name = "FILE")]
         token_file: Option<PathBuf>,
+        /// A name the Host header may give besides the listening address (and the loopback
+        /// names on loopback): NAME (with the listening port or none) or NAME:PORT; repeatable
+        #[arg(long, value_name = "HOST")]
+        allowed_host: Vec<String>,
+        /// An origin (scheme://host[:port]) whose pages may open watch streams, besides the
+        /// server's own; repeatable
+        #[arg(long, value_name = "ORIGIN")]
+        allowed_origin: Vec<String>,
     },
     /// Write the store's agents as JSON Lines (for `import`)
     ///

@@ -151,7 +151,15 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             store,
             listen,
             token_file,
-        } => serve::serve(store, global, *listen, token_file.as_deref()),
+            allowed_host,
+            allowed_origin,
+        } => serve::serve(
+            store,
+            global,
+            *listen,
+            token_file.as_deref(),
+            (allowed_host, allowed_origin),
+        ),
         Command::Export { store } => export::export(store, global),
         Command::Import {
             store,

@@ -16,6 +16,7 @@ pub fn serve(
     global: &Global,
     listen: SocketAddr,
     token_file: Option<&Path>,
+    (allowed_hosts, allowed_origins): (&[String], &[String]),
 ) -> Result<(), Failure> {
     let options = store_options(global, Access::Read, "serve", false)?;
     let token = match token_file {
@@ -28,6 +29,8 @@ pub fn serve(
         listen,
         token: token.clone(),
         token_given: token_file.is_some(),
+        allowed_hosts: allowed_hosts.to_vec(),
+        allowed_origins: allowed_origins.to_vec(),
     };
     agent_state_serve::serve(config, |bound| {
         // The lines a script waits for (PROTOCOL.md); stdout is flushed so a pipe sees them.

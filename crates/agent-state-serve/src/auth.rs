@@ -2,11 +2,16 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use agent_state::{Error, Result};
 
-/// The fewest characters a token read from a file may have: shorter ones are guessable.
-const MIN_TOKEN_CHARS: usize = 16;
+/// The fewest bits a token read from a file must carry, by [`estimated_bits`].
+pub const MIN_TOKEN_BITS: u32 = 128;
+/// The fewest distinct characters a token read from a file must have (a long run of one
+/// character has the length, not the entropy).
+const MIN_DISTINCT_CHARS: usize = 8;
 
 /// The secret a client presents, as `Authorization: Bearer TOKEN` or `?access_token=TOKEN`.
 #[derive(Clone)]
@@ -28,17 +33,39 @@ impl Token {
         Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
     }
 
-    /// The token in `path`: its content without surrounding whitespace, at least 16 visible
-    /// ASCII characters (so it can travel in a header and a URL unchanged).
+    /// The token in `path`: its content without surrounding whitespace, visible ASCII
+    /// characters only (so it can travel in a header and a URL unchanged), of at least
+    /// [`MIN_TOKEN_BITS`] by [`estimated_bits`] and [`MIN_DISTINCT_CHARS`] distinct characters.
+    /// Fails with `InvalidArgument` when the file cannot be read, is readable by its group or
+    /// by others (mode & 0o077), or holds a token that is malformed or too weak.
     pub fn from_file(path: &Path) -> Result<Token> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::InvalidArgument(format!("--token-file {}: {e}", path.display())))?;
+        let refused =
+            |why: String| Error::InvalidArgument(format!("--token-file {}: {why}", path.display()));
+        let metadata = std::fs::metadata(path).map_err(|e| refused(e.to_string()))?;
+        let mode = std::os::unix::fs::PermissionsExt::mode(&metadata.permissions());
+        if mode & 0o077 != 0 {
+            return Err(refused(format!(
+                "readable by its group or by others (mode {:o}): make it private \
+                 (chmod 600)",
+                mode & 0o777
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| refused(e.to_string()))?;
         let token = text.trim();
-        if token.len() < MIN_TOKEN_CHARS || !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(Error::InvalidArgument(format!(
-                "--token-file {}: the token must be at least {MIN_TOKEN_CHARS} visible ASCII \
-                 characters (no spaces inside)",
-                path.display()
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(refused(
+                "the token must be visible ASCII characters (no spaces inside)".into(),
+            ));
+        }
+        let distinct = distinct_chars(token);
+        let bits = estimated_bits(token);
+        if bits < MIN_TOKEN_BITS || distinct < MIN_DISTINCT_CHARS {
+            return Err(refused(format!(
+                "the token is too weak to guess-proof (about {bits} bits from {} characters, \
+                 {distinct} distinct): at least {MIN_TOKEN_BITS} bits and {MIN_DISTINCT_CHARS} \
+                 distinct characters are needed, e.g. 32 random hex digits or 22 random \
+                 base64url characters (openssl rand -hex 16)",
+                token.len()
             )));
         }
         Ok(Token(token.to_string()))
@@ -61,15 +88,104 @@ impl Token {
     }
 }
 
-/// The token a request presents: its `Authorization: Bearer` header, else its `access_token`
-/// query parameter (already percent-decoded).
+/// The entropy a token would have if each character were drawn at random from the smallest
+/// usual alphabet that holds all of them: 16 (hex digits, one case), 64 (base64url: letters,
+/// digits, `-`, `_`) or 94 (visible ASCII); bits = length × log2(alphabet), rounded down. An
+/// estimate of the best case: a token typed by a person has less.
+pub fn estimated_bits(token: &str) -> u32 {
+    let bytes = token.as_bytes();
+    let lower_hex = bytes
+        .iter()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+    let upper_hex = bytes
+        .iter()
+        .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(b));
+    let base64url = bytes
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_');
+    let bits_per_char = if lower_hex || upper_hex {
+        4.0
+    } else if base64url {
+        6.0
+    } else {
+        94f64.log2()
+    };
+    (bytes.len() as f64 * bits_per_char).floor() as u32
+}
+
+fn distinct_chars(token: &str) -> usize {
+    let mut seen = [false; 256];
+    token.bytes().for_each(|b| seen[usize::from(b)] = true);
+    seen.iter().filter(|&&s| s).count()
+}
+
+/// The token a request presents: its `Authorization` header's credentials when its scheme is
+/// `Bearer` (in any case, RFC 7235), else its `access_token` query parameter (already
+/// percent-decoded).
 pub fn presented<'a>(
     authorization: Option<&'a [u8]>,
     query_token: Option<&'a [u8]>,
 ) -> Option<&'a [u8]> {
     authorization
-        .and_then(|value| value.strip_prefix(b"Bearer ".as_slice()))
+        .and_then(|value| {
+            let (scheme, rest) = value.split_at_checked(6)?;
+            let credentials = rest.strip_prefix(b" ")?;
+            scheme
+                .eq_ignore_ascii_case(b"bearer")
+                .then(|| credentials.trim_ascii_start())
+        })
         .or(query_token)
+}
+
+/// Wrong tokens presented without delay before they are slowed, and the first and the
+/// longest delay after that.
+pub const FREE_FAILURES: u32 = 10;
+pub const FIRST_DELAY: Duration = Duration::from_millis(50);
+pub const MAX_DELAY: Duration = Duration::from_secs(2);
+/// A quiet time after which the wrong tokens seen before are forgotten.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
+
+/// Slows guessing: every wrong token (whoever presents it: a guesser gains nothing by opening
+/// more connections or coming from more addresses) is answered no earlier than its turn, and
+/// after [`FREE_FAILURES`] turns are [`FIRST_DELAY`] apart, doubling up to [`MAX_DELAY`]. A
+/// request with the right token never waits. The delay depends on how many wrong tokens came,
+/// never on what they were, so the comparison stays constant-time. Thread-safe (one lock, held
+/// for a few instructions).
+#[derive(Default)]
+pub struct Guesses {
+    state: Mutex<GuessState>,
+}
+
+#[derive(Default)]
+struct GuessState {
+    failures: u32,
+    /// When the last wrong token is answered.
+    last_turn: Option<Instant>,
+}
+
+impl Guesses {
+    /// Records a wrong token at `now` and returns when it may be answered.
+    pub fn turn(&self, now: Instant) -> Instant {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state
+            .last_turn
+            .is_some_and(|last| now.saturating_duration_since(last) > FORGET_AFTER)
+        {
+            state.failures = 0;
+        }
+        state.failures = state.failures.saturating_add(1);
+        let turn = match state.failures.checked_sub(FREE_FAILURES + 1) {
+            None => now,
+            Some(doublings) => {
+                let delay = FIRST_DELAY
+                    .saturating_mul(1u32.checked_shl(doublings).unwrap_or(u32::MAX))
+                    .min(MAX_DELAY);
+                state.last_turn.map_or(now, |last| last.max(now)) + delay
+            }
+        };
+        state.last_turn = Some(turn);
+        turn
+    }
 }
 
 #[cfg(test)]
@@ -93,8 +209,43 @@ mod tests {
     #[test]
     fn the_header_wins_over_the_query() {
         assert_eq!(presented(Some(b"Bearer a"), Some(b"b")), Some(&b"a"[..]));
+        assert_eq!(presented(Some(b"bearer a"), None), Some(&b"a"[..]));
+        assert_eq!(presented(Some(b"BEARER  a"), None), Some(&b"a"[..]));
+        assert_eq!(presented(Some(b"Bearerx a"), None), None);
         assert_eq!(presented(Some(b"Basic a"), Some(b"b")), Some(&b"b"[..]));
         assert_eq!(presented(None, None), None);
+    }
+
+    #[test]
+    fn weak_tokens_are_estimated_weak() {
+        assert_eq!(estimated_bits("aaaaaaaaaaaaaaaa"), 64);
+        assert_eq!(estimated_bits(&"0123456789abcdef".repeat(2)), 128);
+        assert_eq!(estimated_bits("serve-test-token-0123456789"), 162);
+        assert_eq!(estimated_bits("!aaaaaaaaaaaaaaaaaa"), 124);
+        assert_eq!(distinct_chars(&"a".repeat(40)), 1);
+        let generated = Token::generate().unwrap();
+        assert!(estimated_bits(generated.reveal()) >= MIN_TOKEN_BITS);
+    }
+
+    #[test]
+    fn wrong_tokens_past_the_free_ones_wait_longer_each_time() {
+        let guesses = Guesses::default();
+        let now = Instant::now();
+        for _ in 0..FREE_FAILURES {
+            assert_eq!(guesses.turn(now), now);
+        }
+        assert_eq!(guesses.turn(now), now + FIRST_DELAY);
+        assert_eq!(guesses.turn(now), now + FIRST_DELAY * 3);
+        let mut last = now;
+        for _ in 0..20 {
+            let turn = guesses.turn(now);
+            assert!(turn > last && turn - last <= MAX_DELAY);
+            last = turn;
+        }
+        assert_eq!(guesses.turn(now) - last, MAX_DELAY);
+        // Forgotten after a quiet minute.
+        let later = last + FORGET_AFTER * 2;
+        assert_eq!(guesses.turn(later), later);
     }
 
     #[test]

@@ -14,7 +14,9 @@ mod auth;
 mod catch_up;
 mod feed;
 mod handles;
+mod host;
 mod message;
+mod origin;
 mod page;
 mod reply;
 mod route;
@@ -49,6 +51,11 @@ pub struct Config {
     /// Whether the token was given (`--token-file`) rather than generated: a server on an
     /// address other than loopback needs one that was given.
     pub token_given: bool,
+    /// Names a request's `Host` may give besides the listening address (and, on loopback, the
+    /// loopback names): `name` (with the listening port or none) or `name:port`.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) a watch upgrade may come from besides the server's own.
+    pub allowed_origins: Vec<String>,
 }
 
 /// Serves until SIGINT or SIGTERM. `ready` is called with the address bound (a port 0 made
@@ -91,6 +98,9 @@ async fn run(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         feeds: Arc::new(feed::Feeds::new(Arc::clone(&handles))),
         handles,
         page: page::Page::new(),
+        hosts: host::Hosts::new(bound, &config.allowed_hosts),
+        origins: origin::Origins::new(&config.allowed_origins),
+        guesses: auth::Guesses::default(),
         stopping,
     });
     let router = Router::new()

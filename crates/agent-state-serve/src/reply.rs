@@ -34,8 +34,26 @@ impl Failure {
         Failure::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
-    pub fn internal(message: impl Into<String>) -> Failure {
-        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    /// A 500: `detail` goes to standard error, the answer says [`INTERNAL_MESSAGE`].
+    pub fn internal(detail: impl Into<String>) -> Failure {
+        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail).logged()
+    }
+
+    /// A 500 or a 503 with its detail logged and replaced by a fixed message; others as they are.
+    fn logged(mut self) -> Failure {
+        let fixed = match self.status {
+            StatusCode::INTERNAL_SERVER_ERROR => INTERNAL_MESSAGE,
+            StatusCode::SERVICE_UNAVAILABLE => UNAVAILABLE_MESSAGE,
+            _ => return self,
+        };
+        eprintln!(
+            "agent-state serve: {} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        );
+        self.message = fixed.to_string();
+        self
     }
 
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Failure {
@@ -60,6 +78,31 @@ pub fn unauthorized() -> Response {
     response
 }
 
+/// 421 for a `Host` this server does not answer for (host.rs): a fixed body, nothing echoed.
+pub fn wrong_host() -> Response {
+    fixed(
+        StatusCode::MISDIRECTED_REQUEST,
+        br#"{"error":{"code":"wrong_host","message":"the Host header names no address this server answers for"}}"#,
+    )
+}
+
+/// 403 for a watch upgrade from a page of another origin (origin.rs): a fixed body.
+pub fn wrong_origin() -> Response {
+    fixed(
+        StatusCode::FORBIDDEN,
+        br#"{"error":{"code":"wrong_origin","message":"the Origin header is not this server's nor an allowed one"}}"#,
+    )
+}
+
+fn fixed(status: StatusCode, body: &'static [u8]) -> Response {
+    (status, json_body(body.to_vec())).into_response()
+}
+
+/// What a 500 or a 503 says: the library's message may name the store's file, its host or its
+/// SQL, which are the server's to know; they go to its standard error instead.
+const INTERNAL_MESSAGE: &str = "the server failed to read the store (its log says why)";
+const UNAVAILABLE_MESSAGE: &str = "the store is unavailable or busy (the server's log says why)";
+
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let message = e.to_string();
@@ -77,7 +120,7 @@ impl From<Error> for Failure {
             }
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
-        Failure::new(status, code, message)
+        Failure::new(status, code, message).logged()
     }
 }
 

@@ -17,6 +17,7 @@ use crate::handles::Handles;
 use crate::page::Page;
 use crate::reply::{self, Failure};
 use crate::watch as stream;
+use agent_state::options::MAX_AGENT_ID_BYTES;
 
 /// A watch stream's read buffer, and the largest message a client may send on it.
 const READ_BUFFER: usize = 4 * 1024;
@@ -32,6 +33,11 @@ pub struct App {
     pub stopping: watch::Receiver<bool>,
     /// Held by each open stream, so the server can wait for them to close.
     pub streams: tokio::sync::mpsc::Sender<()>,
+    /// The names a request's `Host` may give, and the origins a watch upgrade may come from.
+    pub hosts: crate::host::Hosts,
+    pub origins: crate::origin::Origins,
+    /// The wrong tokens seen, to slow the next ones.
+    pub guesses: auth::Guesses,
 }
 
 /// Where a path leads.
@@ -46,6 +52,9 @@ enum Route {
 
 pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let (mut parts, _body) = request.into_parts();
+    if !app.hosts.accepts(host_of(&parts)) {
+        return reply::wrong_host();
+    }
     let query: api::Query = Query::try_from_uri(&parts.uri)
         .map(|Query(q)| q)
         .unwrap_or_default();
@@ -57,8 +66,15 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         authorization,
         query.get("access_token").map(|t| t.as_bytes()),
     );
-    if !presented.is_some_and(|t| app.token.matches(t)) {
-        return reply::unauthorized();
+    match presented {
+        Some(token) if app.token.matches(token) => {}
+        // Wrong: answered in its turn (auth::Guesses); absent (a browser's first try): at once.
+        Some(_) => {
+            let turn = app.guesses.turn(std::time::Instant::now());
+            tokio::time::sleep_until(turn.into()).await;
+            return reply::unauthorized();
+        }
+        None => return reply::unauthorized(),
     }
     let route = match route(parts.uri.path()) {
         Ok(route) => route,
@@ -79,6 +95,14 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         Route::Agent(id) => api::agent(handles, id, query).await,
         Route::Changes(id) => api::changes(handles, id, query).await,
         Route::StateAt(id) => api::state_at(handles, id, query).await,
+        Route::Watch(_)
+            if !app.origins.accepts(
+                parts.headers.get(header::ORIGIN).map(HeaderValue::as_bytes),
+                host_of(&parts),
+            ) =>
+        {
+            return reply::wrong_origin()
+        }
         Route::Watch(id) => match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
             // A 4 KiB read buffer: clients send next to nothing, and the default 128 KiB one
             // is zero-filled on reads and held by every idle subscriber.
@@ -124,6 +148,15 @@ async fn watch(
     Ok(upgrade.on_upgrade(move |socket| stream::run(socket, stream)))
 }
 
+/// The request's `Host` header (HTTP/1.1 always sends one), else the authority of an
+/// absolute-form target.
+fn host_of(parts: &axum::http::request::Parts) -> Option<&[u8]> {
+    match parts.headers.get(header::HOST) {
+        Some(host) => Some(host.as_bytes()),
+        None => parts.uri.authority().map(|a| a.as_str().as_bytes()),
+    }
+}
+
 fn route(path: &str) -> Result<Route, Failure> {
     if path == "/" {
         return Ok(Route::Page);
@@ -136,6 +169,12 @@ fn route(path: &str) -> Result<Route, Failure> {
     };
     let (segment, tail) = rest.split_once('/').unwrap_or((rest, ""));
     let id = decode(segment)?;
+    if id.len() > MAX_AGENT_ID_BYTES || id.contains('\0') {
+        // Refused as the library refuses it, before any store is touched, and not echoed.
+        return Err(Failure::bad_request(
+            "the agent id must be a string of at most 255 bytes (UTF-8), without NUL",
+        ));
+    }
     match tail {
         "" if !rest.ends_with('/') => Ok(Route::Agent(id)),
         "changes" => Ok(Route::Changes(id)),
@@ -151,7 +190,7 @@ fn unknown(path: &str) -> Failure {
 
 /// A path segment's percent-encoding undone; the bytes must be UTF-8.
 fn decode(segment: &str) -> Result<String, Failure> {
-    let bad = || Failure::bad_request(format!("agent id {segment:?}: malformed percent-encoding"));
+    let bad = || Failure::bad_request("agent id: malformed percent-encoding");
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

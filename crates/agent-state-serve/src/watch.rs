@@ -23,6 +23,11 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 pub const CLOSE_TOO_SLOW: u16 = 4001;
 const CLOSE_STORE_FAILED: u16 = 1011;
 const CLOSE_STOPPING: u16 = 1001;
+/// RFC 6455's codes for what a client sent wrong: a frame against the protocol, a text
+/// message that is not UTF-8, a message over the size the server reads.
+const CLOSE_PROTOCOL_ERROR: u16 = 1002;
+const CLOSE_INVALID_DATA: u16 = 1007;
+const CLOSE_TOO_BIG: u16 = 1009;
 
 /// A stream, subscribed to its feed before its start was read (so no change falls between).
 pub struct Stream {
@@ -108,7 +113,8 @@ async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
                 }
             }
             incoming = socket.recv() => match incoming {
-                None | Some(Err(_)) => return End::Gone,
+                None => return End::Gone,
+                Some(Err(e)) => return refused(e),
                 Some(Ok(Message::Close(_))) => return End::ClosedByClient,
                 // The stream is one-way; what a client sends is ignored (pongs are answered
                 // by the WebSocket layer itself).
@@ -121,6 +127,21 @@ async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
             }
             _ = stopping.changed() => return End::Close(CLOSE_STOPPING, "the server is stopping"),
         }
+    }
+}
+
+/// How a stream ends after the client's side failed: with the RFC 6455 code of what the
+/// client sent wrong, or without a word when the connection itself failed.
+fn refused(error: axum::Error) -> End {
+    use tungstenite::error::Error as Ws;
+    match error.into_inner().downcast_ref::<Ws>() {
+        Some(Ws::Utf8(_)) => End::Close(CLOSE_INVALID_DATA, "a text message that is not UTF-8"),
+        Some(Ws::Capacity(_)) => End::Close(CLOSE_TOO_BIG, "message too big"),
+        Some(Ws::Protocol(tungstenite::error::ProtocolError::ResetWithoutClosingHandshake)) => {
+            End::Gone
+        }
+        Some(Ws::Protocol(_)) => End::Close(CLOSE_PROTOCOL_ERROR, "protocol error"),
+        _ => End::Gone,
     }
 }
 

@@ -25,11 +25,20 @@ pub struct Server {
 impl Server {
     /// Serves `store` on a free port of 127.0.0.1 with [`TOKEN`].
     pub fn start(dir: &TempDir, store: &str) -> Server {
+        Server::start_with(dir, store, &[])
+    }
+
+    /// [`Server::start`] with more `serve` arguments.
+    pub fn start_with(dir: &TempDir, store: &str, args: &[&str]) -> Server {
         let token_file = dir.file("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+        // Private, as the server requires of a token file.
+        let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+        std::fs::set_permissions(&token_file, private).unwrap();
         let mut child = Command::new(crate::BIN)
             .args(["serve", store, "--listen", "127.0.0.1:0", "--token-file"])
             .arg(&token_file)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -247,9 +247,11 @@ fn a_server_others_can_reach_needs_a_given_token() {
     assert!(out.stdout.is_empty());
     let short = dir.file("short");
     std::fs::write(&short, "tooshort").unwrap();
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+    std::fs::set_permissions(&short, private).unwrap();
     let out = run(&["serve", store, "--token-file", short.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(65), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too weak"));
     let out = run(&[
         "serve",
         store,

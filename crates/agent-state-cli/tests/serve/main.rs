@@ -4,6 +4,7 @@
 
 mod client;
 mod endpoints;
+mod hygiene;
 mod watch;
 
 /// The binary under test.
