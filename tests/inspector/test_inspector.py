@@ -89,10 +89,10 @@ def write(store, agent, patch, log=None, verb="set"):
 class Server:
     """One `agent-state serve STORE` on a free loopback port (or `port`)."""
 
-    def __init__(self, store, token_file, tmp, port=0):
+    def __init__(self, store, token_file, tmp, port=0, args=()):
         self.log = open(Path(tmp) / f"serve-{Path(store).stem}-{time.monotonic_ns()}.log", "w+")
         self.proc = subprocess.Popen(
-            [str(CLI), "serve", str(store), "--listen", f"127.0.0.1:{port}", "--token-file", str(token_file)],
+            [str(CLI), "serve", str(store), "--listen", f"127.0.0.1:{port}", "--token-file", str(token_file), *args],
             stdout=subprocess.PIPE, stderr=self.log, text=True)
         lines = queue.Queue()  # stdout, read to its end (None) by a thread so it never blocks serve
         threading.Thread(target=lambda: [*map(lines.put, self.proc.stdout), lines.put(None)], daemon=True).start()
@@ -172,8 +172,8 @@ class Context:
         self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                                     {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False})
 
-    def serve(self, store, port=0, token_file=None):
-        server = Server(store, token_file or self.token_file, self.tmp, port)
+    def serve(self, store, port=0, token_file=None, args=()):
+        server = Server(store, token_file or self.token_file, self.tmp, port, args)
         self.servers.append(server)
         return server
 
@@ -354,6 +354,19 @@ def check_history_shows_the_changes(ctx):
     assert ctx.text(f'{eleven} .d-added[data-diff-path="/messages/4"]') is not None
     assert ctx.text('#history .change[data-version="1"] .c-counts') == "+4~0−0"
     ctx.clean()
+
+
+def check_history_is_read_page_by_page(ctx):
+    # A byte budget of 1: every page of /changes holds one change, so the whole history shows
+    # only if the page follows each answer's `next`.
+    server = ctx.serve(ctx.store, args=("--page-bytes", "1"))
+    n = len(BOT_CHANGES)
+    ctx.driver.get("about:blank")
+    ctx.open_agent(BOT, f"{server.base}/?access_token={ctx.token}")
+    ctx.wait("every change, one page each", lambda: ctx.versions() == list(range(n, 0, -1)))
+    assert ctx.text("#history-count") == f"{n} changes"
+    ctx.check_console()
+    server.stop()
 
 
 def check_state_at_an_older_version(ctx):

@@ -248,7 +248,9 @@ pub enum Command {
     /// 6902 JSON Patch or a replacement, in commit order, whichever process commits it), as crates/agent-state-serve/PROTOCOL.md says. The
     /// inspector page is at /. Every request needs the token (`Authorization: Bearer TOKEN` or
     /// `?access_token=TOKEN`). Prints `agent-state serve: listening on http://ADDR` when it
-    /// accepts requests; runs until SIGINT or SIGTERM (exit 0). Takes no --agent: it serves
+    /// accepts requests; runs until SIGINT or SIGTERM, then gives what is open
+    /// --shutdown-timeout to finish (exit 0; a second signal exits at once, 130 or 143). Every
+    /// resource a client can hold is bounded by the flags below. Takes no --agent: it serves
     /// every agent of the store.
     Serve {
         /// The store: a file path or a postgresql:// URI
@@ -269,6 +271,8 @@ pub enum Command {
         /// server's own; repeatable
         #[arg(long, value_name = "ORIGIN")]
         allowed_origin: Vec<String>,
+        #[command(flatten)]
+        limits: crate::serve::LimitArgs,
     },
     /// Write the store's agents as JSON Lines (for `import`)
     ///

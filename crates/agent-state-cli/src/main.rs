@@ -153,12 +153,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             token_file,
             allowed_host,
             allowed_origin,
+            limits,
         } => serve::serve(
             store,
             global,
             *listen,
             token_file.as_deref(),
             (allowed_host, allowed_origin),
+            limits,
         ),
         Command::Export { store } => export::export(store, global),
         Command::Import {

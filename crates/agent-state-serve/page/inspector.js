@@ -277,8 +277,9 @@
     updateAtRange(me);
   }
 
-  // The timeline: fetched incrementally (since the last change seen), newest first. Calls that
-  // come while a fetch is under way are folded into one more fetch after it.
+  // The timeline: fetched incrementally (since the last change seen), a page at a time (each
+  // answer's `next` says another follows), newest first. Calls that come while a fetch is under
+  // way are folded into one more fetch after it.
   async function refreshHistory(me) {
     if (me.logOff) return;
     if (me.busy) { me.pending = true; return; }
@@ -304,6 +305,8 @@
         me.current = Math.max(me.current, body.version);
         addChanges(me, fresh);
         updateAtRange(me);
+        // The server answers the history a page at a time: the next one follows at once.
+        if (body.next !== null && body.next !== undefined) me.pending = true;
       } while (me.pending);
     } finally { me.busy = false; }
   }

@@ -10,6 +10,7 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use crate::handles::Handles;
+use crate::limits::{DEFAULT_CHANGES_LIMIT, MAX_CHANGES_LIMIT};
 use crate::reply::{json_body, Failure};
 
 /// The page size of a listing when the request names none.
@@ -19,16 +20,7 @@ pub type Query = HashMap<String, String>;
 
 /// `GET /v1/agents?prefix=&after=&limit=`.
 pub async fn list(handles: Arc<Handles>, query: Query) -> Result<Response, Failure> {
-    let limit = match query.get("limit") {
-        None => DEFAULT_LIMIT,
-        Some(text) => number(text, "limit")
-            .ok()
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|n| (1..=MAX_LIST_LIMIT).contains(n))
-            .ok_or_else(|| {
-                Failure::bad_request(format!("limit={text}: a number from 1 to {MAX_LIST_LIMIT}"))
-            })?,
-    };
+    let limit = page_limit(&query, DEFAULT_LIMIT, MAX_LIST_LIMIT)?;
     // One more than the page, to tell whether another page follows (`next` is null on the
     // last one); at the largest limit, a full page has a `next` that may lead to nothing.
     let query = AgentQuery {
@@ -89,6 +81,18 @@ pub async fn agent(handles: Arc<Handles>, id: String, query: Query) -> Result<Re
     .await
 }
 
+/// Query parameter `limit`, a page's size: `default` when absent, else from 1 to `max`.
+fn page_limit(query: &Query, default: usize, max: usize) -> Result<usize, Failure> {
+    let Some(text) = query.get("limit") else {
+        return Ok(default);
+    };
+    number(text, "limit")
+        .ok()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| Failure::bad_request(format!("limit={text}: a number from 1 to {max}")))
+}
+
 /// Query parameter `name` as a count (digits only), if present.
 fn optional_count(query: &Query, name: &str) -> Result<Option<usize>, Failure> {
     query
@@ -101,17 +105,46 @@ fn optional_count(query: &Query, name: &str) -> Result<Option<usize>, Failure> {
         .transpose()
 }
 
-/// `GET /v1/agents/{id}/changes?since=V`.
-pub async fn changes(handles: Arc<Handles>, id: String, query: Query) -> Result<Response, Failure> {
+/// `GET /v1/agents/{id}/changes?since=V&limit=N`: one page of the changes after `since`, at
+/// most `limit` of them ([`DEFAULT_CHANGES_LIMIT`] when absent, up to [`MAX_CHANGES_LIMIT`])
+/// and within `page_bytes` of JSON (the first change is sent whatever its size), with `next`,
+/// the `since` of the following page, or null on the last one.
+pub async fn changes(
+    handles: Arc<Handles>,
+    id: String,
+    query: Query,
+    page_bytes: usize,
+) -> Result<Response, Failure> {
     let since = optional_number(&query, "since")?.unwrap_or(0);
+    let limit = page_limit(&query, DEFAULT_CHANGES_LIMIT, MAX_CHANGES_LIMIT)?;
     blocking(move || {
         let agent = stored(&handles, &id)?;
         // The version first, then the changes: the list may hold newer ones, never fewer.
         let version = agent.get_state_versioned()?.version;
-        let changes = agent.changes_since(since)?;
-        let mut body = format!(r#"{{"version":{version},"changes":"#).into_bytes();
-        body.extend_from_slice(&changes);
-        body.push(b'}');
+        let all = agent.changes_since(since)?;
+        let all: Vec<Value> = serde_json::from_slice(&all)
+            .map_err(|e| Failure::internal(format!("the change log's JSON did not parse: {e}")))?;
+        let total = all.len();
+        let mut body = format!(r#"{{"version":{version},"changes":["#).into_bytes();
+        let (mut sent, mut used, mut last) = (0, 0, None);
+        for change in all.into_iter().take(limit) {
+            let encoded = change.to_string();
+            if sent > 0 && used + encoded.len() + 1 > page_bytes {
+                break;
+            }
+            if sent > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(encoded.as_bytes());
+            used += encoded.len() + 1;
+            sent += 1;
+            last = change.get("version").and_then(Value::as_u64);
+        }
+        let next = match last {
+            Some(v) if sent < total => v.to_string(),
+            _ => "null".to_string(),
+        };
+        body.extend_from_slice(format!(r#"],"next":{next}}}"#).as_bytes());
         Ok(json_body(body))
     })
     .await

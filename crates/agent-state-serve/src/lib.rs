@@ -15,6 +15,8 @@ mod catch_up;
 mod feed;
 mod handles;
 mod host;
+mod limits;
+mod listen;
 mod message;
 mod origin;
 mod page;
@@ -22,6 +24,7 @@ mod reply;
 mod route;
 mod watch;
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,6 +36,7 @@ use axum::Router;
 
 pub use auth::Token;
 pub use feed::{BACKLOG, POLL};
+pub use limits::*;
 pub use watch::{CLOSE_TOO_SLOW, PING};
 
 /// The port of `--listen`'s default, `127.0.0.1:7420`.
@@ -56,10 +60,14 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Origins (`scheme://host[:port]`) a watch upgrade may come from besides the server's own.
     pub allowed_origins: Vec<String>,
+    /// The bounds on what clients can make the server hold.
+    pub limits: Limits,
 }
 
-/// Serves until SIGINT or SIGTERM. `ready` is called with the address bound (a port 0 made
-/// real) once requests are accepted. Fails with `InvalidArgument` for a configuration that is
+/// Serves until SIGINT or SIGTERM, then gives what is open `limits.shutdown_timeout` to finish
+/// and returns; a second signal meanwhile ends the process at once (`std::process::exit` with
+/// 130 or 143). `ready` is called with the address bound (a port 0 made real) once requests
+/// are accepted. Fails with `InvalidArgument` for a configuration that is
 /// refused, and `Unavailable` when the address cannot be bound.
 pub fn serve(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     if !config.listen.ip().is_loopback() && !config.token_given {
@@ -102,23 +110,48 @@ async fn run(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         origins: origin::Origins::new(&config.allowed_origins),
         guesses: auth::Guesses::default(),
         stopping,
+        limits: config.limits,
+        stream_slots: Arc::new(tokio::sync::Semaphore::new(config.limits.max_streams)),
     });
     let router = Router::new()
         .fallback(route::handle)
         .with_state(app)
         .layer(axum::middleware::map_response(common_headers));
+    // The handlers first: a signal right after the ready line is the server's to handle.
+    let mut signals = Signals::new();
     ready(bound);
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            signalled().await;
-            let _ = stop.send(true);
-        })
-        .await
-        .map_err(|e| Error::Unavailable(format!("the server failed: {e}").into()));
-    // The upgraded streams are not the HTTP server's to wait for: they are closing with 1001,
-    // and a runtime that shuts down drops its tasks where they are.
-    let _ = tokio::time::timeout(STOP_GRACE, streams_ended.recv()).await;
-    served
+    let connections = Arc::new(tokio::sync::Semaphore::new(config.limits.max_connections));
+    let accepting = tokio::spawn(listen::accept(
+        listener,
+        router,
+        config.limits,
+        Arc::clone(&connections),
+        stop.subscribe(),
+    ));
+    let first = signals.next().await;
+    let _ = stop.send(true);
+    // The listener is closed once accepting has ended: new connections are refused.
+    let _ = accepting.await;
+    // Open requests and streams get the shutdown deadline to finish (streams close with
+    // 1001); a second signal ends the process at once, with the status that signal's default
+    // action would give (128 + its number: 130 for SIGINT, 143 for SIGTERM).
+    let max = u32::try_from(config.limits.max_connections).unwrap_or(u32::MAX);
+    let finished = async {
+        let _ = connections.acquire_many(max).await;
+        let _ = streams_ended.recv().await;
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "agent-state serve: stopping ({first}); open requests get {} ms",
+        config.limits.shutdown_timeout.as_millis()
+    )
+    .and_then(|()| out.flush());
+    drop(out);
+    tokio::select! {
+        _ = tokio::time::timeout(config.limits.shutdown_timeout, finished) => Ok(()),
+        second = signals.next() => std::process::exit(128 + second.number()),
+    }
 }
 
 /// Headers on every answer: nothing is cached (states change, tokens travel in URLs), and
@@ -133,18 +166,58 @@ async fn common_headers(mut response: axum::response::Response) -> axum::respons
     response
 }
 
-/// SIGINT or SIGTERM.
-async fn signalled() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        // Without handlers the default actions stay: the signal ends the process.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+/// SIGINT and SIGTERM, as they come.
+struct Signals {
+    handlers: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+/// A signal that stops the server.
+#[derive(Clone, Copy)]
+enum Stop {
+    Interrupt,
+    Terminate,
+}
+
+impl Stop {
+    fn number(self) -> i32 {
+        match self {
+            Stop::Interrupt => 2,
+            Stop::Terminate => 15,
+        }
+    }
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stop::Interrupt => "SIGINT",
+            Stop::Terminate => "SIGTERM",
+        })
+    }
+}
+
+impl Signals {
+    fn new() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let handlers = match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(int), Ok(term)) => Some((int, term)),
+            _ => None,
+        };
+        Signals { handlers }
+    }
+
+    /// The next SIGINT or SIGTERM. Without handlers the default actions stay: the signal ends
+    /// the process, and this never returns.
+    async fn next(&mut self) -> Stop {
+        let Some((int, term)) = self.handlers.as_mut() else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => Stop::Interrupt,
+            _ = term.recv() => Stop::Terminate,
+        }
     }
 }

@@ -38,6 +38,10 @@ pub struct App {
     pub origins: crate::origin::Origins,
     /// The wrong tokens seen, to slow the next ones.
     pub guesses: auth::Guesses,
+    /// The bounds of what one request may take.
+    pub limits: crate::limits::Limits,
+    /// One permit per watch stream that may open (`--max-streams`).
+    pub stream_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// Where a path leads.
@@ -93,7 +97,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         Route::Page => return app.page.response(),
         Route::List => api::list(handles, query).await,
         Route::Agent(id) => api::agent(handles, id, query).await,
-        Route::Changes(id) => api::changes(handles, id, query).await,
+        Route::Changes(id) => api::changes(handles, id, query, app.limits.page_bytes).await,
         Route::StateAt(id) => api::state_at(handles, id, query).await,
         Route::Watch(_)
             if !app.origins.accepts(
@@ -129,6 +133,16 @@ async fn watch(
     query: &api::Query,
 ) -> Result<Response, Failure> {
     let since = api::optional_number(query, "since")?;
+    let Ok(slot) = Arc::clone(&app.stream_slots).try_acquire_owned() else {
+        return Err(Failure {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "too_many_streams",
+            message: format!(
+                "the server holds its most watch streams ({}, --max-streams): try again later",
+                app.limits.max_streams
+            ),
+        });
+    };
     let (feeds, handles) = (Arc::clone(&app.feeds), Arc::clone(&app.handles));
     let (feed, events, start) = blocking(move || {
         api::stored(&handles, &id)?;
@@ -145,7 +159,10 @@ async fn watch(
         stopping: app.stopping.clone(),
         _open: app.streams.clone(),
     };
-    Ok(upgrade.on_upgrade(move |socket| stream::run(socket, stream)))
+    Ok(upgrade.on_upgrade(move |socket| async move {
+        stream::run(socket, stream).await;
+        drop(slot);
+    }))
 }
 
 /// The request's `Host` header (HTTP/1.1 always sends one), else the authority of an

@@ -28,7 +28,7 @@ impl Server {
         Server::start_with(dir, store, &[])
     }
 
-    /// [`Server::start`] with more `serve` arguments.
+    /// [`Server::start`] with more `serve` arguments (its limits' flags).
     pub fn start_with(dir: &TempDir, store: &str, args: &[&str]) -> Server {
         let token_file = dir.file("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();

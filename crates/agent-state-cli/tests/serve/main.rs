@@ -5,6 +5,7 @@
 mod client;
 mod endpoints;
 mod hygiene;
+mod limits;
 mod watch;
 
 /// The binary under test.
