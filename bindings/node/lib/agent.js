@@ -43,13 +43,14 @@ const NOT_BEGUN = 'cancelled: the AbortSignal was aborted before the call began;
 // others wait in order (this process's calls, whichever agent they are on) and go on at the next
 // turns, PER_TURN a turn, from setImmediate. A lone call neither waits nor costs a turn more.
 const PER_TURN = 32;
+const RESET_AT = PER_TURN / 2;
 
 // One of the two limits: `enter()` is undefined while this turn has room and nobody waits, else
 // a Promise resolved at a later turn, in order; with an AbortSignal, rejected with
 // CallCancelledError when the signal aborts first (the call then never starts).
 class Turns {
   constructor() {
-    this.passed = 0; // in this turn
+    this.passed = 0; // since the count last started again (at most PER_TURN in a turn)
     this.waiting = []; // {signal, resolve, reject, onAbort}, oldest first from `head`;
     this.head = 0; // resolve is null once the signal aborted the wait
   }
@@ -57,7 +58,10 @@ class Turns {
   enter(signal) {
     if (this.head === this.waiting.length && this.passed < PER_TURN) {
       this.passed += 1;
-      scheduleTurn();
+      // The count starts again at the next turn once it is half full: calls a turn or more
+      // apart, one at a time, schedule nothing (a lone call's turn would cost it an iteration
+      // of the loop that does not wait for I/O).
+      if (this.passed === RESET_AT) scheduleTurn();
       return undefined;
     }
     return new Promise((resolve, reject) => {
@@ -75,8 +79,8 @@ class Turns {
   }
 
   // At the loop's next turn: the count starts again and the next PER_TURN waiting go on (their
-  // continuations run right after, in order). True when it let some through or some still
-  // wait: the count needs resetting at the next turn too.
+  // continuations run right after, in order). True when the count needs resetting at the next
+  // turn too (half full already, or some still wait).
   next() {
     const { waiting } = this;
     let passed = 0;
@@ -97,7 +101,7 @@ class Turns {
       this.head = 0;
     }
     this.passed = passed;
-    return passed > 0 || this.head < this.waiting.length;
+    return passed >= RESET_AT || this.head < this.waiting.length;
   }
 }
 
