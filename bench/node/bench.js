@@ -31,7 +31,10 @@
 //   x 20) and while it awaits 200 on one agent, all started at once (SQLite on disk,
 //   synchronous: normal, as the Python binding's loop-lag rows). Target: at most 10 ms. What
 //   the JavaScript thread does per call (encode, hand the call to the library's worker pool,
-//   settle, snapshot) adds up while the calls start and again while they complete.
+//   settle, snapshot) would add up while the calls start and again while they complete: the
+//   package starts at most 32 calls per turn of the loop and settles at most 32 (lib/agent.js),
+//   so what is left is making the 1,000 calls (the bench's own loop) and the thread's waits
+//   for a core while the pool's threads write.
 //
 // States are grown nested, as users keep them and as the other benchmarks grow theirs
 // (bindings/python/bench.py's make_state): ~250-byte members, each an object holding a list.
