@@ -116,7 +116,7 @@ alive() {
 }
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
-head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token"
+(umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token")  # private, as serve requires
 store="$tmp/store.db"
 "$PY" "$here/writer.py" seed --store "$store" --agent "$agent" >"$tmp/seed.json"
 

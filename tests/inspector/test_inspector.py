@@ -138,6 +138,7 @@ class Context:
         self.servers, self.driver = [], None
         self.token, self.token_file = "inspector-test-token-0123456789", self.tmp / "token"
         self.token_file.write_text(self.token + "\n")
+        self.token_file.chmod(0o600)  # private, as serve requires of a token file
 
     def start(self):
         assert CLI.exists(), f"{CLI} is missing: cargo build --release -p agent-state-cli"
@@ -263,6 +264,17 @@ def check_http_token_and_csp(ctx):
         assert f"'sha256-{digest}'" in csp, f"the CSP does not allow the inline <{tag}> by its hash"
     status, _, body = http_get(f"{ctx.main.base}/v1/agents", ctx.token)
     assert status == 200 and [a["id"] for a in json.loads(body)["agents"]] == sorted([BOT] + OTHERS), body
+
+
+def check_the_token_leaves_the_address_bar(ctx):
+    ctx.driver.get(ctx.page + "&page_size=50#keep")
+    ctx.wait("the agent list", lambda: len(ctx.agent_ids()) > 0)
+    url = ctx.driver.current_url
+    assert "access_token" not in url and ctx.token not in url, f"the address bar: {url}"
+    assert url.endswith("/?page_size=50#keep"), f"the rest of the address is kept: {url}"
+    assert ctx.token not in ctx.js("return location.href + JSON.stringify(history.state);")
+    ctx.driver.get(ctx.page)  # back to the page the next checks expect
+    ctx.wait("the agent list", lambda: len(ctx.agent_ids()) > 0)
 
 
 def check_agent_list_paging_and_search(ctx):
@@ -507,6 +519,7 @@ def check_gone_network_and_401_in_the_status_line(ctx):
     ctx.driver.find_element(By.ID, "refresh").click()
     ctx.wait("a network error in the status line", lambda: "agent list: network" in ctx.status_log())
     (other := ctx.tmp / "other-token").write_text("another-token-0123456789\n")
+    other.chmod(0o600)
     ctx.serve(store, port=server.port, token_file=other)
     ctx.driver.find_element(By.ID, "refresh").click()
     ctx.wait("401 in the status line", lambda: "agent list: 401 unauthorized" in ctx.status_log())

@@ -6,6 +6,14 @@
   const $ = (id) => document.getElementById(id);
   const query = new URLSearchParams(location.search);
   const TOKEN = query.get('access_token') || '';
+  // The token stays in this page's memory only: it leaves the address bar and this history
+  // entry at once (someone looking at the screen, a bookmark, a shared link), and a reload needs
+  // the link the server printed again (the page itself is behind the token).
+  if (query.has('access_token')) {
+    query.delete('access_token');
+    const rest = query.toString();
+    history.replaceState(history.state, '', `${location.pathname}${rest ? `?${rest}` : ''}${location.hash}`);
+  }
   const PAGE_SIZE = Math.min(1000, Math.max(1, parseInt(query.get('page_size'), 10) || 50));
   const HISTORY_SHOWN = 200; // newest changes kept in the timeline
   const CHILDREN_SHOWN = 1000; // entries of one object/array rendered in a tree

@@ -145,9 +145,11 @@ pub const MAX_DELAY: Duration = Duration::from_secs(2);
 /// A quiet time after which the wrong tokens seen before are forgotten.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
 
-/// Slows guessing: every wrong token (whoever presents it: a guesser gains nothing by opening
-/// more connections or coming from more addresses) is answered no earlier than its turn, and
-/// after [`FREE_FAILURES`] turns are [`FIRST_DELAY`] apart, doubling up to [`MAX_DELAY`]. A
+/// Slows guessing: every wrong token (whoever presents it: the count is the server's, not a
+/// connection's or an address's) is answered no earlier than its turn: after [`FREE_FAILURES`]
+/// turns are [`FIRST_DELAY`] after the previous one, doubling up to [`MAX_DELAY`], and never
+/// more than [`MAX_DELAY`] after the token came (so a parallel flood is slowed, each of its
+/// connections held at most that long, rather than queued without end). A
 /// request with the right token never waits. The delay depends on how many wrong tokens came,
 /// never on what they were, so the comparison stays constant-time. Thread-safe (one lock, held
 /// for a few instructions).
@@ -180,7 +182,9 @@ impl Guesses {
                 let delay = FIRST_DELAY
                     .saturating_mul(1u32.checked_shl(doublings).unwrap_or(u32::MAX))
                     .min(MAX_DELAY);
-                state.last_turn.map_or(now, |last| last.max(now)) + delay
+                // After the previous wrong token's turn, but never more than MAX_DELAY away: a
+                // flood of them in parallel holds no connection longer than that.
+                (state.last_turn.map_or(now, |last| last.max(now)) + delay).min(now + MAX_DELAY)
             }
         };
         state.last_turn = Some(turn);
@@ -234,17 +238,21 @@ mod tests {
         for _ in 0..FREE_FAILURES {
             assert_eq!(guesses.turn(now), now);
         }
-        assert_eq!(guesses.turn(now), now + FIRST_DELAY);
-        assert_eq!(guesses.turn(now), now + FIRST_DELAY * 3);
-        let mut last = now;
-        for _ in 0..20 {
-            let turn = guesses.turn(now);
-            assert!(turn > last && turn - last <= MAX_DELAY);
-            last = turn;
+        // One after the other (each comes when the previous is answered): the wait doubles.
+        let mut at = now;
+        for expected in [50, 100, 200, 400, 800, 1600, 2000, 2000] {
+            let turn = guesses.turn(at);
+            assert_eq!(turn - at, Duration::from_millis(expected));
+            at = turn;
         }
-        assert_eq!(guesses.turn(now) - last, MAX_DELAY);
+        // All at once: each after the previous one's turn, but never more than MAX_DELAY away.
+        let turns: Vec<_> = (0..5).map(|_| guesses.turn(at)).collect();
+        assert!(
+            turns.iter().all(|&turn| turn - at == MAX_DELAY),
+            "{turns:?}"
+        );
         // Forgotten after a quiet minute.
-        let later = last + FORGET_AFTER * 2;
+        let later = at + FORGET_AFTER * 2;
         assert_eq!(guesses.turn(later), later);
     }
 

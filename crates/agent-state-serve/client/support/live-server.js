@@ -58,7 +58,7 @@ export async function replaceState(store, agentId, state) {
 export async function makeStore(token = randomBytes(16).toString("hex")) {
   const dir = await mkdtemp(join(tmpdir(), "agent-state-js-"));
   const tokenFile = join(dir, "token");
-  await writeFile(tokenFile, `${token}\n`);
+  await writeFile(tokenFile, `${token}\n`, { mode: 0o600 }); // private, as serve requires
   return { dir, db: join(dir, "store.db"), tokenFile, token, remove: () => rm(dir, { recursive: true, force: true }) };
 }
 
