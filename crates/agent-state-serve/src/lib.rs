@@ -4,7 +4,8 @@
 //! its changes, encoded once, to that agent's watch streams ([`watch`]), each of which began
 //! with a snapshot or exactly the changes after the client's version ([`catch_up`]). The JSON
 //! endpoints ([`api`]) read through shared handles ([`handles`]); every request passes the
-//! bearer token ([`auth`]) before its path is looked at ([`route`]). The inspector page
+//! `Host` check ([`host`]) and the bearer token ([`auth`]) before its path is looked at
+//! ([`route`]), and a watch upgrade the `Origin` check ([`origin`]). The inspector page
 //! ([`page`]) is built into the binary. The protocol is in PROTOCOL.md beside this crate.
 //!
 //! All the network code of the project lives here: the library knows nothing of it.

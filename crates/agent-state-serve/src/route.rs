@@ -1,5 +1,6 @@
-//! Every request goes through [`handle`]: the token first, then the path, read by hand so an
-//! agent id is exactly one percent-decoded segment (the empty id included, PROTOCOL.md).
+//! Every request goes through [`handle`]: its `Host` first, then the token, then the path, read
+//! by hand so an agent id is exactly one percent-decoded segment (the empty id included,
+//! PROTOCOL.md) and checked as the library checks ids before any store is read.
 
 use std::sync::Arc;
 
