@@ -61,7 +61,7 @@ impl Token {
         let bits = estimated_bits(token);
         if bits < MIN_TOKEN_BITS || distinct < MIN_DISTINCT_CHARS {
             return Err(refused(format!(
-                "the token is too weak to guess-proof (about {bits} bits from {} characters, \
+                "the token is too weak to resist guessing (about {bits} bits from {} characters, \
                  {distinct} distinct): at least {MIN_TOKEN_BITS} bits and {MIN_DISTINCT_CHARS} \
                  distinct characters are needed, e.g. 32 random hex digits or 22 random \
                  base64url characters (openssl rand -hex 16)",
