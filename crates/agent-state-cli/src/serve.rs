@@ -70,7 +70,7 @@ pub struct LimitArgs {
     /// more is closed at once. A watch stream leaves this count when it upgrades
     #[arg(long, value_name = "N", default_value_t = agent_state_serve::DEFAULT_MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    max_connections: u64,
+    max_http_connections: u64,
     /// Watch streams open at once; one more is refused with 503 too_many_streams
     #[arg(long, value_name = "N", default_value_t = agent_state_serve::DEFAULT_MAX_STREAMS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -88,7 +88,7 @@ impl LimitArgs {
             page_bytes: count(self.page_bytes),
             header_timeout: self.header_timeout,
             write_timeout: self.write_timeout,
-            max_connections: count(self.max_connections),
+            max_connections: count(self.max_http_connections),
             max_streams: count(self.max_streams),
             shutdown_timeout: self.shutdown_timeout,
         }

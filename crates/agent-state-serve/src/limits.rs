@@ -16,7 +16,7 @@ pub const DEFAULT_PAGE_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// `--write-timeout`'s default: a client that reads nothing of its answer for 30 s is dropped.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-/// `--max-connections`' default: HTTP connections open at once, counted as they are accepted.
+/// `--max-http-connections`' default: HTTP connections open at once, counted as they are accepted.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// `--max-streams`' default: watch streams open at once.
 pub const DEFAULT_MAX_STREAMS: usize = 2048;

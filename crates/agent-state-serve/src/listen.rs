@@ -1,4 +1,4 @@
-//! The listener: accepts connections up to `--max-connections` (counted before anything is
+//! The listener: accepts connections up to `--max-http-connections` (counted before anything is
 //! read from them, authentication included), serves each over HTTP/1.1 with the header-read
 //! timeout and the write timeout of [`Limits`], and asks them to finish when the server stops.
 

@@ -234,7 +234,7 @@ fn connections_beyond_the_cap_are_closed_at_once_until_one_of_the_cap_closes() {
     let server = Server::start_with(
         &dir,
         &store,
-        &["--max-connections", "3", "--header-timeout", "10m"],
+        &["--max-http-connections", "3", "--header-timeout", "10m"],
     );
     // Three kept-alive connections hold the cap (each one served once: accepted for sure).
     let mut held: Vec<TcpStream> = (0..3).map(|_| connect(server.addr)).collect();
@@ -336,7 +336,7 @@ fn a_client_that_does_not_read_its_answer_is_dropped_after_the_write_timeout() {
         &[
             "--write-timeout",
             "1s",
-            "--max-connections",
+            "--max-http-connections",
             "1",
             "--page-bytes",
             "100000000",
