@@ -122,32 +122,76 @@ pub async fn changes(
         // The version first, then the changes: the list may hold newer ones, never fewer.
         let version = agent.get_state_versioned()?.version;
         let all = agent.changes_since(since)?;
-        let all: Vec<Value> = serde_json::from_slice(&all)
-            .map_err(|e| Failure::internal(format!("the change log's JSON did not parse: {e}")))?;
-        let total = all.len();
+        // The library's encoding of each change, copied as it is: nothing beyond the page is
+        // parsed.
         let mut body = format!(r#"{{"version":{version},"changes":["#).into_bytes();
-        let (mut sent, mut used, mut last) = (0, 0, None);
-        for change in all.into_iter().take(limit) {
-            let encoded = change.to_string();
-            if sent > 0 && used + encoded.len() + 1 > page_bytes {
+        let (mut sent, mut used, mut last, mut more) = (0, 0, None, false);
+        for change in elements(&all) {
+            if sent == limit || (sent > 0 && used + change.len() + 1 > page_bytes) {
+                more = true;
                 break;
             }
             if sent > 0 {
                 body.push(b',');
             }
-            body.extend_from_slice(encoded.as_bytes());
-            used += encoded.len() + 1;
+            body.extend_from_slice(change);
+            used += change.len() + 1;
             sent += 1;
-            last = change.get("version").and_then(Value::as_u64);
+            last = Some(change);
         }
         let next = match last {
-            Some(v) if sent < total => v.to_string(),
+            Some(change) if more => serde_json::from_slice::<Value>(change)
+                .ok()
+                .and_then(|c| c.get("version").and_then(Value::as_u64))
+                .ok_or_else(|| Failure::internal("a change of the log without its version"))?
+                .to_string(),
             _ => "null".to_string(),
         };
         body.extend_from_slice(format!(r#"],"next":{next}}}"#).as_bytes());
         Ok(json_body(body))
     })
     .await
+}
+
+/// The elements of a JSON array, as the slices of `array` that encode them (the array is the
+/// library's, so well-formed; anything after a malformed element is not yielded).
+fn elements(array: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = array
+        .iter()
+        .position(|&b| b == b'[')
+        .map_or(array.len(), |i| i + 1);
+    std::iter::from_fn(move || {
+        while array
+            .get(at)
+            .is_some_and(|b| b.is_ascii_whitespace() || *b == b',')
+        {
+            at += 1;
+        }
+        let start = at;
+        let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        while let Some(&b) = array.get(at) {
+            if in_string {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_string = false,
+                    _ => {}
+                }
+            } else {
+                match b {
+                    b'"' => in_string = true,
+                    b'[' | b'{' => depth += 1,
+                    b']' | b'}' if depth == 0 => break,
+                    b']' | b'}' => depth -= 1,
+                    b',' if depth == 0 => break,
+                    _ => {}
+                }
+            }
+            at += 1;
+        }
+        let element = array[start..at].trim_ascii_end();
+        (!element.is_empty()).then_some(element)
+    })
 }
 
 /// `GET /v1/agents/{id}/state?version=V`.
@@ -207,4 +251,25 @@ pub async fn blocking<T: Send + 'static>(
             "the request's thread failed: {e}"
         )))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::elements;
+
+    #[test]
+    fn elements_are_the_array_s_members_as_encoded() {
+        let array = br#"[{"a":"],\"[{"},[1,[2]], "x,y" ,3,{"b":{"c":"\\"}}]"#;
+        let found: Vec<&[u8]> = elements(array).collect();
+        let expected: Vec<&[u8]> = vec![
+            br#"{"a":"],\"[{"}"#,
+            b"[1,[2]]",
+            br#""x,y""#,
+            b"3",
+            br#"{"b":{"c":"\\"}}"#,
+        ];
+        assert_eq!(found, expected);
+        assert_eq!(elements(b"[]").count(), 0);
+        assert_eq!(elements(b" [ ] ").count(), 0);
+    }
 }
