@@ -16,7 +16,7 @@
 //! Fork: a child process starts with an empty pool of its own (its first job starts its first
 //! worker); the jobs queued or running in its parent at the fork never run in the child, and
 //! are never dropped there (dropping one could run the parent's code in the child). Each fork
-//! generation ([`process::generation`]) has its own pool, in a slot no process of an earlier
+//! generation (`store::process::generation`) has its own pool, in a slot no process of an earlier
 //! generation touches, so that a lock a parent's thread held at the fork is never waited for in
 //! the child. A process [`MAX_GENERATIONS`] forks or more away from the one that loaded the
 //! library has no pool: its jobs are refused with [`Error::Unavailable`].
