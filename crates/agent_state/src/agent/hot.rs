@@ -102,7 +102,7 @@ struct Kept {
 }
 
 /// What it takes to trust a state read earlier, carried away from the thread that read it: a
-/// binding whose reads run on worker threads (Node's libuv pool) keeps one beside its own copy of
+/// binding whose reads run on worker threads (the library's worker pool) keeps one beside its copy of
 /// the state, and its JavaScript thread asks [`crate::Agent::is_current`] before handing the copy
 /// out again, which reads only shared memory (the module's three tests).
 #[derive(Clone)]
