@@ -10,9 +10,12 @@ pub mod sqlite;
 mod tests;
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::error::Result;
-use crate::store::{Agents, Backend, StoreOptions};
+use crate::store::{
+    AgentQuery, Agents, Backend, CommitSignal, Signal, StoreOptions, WatchReads, MAX_LIST_LIMIT,
+};
 
 /// Opens the store at `path` with the backend it names: a `postgres://` or `postgresql://`
 /// connection URI is a PostgreSQL server, anything else a SQLite file.
@@ -40,6 +43,113 @@ fn open_server_agents(uri: &str, options: &StoreOptions) -> Result<Box<dyn Agent
 #[cfg(not(feature = "postgres"))]
 fn open_server_agents(_uri: &str, _options: &StoreOptions) -> Result<Box<dyn Agents>> {
     Err(no_postgres())
+}
+
+/// Opens what tells the store's watcher that agents of the store at `path` may have changed
+/// (see [`CommitSignal`]): on a SQLite file, its commit mark in shared memory; on a server,
+/// with `poll_interval`, a query per interval (no notifications), else its notifications.
+/// Never creates a store: a missing file is [`Error::Storage`](crate::Error::Storage), an
+/// in-memory one [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+#[allow(dead_code)] // until the watcher uses it
+pub fn open_signal(
+    path: &Path,
+    options: &StoreOptions,
+    poll_interval: Option<Duration>,
+) -> Result<Box<dyn CommitSignal>> {
+    if let Some(uri) = server_uri(path) {
+        return open_server_signal(uri, options, poll_interval);
+    }
+    Ok(Box::new(sqlite::SqliteSignal::open(path, options)?))
+}
+
+/// Opens the store-wide reads of the store's watcher (see [`WatchReads`]), on a connection of
+/// their own. Never creates a store (errors as [`open_signal`]'s).
+#[allow(dead_code)] // until the watcher uses it
+pub fn open_watch_reads(path: &Path, options: &StoreOptions) -> Result<Box<dyn WatchReads>> {
+    if let Some(uri) = server_uri(path) {
+        return open_server_watch_reads(uri, options);
+    }
+    Ok(Box::new(sqlite::SqliteWatchReads::open(path, options)?))
+}
+
+#[cfg(feature = "postgres")]
+fn open_server_signal(
+    uri: &str,
+    options: &StoreOptions,
+    poll_interval: Option<Duration>,
+) -> Result<Box<dyn CommitSignal>> {
+    // Until the server's notifications are wired in: a rescan per interval.
+    let _ = (uri, options);
+    Ok(Box::new(EveryInterval(
+        poll_interval.unwrap_or(Duration::from_millis(200)),
+    )))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_server_signal(
+    _uri: &str,
+    _options: &StoreOptions,
+    _poll_interval: Option<Duration>,
+) -> Result<Box<dyn CommitSignal>> {
+    Err(no_postgres())
+}
+
+#[cfg(feature = "postgres")]
+fn open_server_watch_reads(uri: &str, options: &StoreOptions) -> Result<Box<dyn WatchReads>> {
+    Ok(Box::new(ListedVersions(open_server_agents(uri, options)?)))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_server_watch_reads(_uri: &str, _options: &StoreOptions) -> Result<Box<dyn WatchReads>> {
+    Err(no_postgres())
+}
+
+/// A signal that knows nothing but time: [`Signal::Unknown`] once per interval (a rescan).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+#[allow(dead_code)]
+struct EveryInterval(Duration);
+
+impl CommitSignal for EveryInterval {
+    fn wait(&mut self, timeout: Duration) -> Result<Signal> {
+        if timeout < self.0 {
+            std::thread::sleep(timeout);
+            return Ok(Signal::Quiet);
+        }
+        std::thread::sleep(self.0);
+        Ok(Signal::Unknown)
+    }
+}
+
+/// The watcher's reads made of a store's listing, page by page: what any backend with
+/// [`Agents`] offers (not in one transaction: each page is of its own commit, which the
+/// watcher tolerates, since it confirms every change it delivers from the agent's own reads).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+#[allow(dead_code)]
+struct ListedVersions(Box<dyn Agents>);
+
+impl WatchReads for ListedVersions {
+    fn versions_with_prefix(&mut self, prefix: &str) -> Result<Vec<(String, u64)>> {
+        let mut out: Vec<(String, u64)> = Vec::new();
+        loop {
+            let page = self.0.list_agents(&AgentQuery {
+                prefix: Some(prefix.to_string()),
+                after: out.last().map(|(id, _)| id.clone()),
+                limit: MAX_LIST_LIMIT,
+            })?;
+            let full = page.len() == MAX_LIST_LIMIT;
+            out.extend(page.into_iter().map(|a| (a.id, a.version)));
+            if !full {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn versions_of(&mut self, ids: &[&str]) -> Result<Vec<(String, u64)>> {
+        let wanted: std::collections::HashSet<&str> = ids.iter().copied().collect();
+        let mut all = self.versions_with_prefix("")?;
+        all.retain(|(id, _)| wanted.contains(id.as_str()));
+        Ok(all)
+    }
 }
 
 /// `path` as a PostgreSQL connection URI, when it is one.

@@ -12,7 +12,8 @@
 //! traits and converting its own errors, and `backends::open` is the one place that picks
 //! one. What every backend needs about processes, the fork count, is [`process`] (which
 //! allows `unsafe`, for `pthread_atfork`). The agent never sees SQL, storage keys or how the
-//! log is pruned. `tests/layers.rs` fails on an import cycle between modules, on one backend
+//! log is pruned. What the store's watcher needs of a backend ([`CommitSignal`], [`WatchReads`])
+//! is in `watch.rs`. `tests/layers.rs` fails on an import cycle between modules, on one backend
 //! importing another, and on this module importing a backend.
 
 mod backend;
@@ -21,6 +22,8 @@ mod backend;
 pub mod process;
 mod txn;
 mod types;
+#[allow(dead_code)] // until the watcher uses it
+mod watch;
 
 pub use backend::{
     Agents, Backend, ChangeLog, CommitWatch, Freshness, Head, Ownership, Retire, StoreSettings,
@@ -32,3 +35,5 @@ pub use types::{
     Mark, NewChange, StoreOptions, Synchronous, MAX_LIST_LIMIT, MAX_PATCHES, MAX_RETENTION,
     SMALL_STATE,
 };
+#[allow(unused_imports)] // until the watcher uses them
+pub use watch::{CommitSignal, Notice, Signal, WatchReads};

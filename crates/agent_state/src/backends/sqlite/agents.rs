@@ -35,32 +35,8 @@ impl SqliteAgents {
     /// Opens the store file at `path`, which must exist (listing or deleting never creates a
     /// store).
     pub fn open(path: &Path, options: &StoreOptions) -> Result<SqliteAgents> {
-        if path.as_os_str() == ":memory:" {
-            return Err(Error::InvalidArgument(
-                "an in-memory store is private to its handle: it has no agents to list or delete \
-                 from another connection"
-                    .to_string(),
-            ));
-        }
-        if !path.exists() {
-            return Err(Error::Storage(
-                format!("{}: no agent store here", path.display()).into(),
-            ));
-        }
-        let conn = Sqlite::open(path, options)?;
-        if conn.schema() < super::schema::AGENTS_SCHEMA {
-            return Err(Error::Storage(
-                format!(
-                    "{}: this store predates listing and deletion (schema version {}); open it \
-                 once for writing to upgrade it",
-                    path.display(),
-                    conn.schema()
-                )
-                .into(),
-            ));
-        }
         Ok(SqliteAgents {
-            conn,
+            conn: open_existing(path, options, "list or delete")?,
             busy_timeout: options.busy_timeout,
         })
     }
@@ -68,6 +44,37 @@ impl SqliteAgents {
     fn during<T>(&self, f: impl FnOnce(&Sqlite) -> Result<T>) -> Result<T> {
         busy::during(self.busy_timeout, || f(&self.conn))
     }
+}
+
+/// Opens a connection of its own to the existing store file at `path`, for its agents as a
+/// whole (to `what` them: the error's words), never creating one: an in-memory store is
+/// refused ([`Error::InvalidArgument`]: it is private to its handle), a missing file or a
+/// store too old to list is [`Error::Storage`].
+pub(super) fn open_existing(path: &Path, options: &StoreOptions, what: &str) -> Result<Sqlite> {
+    if path.as_os_str() == ":memory:" {
+        return Err(Error::InvalidArgument(format!(
+            "an in-memory store is private to its handle: it has no agents to {what} from \
+                 another connection"
+        )));
+    }
+    if !path.exists() {
+        return Err(Error::Storage(
+            format!("{}: no agent store here", path.display()).into(),
+        ));
+    }
+    let conn = Sqlite::open(path, options)?;
+    if conn.schema() < super::schema::AGENTS_SCHEMA {
+        return Err(Error::Storage(
+            format!(
+                "{}: this store predates listing and deletion (schema version {}); open it \
+                 once for writing to upgrade it",
+                path.display(),
+                conn.schema()
+            )
+            .into(),
+        ));
+    }
+    Ok(conn)
 }
 
 impl Agents for SqliteAgents {
@@ -132,7 +139,7 @@ impl Sqlite {
     }
 
     /// One page of the listing: a range of the primary key's index, so it costs what it holds.
-    fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentInfo>> {
+    pub(super) fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentInfo>> {
         let mut sql = format!("SELECT {COLUMNS} FROM agent_state WHERE version > 0");
         let mut params: Vec<SqlValue> = Vec::new();
         if let Some((start, exclusive)) = query.start() {

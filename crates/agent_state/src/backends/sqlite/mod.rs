@@ -39,11 +39,14 @@ mod settings;
 mod shared;
 #[allow(unsafe_code)] // reads SQLite's shared memory through its VFS
 mod wal_index;
+#[allow(dead_code)] // until the watcher uses it
+mod watch;
 
 pub use agents::SqliteAgents;
 pub use handle::open;
 pub use mark_watch::MarkWatch;
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
+pub use watch::{SqliteSignal, SqliteWatchReads};
 
 /// One connection to a store file, private to the process that opened it: after a `fork()`,
 /// the child's first use closes the inherited connection safely and opens its own (see
