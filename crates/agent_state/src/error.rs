@@ -41,7 +41,7 @@ pub enum ErrorKind {
     Closed = 2,
     /// [`Error::Json`].
     Json = 3,
-    /// [`Error::Codec`].
+    /// [`Error::Codec`] and [`Error::Serde`].
     Codec = 4,
     /// [`Error::TooLarge`].
     TooLarge = 5,
@@ -204,7 +204,7 @@ impl Error {
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Closed => ErrorKind::Closed,
             Error::Json(_) => ErrorKind::Json,
-            Error::Codec(_) => ErrorKind::Codec,
+            Error::Codec(_) | Error::Serde(_) => ErrorKind::Codec,
             Error::TooLarge(_) => ErrorKind::TooLarge,
             Error::Storage(_) | Error::Corrupt(_) | Error::Stale(_) | Error::Outdated(_) => {
                 ErrorKind::Storage
@@ -416,6 +416,13 @@ pub enum Error {
         /// What was found, in words.
         message: String,
     },
+    /// A Rust value and JSON did not fit: serde could not write a value given to the typed API
+    /// ([`Agent::set`](crate::Agent::set) and its kin, the builder's initial state) as JSON,
+    /// or a state could not be read into the type asked for ([`Agent::get`](crate::Agent::get):
+    /// a member missing or of another type; the message names where). Nothing was written.
+    /// Its [`source`](std::error::Error::source) is serde's error. Of the kind
+    /// [`ErrorKind::Codec`].
+    Serde(Detail),
     /// Internal to the write path, never returned by the agent (and not constructible outside
     /// the crate): an optimistic write found the stored version moved since the state it was
     /// computed from; nothing was written, and the write is retried under a lock.
@@ -468,6 +475,7 @@ impl fmt::Display for Error {
             Error::Closed => f.write_str("the handle is not open (it was closed, or never issued)"),
             Error::Json(m) => write!(f, "malformed JSON: {m}"),
             Error::Codec(m) => write!(f, "codec error: {m}"),
+            Error::Serde(m) => write!(f, "codec error: {m}"),
             Error::TooLarge(m) => write!(f, "too large: {m}"),
             Error::Storage(m) => write!(f, "storage error: {m}"),
             Error::Corrupt(m) => write!(f, "storage error: the stored state is corrupt: {m}"),
@@ -537,9 +545,11 @@ impl From<agent_state_value::Error> for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Storage(d) | Error::Busy(d) | Error::Unavailable(d) | Error::Auth(d) => {
-                d.source()
-            }
+            Error::Storage(d)
+            | Error::Busy(d)
+            | Error::Unavailable(d)
+            | Error::Auth(d)
+            | Error::Serde(d) => d.source(),
             _ => None,
         }
     }

@@ -146,22 +146,27 @@
 pub mod agent;
 pub mod agents;
 mod backends;
+pub mod builder;
 pub mod cancel;
 pub mod error;
 pub mod hooks;
+pub mod location;
 pub mod options;
 mod store;
+mod typed;
 pub mod work;
 
 pub use agent::{Agent, Held, Ticket, Versioned, Written};
 /// The state value (its own crate, `agent_state_value`): JSON, the codec, merge, snapshots.
 pub use agent_state_value as value;
 pub use agents::{delete_agent, expire_agents, list_agents, AgentInfo, AgentQuery};
+pub use builder::{AgentBuilder, ChangeLog};
 pub use cancel::Cancel;
 pub use error::{Detail, Error, ErrorKind, Result};
 pub use hooks::{
     ChangeKind, InitialStateHook, Patch, SchemaStep, StateChange, StateChangedHook, Validator,
 };
+pub use location::Location;
 pub use options::OpenOptions;
 pub use store::Synchronous;
 pub use value::snapshot::Snapshot;
