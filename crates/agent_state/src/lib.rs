@@ -154,6 +154,8 @@ pub mod location;
 pub mod options;
 mod store;
 mod typed;
+pub mod types;
+mod typed;
 pub mod work;
 
 pub use agent::{Agent, Held, Ticket, Versioned, Written};

@@ -6,6 +6,7 @@
 mod typed {
     pub mod builder;
     pub mod state;
+    pub mod types;
 }
 
 use agent_state::{Agent, AgentBuilder, Location};
