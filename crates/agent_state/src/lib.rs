@@ -155,7 +155,6 @@ pub mod options;
 mod store;
 mod typed;
 pub mod types;
-mod typed;
 pub mod work;
 
 pub use agent::{Agent, Held, Ticket, Versioned, Written};
