@@ -160,12 +160,18 @@ def main():
         print(f"\nnote: the subscribers' {'threads' if client == 'rust' else 'event loops'} were "
               "busy over 90% of the time: the client process, not the server, bounds these "
               "figures")
+    return finish(a, failed, subs.get("bad", []), "subscriber")
+
+
+def finish(a, failed, bad, what):
+    """The report's last lines (the load average, where the figures are, the failed checks and
+    a few of the `what`s that failed them); the exit status."""
     print(f"\nload average (1, 5, 15 min) at start: {a.load_start}; at end: {a.load_end}")
     print(f"figures: {a.out}")
     if failed:
         print("\nFAILED: " + "; ".join(failed), file=sys.stderr)
-        for bad in subs.get("bad", []):
-            print(f"  subscriber {json.dumps(bad)}", file=sys.stderr)
+        for one in bad:
+            print(f"  {what} {json.dumps(one)}", file=sys.stderr)
         return 1
     return 0
 

@@ -17,9 +17,21 @@
 # Exits non-zero when a correctness check fails (a copy differs, a version gap, a subscriber
 # that never connected, a harness failure), not for slow latency. AGENT_STATE_BIN runs another
 # server binary; NODE another node (20+; run with --experimental-websocket).
+#
+#   bench/live/run.sh --fleet [--smoke] [--backend sqlite|postgres] ...
+#
+# runs the fleet mode instead: one stream on each of 10,000 agents (bench/live/fleet.sh, which
+# says its options).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+for arg in "$@"; do
+    if [ "$arg" = --fleet ]; then
+        rest=()
+        for a in "$@"; do [ "$a" = --fleet ] || rest+=("$a"); done
+        exec bash "$here/fleet.sh" "${rest[@]}"
+    fi
+done
 root="$(cd "$here/../.." && pwd)"
 mode=full
 client=rust
@@ -35,7 +47,7 @@ while [ $# -gt 0 ]; do
         --seconds) seconds="$2"; shift ;;
         --workers) workers="$2"; shift ;;
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench/live/run.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
     shift
@@ -69,63 +81,14 @@ else
     [ -x "$subs_bin" ] || { echo "bench/live: $subs_bin is missing (build it)" >&2; exit 3; }
 fi
 
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/agent-state-live.XXXXXX")"
-children=()
-cleanup() {
-    local p
-    for p in "${children[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${children[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 # 1,000 subscribers are 1,000 sockets in each of the client process and the server.
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((n + 256)) ]; then
-    echo "bench/live: ulimit -n is $(ulimit -n), too few for $n subscribers" >&2
-    exit 3
-fi
+raise_fds "$n"
 
-fail() { echo "bench/live: $*" >&2; exit 3; }
-# Waits (deadline in seconds) until the command succeeds; fails when process $2 is gone.
-wait_for() {
-    local what="$1" pid="$2" secs="$3"; shift 3
-    local end=$((SECONDS + secs))
-    until "$@"; do
-        kill -0 "$pid" 2>/dev/null || fail "$what: the process exited"
-        [ "$SECONDS" -lt "$end" ] || fail "$what: not after $secs s"
-        sleep 0.05
-    done
-}
-hz="$(getconf CLK_TCK)"
-# The server's CPU time, utime + stime, in clock ticks (fields 14 and 15 of /proc/PID/stat;
-# the command name, field 2, may hold spaces: cut after its closing parenthesis).
-cpu_ticks() {
-    local stat rest f
-    stat="$(cat "/proc/$1/stat")"
-    rest="${stat##*) }"
-    read -r -a f <<<"$rest"
-    echo $((f[11] + f[12]))
-}
-# Fails, with the server's last words, when it is gone.
-alive() {
-    kill -0 "$server" 2>/dev/null && return 0
-    tail -n 20 "$tmp/server.err" >&2 || true
-    fail "the server exited $1"
-}
-status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
-
-(umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token")  # private, as serve requires
 store="$tmp/store.db"
 "$PY" "$here/writer.py" seed --store "$store" --agent "$agent" >"$tmp/seed.json"
-
-"$bin" serve "$store" --listen 127.0.0.1:0 --token-file "$tmp/token" \
-    >"$tmp/server.out" 2>"$tmp/server.err" &
-server=$!
-children+=("$server")
-wait_for "the server's listening line" "$server" 30 grep -qs 'listening on http://' "$tmp/server.out"
-url="$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$tmp/server.out" | head -n 1)"
+start_server "$store"
 echo "bench/live: server $server at $url; $n subscribers, $rate writes/s for $seconds s" >&2
 
 # RSS every 500 ms while the server runs (a sampler, not a synchronisation).
@@ -146,10 +109,8 @@ if [ "$client" = js ]; then
         --agent "$agent" --token-file "$tmp/token" --n "$n" --workers "$workers" \
         --ready-file "$tmp/ready.json" --out "$tmp/subscribers.json" &
 else
-    # Its standard input is a FIFO this shell holds open read-write (so opening it blocks
-    # nobody and it never sees an end of input early): the `final` line goes through it.
-    mkfifo "$tmp/control"
-    exec 3<>"$tmp/control"
+    # Its standard input is the control FIFO: the `final` line goes through it.
+    open_control
     threads=()
     [ "$workers" = 0 ] || threads=(--threads "$workers")
     "$subs_bin" --url "$url" --agent "$agent" --token-file "$tmp/token" --subscribers "$n" \
@@ -181,7 +142,7 @@ else
     # subscribers read it from the server).
     final="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("final_version") or "")' \
         "$tmp/writer.json" 2>/dev/null || true)"
-    echo "final $final" >&3
+    say "final $final"
 fi
 subs_rc=0
 wait "$subs" || subs_rc=$?
@@ -191,18 +152,8 @@ t_end="$(date +%s%3N)"
 rss_end="$(status_kb "$server" VmRSS)"
 hwm="$(status_kb "$server" VmHWM)"
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
-# PROTOCOL.md: SIGTERM stops it (exit 0). Given 10 s, then killed.
-kill -TERM "$server"
-end=$((SECONDS + 10))
-while kill -0 "$server" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.05; done
-kill -0 "$server" 2>/dev/null && { echo "bench/live: the server ignored SIGTERM for 10 s" >&2; kill -KILL "$server"; }
-server_rc=0
-wait "$server" || server_rc=$?
+stop_server
 [ -s "$tmp/subscribers.json" ] || fail "the subscribers wrote no figures (exit $subs_rc)"
-if [ -s "$tmp/server.err" ]; then
-    echo "bench/live: the server's standard error (last 20 lines):" >&2
-    tail -n 20 "$tmp/server.err" >&2
-fi
 
 "$PY" "$here/report.py" --mode "$mode" --out "$out" --subscribers "$tmp/subscribers.json" \
     --writer "$tmp/writer.json" --writer-rc "$writer_rc" --rss "$tmp/rss" \

@@ -56,6 +56,20 @@ def percentile(sorted_values, p):
     return sorted_values[i]
 
 
+def paced(plan, rate, start, late_ms):
+    """Yields each step of the plan with the time.monotonic() it began, step i when it is due at
+    start + i/rate (a late step does not push the next ones back), and appends to late_ms how
+    late each one began (ms)."""
+    for i, step in enumerate(plan):
+        due = start + i / rate
+        now = time.monotonic()
+        if due > now:
+            time.sleep(due - now)
+            now = time.monotonic()
+        late_ms.append((now - due) * 1000.0)
+        yield step, now
+
+
 def write(args):
     rng = random.Random(2)
     total = int(round(args.rate * args.seconds))
@@ -71,13 +85,7 @@ def write(args):
         first_version = agent.get_state_versioned().version
         period = 1.0 / args.rate
         start = time.monotonic()
-        for i, (seq, items) in enumerate(plan):
-            due = start + i * period
-            now = time.monotonic()
-            if due > now:
-                time.sleep(due - now)
-                now = time.monotonic()
-            late_ms.append((now - due) * 1000.0)
+        for (seq, items), now in paced(plan, args.rate, start, late_ms):
             patch = {"t": time.time() * 1000.0, "seq": seq, "items": items}
             bytes_sent += len(json.dumps(patch, separators=(",", ":")))
             agent.set_state(patch)
