@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes the latest `make bench` figures into the book: the part of docs/src/performance.md
 between the lines `<!-- bench:begin -->` and `<!-- bench:end -->`, from the raw JSON the run left
-in the directory given (abi.json, postgres.json, python.json, go.json, node.json, and live.md,
-the table bench/live/report.py printed). The rest of the page (the method, in words) is kept.
+in the directory given (abi.json, postgres.json, python.json, go.json, node.json, live.md, the
+table bench/live/report.py printed, and the fleet watch's live-fleet-sqlite.json and
+live-fleet-postgres.json). The rest of the page (the method, in words) is kept.
 
     python3 bench/book.py target/bench                      # rewrites docs/src/performance.md
     python3 bench/book.py target/bench --write-to FILE      # the page, rewritten, to FILE instead
@@ -418,6 +419,29 @@ def fleet_section(out, lines):
     lines.append("")
 
 
+def fleet_watch_section(out, lines):
+    """Changes pushed to a fleet (bench/live/fleet.sh's JSON, through bench/summary.py's lines),
+    with the targets and without verdicts, as the other tables."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import summary  # noqa: E402 (beside this script)
+
+    rows = summary.fleet_watch_lines(out)
+    if all(r[2] == "not run" for r in rows):
+        return
+    lines += ["### Changes pushed to a fleet", "",
+              "`agent-state serve` with one WebSocket watch stream on each agent of the store (one "
+              "client process): its CPU time while nothing is written, its threads, on PostgreSQL "
+              "the database's transactions meanwhile; then the delivery latency of nested merge "
+              "patches written by another process (the patch's commit-time stamp to the client's "
+              "receipt). `bench/live/run.sh --fleet`.", ""]
+    lines.append("| figure | backend | measured | target |")
+    lines.append("|---|---|---|---|")
+    for r in rows:
+        lines.append("| %s |" % " | ".join(c.replace(" ", NBSP) if i == 2 else c
+                                           for i, c in enumerate(r[:4])))
+    lines.append("")
+
+
 def machine():
     model, cpus = "", 0
     try:
@@ -466,6 +490,7 @@ def generate(out, date, mach, rev, remark=None):
     node_section(load(os.path.join(out, "node.json")) or {}, lines)
     live_section(os.path.join(out, "live.md"), lines)
     fleet_section(out, lines)
+    fleet_watch_section(out, lines)
     lines.append(END)
     return "\n".join(lines) + "\n"
 

@@ -99,6 +99,17 @@ echo "== agent-state serve under load ($mode): bench/live/run.sh (live delivery)
 bash "$root/bench/live/run.sh" $smoke_flag --out "$out/live.json" | tee "$out/live.md"
 
 echo
+echo "== Changes pushed to a fleet ($mode): bench/live/run.sh --fleet, on SQLite and PostgreSQL"
+# 10,000 agents, one watch stream each (one Rust client process): the server idle, then 200
+# nested merge patches a second from the Python binding; fails on a wrong copy or a version
+# gap, never on CPU or latency (bench/summary.py marks those targets).
+rm -f "$out/live-fleet-sqlite.json" "$out/live-fleet-postgres.json"
+bash "$root/bench/live/run.sh" --fleet $smoke_flag --backend sqlite \
+    --out "$out/live-fleet-sqlite.json" | tee "$out/live-fleet-sqlite.md"
+bash "$root/tests/pg/with-server.sh" bash "$root/bench/live/run.sh" --fleet $smoke_flag --no-build \
+    --backend postgres --out "$out/live-fleet-postgres.json" | tee "$out/live-fleet-postgres.md"
+
+echo
 echo "== The write-cost targets (\"Write what changed\"), \"Writes at the floor\" and the async binding (\"Never block an event loop\"): every figure, from the runs above ($mode)"
 python3 "$here/summary.py" "$out" "$mode" | tee "$out/summary.md"
 
@@ -110,4 +121,4 @@ if [ "$mode" = full ]; then
 fi
 
 echo
-echo "bench: raw figures in $out (abi.json, submit.json, postgres.json, python.json, go.json, node.json, live.json; summary.md)"
+echo "bench: raw figures in $out (abi.json, submit.json, postgres.json, python.json, go.json, node.json, live.json, live-fleet-sqlite.json, live-fleet-postgres.json; summary.md)"

@@ -6,7 +6,10 @@ PASS/MISS (where the write-cost targets raised a target, theirs); stretch goals 
 "stretch" and not counted. Then the async binding's figures, "Never block an event loop"
 (python.json's rows with "target_group": "async"): the asyncio wrapper's cost per call against
 the sync call, 100 coroutines against 100 threads on PostgreSQL, and the event loop's largest
-stall while awaited calls run (a 1 ms ticker's largest gap).
+stall while awaited calls run (a 1 ms ticker's largest gap). Then the fleet's costs, and last the
+changes pushed to a fleet (live-fleet-sqlite.json, live-fleet-postgres.json): agent-state serve's
+CPU while every agent is watched and nothing is written (target under 2% of one core) and the
+delivery latency under load (target p99 under 100 ms).
 
     python3 bench/summary.py target/bench full|smoke
 """
@@ -232,6 +235,8 @@ def main():
     print()
     fleet_costs(abi, pg, py, load(os.path.join(out, "node.json")) or {},
                 load(os.path.join(out, "submit.json")) or {}, mode)
+    print()
+    fleet_watch(out, mode)
 
 
 def never_block(py, mode):
@@ -394,6 +399,65 @@ def fleet_costs(abi, pg, py, node, submit, mode):
     print()
     print("%d of the fleet's cost targets missed (the performance page says what bounds each)%s"
           % (misses, "; smoke mode: figures mean nothing" if mode == "smoke" else ""))
+
+
+#: The backends of the fleet's watch bench, as its JSON files name them.
+FLEET_WATCH = (("sqlite", "SQLite"), ("postgres", "PostgreSQL"))
+
+
+def fleet_watch_lines(out):
+    """Changes pushed to a fleet (bench/live/fleet.sh's live-fleet-BACKEND.json): one tuple per
+    figure, (figure, backend, measured, target, PASS/MISS or "information" or "")."""
+    lines = []
+    for key, name in FLEET_WATCH:
+        r = load(os.path.join(out, "live-fleet-%s.json" % key))
+        if not r:
+            lines.append(("Changes pushed to a fleet", name, "not run", "", ""))
+            continue
+        if r.get("skipped"):
+            lines.append(("Changes pushed to a fleet", name, "skipped: %s" % r["skipped"], "", ""))
+            continue
+        idle, load_, t = r["idle"], r["load"], r["targets"]
+        n = "{:,}".format(r["agents"])
+        if idle["server_cpu_pct"] is not None:
+            lines.append(("server CPU idle, %s agents watched (%% of one core)" % n, name,
+                          "%.2f%%" % idle["server_cpu_pct"], "< 2%",
+                          t["idle_cpu_pct"]["verdict"] or ""))
+        lines.append(("server threads idle, %s agents watched" % n, name,
+                      str(idle["server_threads"]), "", "information"))
+        pg_idle = idle.get("postgres") or {}
+        if pg_idle.get("transactions_per_s") is not None:
+            lines.append(("PostgreSQL transactions while idle, %s agents watched" % n, name,
+                          "%.1f/s" % pg_idle["transactions_per_s"], "", "information"))
+        lat = load_["latency_ms"]
+        if lat.get("p99") is not None:
+            lines.append(("delivery latency p50 / p99, %.0f changes/s over %s agents"
+                          % (load_["target_rate"], n), name,
+                          "%.1f / %.1f ms" % (lat["p50"], lat["p99"]), "p99 < 100 ms",
+                          t["p99_ms"]["verdict"] or ""))
+        if load_["server_cpu_pct"] is not None:
+            lines.append(("server CPU writing (% of one core)", name,
+                          "%.1f%%" % load_["server_cpu_pct"], "", "information"))
+        if not r.get("ok"):
+            failed = [k for k, ok in r["checks"].items() if not ok]
+            lines.append(("correctness checks", name, "FAILED: " + "; ".join(failed), "", ""))
+    return lines
+
+
+def fleet_watch(out, mode):
+    """Changes pushed to a fleet: the server's idle CPU and the delivery latency against their
+    targets, on both backends."""
+    print("Changes pushed to a fleet: agent-state serve with every agent watched")
+    print()
+    print("| figure | backend | measured | target | |")
+    print("|---|---|---|---|---|")
+    lines = fleet_watch_lines(out)
+    for line in lines:
+        print("| %s |" % " | ".join(line))
+    print()
+    print("%d of the fleet watch's targets missed%s" % (
+        sum(1 for line in lines if line[4] == "MISS"),
+        "; smoke mode: figures mean nothing" if mode == "smoke" else ""))
 
 
 if __name__ == "__main__":
