@@ -30,6 +30,13 @@
 //!   schema evolution. The program's `u32` is stored in the column's 32 bits as they are (a
 //!   version above 2^31 - 1 reads back negative in SQL, and exactly in the library).
 //!
+//! - `agent_listeners(id, expires_ms)`: the watchers of this store listening for its changes
+//!   (see `super::listen`), each row kept alive by its heartbeat (`expires_ms`, on the server's
+//!   clock); while one has not expired, every write notifies them (`super::sql`). In the tables
+//!   of a new database, and added at open to a schema-5 database an older release created,
+//!   without a change of schema version: no older statement reads it, so older builds keep
+//!   opening the database (their writes notify no one: a watcher's periodic rescan finds them).
+//!
 //! Only portable SQL (text, bigint, primary keys, `ON CONFLICT`): no `jsonb`, no advisory lock.
 
 use std::time::Duration;
@@ -110,6 +117,10 @@ CREATE TABLE IF NOT EXISTS agent_state (
 );
 CREATE INDEX IF NOT EXISTS agent_state_idle ON agent_state (written_grain);
 CREATE INDEX IF NOT EXISTS agent_state_by_id ON agent_state (agent COLLATE \"C\");
+CREATE TABLE IF NOT EXISTS agent_listeners (
+    id bigint PRIMARY KEY,
+    expires_ms bigint NOT NULL
+);
 CREATE TABLE IF NOT EXISTS agent_changes (
     agent text NOT NULL,
     version bigint NOT NULL,
@@ -124,6 +135,11 @@ CREATE TABLE IF NOT EXISTS agent_changes (
 );
 INSERT INTO agent_state_schema (singleton, version) VALUES (1, 5) ON CONFLICT (singleton) DO NOTHING;
 ";
+
+/// The table of the listening watchers (see the module's doc), for a database whose other
+/// tables are there.
+const CREATE_LISTENERS: &str =
+    "CREATE TABLE IF NOT EXISTS agent_listeners (id bigint PRIMARY KEY, expires_ms bigint NOT NULL)";
 
 /// SQLSTATEs of a lost race between processes creating the tables at once: try again. (42710,
 /// duplicate object: `CREATE TABLE IF NOT EXISTS` racing another creates the table's row type
@@ -145,11 +161,13 @@ pub(super) fn check(
     let mut attempt = 0u32;
     loop {
         match conn.query_opt(
-            "SELECT version FROM agent_state_schema WHERE singleton = 1",
+            "SELECT version, to_regclass('agent_listeners') IS NOT NULL
+             FROM agent_state_schema WHERE singleton = 1",
             &[],
         ) {
             Ok(Some(row)) => {
                 let version: i32 = row.get(0);
+                let listeners: bool = row.get(1);
                 return if version > SCHEMA_VERSION {
                     Err(Fault::Answered(Error::Storage(
                         format!(
@@ -191,14 +209,19 @@ pub(super) fn check(
                     };
                     match conn.batch_execute(&upgrade) {
                         Ok(()) => continue,
+                        Err(e) if raced(&e, &mut attempt) => continue,
                         Err(e) => {
-                            let code = e.code().map(|c| c.code().to_string());
-                            if attempt < 20 && code.as_deref().is_some_and(|c| RACES.contains(&c)) {
-                                attempt += 1;
-                                std::thread::sleep(Duration::from_millis(5 * u64::from(attempt)));
-                                continue;
-                            }
-                            return Err(classify(&e, "cannot upgrade the agent_state tables"));
+                            return Err(classify(&e, "cannot upgrade the agent_state tables"))
+                        }
+                    }
+                } else if !listeners && !read_only {
+                    // Every write names the table (`super::sql`): it must be there first.
+                    let create = format!("{};{CREATE_LISTENERS}", settings.set_local());
+                    match conn.batch_execute(&create) {
+                        Ok(()) => continue,
+                        Err(e) if raced(&e, &mut attempt) => continue,
+                        Err(e) => {
+                            return Err(classify(&e, "cannot create the agent_listeners table"))
                         }
                     }
                 } else {
@@ -222,14 +245,9 @@ pub(super) fn check(
         // are local to.
         match conn.batch_execute(&format!("{};{CREATE}", settings.set_local())) {
             Ok(()) => {}
+            Err(e) if raced(&e, &mut attempt) => continue,
             Err(e) => {
-                let code = e.code().map(|c| c.code().to_string());
-                if attempt < 20 && code.as_deref().is_some_and(|c| RACES.contains(&c)) {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(5 * u64::from(attempt)));
-                    continue;
-                }
-                if code.as_deref() == Some("55P03") {
+                if e.code().map(|c| c.code()) == Some("55P03") {
                     return Err(Fault::Answered(Error::Busy(
                         format!(
                             "{shown}: cannot create the agent_state tables: another connection \
@@ -244,4 +262,17 @@ pub(super) fn check(
             }
         }
     }
+}
+
+/// True when `e` lost a race with another process creating or upgrading the tables
+/// ([`RACES`]) and the attempt (the `attempt`th, counted here) is worth making again, after a
+/// pause that grows with each.
+fn raced(e: &super::error::PgError, attempt: &mut u32) -> bool {
+    let code = e.code().map(|c| c.code().to_string());
+    if *attempt >= 20 || !code.as_deref().is_some_and(|c| RACES.contains(&c)) {
+        return false;
+    }
+    *attempt += 1;
+    std::thread::sleep(Duration::from_millis(5 * u64::from(*attempt)));
+    true
 }

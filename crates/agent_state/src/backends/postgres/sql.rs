@@ -1,9 +1,47 @@
 //! The statements of the PostgreSQL backend (portable SQL: text and bigint columns, primary
 //! keys, `INSERT .. ON CONFLICT`, `UPDATE .. RETURNING`, `SELECT .. FOR UPDATE`, data-modifying
-//! `WITH`; no jsonb, no advisory locks, no LISTEN).
+//! `WITH`; no jsonb, no advisory locks).
+//!
+//! Every statement that changes an agent's version (a write, a deletion) also notifies the
+//! store's watchers (`pg_notify` on [`CHANNEL`], see `listen`), in the same statement (no round
+//! trip more), but only while one is registered in `agent_listeners` and has not expired
+//! ([`notify!`]): a `NOTIFY` takes a database-wide lock at commit that serialises every
+//! notifying commit, WAL flush included, so a store nobody watches must not pay for it. The
+//! test costs the statement an index-free scan of that small table (its rows: one per watching
+//! process).
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
+
+/// The channel the store's writers notify and its watchers listen on.
+pub(super) const CHANNEL: &str = "agent_state_changes";
+
+/// The server's clock in milliseconds since the Unix epoch, as `agent_listeners.expires_ms`
+/// holds it (the server's: the listeners' and writers' hosts may disagree on the time).
+macro_rules! server_ms {
+    () => {
+        "(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
+    };
+}
+
+/// A column that notifies the watchers of the change that made the agent `$agent` (an SQL
+/// expression of text) version `$version` (of bigint; 0: deleted) while one listens: the
+/// payload is the version, a space and the id (at most 20 + 1 + 255 bytes: within `NOTIFY`'s
+/// 8000). Its value (false, or NULL when nobody listens) means nothing. A macro: the
+/// statements are `concat!`ed literals.
+macro_rules! notify {
+    ($version:literal, $agent:literal) => {
+        concat!(
+            "CASE WHEN EXISTS (SELECT 1 FROM agent_listeners WHERE expires_ms > ",
+            server_ms!(),
+            ") THEN pg_notify('agent_state_changes', ",
+            $version,
+            "::text || ' ' || ",
+            $agent,
+            ") IS NULL END"
+        )
+    };
+}
 
 pub(super) const HEAD: &str = "SELECT version, change_log, stamp FROM agent_state WHERE agent = $1";
 /// The agent's row: its base (`value`, the state at version `base`), version, log setting,
@@ -26,7 +64,8 @@ pub(super) const ENSURE_ROW: &str =
 /// ($5 ms; $6, the minute, rewritten only when later: an unchanged indexed column keeps the
 /// update HOT), its size ($7) and schema version ($9); with $8 (the log is off and patches
 /// were stored), deletes the patches before it.
-pub(super) const WRITE_STATE: &str = "
+pub(super) const WRITE_STATE: &str = concat!(
+    "
 WITH s AS (
     UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
         written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint),
@@ -36,14 +75,18 @@ WITH s AS (
     DELETE FROM agent_changes WHERE agent = $1 AND $8::boolean AND version < $3::bigint
         AND EXISTS (SELECT 1 FROM s)
 )
-SELECT version FROM s";
+SELECT version, ",
+    notify!("version", "$1::text"),
+    " FROM s"
+);
 /// Writes version $2 as a patch ($5) on the base $11 of version $2 - 1 (stamped $12), with the
 /// log off: the
 /// head (stamp $3, time $4 ms and minute $6, size $7, schema version $13) and the patch's row
 /// ($8 at_ms, $9 writer, $13 schema version, $14 the version a migration upgraded from), all or
 /// nothing; nothing when the stored version, base or log setting moved (an optimistic write
 /// sent without a lock).
-pub(super) const WRITE_DELTA: &str = "
+pub(super) const WRITE_DELTA: &str = concat!(
+    "
 WITH s AS (
     UPDATE agent_state SET version = $2::bigint, stamp = $3::bigint, written_ms = $4::bigint,
         written_grain = greatest(written_grain, $6::bigint), bytes = $7::bigint,
@@ -59,7 +102,9 @@ INSERT INTO agent_changes (agent, version, at_ms, writer, patch, next, prev, sch
 ON CONFLICT (agent, version) DO UPDATE SET at_ms = excluded.at_ms, writer = excluded.writer,
     patch = excluded.patch, next = NULL, prev = NULL, schema = excluded.schema,
     migrated_from = excluded.migrated_from
-RETURNING version";
+RETURNING version, ",
+    notify!("version", "agent")
+);
 /// Makes $2 the base of the current version (see `delta`); with $3 (the log is off), drops the
 /// patches.
 pub(super) const REBASE: &str = "
@@ -117,16 +162,20 @@ pub(super) const REPLAY_TO: &str =
 /// schema version) with the log off. (A first write, version 1 or
 /// the first after a deletion, is always a locked one: its version depends on the agent's
 /// tombstone, `agent_deleted`.)
-pub(super) const NEXT_WRITE: &str = "
+pub(super) const NEXT_WRITE: &str = concat!(
+    "
 UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
     written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint),
     base = $3::bigint, tail = 0, bytes = $7::bigint, schema = $8::integer
 WHERE agent = $1 AND version = $3::bigint - 1 AND change_log IS NULL
-RETURNING version";
+RETURNING version, ",
+    notify!("version", "agent")
+);
 /// [`NEXT_WRITE`] when patches are stored ($9: true), which it deletes. (A statement of its
 /// own: a data-modifying `WITH` costs the server a third of a plain write's time, which a
 /// write that has no patches to delete should not pay.)
-pub(super) const NEXT_WRITE_DROPPING: &str = "
+pub(super) const NEXT_WRITE_DROPPING: &str = concat!(
+    "
 WITH s AS (
     UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $4::bigint,
         written_ms = $5::bigint, written_grain = greatest(written_grain, $6::bigint),
@@ -137,14 +186,18 @@ WITH s AS (
     DELETE FROM agent_changes WHERE agent = $1 AND $9::boolean AND version < $3::bigint
         AND EXISTS (SELECT 1 FROM s)
 )
-SELECT version FROM s";
+SELECT version, ",
+    notify!("version", "$1::text"),
+    " FROM s"
+);
 /// The optimistic commit of version $3 with the log on ($4: the retention it was computed
 /// with), its log entry ($5 at_ms, $6 writer, $7 patch, $8 next or NULL for $2, $9 prev) and
 /// the pruning ($10, $11 as in [`LOG_CHANGE`]), its stamp ($12), the time ($13, $14 as in
 /// [`WRITE_STATE`]), its size ($15), its schema version ($16, of the state and the entry) and
 /// the version a migration upgraded from ($17, the entry's), all or nothing. (With the log on, every version's
 /// state is stored: the log's entries hold it, see `delta`.)
-pub(super) const LOGGED_WRITE: &str = "
+pub(super) const LOGGED_WRITE: &str = concat!(
+    "
 WITH s AS (
     UPDATE agent_state SET value = $2, version = $3::bigint, stamp = $12::bigint,
         written_ms = $13::bigint, written_grain = greatest(written_grain, $14::bigint),
@@ -163,7 +216,10 @@ WITH s AS (
     DELETE FROM agent_changes WHERE agent = $1 AND EXISTS (SELECT 1 FROM s)
         AND version < $3::bigint AND (version <= $10::bigint OR at_ms < $11::bigint)
 )
-SELECT count(*) FROM s";
+SELECT count(*), bool_and(",
+    notify!("version", "$1::text"),
+    ") FROM s"
+);
 
 pub(super) const UNKNOWN_OUTCOME: &str =
     "the connection was lost while committing: the outcome is unknown; read the state's version \
@@ -194,12 +250,20 @@ pub(super) const IDLE: &str = "SELECT agent, version, bytes, written_ms
 /// Deletes the change logs of the agents $1 (an array).
 pub(super) const DELETE_CHANGES: &str = "DELETE FROM agent_changes WHERE agent = ANY($1::text[])";
 /// Deletes the rows of the agents $1 that hold no change-log setting, and empties those that
-/// do (the setting stays: nothing stored, version 0, schema version 0).
-pub(super) const DELETE_ROWS: &str = "
-WITH d AS (DELETE FROM agent_state WHERE agent = ANY($1::text[]) AND change_log IS NULL)
-UPDATE agent_state SET value = NULL, version = 0, stamp = 0, base = 0, tail = 0, bytes = 0,
-    schema = 0
-    WHERE agent = ANY($1::text[]) AND change_log IS NOT NULL";
+/// do (the setting stays: nothing stored, version 0, schema version 0); notifies the
+/// watchers of each deletion (version 0).
+pub(super) const DELETE_ROWS: &str = concat!(
+    "
+WITH d AS (DELETE FROM agent_state WHERE agent = ANY($1::text[]) AND change_log IS NULL),
+e AS (
+    UPDATE agent_state SET value = NULL, version = 0, stamp = 0, base = 0, tail = 0, bytes = 0,
+        schema = 0
+    WHERE agent = ANY($1::text[]) AND change_log IS NOT NULL
+)
+SELECT ",
+    notify!("0", "a"),
+    " FROM unnest($1::text[]) a"
+);
 /// The tombstones of deleted agents: the hashes of their ids ($1) and their last versions ($2).
 pub(super) const TOMBSTONES: &str = "INSERT INTO agent_deleted (id_hash, version)
     SELECT * FROM unnest($1::bigint[], $2::bigint[])
