@@ -147,6 +147,7 @@ pub mod agent;
 pub mod agents;
 mod backends;
 pub mod builder;
+pub mod callbacks;
 pub mod cancel;
 pub mod error;
 pub mod hooks;
@@ -162,6 +163,7 @@ pub use agent::{Agent, Held, Ticket, Versioned, Written};
 pub use agent_state_value as value;
 pub use agents::{delete_agent, expire_agents, list_agents, AgentInfo, AgentQuery};
 pub use builder::{AgentBuilder, ChangeLog};
+pub use callbacks::HookGuard;
 pub use cancel::Cancel;
 pub use error::{Detail, Error, ErrorKind, Result};
 pub use hooks::{

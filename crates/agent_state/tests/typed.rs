@@ -5,6 +5,7 @@
 
 mod typed {
     pub mod builder;
+    pub mod callbacks;
     pub mod state;
     pub mod types;
 }

@@ -2,11 +2,11 @@
 //! that refuses a call into the agent from a hook that runs under its lock.
 
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::{lock, Agent};
 use crate::error::{Error, Result};
-use crate::hooks::{InitialStateHook, StateChangedHook, Validator};
+use crate::hooks::{Hooks, InitialStateHook, StateChangedHook, Validator};
 use crate::value::accept::{self, StateInput};
 use crate::value::snapshot::Snapshot;
 
@@ -22,6 +22,12 @@ impl Agent {
         let guard = self.lock_inner()?;
         guard.as_ref().ok_or(Error::Closed)?;
         Ok(self.hooks.add(hook))
+    }
+
+    /// The agent's hook list, weakly: what a closure hook's guard (`HookGuard`) removes
+    /// its hook from, without keeping the agent's hooks alive after the agent.
+    pub(crate) fn hooks_weak(&self) -> Weak<Hooks> {
+        Arc::downgrade(&self.hooks)
     }
 
     /// Unregisters hook `id`.
