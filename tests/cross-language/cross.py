@@ -6,10 +6,10 @@ interpreter of target/pyvenv, where bindings/python/venv.sh installs the package
   cross.py read STORE        reads every agent and checks the Python type and value of each
                              member (decoding.py's types: datetime, BigInt, bytes, JSMap,
                              JSSet, array.array, TypedArray, re.Pattern, RegExp, JSONInt)
-  cross.py bytes STORE OUT   checks that the agents "node", "python" and "go" hold the same
-                             bytes, read from the SQLite file itself (sqlite3) and through the
-                             library, and that those are the bytes each language's encoder
-                             wrote (OUT/node.json, OUT/python.json, OUT/go.json)
+  cross.py bytes STORE OUT   checks that the agents "node", "python", "go" and "rust" hold the
+                             same bytes, read from the SQLite file itself (sqlite3) and through
+                             the library, and that those are the bytes each language's encoder
+                             wrote (OUT/node.json, OUT/python.json, OUT/go.json, OUT/rust.json)
 """
 
 from __future__ import annotations
@@ -127,6 +127,7 @@ EXPECTED: Dict[str, Callable[[], State]] = {
     "node": canonical_read,
     "python": canonical_read,
     "go": canonical_read,
+    "rust": canonical_read,
     "node-rules": lambda: {
         # 2 ** 60 as JavaScript writes it: the digits beyond 2 ** 53 are gone.
         "beyondSafe": JSONInt("1152921504606847000"),
@@ -261,7 +262,7 @@ def compare_bytes(store: str, out: str) -> int:
     if reference is None:
         print("FAIL bytes: the agent node is not stored")
         return 1
-    for agent_id in ("node", "python", "go"):
+    for agent_id in ("node", "python", "go", "rust"):
         raw = stored.get(agent_id)
         with agent_state.Agent(store, agent_id=agent_id, read_only=True) as agent:
             through_library = agent.get_state_json().encode()
@@ -279,7 +280,7 @@ def compare_bytes(store: str, out: str) -> int:
                 print(f"FAIL bytes: {msg}")
         else:
             print(f"ok   bytes of agent {agent_id} = agent node's ({len(reference)} bytes, file and library alike)")
-    for lang in ("node", "python", "go"):
+    for lang in ("node", "python", "go", "rust"):
         with open(os.path.join(out, f"{lang}.json"), "rb") as f:
             encoded = f.read()
         if encoded != reference:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cross-language test (tests/cross-language/README.md): Node, Python and Go each write every
+# The cross-language test (tests/cross-language/README.md): Node, Python, Go and Rust each write every
 # codec type into one SQLite store, each reads what all three wrote and checks it in its own
 # types, and the bytes stored for the same logical state are compared. Exits non-zero on any
 # mismatch. Runs after `make build`; prepares what it needs with the project's own scripts:
@@ -53,8 +53,19 @@ else
 fi
 store="$work/cross.db"
 
+echo "+ cargo build (crates/agent_state/tests/cross_language.rs)"
+cargo test -q -p agent_state --test cross_language --no-run
+
 echo "+ go build (tests/cross-language/go)"
 (cd "$here/go" && go vet . && go build -o "$work/crosslanguage" .)
+
+# The Rust side (crates/agent_state/tests/cross_language.rs): a test of the core crate that does
+# the step AGENT_STATE_CROSS names (its words on separate lines). Built in the test profile,
+# which `make test` has built already.
+rust_step() {
+    AGENT_STATE_CROSS="$1" cargo test -q -p agent_state --test cross_language -- \
+        --exact cross_language_step --nocapture
+}
 
 failed=0
 step() {
@@ -68,10 +79,15 @@ step() {
 step node "$here/node.js" write "$store" "$work"
 step "$PY" "$here/cross.py" write "$store" "$work"
 step "$work/crosslanguage" write "$store" "$work"
+step rust_step "write
+$store
+$work"
 # Then every reader, on every agent.
 step node "$here/node.js" read "$store"
 step "$PY" "$here/cross.py" read "$store"
 step "$work/crosslanguage" read "$store"
+step rust_step "read
+$store"
 # The same logical state, byte for byte.
 step "$PY" "$here/cross.py" bytes "$store" "$work"
 
@@ -79,4 +95,4 @@ if [[ "$failed" != 0 ]]; then
     echo "tests/cross-language/run.sh: $failed step(s) failed" >&2
     exit 1
 fi
-echo "tests/cross-language/run.sh: passed (Node, Python and Go agree on every codec type)"
+echo "tests/cross-language/run.sh: passed (Node, Python, Go and Rust agree on every codec type)"
