@@ -145,6 +145,7 @@
 
 pub mod agent;
 pub mod agents;
+pub mod async_agent;
 mod backends;
 pub mod builder;
 pub mod callbacks;
@@ -162,6 +163,7 @@ pub use agent::{Agent, Held, Ticket, Versioned, Written};
 /// The state value (its own crate, `agent_state_value`): JSON, the codec, merge, snapshots.
 pub use agent_state_value as value;
 pub use agents::{delete_agent, expire_agents, list_agents, AgentInfo, AgentQuery};
+pub use async_agent::AsyncAgent;
 pub use builder::{AgentBuilder, ChangeLog};
 pub use callbacks::HookGuard;
 pub use cancel::Cancel;

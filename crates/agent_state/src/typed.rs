@@ -85,13 +85,7 @@ impl Agent {
         patch: &P,
         expected: Option<u64>,
     ) -> Result<Versioned> {
-        let mut value = serde_json::to_value(patch).map_err(|e| serialize_error("the patch", e))?;
-        if let Value::Object(map) = &mut value {
-            if codec::tag_of(map).is_none() {
-                skip_nulls(map);
-            }
-        }
-        self.set_state_if(&to_json("the patch", &value)?, expected)
+        self.set_state_if(&skipping_none(patch)?, expected)
     }
 
     /// Merges `patch` as serde writes it, an RFC 7396 merge patch: a `null` member (a `None`
@@ -197,8 +191,19 @@ pub(crate) fn decode<T: DeserializeOwned>(snapshot: &Snapshot) -> Result<T> {
     })
 }
 
+/// The merge patch [`Agent::set`] sends for `patch`: its JSON without the `null` members.
+pub(crate) fn skipping_none<P: Serialize + ?Sized>(patch: &P) -> Result<Vec<u8>> {
+    let mut value = serde_json::to_value(patch).map_err(|e| serialize_error("the patch", e))?;
+    if let Value::Object(map) = &mut value {
+        if codec::tag_of(map).is_none() {
+            skip_nulls(map);
+        }
+    }
+    to_json("the patch", &value)
+}
+
 /// `value` as compact JSON text (the core checks it is an object, as for every language).
-fn to_json<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<Vec<u8>> {
+pub(crate) fn to_json<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| serialize_error(what, e))
 }
 

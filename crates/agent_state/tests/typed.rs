@@ -4,6 +4,7 @@
 //! each test of behaviour runs on SQLite and PostgreSQL (`#[each_backend]`).
 
 mod typed {
+    pub mod async_agent;
     pub mod builder;
     pub mod callbacks;
     pub mod state;
