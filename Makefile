@@ -28,7 +28,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libagent_state.so.$(MAJOR)
 DIST := target/dist
 
-.PHONY: all build header demo check prose test test-suites test-rust test-pooler test-cache-statement test-tls lint test-header-c test-c test-valgrind \
+.PHONY: all build header demo check prose test test-suites test-rust test-examples test-pooler test-cache-statement test-tls lint test-header-c test-c test-valgrind \
         test-cpp test-python test-go test-node test-readme docs test-docs test-js test-inspector test-reliability test-powercut soak bench bench-smoke clean \
         dist dist-lib dist-go dist-tarball dist-python dist-sums dist-node install uninstall test-install
 
@@ -69,7 +69,7 @@ test:
 	bash tests/pg/with-server.sh bash tests/pg/tls.sh $(MAKE) --no-print-directory test-suites
 	@echo "make test: every suite passed"
 
-test-suites: lint test-rust test-pooler test-cache-statement test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
+test-suites: lint test-rust test-examples test-pooler test-cache-statement test-tls test-header-c test-c test-valgrind test-cpp test-python test-go \
       test-node test-readme test-docs test-js test-inspector test-reliability test-powercut bench-smoke test-install \
       test-json-patch-agree
 
@@ -97,6 +97,15 @@ prose:
 # AGENT_STATE_TEST_PG_URI names (skipped, and said so, without one outside CI).
 test-rust:
 	$(CARGO) test --workspace
+
+# The core crate's examples (crates/agent_state/examples: one program per concept of its Rust
+# API), each run to its end; and its tests with the optional features on (chrono dates, regex).
+test-examples:
+	@for example in crates/agent_state/examples/*.rs; do \
+	  name=$$(basename $$example .rs); echo "+ cargo run -p agent_state --example $$name"; \
+	  $(CARGO) run --quiet -p agent_state --example $$name >/dev/null || exit 1; done
+	$(CARGO) test -p agent_state --features chrono,regex --test typed
+	$(CARGO) clippy -p agent_state --all-targets --features chrono,regex -- -D warnings
 
 # The PostgreSQL variants of the tests test-rust runs (those named ::postgres), and the backend's
 # tests of its semantics, through PgBouncer in front of that server, in transaction then in
