@@ -7,8 +7,91 @@
 //!
 //! This crate is the safe core, and the whole of the semantics: C, C++, Python and Go reach the
 //! same code through the C ABI crate built on it (`agent_state_ffi`, `libagent_state.so`).
-//! States cross the API as JSON text (`&[u8]` in, [`Snapshot`] out): exactly the bytes the
-//! store holds and every other language sees.
+//! A Rust program reads and writes its own types through serde ([`Agent::get`],
+//! [`Agent::set`]), or JSON text (`&[u8]` in, [`Snapshot`] out: exactly the bytes the store
+//! holds and every other language sees).
+//!
+//! # The reference's `Conversation`, typed
+//!
+//! The State API reference's example: a state type, its initial state, a hook after each
+//! commit (`onStateChanged(next, prev)`), and a step of two merges. No JSON is written by hand.
+//!
+//! ```
+//! use agent_state::{Agent, HookGuard, Result};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+//! #[serde(rename_all = "lowercase")]
+//! enum Status { Idle, Processing }
+//!
+//! #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+//! #[serde(rename_all = "camelCase")]
+//! struct ConvState { status: Status, last_reply: String, at: u64 }
+//!
+//! /// The fields to merge; `None` is left as stored.
+//! #[derive(Serialize, Default)]
+//! #[serde(rename_all = "camelCase")]
+//! struct ConvPatch { status: Option<Status>, last_reply: Option<String>, at: Option<u64> }
+//!
+//! struct Conversation { agent: Agent, _transitions: HookGuard }
+//!
+//! impl Conversation {
+//!     fn open(store: &str) -> Result<Conversation> {
+//!         let init = ConvState { status: Status::Idle, last_reply: String::new(), at: 0 };
+//!         let agent = Agent::builder().agent_id("c1").initial_state(&init).open(store)?;
+//!         let transitions = agent.on_change_as(|next: &ConvState, prev: &ConvState| {
+//!             println!("{:?} -> {:?}", prev.status, next.status); // after each commit, in order
+//!         })?;
+//!         Ok(Conversation { agent, _transitions: transitions })
+//!     }
+//!
+//!     fn process(&self, now: u64) -> Result<()> {
+//!         // An RFC 7396 merge in one transaction: the other members are untouched.
+//!         self.agent.set(&ConvPatch { status: Some(Status::Processing), ..Default::default() })?;
+//!         // ...
+//!         self.agent.set(&ConvPatch { status: Some(Status::Idle), at: Some(now), ..Default::default() })?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # let dir = std::env::temp_dir().join(format!("agent_state_doc_conv_{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! # let store = dir.join("conv.db").to_string_lossy().into_owned();
+//! let conv = Conversation::open(&store)?;
+//! let read = conv.agent.get_state_versioned()?;   // nothing stored: the initial state
+//! assert_eq!((read.version, read.get::<ConvState>()?.status), (0, Status::Idle));
+//! conv.process(1_796_008_004_123)?;
+//! drop(conv);
+//! let again = Conversation::open(&store)?;        // as a second run of the program would
+//! let state: ConvState = again.agent.get()?;
+//! assert_eq!((state.status, state.at), (Status::Idle, 1_796_008_004_123));
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), agent_state::Error>(())
+//! ```
+//!
+//! # The Rust API in short
+//!
+//! - **Opening**: [`Agent::builder`] names each option with a Rust type and opens a
+//!   [`Location`]: a file path or a `postgresql://` URI as text, a [`Path`](std::path::Path)
+//!   (always a file). [`Agent::open_with`] takes the [`OpenOptions`] that
+//!   [`OpenOptions::from_json`] reads (the C ABI's and the command's form).
+//! - **Typed states**: [`Agent::get`], [`Agent::set`] (a merge that skips `None`),
+//!   [`Agent::merge`] (a merge where `null` deletes), [`Agent::replace`], [`Agent::update`]
+//!   (read, change, compare-and-set); `serde_json::Value` is one more type. The storage codec's
+//!   dates, big integers, maps, sets, bytes, typed arrays and regular expressions are the types
+//!   of [`types`].
+//! - **Hooks as closures**: [`Agent::on_change`] and [`Agent::on_change_as`] return a
+//!   [`HookGuard`] that unregisters the hook when dropped; [`Agent::validate_as`],
+//!   [`Agent::initial_state_with`]; the traits ([`StateChangedHook`], [`Validator`]) stay.
+//! - **Async**: [`AsyncAgent`], the same methods as `async fn`s on the library's worker pool,
+//!   cancel-safe (see [`async_agent`]).
+//! - **Errors**: one [`Error`] (`#[non_exhaustive]`), its [`ErrorKind`] a stable number, the
+//!   backend's or serde's error as its [`source`](std::error::Error::source).
+//!
+//! The examples of the crate (`crates/agent_state/examples`, `cargo run -p agent_state
+//! --example conversation`) are one program per concept.
+//!
+//! The sections below use the JSON-text form, the one the C ABI wraps.
 //!
 //! # A state, read and merged
 //!
@@ -137,9 +220,11 @@
 //! snapshots), `store` (what the agent needs from storage, as traits that name no backend),
 //! `backends` (the SQLite and PostgreSQL backends behind them, and the one place that picks
 //! one for a path), [`hooks`] (hook delivery in commit order), [`options`] and [`agent`] (the
-//! API, split by job), [`agents`] (a store's agents as a whole: list, delete, expire). `unsafe`
-//! is allowed only in the SQLite backend's OS glue (its WAL-index watcher) and in the fork
-//! watcher every backend uses (`store::process`).
+//! API, split by job), [`agents`] (a store's agents as a whole: list, delete, expire). The
+//! Rust surface on top: [`location`] and [`builder`] (opening), `typed` (states through
+//! serde, as methods of [`Agent`]), [`types`] (the codec's types), [`callbacks`] (closures as
+//! hooks) and [`async_agent`]. `unsafe` is allowed only in the SQLite backend's OS glue (its
+//! WAL-index watcher) and in the fork watcher every backend uses (`store::process`).
 
 #![deny(missing_docs)]
 

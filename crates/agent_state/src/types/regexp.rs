@@ -7,7 +7,7 @@ use serde_json::Value;
 /// A JavaScript regular expression, stored as the codec's `$regexp`: its source and flags
 /// (distinct letters of `dgimsuvy`, checked by the codec on write), as JavaScript holds them.
 /// Rust's `regex` crate reads another dialect: with the feature `regex`,
-/// [`RegExp::to_regex`] compiles the source with the flags it has a meaning for. Plain data.
+/// `RegExp::to_regex` compiles the source with the flags it has a meaning for. Plain data.
 ///
 /// ```
 /// use agent_state::types::RegExp;
