@@ -72,8 +72,8 @@
 //! # The Rust API in short
 //!
 //! - **Opening**: [`Agent::builder`] names each option with a Rust type and opens a
-//!   [`Location`]: a file path or a `postgresql://` URI as text, a [`Path`](std::path::Path)
-//!   (always a file). [`Agent::open_with`] takes the [`OpenOptions`] that
+//!   [`Location`]: a file path or a `postgresql://` URI, as text or a path, read by its scheme
+//!   ([`Location::file`]: a file, whatever its name). [`Agent::open_with`] takes the [`OpenOptions`] that
 //!   [`OpenOptions::from_json`] reads (the C ABI's and the command's form).
 //! - **Typed states**: [`Agent::get`], [`Agent::set`] (a merge that skips `None`),
 //!   [`Agent::merge`] (a merge where `null` deletes), [`Agent::replace`], [`Agent::update`]

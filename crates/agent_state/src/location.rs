@@ -1,11 +1,12 @@
 //! Where a store is: a SQLite file or a PostgreSQL server, said as what it is.
 //!
-//! A URI is not a file path, so it never travels as one in the Rust API: a [`Location`] is
-//! either a [`Location::File`] (a path, opened as a SQLite file, `":memory:"` included) or a
-//! [`Location::Server`] (a `postgres://` or `postgresql://` URI). Text (`&str`, `String`) is
-//! read by its scheme, which is how every other language's binding reads its location
-//! argument; a [`Path`] or [`PathBuf`] is always a file, even one whose name happens to look
-//! like a URI.
+//! A URI is not a file path, so the Rust API does not take one as a [`Path`]: a [`Location`]
+//! is either a [`Location::File`] (a path, opened as a SQLite file, `":memory:"` included) or
+//! a [`Location::Server`] (a `postgres://` or `postgresql://` URI). Text (`&str`, `String`)
+//! is read by its scheme, which is how every other language's binding reads its location
+//! argument. A [`Path`] or [`PathBuf`] is read the same way, as the C ABI and the command read
+//! the location they are given (a program that kept a URI in a `PathBuf` opens the server it
+//! names); [`Location::file`] is a file whatever its name looks like.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -15,10 +16,10 @@ use crate::error::{Error, Result};
 
 /// A store's location: a SQLite file or a PostgreSQL server.
 ///
-/// Built from text by its scheme (`From<&str>`, `From<String>`: `postgres://` and
-/// `postgresql://` are servers, anything else a file path), from a path always as a file
-/// (`From<&Path>`, `From<PathBuf>`), or checked with [`Location::server`]. Cheap to clone;
-/// `Send` and `Sync`; it opens nothing by itself.
+/// Built from text or a path by its scheme (`From<&str>`, `From<String>`, `From<&Path>`,
+/// `From<PathBuf>`: `postgres://` and `postgresql://` are servers, anything else a file path),
+/// as a file whatever its name ([`Location::file`]), or checked as a server
+/// ([`Location::server`]). Cheap to clone; `Send` and `Sync`; it opens nothing by itself.
 ///
 /// ```
 /// use std::path::Path;
@@ -26,8 +27,9 @@ use crate::error::{Error, Result};
 ///
 /// assert!(matches!(Location::from("conv.db"), Location::File(_)));
 /// assert!(matches!(Location::from("postgresql://app@db/agents"), Location::Server(_)));
-/// // A path is a file, whatever its name looks like.
-/// assert!(matches!(Location::from(Path::new("postgres://x")), Location::File(_)));
+/// assert!(matches!(Location::from(Path::new("conv.db")), Location::File(_)));
+/// // A file, whatever its name looks like.
+/// assert!(matches!(Location::file("postgres://x"), Location::File(_)));
 /// assert!(Location::server("conv.db").is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -54,7 +56,8 @@ impl Location {
         Ok(Location::Server(uri))
     }
 
-    /// A file location at `path`.
+    /// A file location at `path`, whatever its name looks like (a file named like a URI is
+    /// opened as a file, relative to the working directory).
     pub fn file(path: impl Into<PathBuf>) -> Location {
         Location::File(path.into())
     }
@@ -103,21 +106,27 @@ impl From<&String> for Location {
     }
 }
 
+/// Read by its scheme when it is UTF-8 (as the C ABI reads its path argument), else a file.
 impl From<&Path> for Location {
     fn from(path: &Path) -> Location {
-        Location::File(path.to_path_buf())
+        Location::from(path.to_path_buf())
     }
 }
 
+/// Read by its scheme when it is UTF-8, else a file.
 impl From<PathBuf> for Location {
     fn from(path: PathBuf) -> Location {
-        Location::File(path)
+        match path.into_os_string().into_string() {
+            Ok(text) => Location::from(text),
+            Err(other) => Location::File(PathBuf::from(other)),
+        }
     }
 }
 
+/// Read by its scheme when it is UTF-8, else a file.
 impl From<&PathBuf> for Location {
     fn from(path: &PathBuf) -> Location {
-        Location::File(path.clone())
+        Location::from(path.as_path())
     }
 }
 
@@ -171,7 +180,11 @@ mod tests {
             Location::from("pg.db"),
             Location::File(PathBuf::from("pg.db"))
         );
-        let odd = Location::from(Path::new("postgres://h/db"));
+        assert_eq!(
+            Location::from(Path::new("postgres://h/db")),
+            Location::Server("postgres://h/db".into())
+        );
+        let odd = Location::file("postgres://h/db");
         assert_eq!(odd.store_path(), Path::new("./postgres://h/db"));
         assert_eq!(Location::memory().store_path(), Path::new(":memory:"));
     }

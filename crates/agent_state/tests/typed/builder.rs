@@ -101,11 +101,11 @@ fn bad_values_are_refused_before_anything_opens() {
 }
 
 #[test]
-fn a_path_that_reads_like_a_uri_is_a_file_and_text_is_read_by_its_scheme() {
+fn a_location_is_read_by_its_scheme_unless_said_to_be_a_file() {
     let dir = TempDir::new("builder_locations");
     let odd = dir.file("postgres:");
     std::fs::create_dir_all(&odd).unwrap();
-    // <dir>/postgres:/x.db is a file path; as text "postgres://..." it would be a server.
+    // <dir>/postgres:/x.db is an absolute path, so no scheme: a file.
     let agent = Agent::open_with(odd.join("x.db"), &Default::default()).unwrap();
     agent.set(&json!({"a": 1})).unwrap();
     assert!(odd.join("x.db").exists());
@@ -113,6 +113,15 @@ fn a_path_that_reads_like_a_uri_is_a_file_and_text_is_read_by_its_scheme() {
         Location::from("postgres://h/db"),
         Location::Server(_)
     ));
+    assert!(matches!(
+        Location::from(std::path::PathBuf::from("postgresql://h/db")),
+        Location::Server(_)
+    ));
+    // A file named like a URI, relative to the working directory, when said to be a file.
+    assert_eq!(
+        Location::file("postgres://h/db"),
+        Location::File("postgres://h/db".into())
+    );
     assert!(matches!(
         Location::server("conv.db"),
         Err(Error::InvalidArgument(_))
