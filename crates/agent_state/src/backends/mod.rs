@@ -13,9 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::store::{
-    AgentQuery, Agents, Backend, CommitSignal, Signal, StoreOptions, WatchReads, MAX_LIST_LIMIT,
-};
+use crate::store::{Agents, Backend, CommitSignal, Signal, StoreOptions, WatchReads};
 
 /// Opens the store at `path` with the backend it names: a `postgres://` or `postgresql://`
 /// connection URI is a PostgreSQL server, anything else a SQLite file.
@@ -78,11 +76,12 @@ fn open_server_signal(
     options: &StoreOptions,
     poll_interval: Option<Duration>,
 ) -> Result<Box<dyn CommitSignal>> {
-    // Until the server's notifications are wired in: a rescan per interval.
-    let _ = (uri, options);
-    Ok(Box::new(EveryInterval(
-        poll_interval.unwrap_or(Duration::from_millis(200)),
-    )))
+    Ok(match poll_interval {
+        // Through a transaction pooler, which cannot carry LISTEN: nothing registered, so
+        // writers never notify for it.
+        Some(interval) => Box::new(EveryInterval(interval)),
+        None => Box::new(postgres::Listener::open(uri, options)?),
+    })
 }
 
 #[cfg(not(feature = "postgres"))]
@@ -96,7 +95,7 @@ fn open_server_signal(
 
 #[cfg(feature = "postgres")]
 fn open_server_watch_reads(uri: &str, options: &StoreOptions) -> Result<Box<dyn WatchReads>> {
-    Ok(Box::new(ListedVersions(open_server_agents(uri, options)?)))
+    Ok(Box::new(postgres::PgWatchReads::open(uri, options)?))
 }
 
 #[cfg(not(feature = "postgres"))]
@@ -117,38 +116,6 @@ impl CommitSignal for EveryInterval {
         }
         std::thread::sleep(self.0);
         Ok(Signal::Unknown)
-    }
-}
-
-/// The watcher's reads made of a store's listing, page by page: what any backend with
-/// [`Agents`] offers (not in one transaction: each page is of its own commit, which the
-/// watcher tolerates, since it confirms every change it delivers from the agent's own reads).
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-#[allow(dead_code)]
-struct ListedVersions(Box<dyn Agents>);
-
-impl WatchReads for ListedVersions {
-    fn versions_with_prefix(&mut self, prefix: &str) -> Result<Vec<(String, u64)>> {
-        let mut out: Vec<(String, u64)> = Vec::new();
-        loop {
-            let page = self.0.list_agents(&AgentQuery {
-                prefix: Some(prefix.to_string()),
-                after: out.last().map(|(id, _)| id.clone()),
-                limit: MAX_LIST_LIMIT,
-            })?;
-            let full = page.len() == MAX_LIST_LIMIT;
-            out.extend(page.into_iter().map(|a| (a.id, a.version)));
-            if !full {
-                return Ok(out);
-            }
-        }
-    }
-
-    fn versions_of(&mut self, ids: &[&str]) -> Result<Vec<(String, u64)>> {
-        let wanted: std::collections::HashSet<&str> = ids.iter().copied().collect();
-        let mut all = self.versions_with_prefix("")?;
-        all.retain(|(id, _)| wanted.contains(id.as_str()));
-        Ok(all)
     }
 }
 

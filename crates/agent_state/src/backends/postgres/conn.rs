@@ -78,8 +78,8 @@ pub(super) struct Conn {
     io: Option<Io>,
     /// The poller and timer `io` runs on.
     runtime: Option<Runtime>,
-    /// `io` has ended (the server closed the connection, or it failed): not polled again.
-    ended: bool,
+    /// Whether `io` has ended, and the notifications it read (see [`Heard`]).
+    heard: Heard,
     /// The bound on each round trip, of the handle using it ([`Limits::round_trip`]).
     limit: Duration,
     /// A round trip went unanswered or was cancelled: the connection's state is unknown (never
@@ -126,7 +126,7 @@ pub(super) struct ConnectError {
 const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Plain or TLS (`super::tls`), as the URI's `sslmode` and the server decided.
-use super::wait::{bounded, drive, join, join3, unless_cancelled, Io};
+use super::wait::{bounded, drive, join, join3, unless_cancelled, Heard, Io};
 use crate::cancel;
 
 /// A round trip on `$conn`'s client: `$call` is the client's future, given the client as
@@ -155,7 +155,7 @@ macro_rules! round_trip {
         bounded(
             runtime,
             io,
-            &mut conn.ended,
+            &mut conn.heard,
             conn.limit,
             &mut conn.timed_out,
             cancel.as_ref(),
@@ -164,6 +164,7 @@ macro_rules! round_trip {
     }};
 }
 
+mod listen;
 mod send;
 
 impl Conn {
@@ -205,7 +206,7 @@ impl Conn {
                 client: Some(client),
                 io: Some(io),
                 runtime: Some(runtime),
-                ended: false,
+                heard: Heard::default(),
                 limit: limits.round_trip,
                 timed_out: false,
                 committing: false,
@@ -277,13 +278,13 @@ impl Conn {
             return true;
         }
         if let (Some(runtime), Some(io)) = (self.runtime.as_ref(), self.io.as_mut()) {
-            let ended = &mut self.ended;
+            let heard = &mut self.heard;
             runtime.block_on(async {
                 let mut sleep = pin!(tokio::time::sleep(Duration::from_millis(1)));
                 std::future::poll_fn(|cx| {
                     // The connection first: when the socket's end and the timer come in the
                     // same turn, the end is read.
-                    if drive(io, ended, cx).is_err() || *ended {
+                    if drive(io, heard, cx).is_err() || heard.ended {
                         return Poll::Ready(());
                     }
                     sleep.as_mut().poll(cx)
@@ -446,7 +447,7 @@ impl Conn {
 
     /// True when the connection can go back to the pool as it is.
     pub fn reusable(&self) -> bool {
-        !self.timed_out && !self.ended && self.client.as_ref().is_some_and(|c| !c.is_closed())
+        !self.timed_out && !self.heard.ended && self.client.as_ref().is_some_and(|c| !c.is_closed())
     }
 }
 
@@ -469,12 +470,12 @@ impl Drop for Conn {
         // is simply closed.
         drop(client);
         if let (Some(mut io), Some(runtime)) = (io, runtime) {
-            if !self.timed_out && !self.ended {
-                let ended = &mut self.ended;
+            if !self.timed_out && !self.heard.ended {
+                let heard = &mut self.heard;
                 runtime.block_on(async {
                     let mut sleep = pin!(tokio::time::sleep(CLOSE_WAIT));
                     std::future::poll_fn(|cx| {
-                        if drive(&mut io, ended, cx).is_err() || *ended {
+                        if drive(&mut io, heard, cx).is_err() || heard.ended {
                             return Poll::Ready(());
                         }
                         sleep.as_mut().poll(cx)

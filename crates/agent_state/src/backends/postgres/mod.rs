@@ -56,6 +56,7 @@ mod conn;
 mod delta;
 mod error;
 mod hosts;
+mod listen;
 mod params;
 mod pool;
 mod row;
@@ -66,12 +67,17 @@ mod sql;
 mod stamp;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_listen;
 mod tls;
 mod uri;
 mod wait;
+mod watch_reads;
 
 use changes::{keep_bounds, prune_bounds, retention, row_to_change, PendingLog};
+pub use listen::Listener;
 pub use schema::SCHEMA_VERSION;
+pub use watch_reads::PgWatchReads;
 
 /// One agent of a PostgreSQL database, as one handle sees it.
 pub struct Postgres {
@@ -168,16 +174,23 @@ impl Postgres {
         let agent = options.agent_id.clone().ok_or_else(|| {
             Error::InvalidArgument("agent_id is required for a PostgreSQL store".to_string())
         })?;
-        Self::open_as(uri, options, agent)
+        Self::open_as(uri, options, agent, true)
     }
 
     /// Opens the database at `uri` for its agents as a whole (see `agents`): a handle of no
     /// agent, on the same pool.
     pub fn open_agents(uri: &str, options: &StoreOptions) -> Result<Postgres> {
-        Self::open_as(uri, options, String::new())
+        Self::open_as(uri, options, String::new(), true)
     }
 
-    fn open_as(uri: &str, options: &StoreOptions, agent: String) -> Result<Postgres> {
+    /// [`Postgres::open_agents`] of a store that must be there: a database without its tables
+    /// is [`Error::Storage`], nothing created (a watcher's reads: watching never creates a
+    /// store). An older schema is upgraded as by any open.
+    pub fn open_existing(uri: &str, options: &StoreOptions) -> Result<Postgres> {
+        Self::open_as(uri, options, String::new(), false)
+    }
+
+    fn open_as(uri: &str, options: &StoreOptions, agent: String, create: bool) -> Result<Postgres> {
         let shown = uri::redact(uri);
         let target = hosts::Target::parse(uri, &shown)?;
         let timeout_ms = u64::try_from(options.busy_timeout.as_millis()).unwrap_or(u64::MAX);
@@ -206,7 +219,14 @@ impl Postgres {
                 lock_timeout_ms: store.settings.lock_timeout_ms.max(server_ms),
                 ..store.settings
             };
-            match schema::check(&mut conn, creating, store.read_only, &store.pool.shown) {
+            let checked = if create {
+                Ok(())
+            } else {
+                schema::exists(&mut conn, &store.pool.shown).map(drop)
+            };
+            match checked.and_then(|()| {
+                schema::check(&mut conn, creating, store.read_only, &store.pool.shown)
+            }) {
                 Ok(()) => {
                     store.pool.checkin(conn);
                     store.pool.set_schema_checked();

@@ -276,3 +276,35 @@ fn raced(e: &super::error::PgError, attempt: &mut u32) -> bool {
     std::thread::sleep(Duration::from_millis(5 * u64::from(*attempt)));
     true
 }
+
+/// Whether the database's store has the table of listeners, when it holds a store (its schema
+/// table); [`Error::Storage`] otherwise, for a caller that must not create one (a watcher: see
+/// `super::Postgres::open_existing` and `super::listen`).
+pub(super) fn exists(conn: &mut Conn, shown: &str) -> std::result::Result<bool, Fault> {
+    let row = conn
+        .query_opt(super::sql::STORE_TABLES, &[])
+        .map_err(|e| classify(&e, "cannot read the store's tables"))?;
+    match row {
+        Some(r) if r.get::<_, bool>(0) => Ok(r.get(1)),
+        _ => Err(Fault::Answered(Error::Storage(
+            format!(
+                "{shown}: no agent_state store there (its tables are missing); watching never \
+                 creates one"
+            )
+            .into(),
+        ))),
+    }
+}
+
+/// Adds the table of listeners to a store an older release made, which no handle of this one
+/// has opened since ([`check`] adds it at open); another process may be adding it too.
+pub(super) fn add_listeners(conn: &mut Conn) -> std::result::Result<(), Fault> {
+    let mut attempt = 0;
+    loop {
+        match conn.batch_execute(CREATE_LISTENERS) {
+            Ok(()) => return Ok(()),
+            Err(e) if raced(&e, &mut attempt) => continue,
+            Err(e) => return Err(classify(&e, "cannot create the agent_listeners table")),
+        }
+    }
+}

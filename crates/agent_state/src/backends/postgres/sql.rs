@@ -158,6 +158,40 @@ pub(super) const REPLAY_TO: &str =
     "SELECT version, at_ms, writer, patch, next, prev, schema, migrated_from FROM agent_changes
      WHERE agent = $1 AND version = $2::bigint";
 
+/// Whether the store's tables are there, and the table of its listeners (see `schema`).
+pub(super) const STORE_TABLES: &str =
+    "SELECT to_regclass('agent_state_schema') IS NOT NULL, to_regclass('agent_listeners') IS NOT NULL";
+/// Registers the listener $1, or renews its registration, until $2 ms from now on the server's
+/// clock; true when it was registered and unexpired before (false: a new registration, or one
+/// that lapsed, during which writers may have committed without notifying).
+pub(super) const LISTENER_RENEW: &str = concat!(
+    "WITH old AS (SELECT expires_ms FROM agent_listeners WHERE id = $1::bigint),
+n AS (
+    INSERT INTO agent_listeners (id, expires_ms) VALUES ($1::bigint, ",
+    server_ms!(),
+    " + $2::bigint)
+    ON CONFLICT (id) DO UPDATE SET expires_ms = excluded.expires_ms
+)
+SELECT coalesce((SELECT expires_ms FROM old), 0) > ",
+    server_ms!()
+);
+/// Forgets the listeners expired for more than a minute (processes that ended without
+/// unregistering: killed, or cut off from the server).
+pub(super) const LISTENERS_PRUNE: &str = concat!(
+    "DELETE FROM agent_listeners WHERE expires_ms < ",
+    server_ms!(),
+    " - 60000"
+);
+/// Unregisters the listener $1.
+pub(super) const LISTENER_DROP: &str = "DELETE FROM agent_listeners WHERE id = $1::bigint";
+/// The agents with a state stored and their versions, by id in byte order (the index
+/// `agent_state_by_id`); the watcher's reads add their bounds on the id (see `watch_reads`).
+pub(super) const VERSIONS: &str =
+    "SELECT agent, version FROM agent_state WHERE value IS NOT NULL AND version > 0";
+/// The versions of those of the agents $1 (an array) with a state stored.
+pub(super) const VERSIONS_OF: &str = "SELECT agent, version FROM agent_state
+    WHERE agent = ANY($1::text[]) AND value IS NOT NULL AND version > 0";
+
 /// The optimistic commit of version $3 ($4: its stamp; $5, $6: the time, $7 the size, $8 the
 /// schema version) with the log off. (A first write, version 1 or
 /// the first after a deletion, is always a locked one: its version depends on the agent's

@@ -63,8 +63,9 @@ impl Stamps {
 }
 
 /// A random non-zero number: std's per-process random hash keys (seeded by the OS), over a
-/// counter, so no two calls of a process repeat.
-fn random() -> i64 {
+/// counter, so no two calls of a process repeat. (Also a watcher's registration id: see
+/// `super::listen`.)
+pub(super) fn random() -> i64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));

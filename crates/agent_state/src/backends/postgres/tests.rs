@@ -17,7 +17,7 @@ use crate::{Agent, OpenOptions};
 
 /// The test server's URI without any `default_query_exec_mode` (each test names its own), or
 /// `None` (skipped).
-fn server() -> Option<String> {
+pub(super) fn server() -> Option<String> {
     let uri = std::env::var("AGENT_STATE_TEST_PG_URI")
         .ok()
         .filter(|u| !u.is_empty());
@@ -33,7 +33,7 @@ fn server() -> Option<String> {
 }
 
 /// `uri` in `mode`, with a parameter no other test uses (so that its pool is its own).
-fn in_mode(uri: &str, mode: &str) -> String {
+pub(super) fn in_mode(uri: &str, mode: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     let app = format!(
         "unit_modes_{}_{}",
@@ -44,7 +44,7 @@ fn in_mode(uri: &str, mode: &str) -> String {
     format!("{uri}{sep}application_name={app}&{EXEC_MODE_PARAM}={mode}")
 }
 
-fn connect(uri: &str) -> Conn {
+pub(super) fn connect(uri: &str) -> Conn {
     let target = Target::parse(uri, uri).unwrap();
     let limits = Limits::new(Duration::from_secs(30), Duration::from_secs(30));
     target.connect(uri, limits, 0).unwrap().0

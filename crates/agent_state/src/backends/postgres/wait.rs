@@ -9,7 +9,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
-use tokio_postgres::Socket;
+use tokio_postgres::{AsyncMessage, Notification, Socket};
 
 use super::error::{PgError, PgResult};
 use super::tls;
@@ -17,23 +17,36 @@ use crate::cancel::Cancel;
 
 pub(super) type Io = tokio_postgres::Connection<Socket, tls::Stream>;
 
-/// Polls `io` until it has nothing more to do now. An error or its end is terminal: `ended`
-/// is set, and the error returned (the request in flight then fails as well).
+/// What driving a connection's I/O learned.
+#[derive(Default)]
+pub(super) struct Heard {
+    /// `io` has ended (the server closed the connection, or it failed): not polled again.
+    pub ended: bool,
+    /// The notifications received and not yet taken (only a listening connection gets any:
+    /// see `super::listen`; a pool's connections listen to nothing).
+    pub notified: Vec<Notification>,
+}
+
+/// Polls `io` until it has nothing more to do now, keeping the notifications it reads. An
+/// error or its end is terminal: `heard.ended` is set, and the error returned (the request in
+/// flight then fails as well).
 pub(super) fn drive(
     io: &mut Io,
-    ended: &mut bool,
+    heard: &mut Heard,
     cx: &mut std::task::Context<'_>,
 ) -> std::result::Result<(), tokio_postgres::Error> {
-    while !*ended {
+    while !heard.ended {
         match io.poll_message(cx) {
-            // Notices (CREATE TABLE IF NOT EXISTS's "already exists, skipping") and
-            // notifications (this library listens to none): ignored.
+            // A notification comes while the connection listens, between or during round
+            // trips (a heartbeat's): kept either way.
+            Poll::Ready(Some(Ok(AsyncMessage::Notification(n)))) => heard.notified.push(n),
+            // Notices (CREATE TABLE IF NOT EXISTS's "already exists, skipping"): ignored.
             Poll::Ready(Some(Ok(_))) => {}
             Poll::Ready(Some(Err(e))) => {
-                *ended = true;
+                heard.ended = true;
                 return Err(e);
             }
-            Poll::Ready(None) => *ended = true,
+            Poll::Ready(None) => heard.ended = true,
             Poll::Pending => break,
         }
     }
@@ -46,7 +59,7 @@ pub(super) fn drive(
 pub(super) fn bounded<T>(
     runtime: &Runtime,
     io: &mut Io,
-    ended: &mut bool,
+    heard: &mut Heard,
     limit: Duration,
     timed_out: &mut bool,
     cancel: Option<&Cancel>,
@@ -64,7 +77,7 @@ pub(super) fn bounded<T>(
         ));
         let mut future = pin!(future);
         std::future::poll_fn(|cx| {
-            if let Err(e) = drive(io, ended, cx) {
+            if let Err(e) = drive(io, heard, cx) {
                 return Poll::Ready(Err(PgError::Client(e)));
             }
             if let Poll::Ready(result) = future.as_mut().poll(cx) {
