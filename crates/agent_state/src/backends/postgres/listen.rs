@@ -190,14 +190,6 @@ impl Listener {
             }
         }
     }
-
-    /// Gives up the connection (lost, or in an unknown state); the next wait connects again.
-    fn lost(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            drop(conn);
-        }
-        self.retry_at = Instant::now();
-    }
 }
 
 /// The notices of the notifications' payloads (`"<version> <id>"`, see `super::sql`); `None`
@@ -237,36 +229,29 @@ impl CommitSignal for Listener {
             return Ok(Signal::Quiet);
         };
         if self.renewed.elapsed() >= HEARTBEAT {
-            match self.renew(&mut conn) {
-                Ok(true) => {}
+            let renewed = match self.renew(&mut conn) {
+                Ok(true) => Some(true),
                 // It lapsed (the watcher was held up longer than EXPIRY): writes may have
-                // committed without notifying since.
-                Ok(false) => {
-                    return match self.barrier(&mut conn) {
-                        Ok(()) => {
-                            self.conn = Some(conn);
-                            Ok(Signal::Unknown)
-                        }
-                        Err(Fault::Answered(Error::Busy(_))) => {
-                            self.conn = Some(conn);
-                            Ok(Signal::Unknown)
-                        }
-                        Err(Fault::Answered(e)) => Err(e),
-                        Err(Fault::Lost(_)) => {
-                            self.lost();
-                            Ok(Signal::Quiet)
-                        }
-                    }
+                // committed without notifying since; the watcher rescans (after the barrier:
+                // a write that missed the renewed row may still be in flight).
+                Ok(false) => match self.barrier(&mut conn) {
+                    Ok(()) | Err(Fault::Answered(Error::Busy(_))) => Some(false),
+                    Err(_) => None,
+                },
+                Err(_) => None,
+            };
+            match renewed {
+                Some(true) => {}
+                Some(false) => {
+                    self.conn = Some(conn);
+                    return Ok(Signal::Unknown);
                 }
-                Err(e) => {
+                // The connection was lost, or the server refused (a standby after a
+                // failover, say): a new connection, registered again, from the next wait.
+                None => {
                     drop(conn);
-                    return match classify(&e, "cannot renew the watcher's registration") {
-                        Fault::Answered(e) => Err(e),
-                        Fault::Lost(_) => {
-                            self.lost();
-                            Ok(Signal::Quiet)
-                        }
-                    };
+                    self.retry_at = Instant::now();
+                    return Ok(Signal::Quiet);
                 }
             }
         }
@@ -286,7 +271,6 @@ impl CommitSignal for Listener {
             }
             Err(_) => {
                 drop(conn);
-                self.lost();
                 Ok(if self.reconnect()? {
                     Signal::Unknown
                 } else {
