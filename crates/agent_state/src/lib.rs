@@ -72,9 +72,10 @@
 //! # The Rust API in short
 //!
 //! - **Opening**: [`Agent::builder`] names each option with a Rust type and opens a
-//!   [`Location`]: a file path or a `postgresql://` URI, as text or a path, read by its scheme
-//!   ([`Location::file`]: a file, whatever its name). [`Agent::open_with`] takes the [`OpenOptions`] that
-//!   [`OpenOptions::from_json`] reads (the C ABI's and the command's form).
+//!   [`Location`]: a file path or a `postgresql://` URI, as text or a path, read by its
+//!   scheme ([`Location::file`]: a file, whatever its name). [`Agent::open_with`] takes the
+//!   [`OpenOptions`] that [`OpenOptions::from_json`] reads (the C ABI's and the command's
+//!   form).
 //! - **Typed states**: [`Agent::get`], [`Agent::set`] (a merge that skips `None`),
 //!   [`Agent::merge`] (a merge where `null` deletes), [`Agent::replace`], [`Agent::update`]
 //!   (read, change, compare-and-set); `serde_json::Value` is one more type. The storage codec's
