@@ -181,10 +181,57 @@ impl AsyncAgent {
         self.call(move |agent| agent.set_state(&patch)).await
     }
 
+    /// [`Agent::set_state_if`].
+    pub async fn set_state_if(&self, patch: &[u8], expected: Option<u64>) -> Result<Versioned> {
+        let patch = patch.to_vec();
+        self.call(move |agent| agent.set_state_if(&patch, expected))
+            .await
+    }
+
     /// [`Agent::replace_state`]: a state as JSON text.
     pub async fn replace_state(&self, next: &[u8]) -> Result<Arc<Snapshot>> {
         let next = next.to_vec();
         self.call(move |agent| agent.replace_state(&next)).await
+    }
+
+    /// [`Agent::replace_state_if`].
+    pub async fn replace_state_if(&self, next: &[u8], expected: Option<u64>) -> Result<Versioned> {
+        let next = next.to_vec();
+        self.call(move |agent| agent.replace_state_if(&next, expected))
+            .await
+    }
+
+    /// [`Agent::patch_state_if`]: an RFC 6902 JSON Patch (`None`: at any version).
+    pub async fn patch_state_if(
+        &self,
+        operations: &[u8],
+        expected: Option<u64>,
+    ) -> Result<Versioned> {
+        let operations = operations.to_vec();
+        self.call(move |agent| agent.patch_state_if(&operations, expected))
+            .await
+    }
+
+    /// [`Agent::get_path`]: the value at an RFC 6901 JSON Pointer, as JSON text.
+    pub async fn get_path(&self, pointer: &str) -> Result<Vec<u8>> {
+        let pointer = pointer.to_string();
+        self.call(move |agent| agent.get_path(&pointer)).await
+    }
+
+    /// [`Agent::get_tail`]: the last `n` elements of the array at `pointer`, as JSON text.
+    pub async fn get_tail(&self, pointer: &str, n: usize) -> Result<Vec<u8>> {
+        let pointer = pointer.to_string();
+        self.call(move |agent| agent.get_tail(&pointer, n)).await
+    }
+
+    /// [`Agent::state_at`]: the state at `version`, from the change log.
+    pub async fn state_at(&self, version: u64) -> Result<Arc<Snapshot>> {
+        self.call(move |agent| agent.state_at(version)).await
+    }
+
+    /// [`Agent::restore`]: a new change back to the state at `version`.
+    pub async fn restore(&self, version: u64) -> Result<Versioned> {
+        self.call(move |agent| agent.restore(version)).await
     }
 
     /// [`Agent::update`]: read into `T`, `change`, write back as a compare-and-set, again

@@ -21,6 +21,10 @@
 //!   `Some(None)` deletes it, `Some(Some(v))` sets it. `serde_json::json!({"note": null})` is a
 //!   merge that deletes `note`.
 //!
+//! A float that is not finite (NaN, an infinity) has no JSON form, and serde_json writes it as
+//! `null`: `set` then leaves it out, `replace` stores `null`. Check such values before writing
+//! (the other bindings refuse them).
+//!
 //! ```
 //! use serde::Serialize;
 //! use serde_json::json;

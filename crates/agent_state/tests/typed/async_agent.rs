@@ -123,6 +123,19 @@ fn a_dropped_call_writes_nothing_or_everything() {
         // A call that completes is not affected by its future going away afterwards.
         let v = agent.replace(&json!({"n": 1})).await.unwrap();
         assert_eq!(v.version, 3);
+        // The JSON-text forms.
+        let v = agent
+            .patch_state_if(
+                br#"[{"op": "add", "path": "/list", "value": [1, 2, 3]}]"#,
+                Some(3),
+            )
+            .await
+            .unwrap();
+        assert_eq!(v.version, 4);
+        assert_eq!(agent.get_tail("/list", 2).await.unwrap(), b"[2,3]");
+        assert_eq!(agent.get_path("/n").await.unwrap(), b"1");
+        let stale = agent.set_state_if(br#"{"n": 2}"#, Some(3)).await;
+        assert!(matches!(stale, Err(Error::Conflict { .. })));
     });
 }
 
