@@ -5,12 +5,13 @@
 //!
 //! # Cancel safety
 //!
-//! A call starts when its future is first polled. Dropping the future before it completes
-//! fires the call's [`Cancel`] token: a call that has not begun, or is still waiting (for the
-//! handle's lock, another connection's write lock, a pooled connection, the server before the
-//! commit), ends with nothing written; a call whose commit is under way finishes it. So a
-//! dropped write has written nothing or everything, never part, and the state's version tells
-//! which; its hooks run as usual when it committed.
+//! A call starts when its future is first polled (a future never polled does nothing).
+//! Dropping the future before it completes fires the call's [`Cancel`] token: a call that has
+//! not begun, or is still waiting (for the handle's lock, another connection's write lock, a
+//! pooled connection, the server before the commit), ends with nothing written; a call past
+//! its waits (one whose wait ended as the token fired, or whose commit is under way) finishes.
+//! So a dropped write has written nothing or everything, never part, and the state's version
+//! tells which; its hooks run as usual when it committed.
 //!
 //! ```
 //! use serde::{Deserialize, Serialize};

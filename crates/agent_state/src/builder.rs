@@ -145,6 +145,10 @@ impl AgentBuilder {
     /// them. Never stored by a read.
     pub fn initial_state<T: Serialize + ?Sized>(mut self, state: &T) -> Self {
         // Agent::open checks it (an object, the codec, the cap) before it opens anything.
+        if let Err(e) = crate::types::finite::check("the initial state", state) {
+            self.fail(e);
+            return self;
+        }
         match serde_json::to_value(state) {
             Ok(value) => self.options.initial_state = Some(value),
             Err(e) => self.fail(crate::typed::serialize_error("the initial state", e)),

@@ -21,9 +21,9 @@
 //!   `Some(None)` deletes it, `Some(Some(v))` sets it. `serde_json::json!({"note": null})` is a
 //!   merge that deletes `note`.
 //!
-//! A float that is not finite (NaN, an infinity) has no JSON form, and serde_json writes it as
-//! `null`: `set` then leaves it out, `replace` stores `null`. Check such values before writing
-//! (the other bindings refuse them).
+//! A float that is not finite (NaN, an infinity) has no JSON form: a value holding one is
+//! refused with [`Error::Codec`] and nothing is written, as the other languages' bindings
+//! refuse it (serde_json alone would write it as `null`).
 //!
 //! ```
 //! use serde::Serialize;
@@ -54,6 +54,7 @@ use serde_json::{Map, Value};
 
 use crate::agent::{Agent, Versioned, Written};
 use crate::error::{Detail, Error, Result};
+use crate::types::finite;
 use crate::value::codec;
 use crate::value::snapshot::Snapshot;
 
@@ -197,6 +198,7 @@ pub(crate) fn decode<T: DeserializeOwned>(snapshot: &Snapshot) -> Result<T> {
 
 /// The merge patch [`Agent::set`] sends for `patch`: its JSON without the `null` members.
 pub(crate) fn skipping_none<P: Serialize + ?Sized>(patch: &P) -> Result<Vec<u8>> {
+    finite::check("the patch", patch)?;
     let mut value = serde_json::to_value(patch).map_err(|e| serialize_error("the patch", e))?;
     if let Value::Object(map) = &mut value {
         if codec::tag_of(map).is_none() {
@@ -208,6 +210,7 @@ pub(crate) fn skipping_none<P: Serialize + ?Sized>(patch: &P) -> Result<Vec<u8>>
 
 /// `value` as compact JSON text (the core checks it is an object, as for every language).
 pub(crate) fn to_json<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<Vec<u8>> {
+    finite::check(what, value)?;
     serde_json::to_vec(value).map_err(|e| serialize_error(what, e))
 }
 

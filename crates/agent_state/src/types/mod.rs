@@ -54,6 +54,7 @@ mod bigint;
 mod binary;
 mod collections;
 pub mod date;
+pub(crate) mod finite;
 mod regexp;
 
 pub use bigint::BigInt;

@@ -98,6 +98,40 @@ fn what_the_codec_refuses_is_refused_with_nothing_written() {
         matches!(&e, Error::Serde(m) if m.contains("0000 to 9999")),
         "{e:?}"
     );
+    // A float JSON cannot hold (serde_json alone would write null).
+    #[derive(Serialize)]
+    struct Ratio {
+        r: Option<f64>,
+        list: Vec<f32>,
+    }
+    for bad in [
+        Ratio {
+            r: Some(f64::NAN),
+            list: vec![],
+        },
+        Ratio {
+            r: None,
+            list: vec![1.0, f32::INFINITY],
+        },
+    ] {
+        for e in [
+            agent.set(&bad).unwrap_err(),
+            agent.replace(&bad).unwrap_err(),
+        ] {
+            assert!(
+                matches!(&e, Error::Codec(m) if m.contains("JSON cannot hold")),
+                "{e:?}"
+            );
+        }
+    }
+    let e = agent_state::Agent::builder()
+        .initial_state(&Ratio {
+            r: Some(f64::NEG_INFINITY),
+            list: vec![],
+        })
+        .open(":memory:")
+        .unwrap_err();
+    assert!(matches!(e, Error::Codec(_)), "{e:?}");
     let flags = json!({"r": RegExp::new("x", "gg")});
     assert!(matches!(agent.set(&flags), Err(Error::Codec(_))));
     assert_eq!(agent.get_state_versioned().unwrap().version, 0);
