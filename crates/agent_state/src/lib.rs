@@ -240,9 +240,11 @@ pub mod error;
 pub mod hooks;
 pub mod location;
 pub mod options;
+mod replay;
 mod store;
 mod typed;
 pub mod types;
+pub mod watch;
 pub mod work;
 
 pub use agent::{Agent, Held, Ticket, Versioned, Written};
@@ -261,6 +263,7 @@ pub use location::Location;
 pub use options::OpenOptions;
 pub use store::Synchronous;
 pub use value::snapshot::Snapshot;
+pub use watch::{Selector, Watch, WatchEvent, WatchKind, WatchOptions};
 
 /// What the crate's own tests and tools need of its internals (the storage formats' version
 /// numbers, the delta storage's bound, how a path names a server). Not part of the API: no
@@ -343,6 +346,8 @@ mod book {
     pub struct GuidesSchemaEvolution;
     #[doc = include_str!("../../../docs/src/guides/serve.md")]
     pub struct GuidesServe;
+    #[doc = include_str!("../../../docs/src/guides/watching.md")]
+    pub struct GuidesWatching;
     #[doc = include_str!("../../../docs/src/introduction.md")]
     pub struct Introduction;
     #[doc = include_str!("../../../docs/src/operations/backup.md")]

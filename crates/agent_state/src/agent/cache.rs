@@ -198,7 +198,7 @@ fn reread(store: &dyn Backend, mark: Option<Mark>, old: &Option<Cache>) -> Resul
         None => (None, 0, 0),
         Some(read) => {
             let (version, schema) = (read.version, read.schema);
-            let state = super::replay::stored_state(read, have.map(|h| h.1))?;
+            let state = crate::replay::stored_state(read, have.map(|h| h.1))?;
             (Some(state), version, schema)
         }
     };

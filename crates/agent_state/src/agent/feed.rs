@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use super::cache::{self, Context, Current};
-use super::{replay, Agent, Cursor, Inner, View};
+use super::{Agent, Cursor, Inner, View};
 use crate::error::{Error, Result};
 use crate::hooks::{ChangeKind, StateChange};
+use crate::replay;
 use crate::store::{Backend, Txn};
 use crate::value::{accept, operations};
 

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use super::cache::{self, Context};
-use super::{replay, Agent, Inner};
+use super::{Agent, Inner};
 use crate::error::{Error, Result};
+use crate::replay;
 use crate::store::{LoggedChange, Txn};
 use crate::value::snapshot::Snapshot;
 

@@ -14,7 +14,6 @@ mod feed;
 mod history;
 mod hooks;
 mod hot;
-mod replay;
 mod schema;
 mod write;
 

@@ -48,7 +48,6 @@ fn open_server_agents(_uri: &str, _options: &StoreOptions) -> Result<Box<dyn Age
 /// with `poll_interval`, a query per interval (no notifications), else its notifications.
 /// Never creates a store: a missing file is [`Error::Storage`](crate::Error::Storage), an
 /// in-memory one [`Error::InvalidArgument`](crate::Error::InvalidArgument).
-#[allow(dead_code)] // until the watcher uses it
 pub fn open_signal(
     path: &Path,
     options: &StoreOptions,
@@ -62,7 +61,6 @@ pub fn open_signal(
 
 /// Opens the store-wide reads of the store's watcher (see [`WatchReads`]), on a connection of
 /// their own. Never creates a store (errors as [`open_signal`]'s).
-#[allow(dead_code)] // until the watcher uses it
 pub fn open_watch_reads(path: &Path, options: &StoreOptions) -> Result<Box<dyn WatchReads>> {
     if let Some(uri) = server_uri(path) {
         return open_server_watch_reads(uri, options);
@@ -79,7 +77,7 @@ fn open_server_signal(
     Ok(match poll_interval {
         // Through a transaction pooler, which cannot carry LISTEN: nothing registered, so
         // writers never notify for it.
-        Some(interval) => Box::new(EveryInterval(interval)),
+        Some(interval) => Box::new(EveryInterval::new(interval)),
         None => Box::new(postgres::Listener::open(uri, options)?),
     })
 }
@@ -105,16 +103,30 @@ fn open_server_watch_reads(_uri: &str, _options: &StoreOptions) -> Result<Box<dy
 
 /// A signal that knows nothing but time: [`Signal::Unknown`] once per interval (a rescan).
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-#[allow(dead_code)]
-struct EveryInterval(Duration);
+struct EveryInterval {
+    every: Duration,
+    next: std::time::Instant,
+}
+
+impl EveryInterval {
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    fn new(every: Duration) -> EveryInterval {
+        EveryInterval {
+            every,
+            next: std::time::Instant::now() + every,
+        }
+    }
+}
 
 impl CommitSignal for EveryInterval {
     fn wait(&mut self, timeout: Duration) -> Result<Signal> {
-        if timeout < self.0 {
+        let now = std::time::Instant::now();
+        if now + timeout < self.next {
             std::thread::sleep(timeout);
             return Ok(Signal::Quiet);
         }
-        std::thread::sleep(self.0);
+        std::thread::sleep(self.next.saturating_duration_since(now));
+        self.next = std::time::Instant::now() + self.every;
         Ok(Signal::Unknown)
     }
 }

@@ -22,7 +22,6 @@ mod backend;
 pub mod process;
 mod txn;
 mod types;
-#[allow(dead_code)] // until the watcher uses it
 mod watch;
 
 pub use backend::{
@@ -35,5 +34,4 @@ pub use types::{
     Mark, NewChange, StoreOptions, Synchronous, MAX_LIST_LIMIT, MAX_PATCHES, MAX_RETENTION,
     SMALL_STATE,
 };
-#[allow(unused_imports)] // until the watcher uses them
 pub use watch::{CommitSignal, Notice, Signal, WatchReads};

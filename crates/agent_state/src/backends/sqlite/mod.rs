@@ -39,7 +39,6 @@ mod settings;
 mod shared;
 #[allow(unsafe_code)] // reads SQLite's shared memory through its VFS
 mod wal_index;
-#[allow(dead_code)] // until the watcher uses it
 mod watch;
 
 pub use agents::SqliteAgents;

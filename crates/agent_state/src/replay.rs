@@ -1,4 +1,5 @@
-//! Rebuilding logged states. The change log holds a merge's patch, and the full state only at
+//! Rebuilding logged states (for an agent's history and feed, and for the store's watcher,
+//! which delivers the same changes to watches). The change log holds a merge's patch, and the full state only at
 //! checkpoints (see [`crate::store::LoggedChange::next`]): a logged state is its change's stored
 //! `next`, or the state before it merged with its patch, exactly as the writer merged it.
 
@@ -11,7 +12,7 @@ use crate::value::{accept, operations};
 
 /// The state after `change`, from its stored state or from `prev` (the state before it) and
 /// its patch; `None` when neither is at hand.
-pub(super) fn next_state(
+pub(crate) fn next_state(
     change: &LoggedChange,
     prev: Option<&Arc<Snapshot>>,
 ) -> Result<Option<Arc<Snapshot>>> {
@@ -25,7 +26,7 @@ pub(super) fn next_state(
 }
 
 /// `prev` merged with the stored patch that made `version`, exactly as its writer merged it.
-pub(super) fn merge_stored(
+pub(crate) fn merge_stored(
     prev: &Arc<Snapshot>,
     patch: &[u8],
     version: u64,
@@ -42,7 +43,7 @@ pub(super) fn merge_stored(
 
 /// The stored state `read` describes: its base (or `have`, the caller's copy at the version
 /// the patches follow) merged with each patch in order.
-pub(super) fn stored_state(
+pub(crate) fn stored_state(
     read: crate::store::StoredRead,
     have: Option<&Arc<Snapshot>>,
 ) -> Result<Arc<Snapshot>> {
@@ -71,7 +72,7 @@ pub(super) fn stored_state(
 
 /// The state at `version`, rebuilt from the newest stored state at or below it and the
 /// patches after that; `None` when the log cannot rebuild it.
-pub(super) fn rebuild(store: &dyn Backend, version: u64) -> Result<Option<Arc<Snapshot>>> {
+pub(crate) fn rebuild(store: &dyn Backend, version: u64) -> Result<Option<Arc<Snapshot>>> {
     let mut state: Option<Arc<Snapshot>> = None;
     let mut expected = None;
     for change in store.replay_to(version)? {
