@@ -4,7 +4,7 @@
 #
 #   bench/live/run.sh --fleet [--smoke] [--backend sqlite|postgres] [--out FILE.json]
 #                             [--agents N] [--idle S] [--rate R] [--seconds S] [--threads T]
-#                             [--no-build]
+#                             [--perf DIR] [--no-build]
 #
 # 1. The agents are created first (fleet.py seed, the Python binding): a nested state each.
 # 2. The client opens one stream per agent (examples/fleet_subscribers.rs of
@@ -25,13 +25,15 @@
 # as JSON (default target/bench/live-fleet-BACKEND.json); the targets (idle under 2% of a core,
 # p99 under 100 ms) are marked PASS or MISS and never fail the run. Exits non-zero when a
 # check fails: a copy that differs, a version gap, a stream that never connected, a change
-# delivered while nothing was written, a writer that failed. --no-build: the binaries are
-# built. AGENT_STATE_BIN runs another server binary.
+# delivered while nothing was written, a writer that failed. --perf DIR: the server's profile
+# of each phase (perf record, 499 Hz with call graphs) into DIR/PHASE.data and its report
+# DIR/PHASE.txt, PHASE connect, idle and load (the sampling costs the server a little CPU of
+# its own). --no-build: the binaries are built. AGENT_STATE_BIN runs another server binary.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-mode=full backend=sqlite out="" build=1 threads=0
+mode=full backend=sqlite out="" build=1 threads=0 perf_dir=""
 agents="" idle="" rate="" seconds=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -43,8 +45,9 @@ while [ $# -gt 0 ]; do
         --rate) rate="$2"; shift ;;
         --seconds) seconds="$2"; shift ;;
         --threads) threads="$2"; shift ;;
+        --perf) perf_dir="$2"; shift ;;
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench/live/run.sh --fleet: unknown argument '$1'" >&2; exit 2 ;;
     esac
     shift
@@ -102,6 +105,27 @@ pg_counts() {
           WHERE relname LIKE 'agent\\_%')"
 }
 
+# perf_start PHASE / perf_stop PHASE: the server's profile of a phase, with --perf.
+perf_start() {
+    [ -n "$perf_dir" ] || return 0
+    perf record -q -F 499 -g -p "$server" -o "$perf_dir/$1.data" >/dev/null 2>&1 &
+    perf_pid=$!
+    children+=("$perf_pid")
+}
+perf_stop() {
+    [ -n "$perf_dir" ] || return 0
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    perf report -i "$perf_dir/$1.data" --stdio --no-children --percent-limit 1 \
+        >"$perf_dir/$1.txt" 2>/dev/null || true
+    echo "bench/live: the server's profile while $1: $perf_dir/$1.txt" >&2
+}
+if [ -n "$perf_dir" ]; then
+    command -v perf >/dev/null || fail "--perf: perf is missing"
+    mkdir -p "$perf_dir"
+    perf_dir="$(cd "$perf_dir" && pwd)"
+fi
+
 echo "bench/live: creating $agents agents ($backend)" >&2
 "$PY" "$here/fleet.py" seed --store "$store" --prefix "$prefix" --agents "$agents" \
     --out "$tmp/seed.json" >/dev/null
@@ -110,6 +134,7 @@ start_server "$store" --max-streams $((agents + 64)) --max-http-connections 1024
 echo "bench/live: server $server at $url; $agents streams" >&2
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+perf_start connect
 open_control
 thread_args=()
 [ "$threads" = 0 ] || thread_args=(--threads "$threads")
@@ -121,6 +146,7 @@ wait_for "the streams' snapshots" "$subs" $((120 + agents / 40)) test -s "$tmp/r
 alive "while the streams connected"
 threads_ready="$(status_kb "$server" Threads)"
 rss_ready="$(status_kb "$server" VmRSS)"
+perf_stop connect
 
 writer_rc=0
 if grep -q '"ok":true' "$tmp/ready.json"; then
@@ -128,18 +154,22 @@ if grep -q '"ok":true' "$tmp/ready.json"; then
     say "mark idle_start"
     cpu_i0="$(cpu_ticks "$server")" t_i0="$(date +%s%3N)"
     pg_i0="$([ "$backend" = postgres ] && pg_counts || echo "")"
+    perf_start idle
     sleep "$idle"
     cpu_i1="$(cpu_ticks "$server")" t_i1="$(date +%s%3N)"
     pg_i1="$([ "$backend" = postgres ] && pg_counts || echo "")"
     threads_idle="$(status_kb "$server" Threads)"
     say "mark idle_end"
+    perf_stop idle
     alive "while idle"
 
+    perf_start load
     cpu_w0="$(cpu_ticks "$server")" t_w0="$(date +%s%3N)"
     "$PY" "$here/fleet.py" write --store "$store" --prefix "$prefix" --agents "$agents" \
         --rate "$rate" --seconds "$seconds" --out "$tmp/writer.json" >/dev/null || writer_rc=$?
     cpu_w1="$(cpu_ticks "$server")" t_w1="$(date +%s%3N)"
     threads_load="$(status_kb "$server" Threads)"
+    perf_stop load
     say "mark written"
     alive "during the writes"
 else
