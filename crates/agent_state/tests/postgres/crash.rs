@@ -24,7 +24,7 @@ fn script() -> PathBuf {
 }
 
 impl Server {
-    fn run(&self, what: &str) -> std::process::Output {
+    pub fn run(&self, what: &str) -> std::process::Output {
         Command::new("bash")
             .arg(script())
             .arg(what)

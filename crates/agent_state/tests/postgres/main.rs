@@ -12,9 +12,9 @@
 //! without it (for [`admin`]), and `AGENT_STATE_TEST_PG_EXEC_MODE` the mode for the servers the
 //! tests start themselves ([`in_exec_mode`]).
 //!
-//! These are the tests of the PostgreSQL backend itself, those that start servers of their own
-//! too (crash, freeze, failover: a primary and its standby) and the one that must be alone in
-//! its process (process: threads and `fork()`). The tests of the library's behaviour run on this
+//! These are the tests of the PostgreSQL backend itself (watching's notifications among them:
+//! watch), those that start servers of their own too (crash, freeze, failover: a primary and
+//! its standby) and the one that must be alone in its process (process: threads and `fork()`). The tests of the library's behaviour run on this
 //! server too, each declared once for both backends (`#[each_backend]`, crates/test-support).
 
 use std::path::Path;
@@ -35,6 +35,7 @@ mod modes;
 mod pool;
 mod process;
 mod timeouts;
+mod watch;
 
 /// The test server's URI, or `None` (with a notice) when there is none.
 pub fn server() -> Option<String> {
