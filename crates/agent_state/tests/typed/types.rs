@@ -153,6 +153,18 @@ fn big_integers_read_tagged_or_plain_and_refuse_what_does_not_fit() {
 }
 
 #[test]
+fn bytes_are_held_by_vec_or_by_the_bytes_crate() {
+    let shared = Bytes(bytes::Bytes::from_static(b"\x00\xff"));
+    let text = serde_json::to_string(&shared).unwrap();
+    assert_eq!(text, r#"{"$arraybuffer":"AP8="}"#);
+    let back: Bytes<bytes::Bytes> = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, shared);
+    let owned: Bytes = serde_json::from_str(&text).unwrap();
+    assert_eq!(owned.0, vec![0, 255]);
+    assert!(serde_json::from_str::<Bytes>(r#"{"$arraybuffer":"not base64!"}"#).is_err());
+}
+
+#[test]
 fn dates_read_every_fraction_and_convert() {
     let d: Date = serde_json::from_str(r#"{"$date":"1969-07-20T20:17:40.000Z"}"#).unwrap();
     assert_eq!(d.unix_millis(), -14_182_940_000);
