@@ -14,8 +14,8 @@
 #    transactions the database ran (pg_stat_database) and the scans of the library's tables
 #    (pg_stat_user_tables): a watcher that queried per agent would show here.
 # 4. Load: another process (fleet.py write) merges R nested patches a second, each into an agent
-#    drawn at random, for S s; the delivery latency (the patch's commit-time stamp to the
-#    client's receipt) and the server's CPU.
+#    drawn at random, for S s; the delivery latency (from the stamp the writer puts in each
+#    patch just before committing it, to the client's receipt) and the server's CPU.
 # 5. End: every stream's copy is compared with its agent's stored state and version.
 #
 # Full: 10,000 agents, idle 20 s, 200 changes/s for 30 s. --smoke: 100 agents, idle 3 s, 50/s
@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
         --threads) threads="$2"; shift ;;
         --perf) perf_dir="$2"; shift ;;
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench/live/run.sh --fleet: unknown argument '$1'" >&2; exit 2 ;;
     esac
     shift
