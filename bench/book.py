@@ -432,8 +432,8 @@ def fleet_watch_section(out, lines):
               "`agent-state serve` with one WebSocket watch stream on each agent of the store (one "
               "client process): its CPU time while nothing is written, its threads, on PostgreSQL "
               "the database's transactions meanwhile; then the delivery latency of nested merge "
-              "patches written by another process (from the writer's stamp in the patch just before its "
-              "commit, to the client's receipt). `bench/live/run.sh --fleet`.", ""]
+              "patches written by another process (from the writer's stamp in the patch just "
+              "before its commit, to the client's receipt). `bench/live/run.sh --fleet`.", ""]
     lines.append("| figure | backend | measured | target |")
     lines.append("|---|---|---|---|")
     for r in rows:
