@@ -425,6 +425,8 @@ def fleet_watch_lines(out):
                           t["idle_cpu_pct"]["verdict"] or ""))
         lines.append(("server threads idle, %s agents watched" % n, name,
                       str(idle["server_threads"]), "", "information"))
+        lines.append(("%s streams opened, each to its snapshot (batches of 250)" % n, name,
+                      "%.1f s" % r["subscribers"]["connect_seconds"], "", "information"))
         pg_idle = idle.get("postgres") or {}
         if pg_idle.get("transactions_per_s") is not None:
             lines.append(("PostgreSQL transactions while idle, %s agents watched" % n, name,

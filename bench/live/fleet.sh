@@ -142,7 +142,8 @@ thread_args=()
     --ready-file "$tmp/ready.json" "${thread_args[@]}" <&3 >"$tmp/subscribers.json" &
 subs=$!
 children+=("$subs")
-wait_for "the streams' snapshots" "$subs" $((120 + agents / 40)) test -s "$tmp/ready.json"
+# The client gives up after 60 s and 50 ms a stream; this waits a little longer.
+wait_for "the streams' snapshots" "$subs" $((120 + agents * 6 / 100)) test -s "$tmp/ready.json"
 alive "while the streams connected"
 threads_ready="$(status_kb "$server" Threads)"
 rss_ready="$(status_kb "$server" VmRSS)"
