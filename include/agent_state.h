@@ -30,6 +30,11 @@
  *      agent_submit; AgentQueue, agent_queue_new, agent_queue_submit, agent_queue_take,
  *      agent_queue_free (a call completes later on the library's worker pool, at most 8
  *      threads or AGENT_STATE_WORKERS, or at once when it need not wait).
+ *  12. Watching a store's agents: AgentWatch, AgentWatchKind (AGENT_WATCH_*), AgentWatchEvent,
+ *      AgentWatchFn, agent_watch_open, agent_watch_next, agent_watch_event_free,
+ *      agent_watch_add, agent_watch_remove, agent_watch_close (the changes any process commits
+ *      to agents chosen by id or prefix, in commit order per agent, to a queue with a
+ *      descriptor or to a callback).
  *
  * Conventions of the whole API:
  * - Every fallible function returns an AgentStatus: AGENT_OK (0) or an AGENT_ERR_* code, and
@@ -53,7 +58,8 @@
  *   block in the child, and never touches the parent's data), or from inside a validator or
  *   initial-state hook (the child gets AGENT_ERR_STORAGE for that store). Submitted calls
  *   (agent_submit) in flight in the parent never complete in the child, which starts with no
- *   worker thread; a completion queue is its maker's (a child makes its own).
+ *   worker thread; a completion queue is its maker's (a child makes its own), and so is a
+ *   watch (a child opens its own).
  */
 
 #ifndef AGENT_STATE_H
@@ -372,6 +378,92 @@ typedef int32_t (*AgentSchemaStepFn)(void *user_data,
 typedef void (*AgentDoneFn)(void *context, struct AgentCompletion *completion);
 
 /**
+ * What a change was (`AgentWatchEvent.kind`): one of the `AGENT_WATCH_*` kinds below. The same
+ * words name them in every binding: "merge", "json_patch", "replace", "migration", "deleted",
+ * "resync". (Numbers rather than a C enum, as the other kinds of the API: the field keeps its
+ * size whatever the compiler makes of an enum, and a later release may add kinds.)
+ */
+typedef int32_t AgentWatchKind;
+
+/**
+ * One change handed over by a watch. The texts are compact JSON (the storage codec's, as the
+ * hooks and the change log give them), each NUL-terminated after its length.
+ *
+ * Ownership: from `agent_watch_next`, the caller's, released with `agent_watch_event_free`
+ * (never with free(), and never a copy of the struct); handed to an `AgentWatchFn`, valid only
+ * during the call (copy what you keep). Thread-safety: a queue's event may be read and freed
+ * on any thread.
+ */
+typedef struct AgentWatchEvent {
+  /**
+   * The agent's id (UTF-8, no NUL inside).
+   */
+  const char *agent_id;
+  /**
+   * Length of `agent_id` in bytes.
+   */
+  size_t agent_id_len;
+  /**
+   * The agent's version after the change; 0 for `AGENT_WATCH_DELETED`.
+   */
+  uint64_t version;
+  /**
+   * What the change was: an `AGENT_WATCH_*` kind.
+   */
+  AgentWatchKind kind;
+  /**
+   * For `AGENT_WATCH_MIGRATION`: the schema version upgraded from; else 0.
+   */
+  uint32_t migrated_from;
+  /**
+   * The schema version the state was written under (the writer's `schema_version`; 0 when
+   * none).
+   */
+  uint32_t schema;
+  /**
+   * When the change was committed, in milliseconds since the Unix epoch by the writer's
+   * clock; 0 when unknown (`AGENT_WATCH_RESYNC`, and `AGENT_WATCH_DELETED`: a deletion keeps
+   * no time).
+   */
+  int64_t at_ms;
+  /**
+   * The change as stored: the merge patch (an object) for `AGENT_WATCH_MERGE`, the
+   * operations (an array) for `AGENT_WATCH_JSON_PATCH`; NULL for the other kinds.
+   */
+  const char *patch;
+  /**
+   * Length of `patch` in bytes; 0 when `patch` is NULL.
+   */
+  size_t patch_len;
+  /**
+   * The state after the change: always for `AGENT_WATCH_REPLACE`, `AGENT_WATCH_MIGRATION`
+   * and `AGENT_WATCH_RESYNC`, and for an agent's first change (a watcher cannot know the
+   * writer's initial state it was made from); for every change but a deletion with the
+   * watch option `"states": true`; else NULL.
+   */
+  const char *state;
+  /**
+   * Length of `state` in bytes; 0 when `state` is NULL.
+   */
+  size_t state_len;
+} AgentWatchEvent;
+
+/**
+ * A watch's callback: handed each event on the store's watcher thread, in commit order per
+ * agent. `event` and the texts it points to are valid only during the call. It must return
+ * normally (no longjmp, no C++ exception) and soon: while it runs, no other watch of that store
+ * in this process is handed anything. It may call `agent_watch_close` on its own watch (which
+ * then does not wait for it), `agent_watch_remove`, and the library's other functions, but not
+ * `agent_watch_add` (`AGENT_ERR_BUSY`: it waits for the thread the callback runs on).
+ */
+typedef void (*AgentWatchFn)(void *context, const struct AgentWatchEvent *event);
+
+/**
+ * A watch, as C sees it: an opaque id, like `AgentQueue` (0 is never a watch).
+ */
+typedef uint64_t AgentWatch;
+
+/**
  * Success.
  */
 #define AGENT_OK 0
@@ -504,6 +596,44 @@ typedef void (*AgentDoneFn)(void *context, struct AgentCompletion *completion);
  * A bug in the library was caught at the ABI boundary; the handle may still be used.
  */
 #define AGENT_ERR_PANIC 99
+
+/**
+ * `AgentWatchEvent.kind` of an RFC 7396 merge patch (`agent_set_state`): `patch` is the object
+ * merged.
+ */
+#define AGENT_WATCH_MERGE 1
+
+/**
+ * `AgentWatchEvent.kind` of an RFC 6902 JSON Patch (`agent_patch_state`): `patch` is the array
+ * of operations.
+ */
+#define AGENT_WATCH_JSON_PATCH 2
+
+/**
+ * `AgentWatchEvent.kind` of a replacement (`agent_replace_state`, `agent_restore_state`):
+ * `state` is the new state.
+ */
+#define AGENT_WATCH_REPLACE 3
+
+/**
+ * `AgentWatchEvent.kind` of a schema migration: the state was upgraded from schema
+ * `migrated_from` to `schema`; `state` is the upgraded state.
+ */
+#define AGENT_WATCH_MIGRATION 4
+
+/**
+ * `AgentWatchEvent.kind` of a deletion (`agent_store_delete`, `agent_store_expire`): `version`
+ * 0, no patch, no state. A later first write starts the agent again.
+ */
+#define AGENT_WATCH_DELETED 5
+
+/**
+ * `AgentWatchEvent.kind` when changes were missed (pruned from the change log before they were
+ * handed over, the log is off for the agent, or the reader fell more than `max_pending` events
+ * behind): `state` is the state at `version`; a copy kept from earlier events is replaced by
+ * it. `at_ms` is 0.
+ */
+#define AGENT_WATCH_RESYNC 6
 
 #ifdef __cplusplus
 extern "C" {
@@ -1247,6 +1377,142 @@ AgentStatus agent_queue_take(AgentQueue q, struct AgentCompletion *out, size_t c
  * Errors: `AGENT_ERR_BAD_HANDLE` (never made, or already freed). Thread-safety: any thread.
  */
 AgentStatus agent_queue_free(AgentQueue q);
+
+/**
+ * Opens a watch of the agents of the store at `path` (a SQLite file or a PostgreSQL URI, as
+ * for `agent_open`) into `*out`. Returns once the start versions are read: every change
+ * committed after this returns is handed over, each once, in commit order per agent (across
+ * agents no order is promised), whichever process, handle or program committed it.
+ *
+ * `options_json`: NULL (every agent of the store, from now on), or a JSON object of the open
+ * options of `agent_open` (the connection's are used: `busy_timeout_ms`, `server_timeout_ms`,
+ * `max_connections`; the agent's own, such as `agent_id`, are not) and the watch's own:
+ * - `"ids": ["a", ...]` (the agents to follow; `agent_watch_add` adds more) or
+ *   `"prefix": "p"` (every agent whose id starts with `p`, also those created later; `""`:
+ *   every agent), not both; neither is `"prefix": ""`.
+ * - `"since": {"a": 7, ...}`: for these agents, hand over the changes after that version,
+ *   caught up from the change log (where it no longer holds them, or is off, one
+ *   `AGENT_WATCH_RESYNC`). Other agents start at their version when the watch opens.
+ * - `"states": true`: every event but a deletion carries the agent's whole state (the watch
+ *   then keeps the last state of each agent it handed over). Default false.
+ * - `"max_pending": n`: the most events queued for a reader that does not keep up (default
+ *   10000); beyond it the agent's queued events are dropped for one `AGENT_WATCH_RESYNC`.
+ * - `"watch_poll_ms": n` (PostgreSQL): instead of LISTEN, one store-wide query per `n` ms (a
+ *   connection through a transaction pooler, which cannot carry LISTEN). Ignored on SQLite.
+ * - `"rescan_ms": n`: how often the watcher also compares every watched agent's version with
+ *   the store's, for commits it was not told of (default 30000).
+ *
+ * `callback` NULL: the events queue up for `agent_watch_next`, and `*out_fd` (when `out_fd`
+ * is not NULL) receives a descriptor (an eventfd) readable while events are queued: watch it
+ * for reading (epoll, poll, an event loop's reader); never read, write or close it
+ * (`agent_watch_close` closes it). Otherwise each event is handed to `callback` with
+ * `context` on the store's watcher thread (see `AgentWatchFn`), possibly before this
+ * returns (a `since` catch-up), and `*out_fd` is -1.
+ *
+ * One watcher thread per store per process serves every watch of it, whatever the number of
+ * agents: on SQLite it notices commits in a small shared-memory file next to the store
+ * (`<path>-watch`, created with the store's permissions), on PostgreSQL by LISTEN on one
+ * connection (or `watch_poll_ms`). Watching never creates a store.
+ *
+ * fork(): a watch belongs to the process that opened it. In a child, the inherited watch is
+ * refused (`AGENT_ERR_INVALID_ARGUMENT`) except by `agent_watch_close`, which closes the
+ * child's copy of the descriptor; its events are the parent's.
+ *
+ * Ownership: the strings are only read during the call; the watch is the caller's until
+ * `agent_watch_close`; `context` must stay valid until then.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL or empty `path`, NULL `out`, an unknown or
+ * ill-typed option, both `ids` and `prefix`, an id or prefix longer than 255 bytes or with a
+ * NUL, `max_pending` 0, an in-memory store, which is its handle's alone), `AGENT_ERR_JSON`,
+ * `AGENT_ERR_STORAGE` (no store there), `AGENT_ERR_BUSY`, `AGENT_ERR_UNAVAILABLE`,
+ * `AGENT_ERR_AUTH`. On error `*out` is 0 and `*out_fd` -1.
+ * Thread-safety: any thread; `context` must be usable from the watcher thread.
+ *
+ * # Safety
+ * `path` and `options_json` NULL or NUL-terminated; `out` NULL or writable for one
+ * `AgentWatch`; `out_fd` NULL or writable for one `int32_t`.
+ */
+AgentStatus agent_watch_open(const char *path,
+                             const char *options_json,
+                             AgentWatchFn callback,
+                             void *context,
+                             AgentWatch *out,
+                             int32_t *out_fd);
+
+/**
+ * Takes the next event of queue watch `w` into `*out`, waiting up to `timeout_ms`
+ * milliseconds for one (-1: until one comes or the watch is closed; 0: not at all). `AGENT_OK`
+ * with `*out` NULL: none came in time. When the queue is left empty, the watch's descriptor
+ * stops being readable.
+ *
+ * Ownership: `*out` is the caller's: release it with `agent_watch_event_free`.
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `out`, `timeout_ms` below -1, a callback watch,
+ * a watch inherited across fork()), `AGENT_ERR_BAD_HANDLE` (never opened, closed, also by
+ * `agent_watch_close` on another thread while this waited: it then returns at once),
+ * `AGENT_ERR_CANCELLED` (the thread's cancel token, see `agent_cancel_bind`, fired while it
+ * waited). When the watch failed for good (its store gone or unreadable, an error that does not
+ * pass: failures that pass, such as a server restarting, are retried by the watcher, which
+ * then catches up), that error's status once (`AGENT_ERR_STORAGE`, `AGENT_ERR_AUTH`, ...),
+ * then `AGENT_ERR_BAD_HANDLE`; close it.
+ * Thread-safety: any thread; two threads taking from one watch each get different events.
+ *
+ * # Safety
+ * `out` NULL or writable for one `AgentWatchEvent *`.
+ */
+AgentStatus agent_watch_next(AgentWatch w, int64_t timeout_ms, struct AgentWatchEvent **out);
+
+/**
+ * Releases an event taken with `agent_watch_next`. NULL-safe. Passing anything else (an event
+ * handed to a callback, a copy, one already freed) is undefined behaviour.
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `event` NULL or an event `agent_watch_next` returned and not yet freed.
+ */
+void agent_watch_event_free(struct AgentWatchEvent *event);
+
+/**
+ * Follows agent `id` too (a watch opened with `"ids"`), from after version `since` (caught up
+ * from the change log as `"since"` is) or, with -1, from its version now. Already followed:
+ * its start moves to `since` when given, else nothing changes.
+ *
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `id`, not UTF-8, longer than 255 bytes; `since`
+ * below -1; a watch opened with a prefix; a watch inherited across fork()),
+ * `AGENT_ERR_BAD_HANDLE` (never opened, closed, or the watch ended), `AGENT_ERR_BUSY` (called
+ * from inside a watch's callback: this waits for the watcher thread that runs it), and the
+ * failure that ended the watch, if one did.
+ * Thread-safety: any thread but a watch callback's. Returns once the watcher has read the
+ * agent's version.
+ *
+ * # Safety
+ * `id` NULL or NUL-terminated.
+ */
+AgentStatus agent_watch_add(AgentWatch w, const char *id, int64_t since);
+
+/**
+ * Stops following agent `id` (events of it already queued stay queued). Not followed: nothing
+ * happens.
+ *
+ * Errors: `AGENT_ERR_INVALID_ARGUMENT` (NULL `id`, not UTF-8; a watch opened with a prefix; a
+ * watch inherited across fork()), `AGENT_ERR_BAD_HANDLE`.
+ * Thread-safety: any thread, also from inside the watch's callback.
+ *
+ * # Safety
+ * `id` NULL or NUL-terminated.
+ */
+AgentStatus agent_watch_remove(AgentWatch w, const char *id);
+
+/**
+ * Closes watch `w`: the events still queued are released, its descriptor is closed (stop
+ * watching it first), a thread waiting in `agent_watch_next` returns `AGENT_ERR_BAD_HANDLE`,
+ * and the id is never valid again. A callback running on the watcher thread finishes before
+ * this returns (so `context` may be released after it), unless this is called from inside
+ * that callback. In a child after fork(), closing the inherited watch closes the child's copy
+ * of the descriptor only.
+ *
+ * Errors: `AGENT_ERR_BAD_HANDLE` (never opened, or already closed). Thread-safety: any thread,
+ * also from inside the watch's callback.
+ */
+AgentStatus agent_watch_close(AgentWatch w);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -19,7 +19,7 @@
 // handle.rs and agent.rs (opening and closing), state.rs (reading and writing), hooks.rs,
 // history.rs (the change log), cancel.rs, store.rs (a store's agents), schema.rs (schema
 // evolution), submit.rs and queue.rs (awaited calls: submission, completion, completion
-// queues). Then the machinery every export uses.
+// queues), watch.rs (watching a store's agents). Then the machinery every export uses.
 mod agent;
 mod buffer;
 mod cancel;
@@ -32,6 +32,7 @@ mod state;
 mod status;
 mod store;
 mod submit;
+mod watch;
 
 mod args;
 mod boundary;

@@ -92,6 +92,13 @@ const TOPICS: &[&str] = &[
     "agent_queue_submit",
     "agent_queue_take",
     "agent_queue_free",
+    // 12. Watching a store's agents.
+    "agent_watch_open",
+    "agent_watch_next",
+    "agent_watch_event_free",
+    "agent_watch_add",
+    "agent_watch_remove",
+    "agent_watch_close",
 ];
 
 /// `header` with its function declarations (each with its doc comment: blocks separated by a
