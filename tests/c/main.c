@@ -3,7 +3,8 @@
  * C ABI exactly as a C program uses it.
  *
  * Run by `make test-c` (target/c/test_c, no arguments) and `make test-valgrind` (the same binary
- * with AGENT_TEST_QUICK=1, which shrinks the loop counts). Store files live in a fresh mkdtemp
+ * with AGENT_TEST_QUICK=1, which shrinks the loop counts). AGENT_TEST_ONLY=TEXT runs only the
+ * tests whose name contains TEXT (while working on one topic). Store files live in a fresh mkdtemp
  * directory under /tmp, removed at the end. Exit status is non-zero when any check failed; the
  * last line is "N passed, M failed" (N and M count checks).
  *
@@ -137,6 +138,16 @@ static const struct {
     TEST(test_processes_may_create_one_store_at_once),
     TEST(test_processes_compare_and_set_one_counter),
     TEST(test_json_test_suite_corpus),
+    TEST(test_watch_refuses_bad_arguments_options_and_handles),
+    TEST(test_watch_queue_delivers_each_change_in_order_with_its_kind_patch_and_state),
+    TEST(test_watch_states_option_gives_every_event_its_state),
+    TEST(test_watch_prefix_follows_new_agents_and_ids_grow_and_shrink),
+    TEST(test_watch_since_resumes_after_a_version_from_the_change_log),
+    TEST(test_watch_a_deletion_is_one_deleted_event_and_a_new_first_write_follows),
+    TEST(test_watch_callback_form_hands_over_each_change),
+    TEST(test_watch_closing_from_inside_its_callback),
+    TEST(test_watch_close_from_another_thread_wakes_a_waiting_next),
+    TEST(test_watch_sees_another_process_and_a_child_cannot_use_the_parents_watch),
     /* Submitted calls last, after every test that forks: their worker threads would be in the
      * children's memory without the threads (memcheck: lost); the one that forks first. */
     TEST(test_submit_a_call_waiting_for_another_process_completes_later_or_is_cancelled),
@@ -176,6 +187,7 @@ int main(void)
     size_t i;
     const char *quick = getenv("AGENT_TEST_QUICK");
     const char *backend = getenv("AGENT_STATE_TEST_BACKEND");
+    const char *only = getenv("AGENT_TEST_ONLY");
     int skipped = 0;
     g_quick = quick != NULL && quick[0] != 0 && strcmp(quick, "0") != 0;
     if (backend != NULL && strcmp(backend, "postgres") == 0) {
@@ -219,6 +231,9 @@ int main(void)
     for (i = 0; i < sizeof k_tests / sizeof k_tests[0]; i++) {
         int failed_before = g_failed;
         g_test = k_tests[i].name;
+        if (only != NULL && strstr(k_tests[i].name, only) == NULL) {
+            continue;
+        }
         if (g_pg && k_tests[i].sqlite_only != NULL) {
             printf("skip %s (SQLite only: %s)\n", k_tests[i].name, k_tests[i].sqlite_only);
             skipped++;

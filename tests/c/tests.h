@@ -135,6 +135,18 @@ void test_json_patch_refuses_bad_input_and_writes_nothing(void);
 void test_get_path_and_get_tail_read_one_place(void);
 void test_get_path_and_get_tail_refuse_bad_pointers(void);
 
+/* watch.c */
+void test_watch_queue_delivers_each_change_in_order_with_its_kind_patch_and_state(void);
+void test_watch_states_option_gives_every_event_its_state(void);
+void test_watch_prefix_follows_new_agents_and_ids_grow_and_shrink(void);
+void test_watch_since_resumes_after_a_version_from_the_change_log(void);
+void test_watch_a_deletion_is_one_deleted_event_and_a_new_first_write_follows(void);
+void test_watch_callback_form_hands_over_each_change(void);
+void test_watch_closing_from_inside_its_callback(void);
+void test_watch_close_from_another_thread_wakes_a_waiting_next(void);
+void test_watch_sees_another_process_and_a_child_cannot_use_the_parents_watch(void);
+void test_watch_refuses_bad_arguments_options_and_handles(void);
+
 /* submit.c */
 void test_submit_every_op_through_the_callback_and_the_queue(void);
 void test_submit_a_read_the_handles_copy_answers_completes_before_it_returns(void);
