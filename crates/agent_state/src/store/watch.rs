@@ -34,7 +34,6 @@ pub trait CommitSignal: Send {
 
 /// What a [`CommitSignal`] learned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(dead_code)] // `Changed` is built by the backends that know which agents changed
 pub enum Signal {
     /// No commit noticed within the wait.
     Quiet,

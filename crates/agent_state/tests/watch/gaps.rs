@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use agent_state::{delete_agent, WatchKind, WatchOptions};
 use serde_json::json;
-use test_support::each_backend;
+use test_support::{each_backend, write_behind_the_back};
 
 use crate::{brief, connection, next, quiet, value, Store};
 
@@ -120,4 +120,18 @@ fn a_reader_that_falls_behind_gets_one_resync_and_bounded_memory() {
     if last_a.kind == WatchKind::Resync {
         assert_eq!(value(&last_a.state), json!({"n": 40}));
     }
+}
+
+#[each_backend]
+fn a_commit_the_watcher_was_not_told_of_is_caught_by_its_rescan() {
+    let store = Store::new("behind_back");
+    let a = store.agent("a", json!({}));
+    a.set_state(br#"{"n": 1}"#).unwrap();
+    let rescan = std::time::Duration::from_millis(200);
+    let w = store.watch_ids(&["a"], WatchOptions::default().rescan_interval(rescan));
+    // Another program's commit: no notice, nothing logged.
+    write_behind_the_back(&store.place_of("a"), r#"{"n": 2}"#);
+    let e = next(&w);
+    assert_eq!(brief(&store, &e), ("a".into(), 2, WatchKind::Resync));
+    assert_eq!(value(&e.state), json!({"n": 2}));
 }

@@ -177,3 +177,20 @@ fn the_watcher_threads_do_not_grow_with_the_agents_watched() {
         "the watcher ends with the store's last watch"
     );
 }
+
+/// On SQLite, writers tell watchers through a ring in shared memory next to the store, private
+/// to its owner like the store itself.
+#[test]
+fn the_watch_ring_is_a_private_file_beside_the_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let store = Store::new("ring");
+    let ring = std::path::PathBuf::from(format!("{}-watch", store.location.display()));
+    let mode = std::fs::metadata(&ring).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let w = store.watch_all(WatchOptions::default());
+    store
+        .agent("a", json!({}))
+        .set_state(br#"{"n": 1}"#)
+        .unwrap();
+    assert_eq!(next(&w).version, 1);
+}

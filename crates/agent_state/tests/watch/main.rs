@@ -55,7 +55,12 @@ impl Store {
             options["change_log"] = json!({"keep_last": 1000});
         }
         options["busy_timeout_ms"] = json!(30_000);
-        let place = match &self.place {
+        open(&self.place_of(name), &opts(options)).unwrap()
+    }
+
+    /// Where the test's agent `name` is.
+    pub fn place_of(&self, name: &str) -> Place {
+        match &self.place {
             Place::Sqlite { path, .. } => Place::Sqlite {
                 path: path.clone(),
                 agent: Some(self.id(name)),
@@ -64,8 +69,7 @@ impl Store {
                 uri: uri.clone(),
                 agent: self.id(name),
             },
-        };
-        open(&place, &opts(options)).unwrap()
+        }
     }
 
     /// A watch of this store.

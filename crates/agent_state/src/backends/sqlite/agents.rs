@@ -207,6 +207,7 @@ impl Sqlite {
         if idle_before.is_some_and(|before| written >= before) {
             return Ok(None);
         }
+        self.note_commit(id, 0);
         let conn = self.conn()?;
         for sql in [
             "DELETE FROM agent_changes WHERE agent = ?1",

@@ -151,6 +151,7 @@ impl Sqlite {
         (now, grain): (i64, Option<i64>),
         known: Option<Head>,
     ) -> Result<Head> {
+        self.note_commit(agent, change.version);
         let head = match known.filter(|k| k.version + 1 == change.version && !change.first) {
             Some(known) => Some(known),
             None => self.read_head(agent)?,

@@ -40,6 +40,8 @@ mod shared;
 #[allow(unsafe_code)] // reads SQLite's shared memory through its VFS
 mod wal_index;
 mod watch;
+#[allow(unsafe_code)] // maps the watch ring, shared memory next to the store
+mod watch_ring;
 
 pub use agents::SqliteAgents;
 pub use handle::open;
@@ -66,6 +68,10 @@ pub struct Sqlite {
     wal_sync: Option<Arc<group_sync::WalSync>>,
     /// The open transaction is a write (its commit waits for the WAL sync).
     writing: std::sync::atomic::AtomicBool,
+    /// The store's watch ring (none in memory, read-only, or where it cannot be mapped).
+    ring: Option<watch_ring::Ring>,
+    /// What the open write transaction changed, appended to the ring once it commits.
+    noted: std::sync::Mutex<Vec<(i64, u64)>>,
 }
 
 impl Sqlite {
@@ -87,6 +93,8 @@ impl Sqlite {
             tracker: None,
             wal_sync: None,
             writing: std::sync::atomic::AtomicBool::new(false),
+            ring: None,
+            noted: std::sync::Mutex::new(Vec::new()),
         };
         store.connect()?;
         if !store.in_memory() {
@@ -96,6 +104,9 @@ impl Sqlite {
                 )
             })?;
             store.tracker = Some(Tracker::new(file, generation));
+            if !options.read_only {
+                store.ring = watch_ring::Ring::open(path);
+            }
         }
         Ok(store)
     }
@@ -324,9 +335,30 @@ impl Sqlite {
             self.rollback();
             return Err(self.storage_err("cannot commit", e));
         }
+        if wrote {
+            self.tell_watchers();
+        }
         match &self.wal_sync {
             Some(sync) if wrote => sync.after_commit(),
             _ => Ok(()),
+        }
+    }
+
+    /// Inside a write transaction: agent `agent` gets `version` (0: deleted), which watchers
+    /// are told of once the transaction commits.
+    pub(super) fn note_commit(&self, agent: &str, version: u64) {
+        if self.ring.is_some() {
+            let mut noted = self.noted.lock().unwrap_or_else(|p| p.into_inner());
+            noted.push((crate::store::id_hash(agent), version));
+        }
+    }
+
+    /// After a commit: appends what it changed to the watch ring.
+    fn tell_watchers(&self) {
+        let Some(ring) = &self.ring else { return };
+        let mut noted = self.noted.lock().unwrap_or_else(|p| p.into_inner());
+        for (hash, version) in noted.drain(..) {
+            ring.append(hash, version);
         }
     }
 
@@ -335,6 +367,9 @@ impl Sqlite {
     pub(super) fn rollback(&self) {
         self.writing
             .store(false, std::sync::atomic::Ordering::Relaxed);
+        if self.ring.is_some() {
+            self.noted.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
         if let Ok(conn) = self.conn() {
             if !conn.is_autocommit() {
                 let _ = conn.execute_batch("ROLLBACK");

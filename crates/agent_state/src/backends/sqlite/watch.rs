@@ -2,10 +2,13 @@
 //! agents, read store-wide on a connection of the watcher's own ([`SqliteWatchReads`]), and the
 //! signal that agents may have changed ([`SqliteSignal`]).
 //!
-//! The signal reads the WAL-index header (the commit mark that every commit, by any connection
-//! in any process, changes) from shared memory every few milliseconds: no statement, no lock,
-//! a few hundred loads a second while idle. When it moves, it says [`Signal::Unknown`] and the
-//! watcher compares the versions of what it follows, one query.
+//! The signal reads the store's watch ring (`watch_ring`: which agents the library's writers
+//! committed to, in every process) every few milliseconds: one load of its counter while
+//! nothing is committed, no statement, no lock. What it finds is [`Signal::Changed`] with the
+//! agents' id hashes; a ring it fell behind is [`Signal::Unknown`] (the watcher rescans).
+//! Without a ring (a store the library cannot write beside), it reads the WAL-index header
+//! instead (the commit mark that every commit changes) and says [`Signal::Unknown`] when it
+//! moves.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -13,10 +16,11 @@ use std::time::{Duration, Instant};
 use rusqlite::OptionalExtension;
 
 use super::agents::open_existing;
+use super::watch_ring::{Found, Reader, Ring};
 use super::{busy, Sqlite};
 use crate::error::Result;
 use crate::store::{
-    AgentQuery, CommitSignal, Mark, Signal, StoreOptions, WatchReads, MAX_LIST_LIMIT,
+    AgentQuery, CommitSignal, Mark, Notice, Signal, StoreOptions, WatchReads, MAX_LIST_LIMIT,
 };
 
 /// How often the signal looks at the commit mark: a commit is noticed within this, and an idle
@@ -91,6 +95,8 @@ impl WatchReads for SqliteWatchReads {
 
 /// Notices commits to a store file from its commit mark in shared memory.
 pub struct SqliteSignal {
+    /// The store's watch ring and this reader's place in it, when there is one.
+    ring: Option<(Ring, Reader)>,
     conn: Sqlite,
     last: Option<Mark>,
     /// Where there is no commit mark (a read-only connection may have a private copy of the
@@ -106,7 +112,12 @@ impl SqliteSignal {
     pub fn open(path: &Path, options: &StoreOptions) -> Result<SqliteSignal> {
         let conn = open_existing(path, options, "watch")?;
         let last = conn.commit_mark();
+        let ring = Ring::open(path).map(|ring| {
+            let reader = Reader::new(&ring);
+            (ring, reader)
+        });
         Ok(SqliteSignal {
+            ring,
             conn,
             last,
             last_version: None,
@@ -114,8 +125,43 @@ impl SqliteSignal {
     }
 }
 
+impl SqliteSignal {
+    /// Waits on the ring: one load per look while nothing is appended.
+    fn wait_ring(&mut self, timeout: Duration) -> Option<Signal> {
+        let (ring, reader) = self.ring.as_mut()?;
+        let end = Instant::now() + timeout;
+        loop {
+            if reader.moved(ring) {
+                match reader.read(ring) {
+                    Found::Lost => return Some(Signal::Unknown),
+                    Found::Appends(appends) if !appends.is_empty() => {
+                        let notices = appends
+                            .into_iter()
+                            .map(|(id_hash, version)| Notice {
+                                id: None,
+                                id_hash,
+                                version,
+                            })
+                            .collect();
+                        return Some(Signal::Changed(notices));
+                    }
+                    Found::Appends(_) => {} // a slot still being written: look again soon
+                }
+            }
+            let now = Instant::now();
+            if now >= end {
+                return Some(Signal::Quiet);
+            }
+            std::thread::sleep(LOOK_EVERY.min(end - now));
+        }
+    }
+}
+
 impl CommitSignal for SqliteSignal {
     fn wait(&mut self, timeout: Duration) -> Result<Signal> {
+        if let Some(signal) = self.wait_ring(timeout) {
+            return Ok(signal);
+        }
         if self.conn.ensure_current()? {
             self.last = None;
         }
