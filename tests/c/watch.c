@@ -151,6 +151,45 @@ static void check_nothing_queued(AgentWatch w)
     CHECK(e == NULL);
 }
 
+/* This process's threads, from /proc/self/task. */
+static int count_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+    if (d == NULL) {
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] != '.') {
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/*
+ * Every watch of the test is closed: the store's watcher thread ends with its last watch (it
+ * notices within a few milliseconds, on its own). Waits for it, up to WAIT_MS, so that a later
+ * test's fork() copies no watcher's memory without its thread (valgrind would count it lost in
+ * the child). `before`: the threads when the test began.
+ */
+static void check_watchers_end(int before)
+{
+    struct timespec start, now;
+    long waited = 0;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (count_threads() > before && waited < WAIT_MS) {
+        sleep_ms(5);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    }
+    check_(count_threads() <= before, __FILE__, __LINE__,
+           "%d threads %ld ms after the test's watches closed, %d before it opened them",
+           count_threads(), waited, before);
+}
+
 /* The callback form's record of what it was handed, for a waiting test thread. */
 typedef struct {
     pthread_mutex_t mu;
@@ -225,6 +264,7 @@ static int collector_wait(Collector *c, int n)
 
 void test_watch_queue_delivers_each_change_in_order_with_its_kind_patch_and_state(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_queue.db");
     AgentHandle h = open_agent(loc, "wq_a");
     AgentWatch w = 0;
@@ -256,10 +296,12 @@ void test_watch_queue_delivers_each_change_in_order_with_its_kind_patch_and_stat
     CHECK_STATUS(AGENT_OK, agent_watch_close(w));
     CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_watch_close(w)); /* once */
     CHECK_STATUS(AGENT_OK, agent_close(h));
+    check_watchers_end(threads);
 }
 
 void test_watch_states_option_gives_every_event_its_state(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_states.db");
     AgentHandle h = open_agent(loc, "ws_a");
     AgentWatch w = 0;
@@ -274,10 +316,12 @@ void test_watch_states_option_gives_every_event_its_state(void)
                    "ws_a:3 merge {\"a\":null} {\"b\":2};");
     CHECK_STATUS(AGENT_OK, agent_watch_close(w));
     CHECK_STATUS(AGENT_OK, agent_close(h));
+    check_watchers_end(threads);
 }
 
 void test_watch_prefix_follows_new_agents_and_ids_grow_and_shrink(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_select.db");
     AgentHandle a = open_agent(loc, "wp_x_a");
     AgentHandle other = open_agent(loc, "wp_y_other");
@@ -324,10 +368,12 @@ void test_watch_prefix_follows_new_agents_and_ids_grow_and_shrink(void)
     CHECK_STATUS(AGENT_OK, agent_close(a));
     CHECK_STATUS(AGENT_OK, agent_close(b));
     CHECK_STATUS(AGENT_OK, agent_close(other));
+    check_watchers_end(threads);
 }
 
 void test_watch_since_resumes_after_a_version_from_the_change_log(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_since.db");
     AgentHandle h = open_agent(loc, "wsn_a");
     AgentWatch w = 0, added = 0;
@@ -360,10 +406,12 @@ void test_watch_since_resumes_after_a_version_from_the_change_log(void)
     CHECK_STATUS(AGENT_OK, agent_watch_close(w));
     CHECK_STATUS(AGENT_OK, agent_watch_close(added));
     CHECK_STATUS(AGENT_OK, agent_close(h));
+    check_watchers_end(threads);
 }
 
 void test_watch_a_deletion_is_one_deleted_event_and_a_new_first_write_follows(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_delete.db");
     AgentHandle h = open_agent(loc, "wd_a");
     AgentWatch w = 0;
@@ -382,6 +430,7 @@ void test_watch_a_deletion_is_one_deleted_event_and_a_new_first_write_follows(vo
     CHECK_LOG(log, "wd_a:2 merge {\"m\":2} {\"m\":2};");
     CHECK_STATUS(AGENT_OK, agent_watch_close(w));
     CHECK_STATUS(AGENT_OK, agent_close(h));
+    check_watchers_end(threads);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -390,6 +439,7 @@ void test_watch_a_deletion_is_one_deleted_event_and_a_new_first_write_follows(vo
 
 void test_watch_callback_form_hands_over_each_change(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_callback.db");
     AgentHandle h = open_agent(loc, "wc_a");
     AgentWatch w = 0;
@@ -421,10 +471,12 @@ void test_watch_callback_form_hands_over_each_change(void)
     CHECK_STATUS(AGENT_OK, agent_close(h));
     CHECK(c.after_close == 0);
     collector_destroy(&c);
+    check_watchers_end(threads);
 }
 
 void test_watch_closing_from_inside_its_callback(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_callback_close.db");
     AgentHandle h = open_agent(loc, "wcc_a");
     AgentWatch w = 0;
@@ -448,6 +500,7 @@ void test_watch_closing_from_inside_its_callback(void)
     CHECK_STATUS(AGENT_OK, agent_close(h));
     CHECK(c.after_close == 0);
     collector_destroy(&c);
+    check_watchers_end(threads);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -469,6 +522,7 @@ static void *wait_for_ever(void *arg)
 
 void test_watch_close_from_another_thread_wakes_a_waiting_next(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_wake.db");
     AgentHandle h = open_agent(loc, "ww_a");
     Waiting wt;
@@ -487,6 +541,7 @@ void test_watch_close_from_another_thread_wakes_a_waiting_next(void)
     CHECK_STATUS(AGENT_ERR_BAD_HANDLE, wt.rc);
     CHECK(wt.event == NULL);
     CHECK_STATUS(AGENT_OK, agent_close(h));
+    check_watchers_end(threads);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -495,6 +550,7 @@ void test_watch_close_from_another_thread_wakes_a_waiting_next(void)
 
 void test_watch_sees_another_process_and_a_child_cannot_use_the_parents_watch(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_process.db");
     AgentHandle h = open_agent(loc, "wpr_a");
     int go[2], verdict[2];
@@ -578,6 +634,7 @@ void test_watch_sees_another_process_and_a_child_cannot_use_the_parents_watch(vo
     check_(WIFEXITED(status) && WEXITSTATUS(status) == 0, __FILE__, __LINE__,
            "the writer ended with status %d", status);
     CHECK_STATUS(AGENT_OK, agent_watch_close(w));
+    check_watchers_end(threads);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -608,6 +665,7 @@ static void check_watch_open_fails(AgentStatus want, const char *loc, const char
 
 void test_watch_refuses_bad_arguments_options_and_handles(void)
 {
+    int threads = count_threads();
     const char *loc = location("watch_bad.db");
     AgentHandle h = open_agent(loc, "wb_a");
     AgentWatch w = 0, unknown = 12345;
@@ -674,4 +732,5 @@ void test_watch_refuses_bad_arguments_options_and_handles(void)
     CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_watch_next(w, 0, &e));
     CHECK_STATUS(AGENT_ERR_BAD_HANDLE, agent_watch_add(w, "a", -1));
     CHECK_STATUS(AGENT_OK, agent_close(h));
+    check_watchers_end(threads);
 }
