@@ -52,6 +52,10 @@ PUBLIC = {
     "TypedArray",
     "RegExp",
     "Tagged",
+    "watch",
+    "Watch",
+    "WatchEvent",
+    "WatchKind",
 } | set(agent_state.errors.__all__)  # the exceptions and the status constants (below, and test_surface.py)
 
 

@@ -4,7 +4,7 @@ The declarations are written by hand; this checks them: every ``agent_*`` functi
 is declared (``argtypes`` and ``restype``, the C types mapped as below), no function is declared
 that the header lacks, the callback types (``CFUNCTYPE``) match the header's function pointer
 typedefs, the structs (``AgentBuffer``, ``AgentStateChange``, ``AgentCall``,
-``AgentCompletion``) have the header's fields in its
+``AgentCompletion``, ``AgentWatchEvent``) have the header's fields in its
 order with matching types, and the status codes are the header's.
 
 C types and their ctypes (a ``const`` makes no difference):
@@ -197,16 +197,18 @@ def check_signature(header: Header, restype: Any, argtypes: Any, c: Tuple[CType,
 def test_the_header_parses(header: Header) -> None:
     # (a parser that found nothing would make the other tests pass vacuously)
     assert len(header.functions) >= 20 and "agent_open" in header.functions
-    assert set(header.structs) == {"AgentBuffer", "AgentStateChange", "AgentCall", "AgentCompletion"}
+    assert set(header.structs) == {"AgentBuffer", "AgentStateChange", "AgentCall", "AgentCompletion", "AgentWatchEvent"}
     assert set(header.fn_types) == {
         "AgentStateChangedFn", "AgentFreeFn", "AgentInitialStateFn", "AgentValidateFn", "AgentSchemaStepFn",
-        "AgentDoneFn",
+        "AgentDoneFn", "AgentWatchFn",
     }
     assert header.typedefs == {
         "AgentStatus": (("int32_t",), 0),
         "AgentHandle": (("uint64_t",), 0),
         "AgentCancel": (("uint64_t",), 0),
         "AgentQueue": (("uint64_t",), 0),
+        "AgentWatch": (("uint64_t",), 0),
+        "AgentWatchKind": (("int32_t",), 0),
     }
     assert header.functions["agent_set_state"] == (
         (("AgentStatus",), 0),
@@ -260,6 +262,7 @@ def test_the_callback_types_match_the_header_typedefs(header: Header) -> None:
         "AgentSchemaStepFn": _native.SCHEMA_STEP_FN,
         "AgentFreeFn": _native.FREE_FN,
         "AgentDoneFn": _native.DONE_FN,
+        "AgentWatchFn": _native.WATCH_FN,
     }
     assert set(pairs) == set(header.fn_types)
     problems: List[str] = []
@@ -270,7 +273,7 @@ def test_the_callback_types_match_the_header_typedefs(header: Header) -> None:
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", ["AgentBuffer", "AgentStateChange", "AgentCall", "AgentCompletion"])
+@pytest.mark.parametrize("name", ["AgentBuffer", "AgentStateChange", "AgentCall", "AgentCompletion", "AgentWatchEvent"])
 def test_struct_layouts_match_the_header(header: Header, name: str) -> None:
     struct = getattr(_native, name)
     assert issubclass(struct, ctypes.Structure)

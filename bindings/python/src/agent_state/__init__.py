@@ -13,7 +13,8 @@ they commit; with the agent's ``change_log`` option on, ``poll`` delivers the ch
 handles and processes made to the hooks, and ``changes_since``, ``state_at`` and ``restore`` read
 the history.
 ``list_agents``, ``delete_agent`` and ``expire_agents`` (and their ``_async`` coroutines) list,
-delete (erase) and expire a store's agents.
+delete (erase) and expire a store's agents. ``watch`` follows the changes of any agents of a
+store (by id or id prefix), committed by any process, as an iterator or an async iterator.
 
 The C library is loaded through ctypes (no compiler needed): the copy bundled in the package,
 or the one named by the ``AGENT_STATE_LIBRARY`` environment variable. The book's codec page
@@ -56,6 +57,7 @@ from . import errors as _errors
 from .errors import *  # noqa: F403 - the exceptions and the status constants: errors.__all__
 from .jscollections import JSMap, JSSet, Tagged
 from .values import BigInt, JSONFloat, JSONInt, RegExp, TypedArray
+from .watching import Watch, WatchEvent, WatchKind, watch
 
 if TYPE_CHECKING:
     from .errors import ClosedError as ClosedError
@@ -133,6 +135,10 @@ __all__ = [
     "TypedArray",
     "RegExp",
     "Tagged",
+    "watch",
+    "Watch",
+    "WatchEvent",
+    "WatchKind",
 ]
 # The exceptions, one per status, and the status constants.
 __all__ += _errors.__all__

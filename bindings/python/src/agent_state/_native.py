@@ -119,6 +119,27 @@ class AgentCompletion(ctypes.Structure):
     ]
 
 
+class AgentWatchEvent(ctypes.Structure):
+    """``struct AgentWatchEvent``: one change delivered to a watch (``agent_watch_next``),
+    the receiver's until ``agent_watch_event_free``. The text fields are read by their lengths
+    (their addresses as ``c_void_p``: see ``watch.py``); ``patch`` and ``state`` are NULL when
+    absent."""
+
+    _fields_ = [
+        ("agent_id", ctypes.c_char_p),
+        ("agent_id_len", ctypes.c_size_t),
+        ("version", ctypes.c_uint64),
+        ("kind", ctypes.c_int32),
+        ("migrated_from", ctypes.c_uint32),
+        ("schema", ctypes.c_uint32),
+        ("at_ms", ctypes.c_int64),
+        ("patch", ctypes.c_char_p),
+        ("patch_len", ctypes.c_size_t),
+        ("state", ctypes.c_char_p),
+        ("state_len", ctypes.c_size_t),
+    ]
+
+
 #: ``AgentCall.op``: read the state and its version.
 OP_GET_STATE = 1
 #: ``AgentCall.op``: merge an RFC 7396 merge patch.
@@ -153,6 +174,9 @@ SCHEMA_STEP_FN = ctypes.CFUNCTYPE(
     ctypes.POINTER(AgentBuffer),
     ctypes.POINTER(AgentBuffer),
 )
+#: ``void (*AgentWatchFn)(void *context, const AgentWatchEvent *event)`` (the binding reads its
+#: watches from their queue and passes NULL for it).
+WATCH_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(AgentWatchEvent))
 #: ``void (*AgentFreeFn)(void *user_data)``
 FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -398,6 +422,24 @@ def _declare(lib: ctypes.CDLL) -> None:
         ctypes.c_int,
         buf_p,
     )
+
+    # Watches (AgentWatch is a uint64_t id); the binding reads their queues (no callback).
+    event_p = ctypes.POINTER(AgentWatchEvent)
+    status_fn(
+        "agent_watch_open",
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        WATCH_FN,
+        ctypes.c_void_p,
+        u64_p,
+        ctypes.POINTER(ctypes.c_int32),
+    )
+    status_fn("agent_watch_next", ctypes.c_uint64, ctypes.c_int64, ctypes.POINTER(event_p))
+    status_fn("agent_watch_add", ctypes.c_uint64, ctypes.c_char_p, ctypes.c_int64)
+    status_fn("agent_watch_remove", ctypes.c_uint64, ctypes.c_char_p)
+    status_fn("agent_watch_close", ctypes.c_uint64)
+    lib.agent_watch_event_free.argtypes = [event_p]
+    lib.agent_watch_event_free.restype = None
 
     lib.agent_buffer_free.argtypes = [buf_p]
     lib.agent_buffer_free.restype = None
