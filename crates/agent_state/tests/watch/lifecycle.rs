@@ -194,3 +194,46 @@ fn the_watch_ring_is_a_private_file_beside_the_store() {
         .unwrap();
     assert_eq!(next(&w).version, 1);
 }
+
+/// The watcher's idle cost with 10,000 agents watched: the process's CPU time over 20 s while
+/// nothing is committed (a measurement, run by hand: `cargo test --release -p agent_state
+/// --test watch idle_cost -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn idle_cost_with_ten_thousand_agents_watched() {
+    fn cpu_ticks() -> u64 {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    }
+    let store = Store::new("idle");
+    let a = store.agent("seed", json!({"synchronous": "normal"}));
+    drop(a);
+    let names: Vec<String> = (0..10_000).map(|i| format!("a{i}")).collect();
+    for chunk in names.chunks(500) {
+        for name in chunk {
+            store
+                .agent(name, json!({"synchronous": "normal"}))
+                .set_state(br#"{"n": 1}"#)
+                .unwrap();
+        }
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ids = store.watch_ids(&refs, WatchOptions::default());
+    let all = store.watch_all(WatchOptions::default());
+    std::thread::sleep(Duration::from_secs(1));
+    let before = cpu_ticks();
+    std::thread::sleep(Duration::from_secs(20));
+    let used = cpu_ticks() - before;
+    // Clock ticks are 1/100 s: the share of one core is ticks / (20 s * 100).
+    println!(
+        "idle: {used} ticks in 20 s = {:.2}% of a core",
+        used as f64 / 20.0
+    );
+    drop((ids, all));
+}
