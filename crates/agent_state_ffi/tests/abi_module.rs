@@ -87,7 +87,8 @@ fn header_declarations(header: &str) -> BTreeMap<String, Decl> {
         let line = line.trim();
         if let Some(define) = line.strip_prefix("#define ") {
             // Status codes, the change kinds and a call's ops (plain int32_t), a call's flags
-            // (uint32_t); the version macros and the include guard are not the ABI's.
+            // (uint32_t), a watch event's kinds (AgentWatchKind); the version macros and the
+            // include guard are not the ABI's.
             let mut words = define.split_whitespace();
             if let (Some(name), Some(value), None) = (words.next(), words.next(), words.next()) {
                 if name.starts_with("AGENT_") && !name.starts_with("AGENT_STATE_") {
@@ -95,6 +96,8 @@ fn header_declarations(header: &str) -> BTreeMap<String, Decl> {
                         "i32"
                     } else if name.starts_with("AGENT_CALL_") {
                         "u32"
+                    } else if name.starts_with("AGENT_WATCH_") {
+                        "AgentWatchKind"
                     } else {
                         "AgentStatus"
                     };

@@ -103,6 +103,34 @@ pub type AgentSchemaStepFn = Option<
 pub type AgentDoneFn =
     Option<unsafe extern "C" fn(context: *mut c_void, completion: *mut AgentCompletion)>;
 
+pub type AgentWatch = u64;
+pub type AgentWatchKind = i32;
+
+pub const AGENT_WATCH_MERGE: AgentWatchKind = 1;
+pub const AGENT_WATCH_JSON_PATCH: AgentWatchKind = 2;
+pub const AGENT_WATCH_REPLACE: AgentWatchKind = 3;
+pub const AGENT_WATCH_MIGRATION: AgentWatchKind = 4;
+pub const AGENT_WATCH_DELETED: AgentWatchKind = 5;
+pub const AGENT_WATCH_RESYNC: AgentWatchKind = 6;
+
+#[repr(C)]
+pub struct AgentWatchEvent {
+    pub agent_id: *const c_char,
+    pub agent_id_len: usize,
+    pub version: u64,
+    pub kind: AgentWatchKind,
+    pub migrated_from: u32,
+    pub schema: u32,
+    pub at_ms: i64,
+    pub patch: *const c_char,
+    pub patch_len: usize,
+    pub state: *const c_char,
+    pub state_len: usize,
+}
+
+pub type AgentWatchFn =
+    Option<unsafe extern "C" fn(context: *mut c_void, event: *const AgentWatchEvent)>;
+
 pub const AGENT_OK: AgentStatus = 0;
 pub const AGENT_ERR_INVALID_ARGUMENT: AgentStatus = 1;
 pub const AGENT_ERR_BAD_HANDLE: AgentStatus = 2;
@@ -305,6 +333,23 @@ extern "C" {
         out_n: *mut usize,
     ) -> AgentStatus;
     pub fn agent_queue_free(q: AgentQueue) -> AgentStatus;
+    pub fn agent_watch_open(
+        path: *const c_char,
+        options_json: *const c_char,
+        callback: AgentWatchFn,
+        context: *mut c_void,
+        out: *mut AgentWatch,
+        out_fd: *mut i32,
+    ) -> AgentStatus;
+    pub fn agent_watch_next(
+        w: AgentWatch,
+        timeout_ms: i64,
+        out: *mut *mut AgentWatchEvent,
+    ) -> AgentStatus;
+    pub fn agent_watch_event_free(event: *mut AgentWatchEvent);
+    pub fn agent_watch_add(w: AgentWatch, id: *const c_char, since: i64) -> AgentStatus;
+    pub fn agent_watch_remove(w: AgentWatch, id: *const c_char) -> AgentStatus;
+    pub fn agent_watch_close(w: AgentWatch) -> AgentStatus;
 }
 
 // Not a declaration of the header: what its prose says an empty buffer is.
