@@ -34,6 +34,7 @@ pub fn serve(
         allowed_hosts: allowed_hosts.to_vec(),
         allowed_origins: allowed_origins.to_vec(),
         limits: limits.limits(),
+        watch_poll: limits.watch_poll,
     };
     agent_state_serve::serve(config, |bound| {
         // The lines a script waits for (PROTOCOL.md); stdout is flushed so a pipe sees them.
@@ -51,7 +52,8 @@ pub fn serve(
     Ok(())
 }
 
-/// `serve`'s bounds on what clients can make it hold (PROTOCOL.md, "Limits").
+/// `serve`'s bounds on what clients can make it hold (PROTOCOL.md, "Limits"), and how it
+/// learns of commits on PostgreSQL.
 #[derive(clap::Args, Debug)]
 pub struct LimitArgs {
     /// The byte budget of a /changes page: its changes' JSON stays within it, but for the
@@ -79,6 +81,11 @@ pub struct LimitArgs {
     /// process exits with them open (a second signal exits at once, status 130 or 143)
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::duration::parse)]
     shutdown_timeout: Duration,
+    /// PostgreSQL through a transaction pooler, which cannot carry LISTEN: learn of commits by
+    /// one query of the watched agents' versions this often (a change then reaches its streams
+    /// within about this long) instead of by notifications, the default. Ignored on SQLite
+    #[arg(long, value_name = "DURATION", value_parser = positive)]
+    watch_poll: Option<Duration>,
 }
 
 impl LimitArgs {

@@ -1,8 +1,8 @@
-//! One open handle per agent, shared by the requests and the watch feed of that agent.
+//! One open handle per agent, shared by the requests and the watch streams of that agent.
 //!
 //! Opening a handle costs a file open or a server connection, and a handle keeps its state
 //! cached, so requests reuse it. The cache is bounded: past [`MAX_OPEN`] handles, those no
-//! request or feed is using are closed.
+//! request or stream is using are closed.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

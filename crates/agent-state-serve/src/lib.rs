@@ -1,8 +1,11 @@
 //! `agent-state serve`: a store's agents, read-only, over HTTP/1.1 and WebSocket.
 //!
-//! Each watched agent has one feed (a thread polling the library, [`feed`]) that broadcasts
-//! its changes, encoded once, to that agent's watch streams ([`watch`]), each of which began
-//! with a snapshot or exactly the changes after the client's version ([`catch_up`]). The JSON
+//! One watch of the store (the library's `agent_state::watch`, pushed every process's commits
+//! by its watcher) carries the changes of every watched agent; a dispatcher thread encodes each
+//! once and broadcasts it to that agent's feed ([`feed`]), which its watch streams
+//! ([`watch`]) follow, each of them having begun with a snapshot or exactly the changes after
+//! the client's version ([`catch_up`]). The server's threads do not depend on how many agents
+//! are watched. The JSON
 //! endpoints ([`api`]) read through shared handles ([`handles`]); every request passes the
 //! `Host` check ([`host`]) and the bearer token ([`auth`]) before its path is looked at
 //! ([`route`]), and a watch upgrade the `Origin` check ([`origin`]). The inspector page
@@ -36,7 +39,7 @@ use axum::http::{header, HeaderValue};
 use axum::Router;
 
 pub use auth::Token;
-pub use feed::{BACKLOG, POLL};
+pub use feed::BACKLOG;
 pub use limits::*;
 pub use watch::{CLOSE_TOO_SLOW, PING};
 
@@ -63,6 +66,10 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     /// The bounds on what clients can make the server hold.
     pub limits: Limits,
+    /// PostgreSQL: `Some(interval)` learns of commits by one store-wide query of the watched
+    /// agents' versions per interval instead of LISTEN/NOTIFY (a connection through a
+    /// transaction pooler cannot carry LISTEN). `None`: notifications. Ignored on SQLite.
+    pub watch_poll: Option<Duration>,
 }
 
 /// Serves until SIGINT or SIGTERM, then gives what is open `limits.shutdown_timeout` to finish
@@ -104,7 +111,7 @@ async fn run(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     let app = Arc::new(route::App {
         streams,
         token: config.token,
-        feeds: Arc::new(feed::Feeds::new(Arc::clone(&handles))),
+        feeds: Arc::new(feed::Feeds::new(Arc::clone(&handles), config.watch_poll)),
         handles,
         page: page::Page::new(),
         hosts: host::Hosts::new(bound, &config.allowed_hosts),

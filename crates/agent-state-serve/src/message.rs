@@ -1,21 +1,23 @@
 //! The watch stream's messages (PROTOCOL.md), encoded once per change: states and patches are
 //! spliced in as the library's exact text, never parsed again.
 
-use agent_state::{ChangeKind, Snapshot, StateChange};
+use agent_state::Snapshot;
 use axum::extract::ws::Utf8Bytes;
 
-/// `{"type":"patch","version":V,"patch":P}` for an RFC 7396 merge patch,
-/// `{"type":"json_patch","version":V,"ops":[...]}` for an RFC 6902 JSON Patch, or
-/// `{"type":"replace","version":V,"state":S}` for anything else (a replacement, a restore, a
-/// schema migration).
-pub fn change(change: &StateChange) -> Utf8Bytes {
-    match (change.kind, &change.patch) {
-        (ChangeKind::Merge, Some(patch)) => frame("patch", change.version, "patch", patch.json()),
-        (ChangeKind::JsonPatch, Some(ops)) => {
-            frame("json_patch", change.version, "ops", ops.json())
-        }
-        _ => frame("replace", change.version, "state", change.next.json()),
-    }
+/// `{"type":"patch","version":V,"patch":P}`: an RFC 7396 merge patch, as the watch delivered it.
+pub fn merge(version: u64, patch: &str) -> Utf8Bytes {
+    frame("patch", version, "patch", patch.as_bytes())
+}
+
+/// `{"type":"json_patch","version":V,"ops":[...]}`: an RFC 6902 JSON Patch's operations.
+pub fn json_patch(version: u64, ops: &str) -> Utf8Bytes {
+    frame("json_patch", version, "ops", ops.as_bytes())
+}
+
+/// `{"type":"replace","version":V,"state":S}`: anything else that follows the previous
+/// version (a replacement, a restore, a schema migration), as the whole state.
+pub fn replace(version: u64, state: &str) -> Utf8Bytes {
+    frame("replace", version, "state", state.as_bytes())
 }
 
 /// `{"type":"snapshot","version":V,"state":S}`.
@@ -23,8 +25,13 @@ pub fn snapshot(version: u64, state: &Snapshot) -> Utf8Bytes {
     frame("snapshot", version, "state", state.json())
 }
 
-/// A change read back from the log (one of `changes_since`'s entries): the same message
-/// [`change`] sends for it as it commits, chosen by the entry's `kind` (`"merge"`,
+/// [`snapshot`] of a state the watch delivered as text.
+pub fn snapshot_text(version: u64, state: &str) -> Utf8Bytes {
+    frame("snapshot", version, "state", state.as_bytes())
+}
+
+/// A change read back from the log (one of `changes_since`'s entries): the same message the
+/// watch's event of it is sent as when it commits, chosen by the entry's `kind` (`"merge"`,
 /// `"json_patch"`, `"replace"` or `"migration"`).
 pub fn logged(entry: &serde_json::Value) -> Utf8Bytes {
     let version = entry["version"].as_u64().unwrap_or(0);

@@ -145,16 +145,18 @@ async fn watch(
         });
     };
     let (feeds, handles) = (Arc::clone(&app.feeds), Arc::clone(&app.handles));
+    let reads = Arc::clone(&handles);
     let (feed, events, start) = blocking(move || {
-        api::stored(&handles, &id)?;
-        let feed = feeds.get(&id)?;
+        let agent = api::stored(&handles, &id)?;
+        let feed = feeds.get(&id, &agent)?;
         let events = feed.subscribe();
-        let start = catch_up::start(&feed.agent, since)?;
+        let start = catch_up::start(&agent, since)?;
         Ok((feed, events, start))
     })
     .await?;
     let stream = stream::Stream {
         feed,
+        handles: reads,
         events,
         start,
         stopping: app.stopping.clone(),

@@ -12,6 +12,7 @@ use tokio::time::{interval_at, timeout, Instant};
 
 use crate::catch_up::{self, Start};
 use crate::feed::{Event, Feed};
+use crate::handles::Handles;
 use crate::message;
 
 /// How often a stream says it is alive.
@@ -32,6 +33,8 @@ const CLOSE_TOO_BIG: u16 = 1009;
 /// A stream, subscribed to its feed before its start was read (so no change falls between).
 pub struct Stream {
     pub feed: Arc<Feed>,
+    /// Where a resynchronisation reads the agent's state.
+    pub handles: Arc<Handles>,
     pub events: broadcast::Receiver<Event>,
     pub start: Start,
     pub stopping: watch::Receiver<bool>,
@@ -69,6 +72,7 @@ pub async fn run(mut socket: WebSocket, stream: Stream) {
 async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
     let Stream {
         feed,
+        handles,
         mut events,
         start,
         mut stopping,
@@ -87,12 +91,12 @@ async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
     loop {
         tokio::select! {
             event = events.recv() => {
-                // This event and every one already waiting go out in one write: a feed
-                // broadcasts the changes of one poll together, and a subscriber that fell
-                // behind catches up in few system calls.
+                // This event and every one already waiting go out in one write: the watch
+                // delivers the changes of one commit notice together, and a subscriber that
+                // fell behind catches up in few system calls.
                 let mut next = Some(event);
                 while let Some(event) = next.take() {
-                    match step(event, &mut version, &feed).await {
+                    match step(event, &mut version, &feed, &handles).await {
                         Step::Send(text) => {
                             if socket.feed(Message::Text(text)).await.is_err() {
                                 return End::Gone;
@@ -152,37 +156,52 @@ enum Step {
     End(End),
 }
 
-async fn step(event: Result<Event, RecvError>, version: &mut u64, feed: &Arc<Feed>) -> Step {
+async fn step(
+    event: Result<Event, RecvError>,
+    version: &mut u64,
+    feed: &Feed,
+    handles: &Arc<Handles>,
+) -> Step {
     match event {
         Ok(Event::Change { version: v, text }) if v == *version + 1 => {
             *version = v;
             Step::Send(text)
         }
-        // Already sent (in the start, or before a resync).
+        // Already sent (in the start, or before a resync). A snapshot older than the stream
+        // is one the watch read before the stream's start was read: versions only go up (a
+        // deleted agent's next write takes a version above its old ones), so it is stale.
         Ok(Event::Change { version: v, .. }) if v <= *version => Step::Skip,
-        Ok(Event::Snapshot { version: v, .. }) if v == *version => Step::Skip,
+        Ok(Event::Snapshot { version: v, .. }) if v <= *version => Step::Skip,
         Ok(Event::Snapshot { version: v, text }) => {
             *version = v;
             Step::Send(text)
         }
         // A change that does not follow, or changes the feed lost: the state.
-        Ok(Event::Change { .. } | Event::Resync) => match resync(feed, *version).await {
-            Ok(Some((v, text))) => {
-                *version = v;
-                Step::Send(text)
+        Ok(Event::Change { .. } | Event::Resync) => {
+            match resync(handles, feed.id(), *version).await {
+                Ok(Some((v, text))) => {
+                    *version = v;
+                    Step::Send(text)
+                }
+                Ok(None) => Step::Skip,
+                Err(end) => Step::End(end),
             }
-            Ok(None) => Step::Skip,
-            Err(end) => Step::End(end),
-        },
+        }
+        Ok(Event::Failed) => Step::End(End::Close(CLOSE_STORE_FAILED, "the store failed")),
         Err(RecvError::Lagged(_)) => Step::End(End::Close(CLOSE_TOO_SLOW, "subscriber too slow")),
         Err(RecvError::Closed) => Step::End(End::Close(CLOSE_STORE_FAILED, "the feed ended")),
     }
 }
 
 /// The current state as a snapshot, unless it is still at `version`.
-async fn resync(feed: &Arc<Feed>, version: u64) -> Result<Option<(u64, Utf8Bytes)>, End> {
-    let feed = Arc::clone(feed);
-    let read = tokio::task::spawn_blocking(move || catch_up::snapshot_of(&feed.agent)).await;
+async fn resync(
+    handles: &Arc<Handles>,
+    id: &str,
+    version: u64,
+) -> Result<Option<(u64, Utf8Bytes)>, End> {
+    let (handles, id) = (Arc::clone(handles), id.to_string());
+    let read =
+        tokio::task::spawn_blocking(move || catch_up::snapshot_of(&*handles.get(&id)?)).await;
     match read {
         Ok(Ok(start)) if start.version == version => Ok(None),
         Ok(Ok(mut start)) => Ok(start.messages.pop().map(|text| (start.version, text))),

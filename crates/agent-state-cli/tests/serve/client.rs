@@ -28,8 +28,17 @@ impl Server {
         Server::start_with(dir, store, &[])
     }
 
-    /// [`Server::start`] with more `serve` arguments (its limits' flags).
+    /// [`Server::start`] with more `serve` arguments (its limits' flags). Through a
+    /// transaction pooler (tests/pg/pooler-suites.sh), which cannot carry LISTEN, the server
+    /// polls (`--watch-poll`), as such a deployment is told to.
     pub fn start_with(dir: &TempDir, store: &str, args: &[&str]) -> Server {
+        let pooled = std::env::var("AGENT_STATE_TEST_PG_POOLER").is_ok_and(|p| p == "transaction")
+            && store.starts_with("postgres");
+        let poll: &[&str] = if pooled {
+            &["--watch-poll", "50ms"]
+        } else {
+            &[]
+        };
         let token_file = dir.file("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
         // Private, as the server requires of a token file.
@@ -39,6 +48,7 @@ impl Server {
             .args(["serve", store, "--listen", "127.0.0.1:0", "--token-file"])
             .arg(&token_file)
             .args(args)
+            .args(poll)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

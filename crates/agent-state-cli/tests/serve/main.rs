@@ -6,6 +6,7 @@ mod client;
 mod endpoints;
 mod hygiene;
 mod limits;
+mod scale;
 mod watch;
 
 /// The binary under test.
