@@ -721,6 +721,145 @@ export function deleteAgent(path: string, agentId: string, options?: DeleteOptio
  */
 export function expireAgents(path: string, options: ExpireOptions): Promise<AgentInfo[]>;
 
+// ---------------------------------------------------------------------------- watching
+
+/**
+ * What a watched change was: a change's kind ({@link ChangeKind}), `'deleted'` (the agent was
+ * deleted: version 0, no state) or `'resync'` (changes were missed: the change log no longer
+ * held them, the log is off, or the reader fell more than `maxPending` behind; `state` is the
+ * agent's current state at `version`, which replaces a copy kept from earlier changes).
+ */
+export type WatchKind = ChangeKind | 'deleted' | 'resync';
+
+/** A watched change's kind with what it applied (test `kind` to narrow `patch`). */
+export type WatchPatch<State> = ChangePatch<State> | { kind: 'deleted' | 'resync'; patch: null };
+
+/**
+ * One change delivered by a {@link Watch}, decoded with the codec (a fresh object: the caller's
+ * to keep).
+ */
+export type WatchChange<State = Record<string, unknown>> = WatchPatch<State> & {
+  /** The agent that changed. */
+  agentId: string;
+  /** Its version after the change (0 for `'deleted'`). */
+  version: number;
+  /**
+   * The state after the change: always for `'replace'`, `'migration'` and `'resync'`, and for an
+   * agent's first change (the state it started from was the writer's initial state, which a
+   * watcher cannot know); for every change with the option `states`; else `null` (and for
+   * `'deleted'`).
+   */
+  state: State | null;
+  /** The schema version the state was written under. */
+  schema: number;
+  /** When it was committed (the writer's clock); `null` when unknown (a resync, a deletion). */
+  at: Date | null;
+  /** For a migration, the schema version the state was stored under before; else `null`. */
+  migratedFrom: number | null;
+};
+
+/**
+ * The options of {@link watch}: which agents (`ids` or `prefix`, not both; neither is every
+ * agent of the store), from where, and the connection's options.
+ */
+export interface WatchOptions extends ConnectionOptions {
+  /** These agents (more can be added with {@link Watch.add}). */
+  ids?: readonly string[];
+  /**
+   * Every agent whose id starts with this (`""`: every agent of the store), including agents
+   * created after the watch began.
+   */
+  prefix?: string;
+  /**
+   * Resume points: for an agent named here, its changes after this version are delivered (from
+   * the change log; when the log no longer holds them, one `'resync'`). Other agents start at
+   * their version when the watch begins.
+   */
+  since?: Readonly<Record<string, number | bigint>> | ReadonlyMap<string, number | bigint>;
+  /**
+   * Every change carries the agent's state after it (default false), at the cost of the
+   * watcher keeping the last state of each watched agent.
+   */
+  states?: boolean;
+  /**
+   * Most changes queued for a consumer that does not keep up (default 10000): beyond it an
+   * agent's queued changes are replaced by one `'resync'`, so memory stays bounded.
+   */
+  maxPending?: number;
+  /**
+   * PostgreSQL: look for changes with one store-wide query every this many milliseconds instead
+   * of LISTEN (for a connection through a transaction pooler, which cannot carry LISTEN).
+   */
+  pollIntervalMs?: number;
+  /**
+   * How often the watcher also compares every watched agent's stored version, as a safety net
+   * for commits it was not told of, in milliseconds (default 30000).
+   */
+  rescanIntervalMs?: number;
+  /** Aborting it cancels the opening ({@link CallCancelledError}), then closes the watch. */
+  signal?: AbortSignal;
+}
+
+/**
+ * A subscription to the changes of a store's agents, committed by any handle of any process:
+ * per agent in commit order, each once, none missed (what the change log no longer holds comes
+ * as one `'resync'`); no order across agents. Iterate it with `for await` (a `break` closes it),
+ * or call {@link Watch.next}. It belongs to the thread that opened it. The process stays alive
+ * while a consumer waits for a change, not because a watch is open; an abandoned watch is closed
+ * when collected.
+ *
+ * The store has one watcher thread per process, whatever the number of watches and agents; a
+ * consumer that falls behind costs at most `maxPending` queued changes.
+ */
+export class Watch<State extends Record<string, unknown> = Record<string, unknown>>
+  implements AsyncIterableIterator<WatchChange<State>>, AsyncDisposable {
+  private constructor();
+  /**
+   * The next change, waiting for one: `{done: true}` once the watch is closed (queued changes
+   * are dropped then).
+   *
+   * @throws the watch's store failed for good (its error, once; then `{done: true}`). Failures
+   *   that pass (a server restarting) are retried by the watcher and caught up after.
+   */
+  next(): Promise<IteratorResult<WatchChange<State>, undefined>>;
+  /** Closes the watch; a `break` out of `for await` calls it. */
+  return(): Promise<IteratorResult<WatchChange<State>, undefined>>;
+  [Symbol.asyncIterator](): this;
+  /**
+   * Follows one more agent, from after version `since` (default: from its version now). A watch
+   * by `ids` only.
+   *
+   * @throws {InvalidArgumentError} a watch by prefix, or an invalid id.
+   * @throws {BadHandleError} the watch is closed.
+   */
+  add(agentId: string, since?: number | bigint | null): Promise<void>;
+  /**
+   * Stops following an agent (its changes already queued are still delivered).
+   *
+   * @throws {BadHandleError} the watch is closed.
+   */
+  remove(agentId: string): Promise<void>;
+  /** Closes the watch: a waiting `next()` resolves `{done: true}`. Closing again resolves at once. */
+  close(): Promise<void>;
+  /** `await using w = await watch(...)` closes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Watches the agents of the store at `location` (a file or a postgresql:// URI) and resolves
+ * once their versions are read: every change committed after that is delivered. Never creates a
+ * store.
+ *
+ * @throws {InvalidArgumentError} bad options (both `ids` and `prefix`, an invalid id, a
+ *   `maxPending` of 0, an in-memory store).
+ * @throws {StorageError} no store there.
+ * @throws {UnavailableError} / {AuthError} / {BusyError} / {CallCancelledError}
+ */
+export function watch<State extends Record<string, unknown> = Record<string, unknown>>(
+  location: string,
+  options?: WatchOptions,
+): Promise<Watch<State>>;
+
 // ------------------------------------------------------------------------------ errors
 
 /**

@@ -3,6 +3,7 @@
 // PostgreSQL, with the reference's API (getState, setState, replaceState, initialState,
 // onStateChanged). See README.md.
 const { Agent, openAgent, listAgents, deleteAgent, expireAgents } = require('./lib/agent');
+const { watch, Watch } = require('./lib/watch');
 const errors = require('./lib/errors');
 const codec = require('./lib/codec');
 
@@ -23,6 +24,8 @@ module.exports = {
   listAgents,
   deleteAgent,
   expireAgents,
+  watch,
+  Watch,
   encodeState,
   decodeState,
   AgentError,

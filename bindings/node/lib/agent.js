@@ -158,7 +158,17 @@ class Agent {
     const opened = await call(signal, (token) => native.openAgent(path, json, initial, token));
     this.#native = native.NativeAgent.fromOpened(opened);
     if (onStateChanged) this.#listeners.push(onStateChanged);
-    if (this.#listeners.length > 0 || this.#overridesHook()) this.#native.watchChanges();
+    if (this.#listeners.length > 0 || this.#overridesHook() || rest.watch === true) this.#native.watchChanges();
+    if (rest.watch === true) {
+      // The store's watcher delivers other handles' and processes' changes on its own thread,
+      // when no call of this handle takes them: the addon wakes this thread then. The function
+      // it keeps reaches the agent only weakly (an agent left unclosed is still collected).
+      const self = new WeakRef(this);
+      this.#native.wakeOnChanges(() => {
+        const agent = self.deref();
+        if (agent !== undefined) agent.#delivered();
+      });
+    }
     try {
       if (validator !== undefined && validator !== null) this.setValidator(validator);
       for (const step of code) this.setSchemaStep(step.from, step.upgrade);
@@ -396,6 +406,15 @@ class Agent {
       this.#hookErrors.delete(v);
     }
     if (failure !== undefined) throw failure;
+  }
+
+  // Changes the store's watcher queued (the open option `watch`): to the hooks, in commit order
+  // after the deliveries under way. A hook's failure is kept like a poll's, for nobody: no call
+  // of this handle made the change.
+  #delivered() {
+    if (this.#native === null || this.#closing !== null) return;
+    if (this.#listeners.length > 0 || this.#overridesHook()) this.#drain();
+    else this.#native.takeChanges();
   }
 
   // Queues the changes taken for delivery; returns their versions.

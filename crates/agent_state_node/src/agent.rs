@@ -9,7 +9,7 @@ use napi_derive::napi;
 
 use crate::cancel::{token, CancelToken};
 use crate::error::{guarded, invalid, IntoNapi};
-use crate::hooks::{ChangeQueue, InitialSource, JsStep, JsValidator, PendingChange};
+use crate::hooks::{ChangeQueue, InitialSource, JsStep, JsValidator, JsWake, PendingChange};
 use crate::task::spawn;
 
 /// A state with its version, as a read returns it. `ticket` (0: none) names the read for
@@ -188,6 +188,17 @@ impl NativeAgent {
                     .into_napi()?;
                 self.watching = true;
             }
+            Ok(())
+        })
+    }
+
+    /// Calls `wake` (on the JavaScript thread) when changes are queued while the package is not
+    /// in a call that takes them: with the open option `watch`, the store's watcher delivers
+    /// other handles' and processes' changes on its own thread.
+    #[napi]
+    pub fn wake_on_changes(&self, wake: JsWake) -> Result<()> {
+        guarded("wakeOnChanges", || {
+            self.changes.set_wake(wake);
             Ok(())
         })
     }

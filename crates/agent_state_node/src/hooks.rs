@@ -9,6 +9,7 @@
 //! - [`Step`]: a schema step of code, a JavaScript function called the same way (on the
 //!   JavaScript thread, the pool thread that migrates waiting inside the transaction).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 
 use agent_state::{
@@ -42,10 +43,20 @@ struct Queued {
     schema: u32,
 }
 
+/// A wake-up the package passes: called on the JavaScript thread (with a number it ignores)
+/// when something it waits for happened on another thread. Weak: it does not keep the process
+/// alive.
+pub type JsWake = ThreadsafeFunction<u32, (), u32, Status, false, true>;
+
 /// Changes committed through the handle, waiting for the JavaScript thread.
 #[derive(Default)]
 pub struct ChangeQueue {
     queue: Mutex<Vec<Queued>>,
+    /// With the open option `watch`, the store's watcher delivers other handles' changes on its
+    /// own thread, when no call of the package will take them: this wakes the package then.
+    wake: Mutex<Option<JsWake>>,
+    /// A wake-up is on its way and the queue not taken since: no need for another.
+    woken: AtomicBool,
 }
 
 fn text(bytes: &[u8]) -> Result<String> {
@@ -53,7 +64,14 @@ fn text(bytes: &[u8]) -> Result<String> {
 }
 
 impl ChangeQueue {
+    /// Wakes the package through `wake` whenever changes are queued (the open option `watch`).
+    pub fn set_wake(&self, wake: JsWake) {
+        *self.wake.lock().unwrap_or_else(|p| p.into_inner()) = Some(wake);
+    }
+
     pub fn take(&self) -> Result<Vec<PendingChange>> {
+        // Before taking: a change queued after this wakes the package again.
+        self.woken.store(false, Ordering::SeqCst);
         let taken = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()));
         taken
             .into_iter()
@@ -88,6 +106,12 @@ impl StateChangedHook for ChangeQueue {
                 kind: change.kind,
                 schema: change.schema,
             });
+        if !self.woken.swap(true, Ordering::SeqCst) {
+            if let Some(wake) = &*self.wake.lock().unwrap_or_else(|p| p.into_inner()) {
+                // Non-blocking: refused only while Node exits, when nobody waits any more.
+                let _ = wake.call(0, ThreadsafeFunctionCallMode::NonBlocking);
+            }
+        }
         Ok(())
     }
 }

@@ -32,5 +32,7 @@ mod agent;
 mod cancel;
 mod error;
 mod hooks;
+mod ready;
 mod store;
 mod task;
+mod watch;

@@ -16,7 +16,8 @@ fn options(text: &str) -> Result<OpenOptions> {
     OpenOptions::from_json(text.as_bytes()).into_napi()
 }
 
-fn count(what: &str, value: f64) -> Result<usize> {
+/// A count or a version from JavaScript: a safe integer of at least 0.
+pub(crate) fn count(what: &str, value: f64) -> Result<usize> {
     if value >= 0.0 && value.fract() == 0.0 && value <= 9_007_199_254_740_991.0 {
         Ok(value as usize)
     } else {
