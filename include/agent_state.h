@@ -1411,7 +1411,7 @@ AgentStatus agent_queue_free(AgentQueue q);
  *
  * One watcher thread per store per process serves every watch of it, whatever the number of
  * agents: on SQLite it notices commits in a small shared-memory file next to the store
- * (`<path>-watch`, created with the store's permissions), on PostgreSQL by LISTEN on one
+ * (`<path>-watch`, private to its owner: mode 0600, as the store), on PostgreSQL by LISTEN on one
  * connection (or `watch_poll_ms`). Watching never creates a store.
  *
  * fork(): a watch belongs to the process that opened it. In a child, the inherited watch is
