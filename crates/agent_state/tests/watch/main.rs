@@ -72,8 +72,16 @@ impl Store {
         }
     }
 
-    /// A watch of this store.
+    /// A watch of this store. Through a pooler in transaction mode, which cannot carry LISTEN, a watch polls (as
+    /// the PostgreSQL guide tells users to).
     pub fn watch(&self, selector: Selector, options: WatchOptions) -> agent_state::Result<Watch> {
+        let through_transaction_pooler = matches!(self.place, Place::Postgres { .. })
+            && std::env::var("AGENT_STATE_TEST_PG_POOLER").is_ok_and(|mode| mode == "transaction");
+        let options = if through_transaction_pooler {
+            options.poll_interval(Some(Duration::from_millis(50)))
+        } else {
+            options
+        };
         Watch::open(&self.location, &connection(), selector, options)
     }
 
