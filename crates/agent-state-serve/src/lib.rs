@@ -45,6 +45,12 @@ pub use watch::{CLOSE_TOO_SLOW, PING};
 
 /// The port of `--listen`'s default, `127.0.0.1:7420`.
 pub const DEFAULT_PORT: u16 = 7420;
+/// The most threads reading the store at once (the JSON endpoints, the starts of watch
+/// streams). Tokio's default, 512, let a burst of stream starts (a fleet of subscribers
+/// connecting) leave hundreds of idle threads behind for a while; more than this gains
+/// nothing, as a SQLite file's handles take turns on one connection and PostgreSQL's share the
+/// pool (`--max-connections`, 4 by default). Beyond it, reads wait for a thread in turn.
+const MAX_BLOCKING_THREADS: usize = 32;
 /// How long open streams get to be closed when the server stops.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
@@ -88,6 +94,7 @@ pub fn serve(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("serve")
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
         .map_err(|e| Error::Storage(format!("cannot start the server's runtime: {e}").into()))?;
     let result = runtime.block_on(run(config, ready));
