@@ -151,13 +151,13 @@ eachBackend('a prefix watch follows every agent under it, also those created aft
     { id: outside, set: { v: 1 } },
     { id: `${base}/y`, set: { v: 1 } },
     { id: `${base}/x`, set: { v: 2 } },
-  ]);
+  ], LOG);
   const seen = await take(w, 3);
   assert.deepEqual(seen.map((c) => [c.agentId, c.version]).sort(), [[`${base}/x`, 1], [`${base}/x`, 2], [`${base}/y`, 1]]);
   // states: every change carries the state after it.
   assert.deepEqual(seen.filter((c) => c.agentId === `${base}/x`).map((c) => c.state), [{ v: 1 }, { v: 2 }]);
   // Nothing of the agent outside the prefix is queued: a change of it now would come first.
-  await writeElsewhere(store, [{ id: outside, set: { v: 2 } }, { id: `${base}/y`, set: { v: 2 } }]);
+  await writeElsewhere(store, [{ id: outside, set: { v: 2 } }, { id: `${base}/y`, set: { v: 2 } }], LOG);
   const [next] = await take(w, 1);
   assert.deepEqual([next.agentId, next.version], [`${base}/y`, 2]);
 });
