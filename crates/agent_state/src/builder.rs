@@ -4,6 +4,7 @@
 //! [`OpenOptions`] that [`OpenOptions::from_json`] reads for the C ABI and the command, so
 //! both ways check the same rules and open the same way.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -224,6 +225,14 @@ impl AgentBuilder {
         self
     }
 
+    /// Pushes changes that other handles and processes commit to the handle's on_state_changed
+    /// hooks, without `poll` (option `watch`; needs the change log). Only
+    /// [`AgentBuilder::open_shared`] acts on it: [`AgentBuilder::open`] refuses it.
+    pub fn watch(mut self, watch: bool) -> Self {
+        self.options.watch = watch;
+        self
+    }
+
     /// The options as set so far.
     pub fn options(&self) -> &OpenOptions {
         &self.options
@@ -238,7 +247,38 @@ impl AgentBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
+        if self.options.watch {
+            // The watcher holds the handle weakly, which takes an Arc: silently opening a
+            // handle that never receives the pushes it asked for would be worse.
+            return Err(Error::InvalidArgument(
+                "option \"watch\" pushes changes to a shared handle: open it with open_shared \
+                 (an Arc<Agent>)"
+                    .to_string(),
+            ));
+        }
         Agent::open_with(location, &self.options)
+    }
+
+    /// Opens the agent at `location` as [`AgentBuilder::open`] does, shared (an [`Arc`]), and
+    /// when option `watch` is set starts pushing other handles' and processes' changes to its
+    /// hooks ([`Agent::push_changes`]). Thread-safe like every handle.
+    ///
+    /// Errors: those of [`AgentBuilder::open`] (but `watch`), then those of
+    /// [`Agent::push_changes`] (the handle is closed again).
+    pub fn open_shared(self, location: impl Into<Location>) -> Result<Arc<Agent>> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let location = location.into();
+        let path = location.store_path();
+        let agent = Arc::new(Agent::open(&path, &self.options)?);
+        if self.options.watch {
+            if let Err(e) = agent.push_changes(&path, &self.options) {
+                let _ = agent.close();
+                return Err(e);
+            }
+        }
+        Ok(agent)
     }
 
     /// The range [`OpenOptions::from_json`] holds option `name` to (its entry of

@@ -67,6 +67,12 @@ pub struct OpenOptions {
     /// The declarative steps (option `schema_steps`), each upgrading a state from its `from`
     /// version to the next. Steps of code ([`crate::Agent::set_schema_step`]) fill the others.
     pub schema_steps: Vec<crate::value::schema_steps::DeclarativeStep>,
+    /// Changes that other handles and processes commit are pushed to this handle's
+    /// on_state_changed hooks by the store's watcher, without `poll` (option `watch`; needs the
+    /// change log). Acted on by whoever holds the handle in an `Arc`: the C ABI's `agent_open`,
+    /// the bindings, [`crate::AgentBuilder::open_shared`]; [`crate::Agent::open`] alone cannot
+    /// (see [`crate::Agent::push_changes`]).
+    pub watch: bool,
 }
 
 impl Default for OpenOptions {
@@ -84,6 +90,7 @@ impl Default for OpenOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             schema_version: 0,
             schema_steps: Vec::new(),
+            watch: false,
         }
     }
 }
@@ -275,6 +282,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         applies: Applies::Postgres,
         doc: "The most connections this process keeps to the server, shared by its handles.",
     },
+    OptionSpec {
+        name: "watch",
+        kind: OptionKind::Bool,
+        default: Some("false"),
+        when_absent: "false",
+        applies: Applies::All,
+        doc: "Pushes changes that other handles and processes commit to this handle's \
+              on_state_changed hooks, in commit order and once each, without poll (the store's \
+              watcher notices them). Needs the change log.",
+    },
 ];
 
 impl OptionSpec {
@@ -382,6 +399,7 @@ impl OpenOptions {
                     })
                 }
                 ("agent_id", Checked::Text(t)) => options.agent_id = Some(t.to_string()),
+                ("watch", Checked::Bool(b)) => options.watch = b,
                 ("max_connections", c) => options.max_connections = int(&c) as usize,
                 ("schema_version", c) => options.schema_version = int(&c) as u32,
                 ("schema_steps", Checked::Value(v)) => {
@@ -473,6 +491,7 @@ mod tests {
                 d.server_timeout_ms == DEFAULT_SERVER_TIMEOUT_MS,
             ),
             ("read_only", "false", !d.read_only),
+            ("watch", "false", !d.watch),
             (
                 "max_connections",
                 "4",

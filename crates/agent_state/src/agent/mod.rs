@@ -14,6 +14,7 @@ mod feed;
 mod history;
 mod hooks;
 mod hot;
+mod push;
 mod schema;
 mod write;
 
@@ -61,6 +62,9 @@ pub struct Agent {
     /// The state the last locked read confirmed, with its ticket, for [`Agent::read_now`] on
     /// threads that have no copy of their own (emptied by `close`).
     latest: Mutex<Option<(Arc<Held>, Ticket)>>,
+    /// The store's watcher pushing other handles' changes to the hooks (see `push`); closed by
+    /// `close`, and by drop with the handle.
+    pushed: Mutex<Option<crate::watch::Watch>>,
 }
 
 /// What the agent's lock guards: the connection, and what this handle knows of the store.
@@ -188,6 +192,7 @@ impl Agent {
             schema: schema::Plan::new(options.schema_version, &options.schema_steps),
             read_only: options.read_only,
             latest: Mutex::new(None),
+            pushed: Mutex::new(None),
         };
         {
             let mut guard = agent.lock_inner()?;
@@ -446,6 +451,8 @@ impl Agent {
         // Not `lock_inner`: a handle inherited across fork() need not reconnect just to close;
         // dropping its store lets go of the inherited connection without touching the parent's.
         self.refuse_reentry()?;
+        // First, so that no pushed poll starts on a handle that is closing.
+        self.stop_pushing();
         let inner = {
             let mut guard = lock(&self.inner);
             // Before the connection goes: a read that starts after this returns takes the lock.
