@@ -726,7 +726,11 @@ void agent_buffer_free(struct AgentBuffer *buf);
  * `"path"` when given), `"default"` (`"path"`, `"value"`: set where missing), `"set"`,
  * `"remove"` (where present), `"rename"` (`"path"`, `"to"`: a member's new name) and `"move"`
  * (`"from"`, `"path"`); steps of code, `agent_set_schema_step`, fill the versions these leave
- * out). Unknown keys are refused.
+ * out), `"watch"` (default false: changes that other handles and processes commit are
+ * delivered to this handle's `on_state_changed` hooks without `agent_poll`, in commit order and
+ * once each, on a library worker thread, as the store's watcher notices them; needs the change
+ * log on, else `AGENT_ERR_INVALID_ARGUMENT`; not in a child process after `fork()`, like a
+ * watch). Unknown keys are refused.
  *
  * Agents of one store are isolated: state, version, change log, hooks. On a SQLite file, the
  * handles with an `agent_id` in one process share one connection per file and set of options

@@ -1,6 +1,7 @@
 //! Opening and closing an agent: `agent_open`, `agent_close`.
 
 use std::ffi::c_char;
+use std::sync::Arc;
 
 use super::args::{open_args, with_agent, NumberOut};
 use super::boundary;
@@ -48,7 +49,11 @@ use agent_state::Agent;
 /// `"path"` when given), `"default"` (`"path"`, `"value"`: set where missing), `"set"`,
 /// `"remove"` (where present), `"rename"` (`"path"`, `"to"`: a member's new name) and `"move"`
 /// (`"from"`, `"path"`); steps of code, `agent_set_schema_step`, fill the versions these leave
-/// out). Unknown keys are refused.
+/// out), `"watch"` (default false: changes that other handles and processes commit are
+/// delivered to this handle's `on_state_changed` hooks without `agent_poll`, in commit order and
+/// once each, on a library worker thread, as the store's watcher notices them; needs the change
+/// log on, else `AGENT_ERR_INVALID_ARGUMENT`; not in a child process after `fork()`, like a
+/// watch). Unknown keys are refused.
 ///
 /// Agents of one store are isolated: state, version, change log, hooks. On a SQLite file, the
 /// handles with an `agent_id` in one process share one connection per file and set of options
@@ -79,7 +84,13 @@ pub unsafe extern "C" fn agent_open(
         out.required("out")?;
         // SAFETY: NULL or NUL-terminated strings, per the caller.
         let (path, options) = unsafe { open_args(path, options_json) }?;
-        let agent = Agent::open(&path, &options)?;
+        let agent = Arc::new(Agent::open(&path, &options)?);
+        if options.watch {
+            if let Err(e) = agent.push_changes(&path, &options) {
+                let _ = agent.close();
+                return Err(e);
+            }
+        }
         out.set(handle::insert(agent));
         Ok(())
     })

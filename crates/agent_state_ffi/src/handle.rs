@@ -39,13 +39,15 @@ impl<T> Registry<T> {
         Registry(LazyLock::new(|| RwLock::new(HashMap::new())))
     }
 
-    pub(crate) fn insert(&self, object: T) -> u64 {
+    /// Registers `object` (owned, or already shared: an agent that pushes changes is held
+    /// weakly by its store's watcher) and returns its new handle.
+    pub(crate) fn insert(&self, object: impl Into<Arc<T>>) -> u64 {
         let counter = NEXT.fetch_add(1, Ordering::Relaxed) & ((1 << COUNTER_BITS) - 1);
         let handle = (*TAG << COUNTER_BITS) | counter;
         self.0
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(handle, Arc::new(object));
+            .insert(handle, object.into());
         handle
     }
 
@@ -72,7 +74,7 @@ pub(crate) static AGENTS: Registry<Agent> = Registry::new();
 /// The live cancel tokens.
 pub(crate) static CANCELS: Registry<Cancel> = Registry::new();
 
-pub(crate) fn insert(agent: Agent) -> AgentHandle {
+pub(crate) fn insert(agent: impl Into<Arc<Agent>>) -> AgentHandle {
     AGENTS.insert(agent)
 }
 
