@@ -148,6 +148,7 @@ static const struct {
     TEST(test_watch_closing_from_inside_its_callback),
     TEST(test_watch_close_from_another_thread_wakes_a_waiting_next),
     TEST(test_watch_sees_another_process_and_a_child_cannot_use_the_parents_watch),
+    TEST(test_watch_option_pushes_other_handles_and_processes_changes_to_the_hooks),
     /* Submitted calls last, after every test that forks: their worker threads would be in the
      * children's memory without the threads (memcheck: lost); the one that forks first. */
     TEST(test_submit_a_call_waiting_for_another_process_completes_later_or_is_cancelled),

@@ -146,6 +146,7 @@ void test_watch_closing_from_inside_its_callback(void);
 void test_watch_close_from_another_thread_wakes_a_waiting_next(void);
 void test_watch_sees_another_process_and_a_child_cannot_use_the_parents_watch(void);
 void test_watch_refuses_bad_arguments_options_and_handles(void);
+void test_watch_option_pushes_other_handles_and_processes_changes_to_the_hooks(void);
 
 /* submit.c */
 void test_submit_every_op_through_the_callback_and_the_queue(void);

@@ -734,3 +734,109 @@ void test_watch_refuses_bad_arguments_options_and_handles(void)
     CHECK_STATUS(AGENT_OK, agent_close(h));
     check_watchers_end(threads);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Hooks pushed to (the open option "watch")                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* An on_state_changed hook that logs each delivery as "<version> <next>;" in a Collector. */
+static int32_t push_hook(void *user_data, const AgentStateChange *change)
+{
+    Collector *c = user_data;
+    size_t used;
+    pthread_mutex_lock(&c->mu);
+    used = strlen(c->log);
+    snprintf(c->log + used, sizeof c->log - used, "%llu %.*s;",
+             (unsigned long long)change->version, (int)change->next_len,
+             (const char *)change->next);
+    c->events++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+void test_watch_option_pushes_other_handles_and_processes_changes_to_the_hooks(void)
+{
+    int threads = count_threads();
+    const char *loc = location("push.db");
+    AgentHandle b = open_agent(loc, "psh_a"), a = 0, off = 0;
+    char options[400], id[300];
+    int go[2], status = 0;
+    pid_t writer;
+    uint64_t hook = 0;
+    Collector c;
+
+    collector_init(&c);
+    agent_name(id, sizeof id, "psh_a");
+    CHECK_STATUS(AGENT_OK, set_s(b, "{\"from\":\"parent\"}", NULL));
+    CHECK_STATUS(AGENT_OK, agent_close(b));
+    /* The writer is forked before the pushes start (no watcher or worker thread to copy) and
+     * with no handle open on the store (a child cannot use its parent's connection). */
+    CHECK(pipe(go) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    writer = fork();
+    if (writer == 0) {
+        AgentHandle w;
+        char byte;
+        int bad = 0;
+        close(go[1]);
+        if (read(go[0], &byte, 1) != 1) {
+            _exit(100);
+        }
+        w = open_agent(loc, "psh_a");
+        bad |= set_s(w, "{\"n\":1}", NULL) != AGENT_OK;
+        bad |= set_s(w, "{\"n\":2}", NULL) != AGENT_OK;
+        bad |= set_s(w, "{\"n\":3}", NULL) != AGENT_OK;
+        bad |= agent_close(w) != AGENT_OK;
+        _exit(bad ? 1 : 0);
+    }
+    CHECK(writer > 0);
+    close(go[0]);
+    b = open_agent(loc, "psh_a");
+
+    /* Without the change log the option is refused, and nothing is opened. */
+    snprintf(options, sizeof options, "{\"agent_id\":\"%soff\",\"change_log\":false,"
+             "\"watch\":true}", g_agent_prefix);
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_open(loc, options, &off));
+    CHECK(off == 0 && strstr(agent_last_error(), "change_log") != NULL);
+    CHECK_STATUS(AGENT_ERR_INVALID_ARGUMENT, agent_open(loc, "{\"watch\":1}", &off));
+
+    snprintf(options, sizeof options,
+             "{\"agent_id\":\"%s\",\"change_log\":{\"keep_last\":100},\"watch\":true}", id);
+    CHECK_STATUS(AGENT_OK, agent_open(loc, options, &a));
+    CHECK_STATUS(AGENT_OK, agent_on_state_changed(a, push_hook, &c, NULL, &hook));
+
+    /* Another handle's commit, then another process's: a's hook gets each, in order, without
+     * agent_poll. */
+    CHECK_STATUS(AGENT_OK, set_s(b, "{\"by\":\"handle\"}", NULL));
+    collector_wait(&c, 1);
+    CHECK(write(go[1], "g", 1) == 1);
+    close(go[1]);
+    collector_wait(&c, 4);
+    CHECK(writer > 0 && waitpid(writer, &status, 0) == writer);
+    check_(WIFEXITED(status) && WEXITSTATUS(status) == 0, __FILE__, __LINE__,
+           "the writer ended with status %d", status);
+    /* a's own write is delivered once, when made */
+    CHECK_STATUS(AGENT_OK, set_s(a, "{\"n\":4}", NULL));
+    sleep_ms(300); /* time for a push that must not deliver anything twice */
+    pthread_mutex_lock(&c.mu);
+    CHECK_LOG(c.log, "2 {\"from\":\"parent\",\"by\":\"handle\"};"
+                     "3 {\"from\":\"parent\",\"by\":\"handle\",\"n\":1};"
+                     "4 {\"from\":\"parent\",\"by\":\"handle\",\"n\":2};"
+                     "5 {\"from\":\"parent\",\"by\":\"handle\",\"n\":3};"
+                     "6 {\"from\":\"parent\",\"by\":\"handle\",\"n\":4};");
+    pthread_mutex_unlock(&c.mu);
+
+    /* Closed: no more deliveries (the hook's data is the test's, still alive). */
+    CHECK_STATUS(AGENT_OK, agent_close(a));
+    CHECK_STATUS(AGENT_OK, set_s(b, "{\"n\":5}", NULL));
+    sleep_ms(300);
+    pthread_mutex_lock(&c.mu);
+    CHECK(c.events == 5);
+    pthread_mutex_unlock(&c.mu);
+    CHECK_STATUS(AGENT_OK, agent_close(b));
+    /* The store's watcher ends with the last push, the workers once idle. */
+    check_watchers_end(threads);
+    collector_destroy(&c);
+}
