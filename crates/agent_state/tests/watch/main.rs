@@ -7,6 +7,7 @@ mod delivery;
 mod gaps;
 mod lifecycle;
 mod processes;
+mod push;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,8 +73,8 @@ impl Store {
         }
     }
 
-    /// A watch of this store. Through a pooler in transaction mode, which cannot carry LISTEN, a watch polls (as
-    /// the PostgreSQL guide tells users to).
+    /// A watch of this store. Through a pooler in transaction mode, which cannot carry
+    /// LISTEN, a watch polls (as the PostgreSQL guide tells users to).
     pub fn watch(&self, selector: Selector, options: WatchOptions) -> agent_state::Result<Watch> {
         let through_transaction_pooler = matches!(self.place, Place::Postgres { .. })
             && std::env::var("AGENT_STATE_TEST_PG_POOLER").is_ok_and(|mode| mode == "transaction");

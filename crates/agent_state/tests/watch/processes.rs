@@ -10,7 +10,8 @@ use test_support::{each_backend, open, opts, test_name, Place};
 
 use crate::{brief, next, quiet, Store};
 
-const WRITES: u64 = 50;
+/// How many changes `writer_child` commits.
+pub const WRITES: u64 = 50;
 
 /// The child's part: `WRITES` merges to the agent its environment names. A no-op in an
 /// ordinary test run.
@@ -41,10 +42,9 @@ fn writer_child() {
     }
 }
 
-#[each_backend]
-fn the_commits_of_another_process_are_delivered_in_order() {
-    let store = Store::new("child");
-    let w = store.watch_all(WatchOptions::default());
+/// Runs `writer_child` in another process: `WRITES` merges to the test's agent `name`, each
+/// its own commit; returns once the child has ended (successfully).
+pub fn write_from_another_process(store: &Store, name: &str) {
     let kind = match store.place {
         Place::Sqlite { .. } => "sqlite",
         Place::Postgres { .. } => "postgres",
@@ -52,7 +52,7 @@ fn the_commits_of_another_process_are_delivered_in_order() {
     let spec = json!({
         "kind": kind,
         "path": store.location.to_str().unwrap(),
-        "agent": store.id("remote"),
+        "agent": store.id(name),
     });
     let status = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -64,6 +64,13 @@ fn the_commits_of_another_process_are_delivered_in_order() {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+#[each_backend]
+fn the_commits_of_another_process_are_delivered_in_order() {
+    let store = Store::new("child");
+    let w = store.watch_all(WatchOptions::default());
+    write_from_another_process(&store, "remote");
     for version in 1..=WRITES {
         let e = next(&w);
         assert_eq!(
