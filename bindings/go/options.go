@@ -81,6 +81,11 @@ type Options struct {
 	// server, shared by all its Agents on it (1 to 1000); 0 means the library's default, 4.
 	// The pool has the largest size any Open asked for. A SQLite file does not use it.
 	MaxConnections int
+	// Watch pushes changes that other handles and processes commit to this Agent's
+	// OnStateChanged hooks, in commit order and once each, without Poll: the store's watcher
+	// notices them and a library worker thread runs the hooks. Needs the change log
+	// (ErrInvalidArgument at Open otherwise). false: hooks see others' changes on Poll only.
+	Watch bool
 }
 
 // ChangeLog configures the change log of an agent (the "change_log" open option): its recent
@@ -227,6 +232,9 @@ func (o Options) optionsJSON() (string, error) {
 	}
 	if o.MaxConnections != 0 {
 		parts = append(parts, `"max_connections":`+strconv.Itoa(o.MaxConnections))
+	}
+	if o.Watch {
+		parts = append(parts, `"watch":true`)
 	}
 	return "{" + strings.Join(parts, ",") + "}", nil
 }

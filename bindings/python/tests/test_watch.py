@@ -290,3 +290,27 @@ def test_bad_arguments_raise_specific_errors(store: Store, watches: Callable[...
 def test_the_names_are_exported() -> None:
     assert agent_state.watch is watch
     assert {"watch", "Watch", "WatchEvent", "WatchKind"} <= set(agent_state.__all__)
+
+
+@pytest.mark.any_backend
+def test_an_agent_opened_with_watch_sees_another_processes_changes_in_its_hook_without_poll(
+    store: Store, run_python: Callable[..., Any]
+) -> None:
+    location, prefix = store
+    seen: List[Any] = []
+    three = threading.Event()
+    with Agent(location, agent_id=prefix + "a", change_log={"keep_last": 100}, watch=True) as a:
+
+        @a.on_state_changed
+        def _hook(next_state: Any, prev: Any) -> None:
+            seen.append(next_state)
+            if len(seen) >= 3:
+                three.set()
+
+        done = run_python(_WRITER, location, prefix)
+        assert done.returncode == 0, done.stderr
+        assert three.wait(WAIT), f"the hook saw {seen}"
+        # Nothing twice: the process wrote three changes of this agent.
+        assert seen == [{"n": 1}, {"n": 1, "m": 2}, {"n": 3, "m": 2}]
+    with pytest.raises(InvalidArgumentError, match="change_log"):
+        Agent(location, agent_id=prefix + "c", change_log=False, watch=True)

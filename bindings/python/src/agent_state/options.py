@@ -130,6 +130,12 @@ class OpenOptions(ConnectionOptions, total=False):
         are encoded as states are. A malformed step raises
         :class:`~agent_state.InvalidArgumentError` at open; steps of code fill the versions
         these leave out.
+    ``watch``
+        Pushes changes that other agents and processes commit to this agent's
+        ``on_state_changed`` hooks (default ``False``), in commit order and once each, without
+        :meth:`~agent_state.Agent.poll`: the store's watcher notices them and a library worker
+        thread calls the hooks. Needs the change log (else
+        :class:`~agent_state.InvalidArgumentError` at open).
     ``default``
         This binding's own, not the library's: a function called with a value the codec cannot
         store, returning a storable stand-in (or raising), as ``json.dumps``'s ``default``:
@@ -147,4 +153,5 @@ class OpenOptions(ConnectionOptions, total=False):
     agent_id: Optional[str]
     schema_version: Annotated[Optional[int], Default(0)]
     schema_steps: Annotated[Optional[Sequence[Mapping[str, Any]]], Default([])]
+    watch: Annotated[Optional[bool], Default(False)]
     default: Optional[DefaultEncoder]
