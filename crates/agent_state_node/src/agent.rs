@@ -131,13 +131,22 @@ pub fn open_agent<'env>(
 ) -> Result<PromiseRaw<'env, OpenedAgent>> {
     spawn(env, token(cancel), move || {
         let options = OpenOptions::from_json(options.as_bytes()).into_napi()?;
-        let agent = Agent::open(&PathBuf::from(path), &options).into_napi()?;
+        let path = PathBuf::from(path);
+        let agent = Arc::new(Agent::open(&path, &options).into_napi()?);
         let initial = Arc::new(InitialSource::new(initial.into_bytes()));
         agent
             .set_initial_state_hook(Some(initial.clone()))
             .into_napi()?;
+        // Option "watch": the store's watcher pushes other handles' and processes' changes to
+        // the hooks (it holds the handle weakly; a failure closes the handle again).
+        if options.watch {
+            if let Err(e) = agent.push_changes(&path, &options) {
+                let _ = agent.close();
+                return Err(e).into_napi();
+            }
+        }
         Ok(OpenedAgent {
-            agent: Some(Arc::new(agent)),
+            agent: Some(agent),
             initial,
         })
     })
