@@ -300,6 +300,13 @@ export interface OpenOptions<State extends Record<string, unknown> = Record<stri
    * ({@link InvalidArgumentError}).
    */
   schemaSteps?: readonly SchemaStepSpec[];
+  /**
+   * Hand this agent's hooks the changes other handles and processes commit, as they are
+   * committed, without {@link Agent.poll} (default false): the store's watcher (one per store
+   * in the process) delivers them, in commit order, each once. Needs the change log
+   * (`changeLog`), else {@link InvalidArgumentError}.
+   */
+  watch?: boolean;
   /** A listener added before the open resolves, as {@link Agent.subscribe} adds one. */
   onStateChanged?: StateListener<State>;
   /** The validator, set before the open resolves, as {@link Agent.setValidator} sets it. */
