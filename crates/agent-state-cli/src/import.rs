@@ -132,7 +132,7 @@ fn under_schema(
             ),
         ));
     }
-    let upgrader = Agent::open(std::path::Path::new(":memory:"), &open::from_map(map)?)?;
+    let upgrader = Agent::open_with(std::path::Path::new(":memory:"), &open::from_map(map)?)?;
     let upgraded = upgrader
         .upgrade_state(&state, schema)
         .map_err(|e| Failure::context(&format!("line {number}"), e))?;
@@ -149,7 +149,7 @@ fn refuse_a_held_state(store: &Path, global: &Global, number: usize) -> Result<(
     if let Some(id) = &global.agent {
         map.insert("agent_id".into(), id.clone().into());
     }
-    let reader = Agent::open(store, &open::from_map(map)?)?;
+    let reader = Agent::open_with(store, &open::from_map(map)?)?;
     let version = reader.get_state_versioned()?.version;
     if version != 0 {
         return Err(Failure::new(

@@ -383,7 +383,7 @@ fn one(
         map.insert("agent_id".into(), id.into());
     }
     let options = from_map(map)?;
-    let agent = match Agent::open(store, &options) {
+    let agent = match Agent::open_with(store, &options) {
         Ok(agent) => agent,
         Err(e) => return Ok(Outcome::Failed(e)),
     };

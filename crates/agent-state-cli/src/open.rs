@@ -222,5 +222,5 @@ pub fn open_under(
     schema: Option<u64>,
 ) -> Result<Agent, Failure> {
     let options = options(global, access, schema)?;
-    Agent::open(store, &options).map_err(Failure::from)
+    Agent::open_with(store, &options).map_err(Failure::from)
 }

@@ -50,7 +50,7 @@ impl Handles {
         // requests racing to open one agent both open it; the first one kept wins.
         let mut options = self.options.clone();
         options.agent_id = (!id.is_empty()).then(|| id.to_string());
-        let agent = Arc::new(Agent::open(&self.store, &options)?);
+        let agent = Arc::new(Agent::open_with(&self.store, &options)?);
         let mut open = self.lock();
         if open.len() >= MAX_OPEN {
             open.retain(|_, agent| Arc::strong_count(agent) > 1);

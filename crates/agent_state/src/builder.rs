@@ -115,12 +115,32 @@ impl Agent {
     }
 
     /// Opens the store at `location` (a path or URI as text, a [`Path`](std::path::Path), a
-    /// [`Location`]) with `options`: [`Agent::open`] for any location.
+    /// [`Location`]) with `options` (see [`OpenOptions::from_json`]).
     ///
-    /// Errors: those of [`Agent::open`].
+    /// Errors: those of [`Agent::open`], and those of the options (an initial state that is
+    /// not an object, or over the cap: [`Error::InvalidArgument`], [`Error::Codec`],
+    /// [`Error::TooLarge`]).
     pub fn open_with(location: impl Into<Location>, options: &OpenOptions) -> Result<Agent> {
         let location = location.into();
-        Agent::open(&location.store_path(), options)
+        Agent::open_path(&location.store_path(), options)
+    }
+
+    /// Opens the store at `location` (a SQLite file path or a `postgres://` URI, as text or
+    /// a path; a [`Location`]) with the default options: `Agent::open("conv.db")`. The
+    /// file is created when absent. [`Agent::builder`] and [`Agent::open_with`] take options.
+    ///
+    /// Errors: [`Error::Storage`] (the file cannot be opened or created, or is not a store),
+    /// [`Error::InvalidArgument`] (a server without an `agent_id`), [`Error::Unavailable`] and
+    /// [`Error::Auth`] (a server), [`Error::Busy`].
+    ///
+    /// ```
+    /// let agent = agent_state::Agent::open(":memory:")?;
+    /// agent.set(&serde_json::json!({"turns": 1}))?;
+    /// assert_eq!(agent.get::<serde_json::Value>()?["turns"], 1);
+    /// # Ok::<(), agent_state::Error>(())
+    /// ```
+    pub fn open(location: impl Into<Location>) -> Result<Agent> {
+        Agent::open_with(location, &OpenOptions::default())
     }
 }
 
@@ -271,7 +291,7 @@ impl AgentBuilder {
         }
         let location = location.into();
         let path = location.store_path();
-        let agent = Arc::new(Agent::open(&path, &self.options)?);
+        let agent = Arc::new(Agent::open_path(&path, &self.options)?);
         if self.options.watch {
             if let Err(e) = agent.push_changes(&path, &self.options) {
                 let _ = agent.close();

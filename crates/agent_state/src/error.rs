@@ -27,7 +27,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// ```
 /// use agent_state::{Agent, ErrorKind, OpenOptions};
 ///
-/// let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+/// let agent = Agent::open_with(":memory:", &OpenOptions::default())?;
 /// let err = agent.set_state(b"{\"a\":").unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::Json);
 /// assert_eq!((err.kind().code(), err.kind().name()), (3, "JSON"));

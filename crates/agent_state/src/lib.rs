@@ -105,7 +105,7 @@
 //! let path = dir.join("support-bot.db");
 //! # let _ = std::fs::remove_file(&path);
 //! let options = OpenOptions::from_json(br#"{"initial_state": {"messages": [], "mood": "calm"}}"#)?;
-//! let agent = Agent::open(&path, &options)?;
+//! let agent = Agent::open_with(&path, &options)?;
 //! // A read shows the initial state and stores nothing.
 //! assert_eq!(agent.get_state()?.json(), br#"{"messages":[],"mood":"calm"}"#);
 //! // set_state merges (RFC 7396: objects merge, null deletes, the rest replaces) and returns
@@ -114,7 +114,7 @@
 //! assert_eq!(next.json(), br#"{"messages":[],"user":{"name":"Ada"}}"#);
 //! agent.close()?;
 //! // It persists.
-//! let again = Agent::open(&path, &OpenOptions::default())?;
+//! let again = Agent::open_with(&path, &OpenOptions::default())?;
 //! assert_eq!(again.get_state()?.json(), br#"{"messages":[],"user":{"name":"Ada"}}"#);
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! # Ok::<(), agent_state::Error>(())
@@ -128,7 +128,7 @@
 //!
 //! ```
 //! # use agent_state::{Agent, Error, OpenOptions};
-//! let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+//! let agent = Agent::open_with(":memory:", &OpenOptions::default())?;
 //! let v = agent.get_state_versioned()?;
 //! assert_eq!(v.version, 0); // nothing stored yet
 //! let v = agent.set_state_if(br#"{"n": 1}"#, Some(0))?;
@@ -166,7 +166,7 @@
 //!     }
 //! }
 //!
-//! let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+//! let agent = Agent::open_with(":memory:", &OpenOptions::default())?;
 //! let log = Arc::new(Log(Mutex::new(Vec::new())));
 //! agent.on_state_changed(log.clone())?;
 //! agent.set_validator(Some(Arc::new(NoEmptyName)))?;
@@ -185,7 +185,7 @@
 //! ```
 //! # use agent_state::{Agent, OpenOptions};
 //! let options = OpenOptions::from_json(br#"{"change_log": {"keep_last": 100}}"#)?;
-//! let agent = Agent::open(":memory:".as_ref(), &options)?;
+//! let agent = Agent::open_with(":memory:", &options)?;
 //! agent.set_state(br#"{"step": 1}"#)?;
 //! agent.set_state(br#"{"step": 2}"#)?;
 //! assert_eq!(agent.state_at(1)?.json(), br#"{"step":1}"#);
@@ -203,7 +203,7 @@
 //! ```no_run
 //! # use agent_state::{Agent, OpenOptions};
 //! let options = OpenOptions::from_json(br#"{"agent_id": "support-bot-7", "max_connections": 8}"#)?;
-//! let agent = Agent::open("postgresql://app@db.internal/agents".as_ref(), &options)?;
+//! let agent = Agent::open_with("postgresql://app@db.internal/agents", &options)?;
 //! # Ok::<(), agent_state::Error>(())
 //! ```
 //!

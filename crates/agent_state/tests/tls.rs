@@ -68,7 +68,7 @@ fn open(uri: &str) -> agent_state::Result<Agent> {
     let options = OpenOptions::from_json(
         format!(r#"{{"agent_id":"{id}","server_timeout_ms":10000}}"#).as_bytes(),
     )?;
-    Agent::open(Path::new(uri), &options)
+    Agent::open_with(Path::new(uri), &options)
 }
 
 fn rand_suffix() -> u128 {
@@ -330,7 +330,7 @@ fn a_state_written_over_tls_reads_back_from_another_handle() {
     );
     let id = format!("tls-readback-{}", rand_suffix());
     let options = OpenOptions::from_json(format!(r#"{{"agent_id":"{id}"}}"#).as_bytes()).unwrap();
-    let a = Agent::open(Path::new(&uri), &options).unwrap();
+    let a = Agent::open_with(Path::new(&uri), &options).unwrap();
     a.set_state(br#"{"n":1,"s":"x"}"#).unwrap();
     a.set_state(br#"{"n":2}"#).unwrap();
     a.close().unwrap();
@@ -340,6 +340,6 @@ fn a_state_written_over_tls_reads_back_from_another_handle() {
         s.tls,
         &format!("sslmode=verify-full&sslrootcert={ca}&application_name=reader"),
     );
-    let b = Agent::open(Path::new(&other), &options).unwrap();
+    let b = Agent::open_with(Path::new(&other), &options).unwrap();
     assert_eq!(b.get_state().unwrap().json(), br#"{"n":2,"s":"x"}"#);
 }

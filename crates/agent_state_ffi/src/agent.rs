@@ -84,7 +84,7 @@ pub unsafe extern "C" fn agent_open(
         out.required("out")?;
         // SAFETY: NULL or NUL-terminated strings, per the caller.
         let (path, options) = unsafe { open_args(path, options_json) }?;
-        let agent = Arc::new(Agent::open(&path, &options)?);
+        let agent = Arc::new(Agent::open_with(&path, &options)?);
         if options.watch {
             if let Err(e) = agent.push_changes(&path, &options) {
                 let _ = agent.close();

@@ -132,7 +132,7 @@ pub fn open_agent<'env>(
     spawn(env, token(cancel), move || {
         let options = OpenOptions::from_json(options.as_bytes()).into_napi()?;
         let path = PathBuf::from(path);
-        let agent = Arc::new(Agent::open(&path, &options).into_napi()?);
+        let agent = Arc::new(Agent::open_with(&path, &options).into_napi()?);
         let initial = Arc::new(InitialSource::new(initial.into_bytes()));
         agent
             .set_initial_state_hook(Some(initial.clone()))

@@ -272,7 +272,7 @@ pub fn open(place: &Place, options: &OpenOptions) -> Result<Agent> {
             Path::new(uri)
         }
     };
-    Agent::open(location, &options)
+    Agent::open_with(location, &options)
 }
 
 /// Stores `value` as the agent's state behind the library's back, as a commit by another

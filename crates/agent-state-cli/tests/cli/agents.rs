@@ -39,7 +39,7 @@ impl Backend {
         for (k, v) in extra.as_object().unwrap() {
             options[k] = v.clone();
         }
-        Agent::open(self.path(), &opts(options)).unwrap()
+        Agent::open_with(self.path(), &opts(options)).unwrap()
     }
 
     /// Writes `state` (a replacement) to agent `id` and returns its handle.
@@ -242,7 +242,7 @@ fn ls_of_a_file_lists_its_single_agent_first_and_rm_takes_its_empty_id() {
     assert_eq!(ids(&lines), ["", "x"]);
     // An empty file lists nothing.
     let empty = dir.file("empty.db");
-    Agent::open(&empty, &opts(json!({}))).unwrap();
+    Agent::open_with(&empty, &opts(json!({}))).unwrap();
     assert_eq!(run(["ls", arg(&empty)]).ok(), "");
 
     assert_eq!(

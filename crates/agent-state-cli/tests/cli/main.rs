@@ -140,14 +140,14 @@ pub fn store_with(path: &Path, state: &str, keep_last: Option<u64>) -> Agent {
         Some(n) => opts(json!({ "change_log": { "keep_last": n } })),
         None => opts(json!({})),
     };
-    let agent = Agent::open(path, &options).unwrap();
+    let agent = Agent::open_with(path, &options).unwrap();
     agent.replace_state(state.as_bytes()).unwrap();
     agent
 }
 
 /// The state in the store, as the library reads it (compact bytes) with its version.
 pub fn stored(path: &Path) -> (String, u64) {
-    let agent = Agent::open(path, &opts(json!({ "read_only": true }))).unwrap();
+    let agent = Agent::open_with(path, &opts(json!({ "read_only": true }))).unwrap();
     let current = agent.get_state_versioned().unwrap();
     (
         String::from_utf8(current.state.json().to_vec()).unwrap(),

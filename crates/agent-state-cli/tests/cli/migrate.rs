@@ -51,7 +51,7 @@ impl Backend {
         for (k, v) in extra.as_object().unwrap() {
             options[k] = v.clone();
         }
-        Agent::open(self.path(), &opts(options)).unwrap()
+        Agent::open_with(self.path(), &opts(options)).unwrap()
     }
 
     /// Agents 0..AGENTS written by a program of schema version 0 (each at version 1).

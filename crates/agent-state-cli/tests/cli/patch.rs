@@ -256,7 +256,7 @@ fn get_path_and_tail_print_one_place() {
 fn get_path_reads_the_initial_state_of_an_empty_store() {
     let dir = TempDir::new("cli_get_path_empty");
     let path = dir.file("s.db");
-    Agent::open(&path, &opts(json!({}))).unwrap();
+    Agent::open_with(&path, &opts(json!({}))).unwrap();
     assert_eq!(run(["get", arg(&path), "--path", ""]).ok(), "{}\n");
     run(["get", arg(&path), "--path", "/messages", "--tail", "1"]).failed("AGENT_ERR_PATH");
 }

@@ -22,7 +22,7 @@ fn get_on_a_missing_file_fails_without_creating_it() {
 fn get_on_a_new_store_prints_the_initial_state_at_version_0() {
     let dir = TempDir::new("cli_get_new");
     let path = dir.file("s.db");
-    Agent::open(&path, &opts(json!({}))).unwrap();
+    Agent::open_with(&path, &opts(json!({}))).unwrap();
     assert_eq!(run(["get", arg(&path)]).ok(), "{}\n");
     assert_eq!(
         run(["get", arg(&path), "--versioned"]).ok(),

@@ -213,7 +213,7 @@ fn export_and_import_between_agent_ids() {
 fn an_empty_store_exports_nothing_and_importing_nothing_changes_nothing() {
     let dir = TempDir::new("cli_export_empty");
     let empty = dir.file("empty.db");
-    Agent::open(&empty, &opts(json!({}))).unwrap();
+    Agent::open_with(&empty, &opts(json!({}))).unwrap();
     assert_eq!(run(["export", arg(&empty)]).ok(), "");
     let target = dir.file("target.db");
     store_with(&target, r#"{"kept":1}"#, None);
@@ -277,7 +277,7 @@ mod schema {
             for (k, v) in extra.as_object().unwrap() {
                 options[k] = v.clone();
             }
-            Agent::open(Path::new(&self.store), &opts(options)).unwrap()
+            Agent::open_with(Path::new(&self.store), &opts(options)).unwrap()
         }
 
         /// The agent as stored: its version, state and schema version.

@@ -142,8 +142,10 @@ fn new_writer_id(agent_id: u64) -> u64 {
 }
 
 impl Agent {
-    /// Opens the store at `path` (created when absent unless `read_only`).
-    pub fn open(path: &Path, options: &OpenOptions) -> Result<Agent> {
+    /// Opens the store at `path` (created when absent unless `read_only`); the store layer
+    /// reads a `postgres://` path as a server. The API's forms are [`Agent::open`] and
+    /// [`Agent::open_with`], which take a [`Location`](crate::Location).
+    pub(crate) fn open_path(path: &Path, options: &OpenOptions) -> Result<Agent> {
         let initial = match &options.initial_state {
             None => Value::Object(Default::default()),
             Some(v) => v.clone(),
@@ -302,7 +304,7 @@ impl Agent {
     /// ```
     /// use agent_state::{Agent, OpenOptions};
     ///
-    /// let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+    /// let agent = Agent::open_with(":memory:", &OpenOptions::default())?;
     /// agent.set_state(br#"{"messages":[{"text":"hi"},{"text":"there"}]}"#)?;
     /// assert_eq!(agent.get_path("/messages/1/text")?, br#""there""#);
     /// # Ok::<(), agent_state::Error>(())

@@ -91,7 +91,7 @@ impl Agent {
     /// ```
     /// use agent_state::{Agent, OpenOptions};
     ///
-    /// let agent = Agent::open(":memory:".as_ref(), &OpenOptions::default())?;
+    /// let agent = Agent::open_with(":memory:", &OpenOptions::default())?;
     /// agent.set_state(br#"{"messages":[]}"#)?;
     /// let state = agent.patch_state(
     ///     br#"[{"op":"add","path":"/messages/-","value":{"role":"user","text":"hi"}}]"#,

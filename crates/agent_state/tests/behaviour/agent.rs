@@ -138,7 +138,7 @@ fn foreign_and_newer_files_are_refused_untouched() {
     std::fs::write(&text_file, "hello, this is not a database\n".repeat(200)).unwrap();
     let before = std::fs::read(&text_file).unwrap();
     assert!(matches!(
-        Agent::open(&text_file, &OpenOptions::default()),
+        Agent::open_with(&text_file, &OpenOptions::default()),
         Err(Error::Storage(_))
     ));
     assert_eq!(std::fs::read(&text_file).unwrap(), before);
@@ -150,7 +150,7 @@ fn foreign_and_newer_files_are_refused_untouched() {
             .unwrap();
     }
     let before = std::fs::read(&other).unwrap();
-    let err = Agent::open(&other, &OpenOptions::default()).unwrap_err();
+    let err = Agent::open_with(&other, &OpenOptions::default()).unwrap_err();
     assert!(
         matches!(err, Error::Storage(ref m) if m.contains("another application")),
         "{err}"
@@ -158,7 +158,7 @@ fn foreign_and_newer_files_are_refused_untouched() {
     assert_eq!(std::fs::read(&other).unwrap(), before);
 
     let newer = dir.file("newer.db");
-    Agent::open(&newer, &OpenOptions::default())
+    Agent::open_with(&newer, &OpenOptions::default())
         .unwrap()
         .close()
         .unwrap();
@@ -166,7 +166,7 @@ fn foreign_and_newer_files_are_refused_untouched() {
         let c = rusqlite::Connection::open(&newer).unwrap();
         c.execute_batch("PRAGMA user_version = 99;").unwrap();
     }
-    let err = Agent::open(&newer, &OpenOptions::default()).unwrap_err();
+    let err = Agent::open_with(&newer, &OpenOptions::default()).unwrap_err();
     assert!(
         matches!(err, Error::Storage(ref m) if m.contains("newer")),
         "{err}"
@@ -179,7 +179,7 @@ fn new_files_are_private_and_read_only_refuses_writes() {
     use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("perm");
     let path = dir.file("a.db");
-    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let a = Agent::open_with(&path, &OpenOptions::default()).unwrap();
     a.set_state(br#"{"x":1}"#).unwrap();
     for suffix in ["", "-wal", "-shm"] {
         let p = PathBuf::from(format!("{}{}", path.display(), suffix));
@@ -188,18 +188,18 @@ fn new_files_are_private_and_read_only_refuses_writes() {
     }
     a.close().unwrap();
     let before = std::fs::read(&path).unwrap();
-    let r = Agent::open(&path, &opts(json!({"read_only": true}))).unwrap();
+    let r = Agent::open_with(&path, &opts(json!({"read_only": true}))).unwrap();
     assert_eq!(text(&r.get_state().unwrap()), r#"{"x":1}"#);
     assert!(matches!(r.set_state(br#"{"x":2}"#), Err(Error::Storage(_))));
     assert!(matches!(r.replace_state(br#"{}"#), Err(Error::Storage(_))));
     r.close().unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), before);
     assert!(matches!(
-        Agent::open(&dir.file("absent.db"), &opts(json!({"read_only": true}))),
+        Agent::open_with(dir.file("absent.db"), &opts(json!({"read_only": true}))),
         Err(Error::Storage(_))
     ));
     assert!(matches!(
-        Agent::open(&dir.file("no/such/dir/a.db"), &OpenOptions::default()),
+        Agent::open_with(dir.file("no/such/dir/a.db"), &OpenOptions::default()),
         Err(Error::Storage(_))
     ));
 }
@@ -366,7 +366,7 @@ fn writes_to_a_deleted_store_are_refused_not_lost() {
     let sub = dir.file("sub");
     std::fs::create_dir_all(&sub).unwrap();
     let path = sub.join("a.db");
-    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let a = Agent::open_with(&path, &OpenOptions::default()).unwrap();
     a.set_state(br#"{"n":1}"#).unwrap();
     std::fs::remove_dir_all(&sub).unwrap();
     let err = a.set_state(br#"{"n":2}"#).unwrap_err();
@@ -384,7 +384,7 @@ fn the_single_agent_of_a_file_sees_a_foreign_write_that_keeps_the_version() {
     sqlite_only!("SQLite's own commit counters, and a raw write to its file");
     let dir = TempDir::new("foreign_same_version");
     let path = dir.file("a.db");
-    let a = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let a = Agent::open_with(&path, &OpenOptions::default()).unwrap();
     a.set_state(br#"{"n":0}"#).unwrap();
     let raw = rusqlite::Connection::open(&path).unwrap();
     for n in 1..=50 {
@@ -475,7 +475,7 @@ fn first_opens_of_a_new_file_succeed_with_no_busy_timeout() {
                 std::thread::spawn(move || {
                     let options = opts(json!({"busy_timeout_ms": 0}));
                     barrier.wait();
-                    Agent::open(&path, &options)
+                    Agent::open_with(&path, &options)
                         .map(drop)
                         .map_err(|e| format!("round {round}, thread {t}: {e}"))
                 })

@@ -37,7 +37,7 @@ fn file_agent(path: &std::path::Path, id: &str, extra: serde_json::Value) -> Age
     if let serde_json::Value::Object(m) = extra {
         o.as_object_mut().unwrap().extend(m);
     }
-    Agent::open(path, &opts(o)).unwrap()
+    Agent::open_with(path, &opts(o)).unwrap()
 }
 
 #[each_backend]
@@ -319,16 +319,16 @@ fn a_schema_2_file_is_upgraded_in_place_keeping_state_version_and_log() {
         .unwrap();
     }
     // Read-only: the old layout is read as it is, and named agents are refused.
-    let ro = Agent::open(&path, &opts(json!({"read_only": true}))).unwrap();
+    let ro = Agent::open_with(&path, &opts(json!({"read_only": true}))).unwrap();
     assert_eq!(ro.get_state_versioned().unwrap().version, 7);
     ro.close().unwrap();
-    let named = Agent::open(&path, &opts(json!({"read_only": true, "agent_id": "x"})));
+    let named = Agent::open_with(&path, &opts(json!({"read_only": true, "agent_id": "x"})));
     assert!(
         matches!(&named, Err(Error::Storage(m)) if m.contains("predates agent ids")),
         "{named:?}"
     );
     // For writing: upgraded, nothing lost.
-    let a = Agent::open(&path, &opts(json!({}))).unwrap();
+    let a = Agent::open_with(&path, &opts(json!({}))).unwrap();
     let v = a.get_state_versioned().unwrap();
     assert_eq!((v.version, text(&v.state)), (7, r#"{"n":7}"#.to_string()));
     let log: serde_json::Value = serde_json::from_slice(&a.changes_since(5).unwrap()).unwrap();

@@ -14,7 +14,7 @@ use test_support::{fire_after, opts, text, TempDir};
 
 fn open(path: &std::path::Path, busy_ms: u64) -> Agent {
     let options: OpenOptions = opts(json!({"busy_timeout_ms": busy_ms}));
-    Agent::open(path, &options).unwrap()
+    Agent::open_with(path, &options).unwrap()
 }
 
 /// Another connection's write transaction on the file, until dropped (the connection is held

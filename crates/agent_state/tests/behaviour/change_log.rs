@@ -143,10 +143,10 @@ fn the_log_can_be_switched_off_and_old_stores_are_migrated() {
         )
         .unwrap();
     }
-    let ro = Agent::open(&path, &opts(json!({"read_only": true}))).unwrap();
+    let ro = Agent::open_with(&path, &opts(json!({"read_only": true}))).unwrap();
     assert_eq!(ro.get_state_versioned().unwrap().version, 1);
     ro.close().unwrap();
-    let a = Agent::open(&path, &opts(json!({"change_log": {"keep_seconds": 60}}))).unwrap();
+    let a = Agent::open_with(&path, &opts(json!({"change_log": {"keep_seconds": 60}}))).unwrap();
     let v = a.get_state_versioned().unwrap();
     assert_eq!(
         (v.version, text(&v.state)),
@@ -160,7 +160,7 @@ fn the_log_can_be_switched_off_and_old_stores_are_migrated() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, agent_state::internals::SQLITE_SCHEMA_VERSION);
-    let b = Agent::open(&path, &opts(json!({"change_log": false}))).unwrap();
+    let b = Agent::open_with(&path, &opts(json!({"change_log": false}))).unwrap();
     assert!(matches!(b.changes_since(0), Err(Error::InvalidArgument(_))));
     b.set_state(br#"{"after":1}"#).unwrap();
     let logged: i64 = rusqlite::Connection::open(&path)

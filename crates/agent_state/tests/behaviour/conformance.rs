@@ -271,7 +271,7 @@ impl Run<'_> {
         if self.agent_id.is_some() {
             opts.agent_id.clone_from(&self.agent_id);
         }
-        let agent = Agent::open(&self.path, &opts)?;
+        let agent = Agent::open_with(&self.path, &opts)?;
         if self.vector.contains_key("hooks") || self.recorder.fail_when.is_some() {
             agent.on_state_changed(self.recorder.clone())?;
         }

@@ -147,7 +147,7 @@ fn the_stored_patches_stay_bounded() {
     sqlite_only!("counts the rows of a SQLite file");
     let dir = TempDir::new("delta_bounded");
     let path = dir.file("a.db");
-    let a = Agent::open(&path, &opts(json!({"synchronous": "normal"}))).unwrap();
+    let a = Agent::open_with(&path, &opts(json!({"synchronous": "normal"}))).unwrap();
     a.replace_state(&big_state(32)).unwrap();
     let raw = rusqlite::Connection::open(&path).unwrap();
     let rows = || -> (i64, i64) {
@@ -207,14 +207,14 @@ fn a_store_of_schema_4_upgrades_with_its_states() {
         .unwrap();
     }
     let with = |id: &str| opts(json!({"agent_id": id, "synchronous": "normal"}));
-    let big_agent = Agent::open(&path, &with("big")).unwrap();
+    let big_agent = Agent::open_with(&path, &with("big")).unwrap();
     let v = big_agent.get_state_versioned().unwrap();
     assert_eq!((text(&v.state), v.version), (big.clone(), 7));
-    let small = Agent::open(&path, &with("small")).unwrap();
+    let small = Agent::open_with(&path, &with("small")).unwrap();
     let v = small.get_state_versioned().unwrap();
     assert_eq!((text(&v.state), v.version), (r#"{"s":1}"#.to_string(), 3));
     let written = big_agent.set_state_if(&patch(1), None).unwrap();
-    let reread = Agent::open(&path, &with("big")).unwrap();
+    let reread = Agent::open_with(&path, &with("big")).unwrap();
     assert_eq!(text(&reread.get_state().unwrap()), text(&written.state));
     let raw = rusqlite::Connection::open(&path).unwrap();
     let (schema, patches): (i64, i64) = raw

@@ -18,7 +18,7 @@ fn concurrent_durable_writers_each_get_their_own_version_and_keep_every_write() 
     let path = dir.file("a.db");
     let options = opts(json!({"synchronous": "full"}));
     let handles: Vec<Agent> = (0..THREADS)
-        .map(|_| Agent::open(&path, &options).unwrap())
+        .map(|_| Agent::open_with(&path, &options).unwrap())
         .collect();
     let versions: Vec<Vec<u64>> = std::thread::scope(|s| {
         let running: Vec<_> = handles
@@ -48,7 +48,7 @@ fn concurrent_durable_writers_each_get_their_own_version_and_keep_every_write() 
             "each writer's versions grow"
         );
     }
-    let reader = Agent::open(&path, &options).unwrap();
+    let reader = Agent::open_with(&path, &options).unwrap();
     let state: Value = serde_json::from_slice(reader.get_state().unwrap().json()).unwrap();
     for t in 0..THREADS {
         assert_eq!(state[format!("t{t}")].as_object().unwrap().len(), WRITES);

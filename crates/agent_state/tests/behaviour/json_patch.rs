@@ -441,7 +441,7 @@ fn reads_of_one_place() {
         agent.get_tail("/a~1b", 1).unwrap_err().kind(),
         ErrorKind::InvalidArgument
     );
-    let _ = Agent::open; // the module's tests open through test_support::open
+    let _ = Agent::builder; // the module's tests open through test_support::open
 }
 
 /// Another handle (as another process would) receives a JSON Patch change through its hooks

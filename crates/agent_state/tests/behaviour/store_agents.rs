@@ -144,7 +144,7 @@ fn a_files_single_agent_is_listed_with_the_empty_id() {
     sqlite_only!("a SQLite file's single agent");
     let dir = TempDir::new("single");
     let path = dir.file("s.db");
-    let single = agent_state::Agent::open(&path, &opts(json!({}))).unwrap();
+    let single = agent_state::Agent::open_with(&path, &opts(json!({}))).unwrap();
     single.set_state(br#"{"single":true}"#).unwrap();
     let named = open(
         &Place::Sqlite {

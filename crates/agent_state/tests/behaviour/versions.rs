@@ -282,7 +282,7 @@ fn errors_carry_what_callers_act_on() {
     }
     if test_support::sqlite() {
         let missing = dir.file("no-such-dir").join("a.db");
-        let err = Agent::open(&missing, &OpenOptions::default()).unwrap_err();
+        let err = Agent::open_with(&missing, &OpenOptions::default()).unwrap_err();
         assert!(matches!(err, Error::Storage(_)), "{err:?}");
         let source =
             std::error::Error::source(&err).unwrap_or_else(|| panic!("no source: {err:?}"));

@@ -147,7 +147,7 @@ fn a_panicking_job_leaves_its_worker_working() {
 #[own_process]
 fn a_job_runs_under_its_token_and_the_next_job_under_none() {
     set_cap(1); // one worker: the second job runs on the thread the first one left
-    let agent = Arc::new(Agent::open(":memory:".as_ref(), &OpenOptions::default()).unwrap());
+    let agent = Arc::new(Agent::open_with(":memory:", &OpenOptions::default()).unwrap());
     let fired = Cancel::new();
     fired.cancel();
     let a = Arc::clone(&agent);
@@ -168,7 +168,7 @@ fn a_job_runs_under_its_token_and_the_next_job_under_none() {
 fn a_job_on_a_worker_does_not_take_the_callers_token() {
     let fired = Cancel::new();
     fired.cancel();
-    let agent = Arc::new(Agent::open(":memory:".as_ref(), &OpenOptions::default()).unwrap());
+    let agent = Arc::new(Agent::open_with(":memory:", &OpenOptions::default()).unwrap());
     let a = Arc::clone(&agent);
     let written = fired.scope(|| on_pool(None, move || a.set_state(br#"{"n":1}"#)));
     assert_eq!(text(&written.unwrap()), r#"{"n":1}"#);
@@ -228,8 +228,8 @@ fn a_forked_child_starts_with_an_empty_pool_of_its_own() {
 fn read_now_answers_only_from_a_copy_that_is_still_current() {
     let dir = TempDir::new("read_now");
     let path = dir.file("a.db");
-    let agent = Agent::open(&path, &OpenOptions::default()).unwrap();
-    let other = Agent::open(&path, &OpenOptions::default()).unwrap();
+    let agent = Agent::open_with(&path, &OpenOptions::default()).unwrap();
+    let other = Agent::open_with(&path, &OpenOptions::default()).unwrap();
     other.set_state(br#"{"n":1}"#).unwrap();
     assert!(agent.read_now().is_none(), "nothing read yet");
     agent.get_state().unwrap();

@@ -11,7 +11,7 @@ use crate::{admin, open, server_or_skip, unique, with_param};
 #[test]
 fn a_postgres_store_needs_an_agent_id() {
     let uri = server_or_skip!();
-    let err = Agent::open(Path::new(&uri), &OpenOptions::default()).unwrap_err();
+    let err = Agent::open_with(Path::new(&uri), &OpenOptions::default()).unwrap_err();
     assert_eq!(
         err,
         Error::InvalidArgument("agent_id is required for a PostgreSQL store".into())

@@ -155,7 +155,7 @@ fn open(uri: &str, agent: &str) -> Agent {
         .as_bytes(),
     )
     .unwrap();
-    Agent::open(Path::new(uri), &options).unwrap()
+    Agent::open_with(Path::new(uri), &options).unwrap()
 }
 
 /// What a writer reported of one write.
@@ -546,13 +546,13 @@ fn target_session_attrs_choose_the_host_as_libpq_does() {
         .unwrap();
     let options =
         OpenOptions::from_json(br#"{"agent_id":"attrs","server_timeout_ms":3000}"#).unwrap();
-    let err = Agent::open(Path::new(&hosts("standby")), &options)
+    let err = Agent::open_with(Path::new(&hosts("standby")), &options)
         .and_then(|a| a.get_state().map(drop))
         .unwrap_err();
     assert!(
         matches!(&err, Error::Unavailable(m) if m.contains("a standby")),
         "{err}"
     );
-    let err = Agent::open(Path::new(&hosts("sometimes")), &options).unwrap_err();
+    let err = Agent::open_with(Path::new(&hosts("sometimes")), &options).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }

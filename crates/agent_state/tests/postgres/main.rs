@@ -82,7 +82,7 @@ pub fn open(uri: &str, id: &str, extra: Value) -> agent_state::Result<Agent> {
     let mut o = extra;
     o["agent_id"] = json!(id);
     let options = OpenOptions::from_json(o.to_string().as_bytes())?;
-    Agent::open(Path::new(uri), &options)
+    Agent::open_with(Path::new(uri), &options)
 }
 
 /// A separate connection, to look at the database behind the library's back: to the server

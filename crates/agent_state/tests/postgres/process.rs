@@ -16,7 +16,7 @@ fn threads() -> usize {
 fn open(uri: &str, id: &str, extra: serde_json::Value) -> Agent {
     let mut o = extra;
     o["agent_id"] = json!(id);
-    Agent::open(
+    Agent::open_with(
         Path::new(uri),
         &OpenOptions::from_json(o.to_string().as_bytes()).unwrap(),
     )
@@ -73,7 +73,7 @@ fn no_thread_is_started_and_a_forked_child_reconnects_on_its_own() {
     }
     assert_eq!(threads(), before, "the library started a thread");
     // A host name is resolved on the calling thread (the client would use a thread pool).
-    let err = Agent::open(
+    let err = Agent::open_with(
         Path::new("postgresql://postgres@localhost:1/postgres"),
         &OpenOptions::from_json(br#"{"agent_id": "x", "busy_timeout_ms": 1000}"#).unwrap(),
     )

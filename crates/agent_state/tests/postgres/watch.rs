@@ -79,7 +79,7 @@ fn open(uri: &str, id: &str, log: bool) -> Agent {
     };
     let options = json!({"agent_id": id, "change_log": log, "busy_timeout_ms": 30_000});
     let options = OpenOptions::from_json(options.to_string().as_bytes()).unwrap();
-    Agent::open(Path::new(uri), &options).unwrap()
+    Agent::open_with(Path::new(uri), &options).unwrap()
 }
 
 fn watch(uri: &str, selector: Selector, options: WatchOptions) -> Watch {
@@ -127,7 +127,7 @@ fn check_complete(events: &[WatchEvent], uri: &str) {
         // Opened without a change_log option: the agent's own setting stays.
         let options = json!({"agent_id": id}).to_string();
         let options = OpenOptions::from_json(options.as_bytes()).unwrap();
-        let stored = Agent::open(Path::new(uri), &options).unwrap();
+        let stored = Agent::open_with(Path::new(uri), &options).unwrap();
         let stored = stored.get_state().unwrap();
         let stored: Value = serde_json::from_slice(stored.json()).unwrap();
         let copy: Value = serde_json::from_str(last.state.as_deref().unwrap()).unwrap();

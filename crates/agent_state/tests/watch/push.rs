@@ -144,7 +144,7 @@ fn a_files_single_agent_is_pushed_to() {
     agent
         .on_state_changed(Arc::new(Sent(Mutex::new(tx))))
         .unwrap();
-    let other = Agent::open(&path, &opts(options)).unwrap();
+    let other = Agent::open_with(&path, &opts(options)).unwrap();
     other.set_state(br#"{"n": 1}"#).unwrap();
     other.set_state(br#"{"n": 2}"#).unwrap();
     assert_eq!(delivered(&rx), (1, json!({"n": 1})));

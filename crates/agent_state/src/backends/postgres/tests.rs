@@ -119,8 +119,8 @@ fn a_session_that_forgot_its_statements_and_settings_gets_them_again() {
         .unwrap()
     };
     let id = format!("unit-forgot-{}", std::process::id());
-    let a = Agent::open(Path::new(&uri), &options(&id, "false")).unwrap();
-    let logged = Agent::open(
+    let a = Agent::open_with(Path::new(&uri), &options(&id, "false")).unwrap();
+    let logged = Agent::open_with(
         Path::new(&uri),
         &options(&format!("{id}-log"), r#"{"keep_last":5}"#),
     )
@@ -155,7 +155,7 @@ fn a_session_that_forgot_its_statements_and_settings_gets_them_again() {
     logged.set_state(br#"{"i":10}"#).unwrap();
     forget();
     assert_eq!(a.get_state().unwrap().json(), br#"{"i":10}"#);
-    let b = Agent::open(Path::new(&uri), &options(&id, "false")).unwrap();
+    let b = Agent::open_with(Path::new(&uri), &options(&id, "false")).unwrap();
     b.set_state(br#"{"j":1}"#).unwrap();
     forget();
     assert_eq!(a.get_state().unwrap().json(), br#"{"i":10,"j":1}"#);

@@ -61,7 +61,7 @@ fn options(json: &str) -> OpenOptions {
 fn agent(uri: &str, id: &str, log: bool) -> Agent {
     let log = if log { r#"{"keep_last":10}"# } else { "false" };
     let json = format!(r#"{{"agent_id":"{id}","change_log":{log}}}"#);
-    Agent::open(Path::new(uri), &options(&json)).unwrap()
+    Agent::open_with(Path::new(uri), &options(&json)).unwrap()
 }
 
 fn store_options() -> StoreOptions {
