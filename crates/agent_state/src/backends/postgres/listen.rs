@@ -41,9 +41,6 @@ const EXPIRY: Duration = Duration::from_secs(90);
 const MOST_BACKOFF: Duration = Duration::from_secs(5);
 /// The first.
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-/// The barrier's first lock wait (see [`Listener::barrier`]); it doubles at each attempt, up
-/// to a second.
-const FIRST_LOCK_WAIT: Duration = Duration::from_millis(100);
 
 /// The server's notifications on a connection of the watcher's own (see the module's doc).
 pub struct Listener {
@@ -122,42 +119,61 @@ impl Listener {
         Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
     }
 
-    /// Waits until no write that may have missed the registration is in flight: takes and
-    /// releases at once `agent_state`'s SHARE lock, which conflicts with the ROW EXCLUSIVE
-    /// lock every write of an agent's row takes (and holds until its transaction ends).
+    /// Waits until no write that may have missed the registration is in flight: the
+    /// transactions that hold a lock on `agent_state` once the registration has committed
+    /// (every write of an agent's row holds its ROW EXCLUSIVE lock until its transaction
+    /// ends) are waited for, by their virtual transaction ids, which every transaction holds
+    /// as a lock of its own until it ends (read from `pg_locks`, as `CREATE INDEX
+    /// CONCURRENTLY` waits for its lockers).
     ///
-    /// Why a lock, and not the transaction ids running at registration: a writer notifies
+    /// Why these, and not the transaction ids running at registration: a writer notifies
     /// when its statement's snapshot shows the row, and that snapshot can be older than the
     /// transaction id the statement gets when it first changes a row (an optimistic write
-    /// waiting for the row's lock has its snapshot and no id yet), so waiting for the ids
-    /// running at registration can miss it. The server takes a statement's table locks
-    /// before its snapshot (at parse, or when a prepared plan is checked), so once the SHARE
-    /// lock was granted after the registration committed, every write still to come takes
-    /// its snapshot after that commit and sees the row; those before it have committed (their
-    /// versions are in the watcher's next read) or rolled back.
+    /// waiting for the row's lock has its snapshot and no id yet). The server takes a
+    /// statement's table locks before its snapshot (at parse, or when a prepared plan is
+    /// checked), so a write not holding its lock when `pg_locks` is read takes its snapshot
+    /// after the registration committed and sees the row; those holding it then have
+    /// committed once waited for (their versions are in the watcher's next read) or rolled
+    /// back. Nothing waits for the watcher: an earlier version took the table's SHARE lock,
+    /// which queued every write of the store behind it (and failed those with
+    /// `busy_timeout_ms` 0).
     ///
-    /// While the lock is asked for, new writes of the store queue behind it: each attempt
-    /// waits at most a short `lock_timeout` (from [`FIRST_LOCK_WAIT`], doubling to a second),
-    /// then lets them through and tries again, until `busy_timeout_ms + server_timeout_ms`
-    /// have passed ([`Error::Busy`]).
+    /// Waits until `busy_timeout_ms + server_timeout_ms` have passed, then [`Error::Busy`].
     fn barrier(&self, conn: &mut Conn) -> std::result::Result<(), Fault> {
         let deadline = Instant::now() + self.limits.round_trip;
-        let mut wait = FIRST_LOCK_WAIT;
+        let failed = |e: PgError| classify(&e, "cannot wait for the writes in flight");
+        let lockers: Vec<String> = conn
+            .query(
+                "SELECT DISTINCT virtualtransaction FROM pg_locks \
+                 WHERE relation = 'agent_state'::regclass AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .map_err(failed)?
+            .iter()
+            .map(|row| row.get::<_, String>(0))
+            // A virtual transaction id is "backend/local", both numbers: anything else is
+            // not one, and is never written into the statement below.
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'/'))
+            .collect();
+        if lockers.is_empty() {
+            return Ok(());
+        }
+        let list = lockers
+            .iter()
+            .map(|v| format!("'{v}'"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let sql = format!(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'virtualxid' AND virtualxid IN ({list})"
+        );
+        let mut pause = Duration::from_millis(2);
         loop {
-            let sql = format!(
-                "BEGIN; SET LOCAL lock_timeout = {}; LOCK TABLE agent_state IN SHARE MODE; COMMIT",
-                wait.as_millis()
-            );
-            let e = match conn.batch_execute(&sql) {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            };
-            // The failed batch left its transaction open (aborted).
-            if let Err(e) = conn.batch_execute("ROLLBACK") {
-                return Err(classify(&e, "cannot wait for the writes in flight"));
-            }
-            if e.code().map(|c| c.code()) != Some("55P03") {
-                return Err(classify(&e, "cannot wait for the writes in flight"));
+            let left: i64 = conn
+                .query_opt(&sql, &[])
+                .map_err(failed)?
+                .map_or(0, |row| row.get(0));
+            if left == 0 {
+                return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(Fault::Answered(Error::Busy(
@@ -171,8 +187,8 @@ impl Listener {
                     .into(),
                 )));
             }
-            std::thread::sleep(Duration::from_millis(10));
-            wait = (wait * 2).min(Duration::from_secs(1));
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
 
