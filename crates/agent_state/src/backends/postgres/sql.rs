@@ -29,6 +29,13 @@ macro_rules! server_ms {
 /// payload is the version, a space and the id (at most 20 + 1 + 255 bytes: within `NOTIFY`'s
 /// 8000). Its value (false, or NULL when nobody listens) means nothing. A macro: the
 /// statements are `concat!`ed literals.
+///
+/// A notifying transaction waits at its commit for the notification queue's lock, which
+/// another notifying commit holds through its WAL flush. That wait is not for the agent's row,
+/// which `busy_timeout_ms` bounds (the transaction's `lock_timeout`; 1 ms for 0): so once the
+/// row is written, the column lifts `lock_timeout` for the rest of the transaction (the
+/// client's `server_timeout_ms` still bounds the commit). The payload takes `left(.., 0)` of
+/// that `set_config`, so the server cannot leave it unevaluated.
 macro_rules! notify {
     ($version:literal, $agent:literal) => {
         concat!(
@@ -38,7 +45,7 @@ macro_rules! notify {
             $version,
             "::text || ' ' || ",
             $agent,
-            ") IS NULL END"
+            " || left(set_config('lock_timeout', '0', true), 0)) IS NULL END"
         )
     };
 }
