@@ -74,6 +74,7 @@ const std::vector<std::pair<std::string, Setter>> &setters() {
         {"busy_timeout_ms", [](Options &o) { o.busy_timeout_ms = 100; }},
         {"server_timeout_ms", [](Options &o) { o.server_timeout_ms = 100; }},
         {"read_only", [](Options &o) { o.read_only = true; }},
+        {"watch", [](Options &o) { o.watch = true; }},
         {"change_log", [](Options &o) { o.change_log = agent_state::ChangeLog::last(10); }},
         {"agent_id", [](Options &o) { o.agent_id = "a"; }},
         {"max_connections", [](Options &o) { o.max_connections = 2; }},

@@ -86,6 +86,12 @@ struct Options {
     std::optional<std::uint64_t> server_timeout_ms;
     /// Open without writing: the store must exist, and every write fails with Status::storage.
     bool read_only = false;
+    /// Hand this agent's hooks the changes other handles and processes commit, as they are
+    /// committed, without poll(): the store's watcher (one per store in the process) queues a
+    /// poll on the library's worker pool, so the hooks run there, in commit order, each change
+    /// once. Needs the change log (else Status::invalid_argument). PostgreSQL: the watcher
+    /// listens for notifications (not through a pooler in transaction mode).
+    bool watch = false;
     /// The agent's change log (see ChangeLog), recorded with the agent for every handle of
     /// it; unset leaves the agent's setting as it is (off for a new agent). Other agents of
     /// the store keep their own.
@@ -157,6 +163,10 @@ inline std::string Options::to_json() const {
     }
     if (read_only) {
         member("read_only");
+        out += "true";
+    }
+    if (watch) {
+        member("watch");
         out += "true";
     }
     if (change_log) {
