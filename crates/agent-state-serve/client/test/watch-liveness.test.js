@@ -25,6 +25,10 @@ test("pings change nothing; 45 s without a message is a dead stream: the client 
   const seen = recorder();
   const handle = watch(server.url, "s", { token: store.token, ...seen.options });
   cleanup.push(() => handle.stop());
+  // The bare WebSocket opens once watch()'s stream has started, so that the server's first
+  // ping on watch()'s stream comes before the first on the bare one, after which the server
+  // is frozen (each stream pings 15 s after it started).
+  await until(() => seen.messages.length >= 1, "the snapshot");
   // Beside it, a bare WebSocket shows what watch() does not pass on: the pings.
   const raw = [];
   const socket = new WebSocket(`${server.url.replace(/^http/, "ws")}/v1/agents/s/watch?access_token=${store.token}`);
