@@ -191,6 +191,16 @@ impl Watch {
         self.queue()?.take(Some(Instant::now()))
     }
 
+    /// How many events wait in the queue now (at most `max_pending` plus one resync per agent);
+    /// 0 for a callback watch. A reader's backlog, for metrics or to decide to catch up by
+    /// reading the states instead; another thread may change it at any moment.
+    pub fn pending(&self) -> usize {
+        match &self.shared.sink {
+            Sink::Queue(q) => q.len(),
+            _ => 0,
+        }
+    }
+
     /// A file descriptor readable while events are queued (and once the watch has ended), for
     /// event loops (Python's `add_reader`, Go's netpoller, Node). Owned by the watch, valid
     /// until it is dropped: never read it or close it; call [`Watch::try_next`] until `None`

@@ -72,6 +72,11 @@ impl Queue {
         self.reader.as_raw_fd()
     }
 
+    /// The number of events queued now.
+    pub(super) fn len(&self) -> usize {
+        self.lock().events.len()
+    }
+
     /// Queues `events` (of any agents, in the order given) and returns the agents whose events
     /// were dropped because the queue was full: the caller resynchronises them.
     pub(super) fn push(&self, events: Vec<WatchEvent>) -> HashSet<String> {
