@@ -35,6 +35,7 @@ pub fn serve(
         allowed_origins: allowed_origins.to_vec(),
         limits: limits.limits(),
         watch_poll: limits.watch_poll,
+        ping_interval: limits.ping_interval,
     };
     agent_state_serve::serve(config, |bound| {
         // The lines a script waits for (PROTOCOL.md); stdout is flushed so a pipe sees them.
@@ -86,6 +87,10 @@ pub struct LimitArgs {
     /// within about this long) instead of by notifications, the default. Ignored on SQLite
     #[arg(long, value_name = "DURATION", value_parser = positive)]
     watch_poll: Option<Duration>,
+    /// How often each watch stream pings; a client takes a stream silent for three intervals
+    /// as dead. Under the idle timeout of any proxy on the way (often 60 s)
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = positive)]
+    ping_interval: Duration,
 }
 
 impl LimitArgs {

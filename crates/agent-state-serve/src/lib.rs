@@ -41,7 +41,7 @@ use axum::Router;
 pub use auth::Token;
 pub use feed::BACKLOG;
 pub use limits::*;
-pub use watch::{CLOSE_TOO_SLOW, PING};
+pub use watch::{CLOSE_TOO_SLOW, DEFAULT_PING_INTERVAL};
 
 /// The port of `--listen`'s default, `127.0.0.1:7420`.
 pub const DEFAULT_PORT: u16 = 7420;
@@ -76,6 +76,9 @@ pub struct Config {
     /// agents' versions per interval instead of LISTEN/NOTIFY (a connection through a
     /// transaction pooler cannot carry LISTEN). `None`: notifications. Ignored on SQLite.
     pub watch_poll: Option<Duration>,
+    /// How often each watch stream pings (`--ping-interval`, [`DEFAULT_PING_INTERVAL`]): the
+    /// clients take a stream silent for three intervals as dead.
+    pub ping_interval: Duration,
 }
 
 /// Serves until SIGINT or SIGTERM, then gives what is open `limits.shutdown_timeout` to finish
@@ -127,6 +130,7 @@ async fn run(config: Config, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         stopping,
         limits: config.limits,
         stream_slots: Arc::new(tokio::sync::Semaphore::new(config.limits.max_streams)),
+        pings: crate::watch::Pings::new(config.ping_interval),
     });
     let router = Router::new()
         .fallback(route::handle)

@@ -54,9 +54,13 @@ pub fn logged(entry: &serde_json::Value) -> Utf8Bytes {
     }
 }
 
-/// `{"type":"ping","version":V}`.
-pub fn ping(version: u64) -> Utf8Bytes {
-    Utf8Bytes::from(format!(r#"{{"type":"ping","version":{version}}}"#))
+/// `{"type":"ping","version":V,"interval_ms":N}`: N tells the client when to take the stream
+/// as dead (three intervals without a message).
+pub fn ping(version: u64, every: std::time::Duration) -> Utf8Bytes {
+    let interval_ms = every.as_millis();
+    Utf8Bytes::from(format!(
+        r#"{{"type":"ping","version":{version},"interval_ms":{interval_ms}}}"#
+    ))
 }
 
 fn frame(kind: &str, version: u64, field: &str, json: &[u8]) -> Utf8Bytes {

@@ -43,6 +43,8 @@ pub struct App {
     pub limits: crate::limits::Limits,
     /// One permit per watch stream that may open (`--max-streams`).
     pub stream_slots: Arc<tokio::sync::Semaphore>,
+    /// When the watch streams ping.
+    pub pings: crate::watch::Pings,
 }
 
 /// Where a path leads.
@@ -160,6 +162,7 @@ async fn watch(
         events,
         start,
         stopping: app.stopping.clone(),
+        pings: app.pings,
         _open: app.streams.clone(),
     };
     Ok(upgrade.on_upgrade(move |socket| async move {

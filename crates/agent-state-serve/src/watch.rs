@@ -8,15 +8,45 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::SinkExt;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, watch};
-use tokio::time::{interval_at, timeout, Instant};
+use tokio::time::{interval_at, timeout, Instant, MissedTickBehavior};
 
 use crate::catch_up::{self, Start};
 use crate::feed::{Event, Feed};
 use crate::handles::Handles;
 use crate::message;
 
-/// How often a stream says it is alive.
-pub const PING: Duration = Duration::from_secs(15);
+/// `--ping-interval`'s default: how often a stream says it is alive. Under the 60 s after which
+/// common proxies close a silent connection (nginx's `proxy_read_timeout`, cloud load
+/// balancers), and no oftener: on an idle server with thousands of streams, the pings are most
+/// of what it does.
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(30);
+
+/// When the streams ping: every `every`, at instants common to all the server's streams (a
+/// grid from the server's start), so that an idle server wakes once an interval for all its
+/// streams instead of once per stream at scattered instants.
+#[derive(Clone, Copy, Debug)]
+pub struct Pings {
+    every: Duration,
+    origin: Instant,
+}
+
+impl Pings {
+    /// Pings every `every` (above zero) on a grid that starts now.
+    pub fn new(every: Duration) -> Pings {
+        Pings {
+            every: every.max(Duration::from_millis(1)),
+            origin: Instant::now(),
+        }
+    }
+
+    /// The first point of the grid after `now`: a stream's first ping comes within `every`.
+    fn next_after(&self, now: Instant) -> Instant {
+        let every = self.every.as_nanos();
+        let passed = now.saturating_duration_since(self.origin).as_nanos();
+        let points = u32::try_from(passed / every + 1).unwrap_or(u32::MAX);
+        self.origin + self.every * points
+    }
+}
 /// How long one send may wait for a client that does not read before it is dropped.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -38,6 +68,7 @@ pub struct Stream {
     pub events: broadcast::Receiver<Event>,
     pub start: Start,
     pub stopping: watch::Receiver<bool>,
+    pub pings: Pings,
     /// Dropped when the stream ends (see `App::streams`).
     pub _open: tokio::sync::mpsc::Sender<()>,
 }
@@ -76,6 +107,7 @@ async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
         mut events,
         start,
         mut stopping,
+        pings,
         _open,
     } = stream;
     let mut version = start.version;
@@ -87,7 +119,9 @@ async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
     if !flush(socket).await {
         return End::Gone;
     }
-    let mut ping = interval_at(Instant::now() + PING, PING);
+    let mut ping = interval_at(pings.next_after(Instant::now()), pings.every);
+    // A ping the runtime could not send on time is skipped, not sent late: the grid stays.
+    ping.set_missed_tick_behavior(MissedTickBehavior::Skip);
     loop {
         tokio::select! {
             event = events.recv() => {
@@ -125,7 +159,7 @@ async fn serve(socket: &mut WebSocket, stream: Stream) -> End {
                 Some(Ok(_)) => {}
             },
             _ = ping.tick() => {
-                if !send(socket, message::ping(version)).await {
+                if !send(socket, message::ping(version, pings.every)).await {
                     return End::Gone;
                 }
             }
@@ -220,4 +254,22 @@ async fn send(socket: &mut WebSocket, text: Utf8Bytes) -> bool {
 /// Writes what was fed; false as [`send`].
 async fn flush(socket: &mut WebSocket) -> bool {
     matches!(timeout(SEND_TIMEOUT, socket.flush()).await, Ok(Ok(())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stream_pings_on_the_servers_grid_within_one_interval_of_its_start() {
+        let pings = Pings::new(Duration::from_secs(30));
+        let at = |secs: u64| pings.origin + Duration::from_secs(secs);
+        // A stream that starts at 0 s, 1 s, 29 s or 30 s first pings at the next point of the
+        // grid: all of them at the same instants afterwards.
+        assert_eq!(pings.next_after(at(0)), at(30));
+        assert_eq!(pings.next_after(at(1)), at(30));
+        assert_eq!(pings.next_after(at(29)), at(30));
+        assert_eq!(pings.next_after(at(30)), at(60));
+        assert_eq!(pings.next_after(at(3_601)), at(3_630));
+    }
 }

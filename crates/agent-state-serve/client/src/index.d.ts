@@ -41,10 +41,15 @@ export interface ReplaceMessage {
   readonly state: JsonValue;
 }
 
-/** Every 15 s; `version` is the last version sent. watch() only uses it to tell a live stream. */
+/**
+ * Every `interval_ms` (30 s unless the server was started with another `--ping-interval`);
+ * `version` is the last version sent. watch() only uses it to tell a live stream: three
+ * intervals without a message are a dead one.
+ */
 export interface PingMessage {
   readonly type: "ping";
   readonly version: number;
+  readonly interval_ms: number;
 }
 
 /** Every message of the watch stream. */
@@ -76,7 +81,7 @@ export type WatchErrorCode =
   | "bad_message"
   /** The connection was not established (a refused upgrade: 401, 404, 400; the server down). */
   | "connect_failed"
-  /** 45 s without any message (the server pings every 15 s): the stream is taken as dead. */
+  /** Three ping intervals without any message (90 s at the server's default): the stream is taken as dead. */
   | "timeout";
 
 export interface WatchErrorBase extends Error {

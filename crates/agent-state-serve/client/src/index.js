@@ -5,10 +5,12 @@
 // inspector page, ahead of the page's own code in the same <script type="module">, so every
 // private top-level name carries the `_as` prefix to stay out of the page's way.
 
-// The watch stream's timing. The server pings every 15 s, so 45 s of silence is three missed
-// pings: the connection is dead even if the socket has not noticed (a browser never sees
-// WebSocket-level pings).
-const _AS_DEAD_AFTER_MS = 45000;
+// The watch stream's timing. The server pings every interval (30 s unless it was started with
+// another --ping-interval) and each ping says the interval (`interval_ms`): three intervals of
+// silence are three missed pings, and the connection is dead even if the socket has not
+// noticed (a browser never sees WebSocket-level pings). Until a connection's first ping, the
+// default interval's three.
+const _AS_DEAD_AFTER_MS = 90000;
 const _AS_BACKOFF_FIRST_MS = 100;
 const _AS_BACKOFF_CAP_MS = 5000;
 
@@ -376,6 +378,7 @@ export function watch(url, agentId, options = {}) {
   let retryTimer = null;
   let deadTimer = null;
   let lastHeard = 0;
+  let deadAfter = _AS_DEAD_AFTER_MS;
 
   // Callbacks run last in every handler, after the copy and the timers are in order, so one
   // that throws (reported asynchronously, like any event listener's error) or calls stop()
@@ -398,8 +401,8 @@ export function watch(url, agentId, options = {}) {
     deadTimer = setTimeout(() => {
       deadTimer = null;
       const silent = performance.now() - lastHeard;
-      if (silent < _AS_DEAD_AFTER_MS) {
-        armDeadTimer(_AS_DEAD_AFTER_MS - silent);
+      if (silent < deadAfter) {
+        armDeadTimer(deadAfter - silent);
       } else {
         restart(_asError("timeout", `watch: nothing received for ${Math.round(silent / 1000)} s; reconnecting`));
       }
@@ -422,7 +425,8 @@ export function watch(url, agentId, options = {}) {
     opened = false;
     // The silence timer also bounds a connection attempt that hangs.
     lastHeard = performance.now();
-    armDeadTimer(_AS_DEAD_AFTER_MS);
+    deadAfter = _AS_DEAD_AFTER_MS;
+    armDeadTimer(deadAfter);
     ws.addEventListener("open", () => {
       if (ws === socket) opened = true;
     });
@@ -520,6 +524,11 @@ export function watch(url, agentId, options = {}) {
     if (!Number.isSafeInteger(v) || v < 0) return bad(`a ${type} without a valid version (${JSON.stringify(v)})`);
     if (type === "ping") {
       attempt = 0;
+      const every = message.interval_ms;
+      if (Number.isSafeInteger(every) && every > 0 && 3 * every !== deadAfter) {
+        deadAfter = 3 * every;
+        armDeadTimer(deadAfter);
+      }
       return;
     }
     if (type === "snapshot") {

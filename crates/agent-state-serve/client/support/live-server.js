@@ -63,14 +63,14 @@ export async function makeStore(token = randomBytes(16).toString("hex")) {
 }
 
 /**
- * Starts `agent-state serve` on the store (port 0: a free one) and resolves once it prints its
- * address. Restarting on a port just freed may briefly fail to bind: retried until the deadline.
+ * Starts `agent-state serve` on the store (port 0: a free one; `flags` added to its command
+ * line) and resolves once it prints its address. Restarting on a port just freed may briefly fail to bind: retried until the deadline.
  */
-export async function startServer(store, port = 0) {
+export async function startServer(store, port = 0, flags = []) {
   const deadline = Date.now() + DEADLINE_MS;
   for (;;) {
     try {
-      return await startOnce(store, port);
+      return await startOnce(store, port, flags);
     } catch (error) {
       if (port === 0 || Date.now() > deadline) throw error;
       await new Promise((r) => setTimeout(r, 100)); // the pause between bind attempts only
@@ -78,8 +78,8 @@ export async function startServer(store, port = 0) {
   }
 }
 
-function startOnce(store, port) {
-  const child = spawn(CLI, ["serve", store.db, "--listen", `127.0.0.1:${port}`, "--token-file", store.tokenFile], {
+function startOnce(store, port, flags) {
+  const child = spawn(CLI, ["serve", store.db, "--listen", `127.0.0.1:${port}`, "--token-file", store.tokenFile, ...flags], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";
