@@ -32,7 +32,7 @@
 //   synchronous: normal, as the Python binding's loop-lag rows). Target: at most 10 ms. What
 //   the JavaScript thread does per call (encode, hand the call to the library's worker pool,
 //   settle, snapshot) would add up while the calls start and again while they complete: the
-//   package starts at most 32 calls per turn of the loop and settles at most 32 (lib/agent.js),
+//   package starts at most 32 calls per turn of the loop and settles at most 32 (lib/turns.js),
 //   so what is left is making the 1,000 calls (the bench's own loop) and the thread's waits
 //   for a core while the pool's threads write.
 //
