@@ -73,7 +73,7 @@ impl Drop for Feed {
         let Some(shared) = self.shared.upgrade() else {
             return;
         };
-        let _membership = shared.membership();
+        let _membership = shared.membership(&self.id);
         let mut live = shared.live.write().unwrap_or_else(|p| p.into_inner());
         if live
             .get(&self.id)
@@ -98,17 +98,23 @@ pub struct Feeds {
     current: Mutex<Option<Arc<Shared>>>,
 }
 
+/// How many membership locks a watch has (see [`Shared::membership`]): more than the threads
+/// that open streams at once (`MAX_BLOCKING_THREADS`), so that they seldom share one.
+const MEMBERSHIP_STRIPES: usize = 256;
+
 /// One watch of the store, the feeds of the agents it follows, and its dispatcher thread.
 struct Shared {
     watch: Arc<Watch>,
     /// Each followed agent's feed and sender. The dispatcher reads it for every batch of
     /// events; it is written only when a feed starts or ends, for a moment.
     live: RwLock<HashMap<String, Slot>>,
-    /// Held while the watch's list of agents changes (an add, a remove, and the entry in
-    /// `live` that goes with it), so that a feed ending and one starting for the same agent
-    /// do not cross. Never taken by the dispatcher: an add that waits for the watcher does not
-    /// hold up the events of other agents.
-    membership: Mutex<()>,
+    /// One of them held while the watch's list of agents changes for an agent (an add, a
+    /// remove, and the entry in `live` that goes with it), so that a feed ending and one
+    /// starting for the same agent do not cross. Striped by the agent's id: the adds of
+    /// different agents wait for the watcher together and are applied in one of its turns (one
+    /// lock made 10,000 streams open one turn after another, in minutes). Never taken by the
+    /// dispatcher: an add that waits for the watcher does not hold up the events of others.
+    membership: Vec<Mutex<()>>,
     generations: AtomicU64,
     /// The watch failed for good: no feed starts on it any more.
     failed: AtomicBool,
@@ -127,7 +133,7 @@ impl Shared {
         let shared = Arc::new(Shared {
             watch: Arc::clone(&watch),
             live: RwLock::new(HashMap::new()),
-            membership: Mutex::new(()),
+            membership: (0..MEMBERSHIP_STRIPES).map(|_| Mutex::new(())).collect(),
             generations: AtomicU64::new(0),
             failed: AtomicBool::new(false),
         });
@@ -139,8 +145,14 @@ impl Shared {
         Ok(shared)
     }
 
-    fn membership(&self) -> MutexGuard<'_, ()> {
-        self.membership.lock().unwrap_or_else(|p| p.into_inner())
+    /// The membership lock of agent `id`.
+    fn membership(&self, id: &str) -> MutexGuard<'_, ()> {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(id);
+        let stripe = (hash % self.membership.len() as u64) as usize;
+        self.membership[stripe]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Agent `id`'s feed on this watch, started when it has none (see [`Feeds::get`]).
@@ -151,7 +163,7 @@ impl Shared {
         // Read before the follow begins, without a lock held: the watch delivers every change
         // after it. A version read earlier than needed only brings changes the stream skips.
         let version = agent.get_state_versioned()?.version;
-        let membership = self.membership();
+        let membership = self.membership(id);
         let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
         if let Some(feed) = live.get(id).and_then(|slot| slot.feed.upgrade()) {
             return Ok(feed);
