@@ -2,6 +2,7 @@ package agentstate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -373,5 +374,47 @@ func TestWatchRefusesBadArguments(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("watching a missing file created it: %v", err)
+	}
+}
+
+// An Agent opened with Watch: true hands its hooks the changes another process commits, in
+// commit order, each once, without Poll (on a library worker thread); without the change log
+// the option is refused.
+func TestWatchOptionPushesAnotherProcessesChangesToHooks(t *testing.T) {
+	if os.Getenv("AGENTSTATE_WATCH_CHILD") != "" {
+		t.Skip("child")
+	}
+	location, prefix := watchStore(t)
+	a := openWatched(t, location, prefix+"a", Options{Watch: true})
+	seen := make(chan json.RawMessage, 16)
+	if _, err := a.OnStateChanged(func(next, prev, patch json.RawMessage) error {
+		seen <- append(json.RawMessage(nil), next...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWatchChildWriter$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "AGENTSTATE_WATCH_CHILD="+location, "AGENTSTATE_WATCH_PREFIX="+prefix)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	want := []string{`{"n":1}`, `{"n":1,"m":2}`, `{"n":3,"m":2}`}
+	timeout := time.After(watchWait)
+	for i, w := range want {
+		select {
+		case next := <-seen:
+			jsonEqual(t, next, []byte(w))
+		case <-timeout:
+			t.Fatalf("the hook saw %d of %d changes within %v", i, len(want), watchWait)
+		}
+	}
+	// Nothing twice: the process wrote three changes of this agent.
+	select {
+	case next := <-seen:
+		t.Fatalf("a fourth delivery: %s", next)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := Open(location, Options{AgentID: prefix + "c", ChangeLog: &ChangeLog{Off: true}, Watch: true}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Watch without the change log: %v", err)
 	}
 }
