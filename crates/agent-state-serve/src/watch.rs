@@ -47,6 +47,7 @@ impl Pings {
         self.origin + self.every * points
     }
 }
+
 /// How long one send may wait for a client that does not read before it is dropped.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
