@@ -135,16 +135,19 @@ static inline int file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-/* Removes a store file and its WAL and shared-memory files. */
+/* Removes a store file, its WAL and shared-memory files, and the library's watch ring (the
+ * file where writers note which agent each commit changed, for watches). */
 static inline void remove_store(const char *path) {
     size_t n = strlen(path);
-    char *side = malloc(n + 5);
+    char *side = malloc(n + 7);
     if (!side) DIE("out of memory");
     unlink(path);
     memcpy(side, path, n);
     memcpy(side + n, "-wal", 5);
     unlink(side);
     memcpy(side + n, "-shm", 5);
+    unlink(side);
+    memcpy(side + n, "-watch", 7);
     unlink(side);
     free(side);
 }
