@@ -394,9 +394,14 @@ LOG_KEEP = 40  # keep_last of the change log, in the stores that have it on
 HOWS = ["durable"] * 2 + ["issued"] + ["prefix"] * 3 + ["sectors"] * 3
 
 
+#: The shared-memory files beside a store, which the model does not follow as files: SQLite's WAL
+#: index and the library's watch ring (which agent each commit changed; it holds no state).
+SHARED_MEMORY = ("-shm", "-watch")
+
+
 def files_of(d):
     return {n: open(os.path.join(d, n), "rb").read()
-            for n in sorted(os.listdir(d)) if not n.endswith("-shm")}
+            for n in sorted(os.listdir(d)) if not n.endswith(SHARED_MEMORY)}
 
 
 def wipe(d):
@@ -404,15 +409,13 @@ def wipe(d):
         os.unlink(os.path.join(d, n))
 
 
-def write_files(d, files, shm):
+def write_files(d, files, shared):
+    """The rebuilt files, and the shared-memory files kept (name to bytes)."""
     wipe(d)
-    for n, data in files.items():
+    for n, data in list(files.items()) + list(shared.items()):
         with open(os.path.join(d, n), "wb") as f:
             f.write(data)
         os.chmod(os.path.join(d, n), 0o600)
-    if shm is not None:
-        with open(os.path.join(d, STORE + "-shm"), "wb") as f:
-            f.write(shm)
 
 
 def open_fds_under(d):
@@ -442,7 +445,7 @@ class Run:
             os.makedirs(d, exist_ok=True)
         self.log_path = os.path.join(self.work, "shim.log")
         self.counts = dict(cuts=0, acked=0, acked_lost=0, recoveries=0, failures=0, big_cuts=0,
-                           checkpoint_cuts=0, creation_cuts=0, torn=0, resumed=0, stale_shm=0,
+                           checkpoint_cuts=0, creation_cuts=0, torn=0, resumed=0, stale_shm=0, stale_watch=0,
                            unacked_kept=0, events=0, log_cuts=0, log_states=0)
         self.keep = 0
         self.hows = {h: 0 for h in set(HOWS)}
@@ -576,14 +579,17 @@ class Run:
                 last_tried = attempted[-1] if attempted else base_version
                 if big_at(last_tried):
                     self.counts["big_cuts"] += 1
-                shm = None
-                shm_path = os.path.join(d, STORE + "-shm")
-                if os.path.exists(shm_path) and rng.random() < 0.5:
-                    shm = open(shm_path, "rb").read()  # the killed writer's, stale or ahead
-                    self.counts["stale_shm"] += 1
+                # Each shared-memory file is gone or the killed writer's (stale, or ahead of
+                # what the files kept).
+                shared = {}
+                for suffix in SHARED_MEMORY:
+                    path = os.path.join(d, STORE + suffix)
+                    if os.path.exists(path) and rng.random() < 0.5:
+                        shared[STORE + suffix] = open(path, "rb").read()
+                        self.counts["stale" + suffix.replace("-", "_")] += 1
                 arts["cut"] = files
-                write_files(d, files, shm)
-                write_files(other, files, shm)
+                write_files(d, files, shared)
+                write_files(other, files, shared)
                 self.counts["acked"] += len(acked)
                 self.found = None
                 try:
@@ -697,8 +703,10 @@ class Run:
                   c["cuts"], c["events"], c["creation_cuts"], c["resumed"], c["big_cuts"], c["checkpoint_cuts"]))
         print("  %d cuts with the change log on (keep_last %d): %d of its states checked" % (
             c["log_cuts"], LOG_KEEP, c["log_states"]))
-        print("  power-loss models: %s; %d sector pieces dropped or torn; %d stale -shm files kept" % (
-            ", ".join("%s %d" % (k, v) for k, v in sorted(self.hows.items())), c["torn"], c["stale_shm"]))
+        print("  power-loss models: %s; %d sector pieces dropped or torn; %d stale -shm files and %d "
+              "stale watch rings kept" % (
+                  ", ".join("%s %d" % (k, v) for k, v in sorted(self.hows.items())), c["torn"], c["stale_shm"],
+                  c["stale_watch"]))
         if a.mode == "full" or a.expect_full:
             acks = "%d acknowledged writes checked, %s" % (
                 c["acked"], "%d lost" % c["acked_lost"] if c["acked_lost"] else "all durable")

@@ -7,7 +7,8 @@
  * Environment (without POWERCUT_DIR and POWERCUT_LOG the shim only passes calls through):
  *   POWERCUT_DIR      the directory whose files are modelled (the store's STORE.db, STORE.db-wal,
  *                     STORE.db-journal: every regular file there except *-shm, which is shared
- *                     memory that SQLite rebuilds after a crash and that the model treats as lost).
+ *                     memory that SQLite rebuilds after a crash and that the model treats as lost,
+ *                     and *-watch, the library's watch ring: shared memory too, holding no state).
  *   POWERCUT_LOG      the file the records are appended to (outside POWERCUT_DIR).
  *   POWERCUT_KILL_AT  N >= 1: SIGKILL the process at the start of its Nth event (0: never).
  *   POWERCUT_KILL_NAME, POWERCUT_KILL_NAME_AT  NAME and M >= 1: also SIGKILL it at the start of
@@ -276,9 +277,15 @@ static int in_dir(int dirfd, const char *path, char name[NAME_MAX + 1]) {
     return 1;
 }
 
+static int ends_with(const char *name, const char *suffix) {
+    size_t n = strlen(name), s = strlen(suffix);
+    return n >= s && strcmp(name + n - s, suffix) == 0;
+}
+
+/* Shared memory, mapped by the processes that have the store open: SQLite's WAL index (-shm)
+ * and the library's watch ring (-watch), where writers note which agent each commit changed. */
 static int is_shm(const char *name) {
-    size_t n = strlen(name);
-    return n >= 4 && strcmp(name + n - 4, "-shm") == 0;
+    return ends_with(name, "-shm") || ends_with(name, "-watch");
 }
 
 /* A modelled file: in the directory, and not shared memory. */
