@@ -548,12 +548,64 @@ void test_watch_close_from_another_thread_wakes_a_waiting_next(void)
 /* Processes                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
+/* One write of a writer process: a merge patch, or a replacement. */
+struct write_step {
+    int replace;
+    const char *json;
+};
+
+/* Forks a writer process now, before the caller starts a watch or pushes (so that it copies no
+ * watcher or worker thread) and while no handle of the store is open (a child cannot use its
+ * parent's connection). It waits until release_writer(*go), then opens its own handle on agent
+ * `name`, makes the writes of `steps` in order and exits 0 when every one succeeded. */
+static pid_t fork_writer(const char *loc, const char *name, const struct write_step *steps,
+                         size_t n, int *go)
+{
+    int pipe_fds[2];
+    pid_t writer;
+    CHECK(pipe(pipe_fds) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    writer = fork();
+    if (writer == 0) {
+        AgentHandle c;
+        char byte;
+        int bad = 0;
+        size_t i;
+        close(pipe_fds[1]);
+        if (read(pipe_fds[0], &byte, 1) != 1) {
+            _exit(100);
+        }
+        c = open_agent(loc, name);
+        for (i = 0; i < n; i++) {
+            AgentStatus st = steps[i].replace ? replace_s(c, steps[i].json, NULL)
+                                              : set_s(c, steps[i].json, NULL);
+            bad |= st != AGENT_OK;
+        }
+        bad |= agent_close(c) != AGENT_OK;
+        _exit(bad ? 1 : 0);
+    }
+    CHECK(writer > 0);
+    close(pipe_fds[0]);
+    *go = pipe_fds[1];
+    return writer;
+}
+
+/* Lets the writer of fork_writer go. */
+static void release_writer(int go)
+{
+    CHECK(write(go, "g", 1) == 1);
+    close(go);
+}
+
 void test_watch_sees_another_process_and_a_child_cannot_use_the_parents_watch(void)
 {
     int threads = count_threads();
     const char *loc = location("watch_process.db");
     AgentHandle h = open_agent(loc, "wpr_a");
-    int go[2], verdict[2];
+    int go, verdict[2];
+    const struct write_step writes[] = {
+        {0, "{\"from\":\"child\",\"n\":1}"}, {1, "{\"n\":2}"}, {0, "{\"n\":3}"}};
     char child_bad = -1;
     pid_t writer, inheritor;
     int status = 0;
@@ -563,27 +615,7 @@ void test_watch_sees_another_process_and_a_child_cannot_use_the_parents_watch(vo
     CHECK_STATUS(AGENT_OK, set_s(h, "{\"from\":\"parent\"}", NULL));
     CHECK_STATUS(AGENT_OK, agent_close(h));
     /* The writer is forked before the watch exists, and opens its own handle. */
-    CHECK(pipe(go) == 0);
-    fflush(stdout);
-    fflush(stderr);
-    writer = fork();
-    if (writer == 0) {
-        AgentHandle c;
-        char byte;
-        int bad = 0;
-        close(go[1]);
-        if (read(go[0], &byte, 1) != 1) {
-            _exit(100);
-        }
-        c = open_agent(loc, "wpr_a");
-        bad |= set_s(c, "{\"from\":\"child\",\"n\":1}", NULL) != AGENT_OK;
-        bad |= replace_s(c, "{\"n\":2}", NULL) != AGENT_OK;
-        bad |= set_s(c, "{\"n\":3}", NULL) != AGENT_OK;
-        bad |= agent_close(c) != AGENT_OK;
-        _exit(bad ? 1 : 0);
-    }
-    CHECK(writer > 0);
-    close(go[0]);
+    writer = fork_writer(loc, "wpr_a", writes, sizeof writes / sizeof writes[0], &go);
     CHECK_STATUS(AGENT_OK, watch_open(loc, "{\"prefix\":\"%swpr_\"}", NULL, NULL, &w, NULL));
 
     /* A child of the watching process: the watch is the parent's; the child may only close
@@ -624,8 +656,7 @@ void test_watch_sees_another_process_and_a_child_cannot_use_the_parents_watch(vo
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
     /* the parent's watch is unaffected: the writer's changes arrive, in commit order */
-    CHECK(write(go[1], "g", 1) == 1);
-    close(go[1]);
+    release_writer(go);
     take_events(w, 3, log, sizeof log);
     CHECK_LOG(log, "wpr_a:2 merge {\"from\":\"child\",\"n\":1} -;"
                    "wpr_a:3 replace - {\"n\":2};"
@@ -761,7 +792,8 @@ void test_watch_option_pushes_other_handles_and_processes_changes_to_the_hooks(v
     const char *loc = location("push.db");
     AgentHandle b = open_agent(loc, "psh_a"), a = 0, off = 0;
     char options[400], id[300];
-    int go[2], status = 0;
+    int go, status = 0;
+    const struct write_step writes[] = {{0, "{\"n\":1}"}, {0, "{\"n\":2}"}, {0, "{\"n\":3}"}};
     pid_t writer;
     uint64_t hook = 0;
     Collector c;
@@ -772,27 +804,7 @@ void test_watch_option_pushes_other_handles_and_processes_changes_to_the_hooks(v
     CHECK_STATUS(AGENT_OK, agent_close(b));
     /* The writer is forked before the pushes start (no watcher or worker thread to copy) and
      * with no handle open on the store (a child cannot use its parent's connection). */
-    CHECK(pipe(go) == 0);
-    fflush(stdout);
-    fflush(stderr);
-    writer = fork();
-    if (writer == 0) {
-        AgentHandle w;
-        char byte;
-        int bad = 0;
-        close(go[1]);
-        if (read(go[0], &byte, 1) != 1) {
-            _exit(100);
-        }
-        w = open_agent(loc, "psh_a");
-        bad |= set_s(w, "{\"n\":1}", NULL) != AGENT_OK;
-        bad |= set_s(w, "{\"n\":2}", NULL) != AGENT_OK;
-        bad |= set_s(w, "{\"n\":3}", NULL) != AGENT_OK;
-        bad |= agent_close(w) != AGENT_OK;
-        _exit(bad ? 1 : 0);
-    }
-    CHECK(writer > 0);
-    close(go[0]);
+    writer = fork_writer(loc, "psh_a", writes, sizeof writes / sizeof writes[0], &go);
     b = open_agent(loc, "psh_a");
 
     /* Without the change log the option is refused, and nothing is opened. */
@@ -811,8 +823,7 @@ void test_watch_option_pushes_other_handles_and_processes_changes_to_the_hooks(v
      * agent_poll. */
     CHECK_STATUS(AGENT_OK, set_s(b, "{\"by\":\"handle\"}", NULL));
     collector_wait(&c, 1);
-    CHECK(write(go[1], "g", 1) == 1);
-    close(go[1]);
+    release_writer(go);
     collector_wait(&c, 4);
     CHECK(writer > 0 && waitpid(writer, &status, 0) == writer);
     check_(WIFEXITED(status) && WEXITSTATUS(status) == 0, __FILE__, __LINE__,
