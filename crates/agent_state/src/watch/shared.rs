@@ -35,6 +35,11 @@ pub(super) enum Request {
 pub(super) struct Following {
     pub selector: Selector,
     pub known: HashMap<String, Known>,
+    /// The watch's start was applied (its agents' versions at the opening read into `known`).
+    /// The watcher neither rescans nor catches up a watch before: it sees the watch from the
+    /// moment it is attached, which comes before its start is asked, and would take each of
+    /// its agents for new, delivering changes committed before the opening.
+    pub started: bool,
     pub requests: VecDeque<(u64, Request)>,
     /// Requests are numbered from 1; the last one asked and the last one applied.
     pub asked: u64,
@@ -74,6 +79,7 @@ impl Shared {
             following: Mutex::new(Following {
                 selector,
                 known: HashMap::new(),
+                started: false,
                 requests: VecDeque::new(),
                 asked: 0,
                 applied: 0,

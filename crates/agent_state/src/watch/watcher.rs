@@ -287,6 +287,7 @@ impl Watcher {
                         },
                     );
                 }
+                following.started = true;
                 let ids: Vec<String> = since.keys().cloned().collect();
                 (ids, since)
             }
@@ -328,7 +329,13 @@ impl Watcher {
     /// Compares every agent `w` follows with its stored version (one store-wide read) and
     /// catches up those that differ.
     fn rescan(&mut self, w: &Arc<Shared>) -> Result<()> {
-        let selector = w.following().selector.clone();
+        let selector = {
+            let following = w.following();
+            if !following.started {
+                return Ok(()); // its start reads where it begins
+            }
+            following.selector.clone()
+        };
         let stored: HashMap<String, u64> = match &selector {
             Selector::Prefix(prefix) => self.reads.versions_with_prefix(prefix)?,
             Selector::Ids(ids) => {
@@ -369,6 +376,9 @@ impl Watcher {
     fn notified(&mut self, w: &Arc<Shared>, notices: &[Notice]) -> Result<()> {
         let (ids, unplaced) = {
             let following = w.following();
+            if !following.started {
+                return Ok(()); // its start reads where it begins
+            }
             let mut ids = Vec::new();
             let mut unplaced = false;
             for notice in notices {
@@ -498,3 +508,7 @@ impl Watcher {
         Ok(&mut entry.0)
     }
 }
+
+#[cfg(test)]
+#[path = "watcher_tests.rs"]
+mod tests;
