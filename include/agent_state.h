@@ -1404,7 +1404,8 @@ AgentStatus agent_queue_free(AgentQueue q);
  * - `"watch_poll_ms": n` (PostgreSQL): instead of LISTEN, one store-wide query per `n` ms (a
  *   connection through a transaction pooler, which cannot carry LISTEN). Ignored on SQLite.
  * - `"rescan_ms": n`: how often the watcher also compares every watched agent's version with
- *   the store's, for commits it was not told of (default 30000).
+ *   the store's, for commits it was not told of (default 30000). The watches of a store in
+ *   one process share one watcher, which rescans at the shortest of their intervals.
  *
  * `callback` NULL: the events queue up for `agent_watch_next`, and `*out_fd` (when `out_fd`
  * is not NULL) receives a descriptor (an eventfd) readable while events are queued: watch it

@@ -134,12 +134,17 @@ impl Watch {
             )));
         }
         let generation = crate::work::fork_generation();
-        let shared = Arc::new(Shared::new(selector, sink, watch.states, generation));
+        let shared = Arc::new(Shared::new(
+            selector,
+            sink,
+            watch.states,
+            watch.rescan_interval,
+            generation,
+        ));
         let store = watcher::attach(
             location,
             &options.store_options(),
             watch.poll_interval,
-            watch.rescan_interval,
             Arc::clone(&shared),
         )?;
         let watch_handle = Watch {

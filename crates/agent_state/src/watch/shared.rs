@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use super::catchup::Known;
 use super::queue::Queue;
@@ -66,6 +67,9 @@ pub(super) struct Shared {
     pub sink: Sink,
     /// Keep each agent's state and put it in every event.
     pub states: bool,
+    /// Its safety-net rescan interval ([`WatchOptions::rescan_interval`](super::WatchOptions)):
+    /// the watcher rescans at the shortest of its watches'.
+    pub rescan: Duration,
     /// The fork generation the watch was opened in: it belongs to that process.
     pub generation: u64,
     ended: AtomicBool,
@@ -74,7 +78,13 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub(super) fn new(selector: Selector, sink: Sink, states: bool, generation: u64) -> Shared {
+    pub(super) fn new(
+        selector: Selector,
+        sink: Sink,
+        states: bool,
+        rescan: Duration,
+        generation: u64,
+    ) -> Shared {
         Shared {
             following: Mutex::new(Following {
                 selector,
@@ -88,6 +98,7 @@ impl Shared {
             applied: Condvar::new(),
             sink,
             states,
+            rescan,
             generation,
             ended: AtomicBool::new(false),
             failure: Mutex::new(None),

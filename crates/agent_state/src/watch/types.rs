@@ -68,11 +68,14 @@ pub struct WatchOptions {
     /// PostgreSQL only: `Some(interval)` = no notifications (LISTEN); one store-wide query of
     /// the watched agents' versions per interval (for a connection through a transaction
     /// pooler, which cannot carry LISTEN). `None` (default): notifications. Ignored on SQLite.
-    /// Also the open option `"watch_poll_ms"`.
+    /// Also the open option `"watch_poll_ms"`. The watches of one store in one process share
+    /// one watcher: the choice of the first holds for the others while any of them is open.
     pub poll_interval: Option<Duration>,
     /// How often the watcher also compares every watched agent's stored version (one
     /// store-wide query) as a safety net for commits it was not told of (a writer killed
     /// between its commit and its notice, a program that is not this library). Default 30 s.
+    /// The watches of one store in one process share one watcher, which rescans them all at
+    /// the shortest interval of those open.
     pub rescan_interval: Duration,
 }
 

@@ -45,8 +45,6 @@ pub(super) struct Store {
     watches: Mutex<Vec<Arc<Shared>>>,
     /// A watch asked for something (a start, an agent added).
     asked: AtomicBool,
-    /// The shortest rescan interval of its watches, in ms.
-    rescan_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Store {
@@ -82,17 +80,14 @@ pub(super) fn attach(
     path: &Path,
     options: &StoreOptions,
     poll_interval: Option<Duration>,
-    rescan: Duration,
     watch: Arc<Shared>,
 ) -> Result<Arc<Store>> {
     let key = location(path)?;
     let generation = crate::work::fork_generation();
     let mut registry = registry();
     let stores = registry.get_or_insert_with(HashMap::new);
-    let rescan_ms = rescan.as_millis().clamp(1, u128::from(u64::MAX)) as u64;
     if let Some(store) = stores.get(&key).filter(|s| s.generation == generation) {
         store.watches().push(watch);
-        store.rescan_ms.fetch_min(rescan_ms, Ordering::Relaxed);
         return Ok(Arc::clone(store));
     }
     let signal = backends::open_signal(path, options, poll_interval)?;
@@ -102,7 +97,6 @@ pub(super) fn attach(
         generation,
         watches: Mutex::new(vec![watch]),
         asked: AtomicBool::new(true),
-        rescan_ms: std::sync::atomic::AtomicU64::new(rescan_ms),
     });
     let mut watcher = Watcher {
         store: Arc::clone(&store),
@@ -139,10 +133,10 @@ fn may_pass(e: &Error) -> bool {
 
 impl Watcher {
     fn run(&mut self) {
-        let mut next_rescan = Instant::now() + self.rescan_interval();
+        let mut last_rescan = Instant::now();
         let mut backoff: Option<Duration> = None;
         while let Some(watches) = self.live_watches() {
-            let outcome = self.turn(&watches, &mut next_rescan, backoff.is_some());
+            let outcome = self.turn(&watches, &mut last_rescan, backoff.is_some());
             match outcome {
                 Ok(()) => backoff = None,
                 Err(e) if may_pass(&e) => {
@@ -160,8 +154,15 @@ impl Watcher {
         }
     }
 
-    fn rescan_interval(&self) -> Duration {
-        Duration::from_millis(self.store.rescan_ms.load(Ordering::Relaxed))
+    /// The shortest rescan interval of `watches`, as they are now: a watch attached to a
+    /// running watcher with a shorter one than the others gets its rescans from the next turn,
+    /// and the watcher goes back to the longer interval once that watch has ended.
+    fn rescan_interval(watches: &[Arc<Shared>]) -> Duration {
+        watches
+            .iter()
+            .map(|w| w.rescan)
+            .min()
+            .unwrap_or(Duration::MAX)
     }
 
     /// The watches still open; `None` (the store's entry removed) once there are none.
@@ -210,7 +211,7 @@ impl Watcher {
     fn turn(
         &mut self,
         watches: &[Arc<Shared>],
-        next_rescan: &mut Instant,
+        last_rescan: &mut Instant,
         after_failure: bool,
     ) -> Result<()> {
         if self.store.asked.swap(false, Ordering::AcqRel) {
@@ -219,17 +220,23 @@ impl Watcher {
             }
         }
         if after_failure {
+            *last_rescan = Instant::now();
             return self.rescan_all(watches);
         }
-        let now = Instant::now();
-        let wait = TURN.min(next_rescan.saturating_duration_since(now));
+        let due = last_rescan.checked_add(Self::rescan_interval(watches));
+        let wait = due.map_or(TURN, |due| {
+            TURN.min(due.saturating_duration_since(Instant::now()))
+        });
         match self.signal.wait(wait)? {
-            Signal::Quiet if Instant::now() >= *next_rescan => {
-                *next_rescan = Instant::now() + self.rescan_interval();
+            Signal::Quiet if due.is_some_and(|due| Instant::now() >= due) => {
+                *last_rescan = Instant::now();
                 self.rescan_all(watches)
             }
             Signal::Quiet => Ok(()),
-            Signal::Unknown => self.rescan_all(watches),
+            Signal::Unknown => {
+                *last_rescan = Instant::now();
+                self.rescan_all(watches)
+            }
             Signal::Changed(notices) => {
                 for w in watches {
                     self.notified(w, &notices)?;

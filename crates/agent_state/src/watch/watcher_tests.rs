@@ -66,6 +66,7 @@ fn a_watch_seen_before_its_start_is_neither_rescanned_nor_caught_up_until_it_sta
         Selector::Ids(vec!["a".to_string()]),
         Sink::Queue(Queue::new(16).unwrap()),
         false,
+        std::time::Duration::from_secs(30),
         crate::work::fork_generation(),
     ));
     let mut watcher = Watcher {
@@ -74,7 +75,6 @@ fn a_watch_seen_before_its_start_is_neither_rescanned_nor_caught_up_until_it_sta
             generation: crate::work::fork_generation(),
             watches: std::sync::Mutex::new(vec![Arc::clone(&w)]),
             asked: std::sync::atomic::AtomicBool::new(false),
-            rescan_ms: std::sync::atomic::AtomicU64::new(30_000),
         }),
         path: path.clone(),
         options: options.clone(),

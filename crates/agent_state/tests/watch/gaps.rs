@@ -137,6 +137,10 @@ fn a_commit_the_watcher_was_not_told_of_is_caught_by_its_rescan() {
     let store = Store::new("behind_back");
     let a = store.agent("a", json!({}));
     a.set_state(br#"{"n": 1}"#).unwrap();
+    // A watch of the store that rescans hourly runs first: the watcher, which the watches of
+    // a store share, rescans at the shortest interval of those open, from its next turn.
+    let hourly = std::time::Duration::from_secs(3600);
+    let _first = store.watch_all(WatchOptions::default().rescan_interval(hourly));
     let rescan = std::time::Duration::from_millis(200);
     let w = store.watch_ids(&["a"], WatchOptions::default().rescan_interval(rescan));
     // Another program's commit: no notice, nothing logged.
