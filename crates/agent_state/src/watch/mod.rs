@@ -56,6 +56,7 @@ mod watcher;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use self::queue::Queue;
@@ -194,6 +195,61 @@ impl Watch {
     pub fn try_next(&self) -> Result<Option<WatchEvent>> {
         self.check_process()?;
         self.queue()?.take(Some(Instant::now()))
+    }
+
+    /// The next event, for async code: `Some(Ok(event))`, `None` once the watch is closed (as
+    /// the iteration ends), or the failure that ended it, once. No thread waits: the future
+    /// completes by its waker, on any executor (tokio, async-std, smol). Cancel-safe: a future
+    /// dropped before it completes takes no event (the next call gets it). For a time limit,
+    /// wrap it (`tokio::time::timeout`). Several tasks may wait on one watch; each event goes
+    /// to one of them. A callback watch, or a copy of a watch after `fork()`, answers
+    /// [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use agent_state::{Agent, OpenOptions, Selector, Watch, WatchOptions};
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("agent_state_doc_recv_{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let path = dir.join("fleet.db");
+    /// let agent = Agent::builder()
+    ///     .agent_id("support/1")
+    ///     .change_log(agent_state::ChangeLog::KeepLast(100))
+    ///     .open(&path)?;
+    /// let watch = Watch::open(
+    ///     &path,
+    ///     &OpenOptions::default(),
+    ///     Selector::Prefix("support/".into()),
+    ///     WatchOptions::default(),
+    /// )?;
+    /// # let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// # runtime.block_on(async {
+    /// agent.set_state(br#"{"turns": 1}"#)?;
+    /// let change = watch.recv().await.expect("open")?;
+    /// assert_eq!((change.agent_id.as_str(), change.version), ("support/1", 1));
+    /// watch.close();
+    /// assert!(watch.recv().await.is_none());
+    /// # Ok::<(), agent_state::Error>(())
+    /// # })?;
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), agent_state::Error>(())
+    /// ```
+    pub async fn recv(&self) -> Option<Result<WatchEvent>> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// [`Watch::recv`] as a poll function, to make a `Stream` of the watch
+    /// (`futures::stream::poll_fn(|cx| watch.poll_recv(cx))`): `Ready(None)` once closed.
+    pub fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<Result<WatchEvent>>> {
+        let queue = match self.check_process().and_then(|()| self.queue()) {
+            Ok(queue) => queue,
+            Err(e) => return Poll::Ready(Some(Err(e))),
+        };
+        match queue.poll_take(cx) {
+            Poll::Ready(Ok(event)) => Poll::Ready(Some(Ok(event))),
+            Poll::Ready(Err(Error::Closed)) => Poll::Ready(None),
+            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     /// How many events wait in the queue now (at most `max_pending` plus one resync per agent);

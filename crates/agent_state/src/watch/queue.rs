@@ -11,6 +11,7 @@ use std::collections::{HashSet, VecDeque};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::types::WatchEvent;
@@ -36,6 +37,9 @@ pub(super) struct QueueState {
     pub failure: Option<Error>,
     /// The byte that makes `reader` readable was written and not drained.
     signalled: bool,
+    /// The tasks waiting in [`Queue::poll_take`], woken (and forgotten) when an event is
+    /// queued or the queue ends.
+    wakers: Vec<Waker>,
 }
 
 impl Queue {
@@ -54,6 +58,7 @@ impl Queue {
                 closed: false,
                 failure: None,
                 signalled: false,
+                wakers: Vec::new(),
             }),
             ready: Condvar::new(),
             reader,
@@ -97,8 +102,10 @@ impl Queue {
             state.events.push_back(event);
         }
         self.signal(&mut state);
+        let wakers = std::mem::take(&mut state.wakers);
         drop(state);
         self.ready.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
         overflowed
     }
 
@@ -111,8 +118,10 @@ impl Queue {
         }
         state.events.extend(events);
         self.signal(&mut state);
+        let wakers = std::mem::take(&mut state.wakers);
         drop(state);
         self.ready.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
     }
 
     fn signal(&self, state: &mut QueueState) {
@@ -127,20 +136,8 @@ impl Queue {
         let token = crate::cancel::current();
         let mut state = self.lock();
         loop {
-            if let Some(e) = state.failure.take() {
-                state.closed = true;
-                return Err(e);
-            }
-            if state.closed {
-                return Err(Error::Closed);
-            }
-            if let Some(event) = state.events.pop_front() {
-                if state.events.is_empty() && state.signalled {
-                    let mut drain = [0u8; 16];
-                    while matches!((&self.reader).read(&mut drain), Ok(n) if n > 0) {}
-                    state.signalled = false;
-                }
-                return Ok(Some(event));
+            if let Some(taken) = self.pop(&mut state) {
+                return taken.map(Some);
             }
             if token.as_ref().is_some_and(|t| t.is_cancelled()) {
                 return Err(crate::cancel::cancelled("while waiting for a change"));
@@ -161,6 +158,39 @@ impl Queue {
         }
     }
 
+    /// The next event, or the end (the failure once, then [`Error::Closed`]); `None` while the
+    /// queue is open and empty.
+    fn pop(&self, state: &mut QueueState) -> Option<Result<WatchEvent>> {
+        if let Some(e) = state.failure.take() {
+            state.closed = true;
+            return Some(Err(e));
+        }
+        if state.closed {
+            return Some(Err(Error::Closed));
+        }
+        let event = state.events.pop_front()?;
+        if state.events.is_empty() && state.signalled {
+            let mut drain = [0u8; 16];
+            while matches!((&self.reader).read(&mut drain), Ok(n) if n > 0) {}
+            state.signalled = false;
+        }
+        Some(Ok(event))
+    }
+
+    /// Takes the next event if one is queued (or the end, as [`Queue::pop`]); else registers
+    /// the task's waker, woken by the next push or by the end, and is pending.
+    pub(super) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<Result<WatchEvent>> {
+        let mut state = self.lock();
+        if let Some(taken) = self.pop(&mut state) {
+            return Poll::Ready(taken);
+        }
+        let waker = cx.waker();
+        if !state.wakers.iter().any(|w| w.will_wake(waker)) {
+            state.wakers.push(waker.clone());
+        }
+        Poll::Pending
+    }
+
     /// Ends the queue: queued events are dropped, a waiting `take` returns. With `failure`, the
     /// next `take` returns it once.
     pub(super) fn end(&self, failure: Option<Error>) {
@@ -178,7 +208,9 @@ impl Queue {
         if !state.signalled {
             state.signalled = (&self.writer).write(&[1]).is_ok();
         }
+        let wakers = std::mem::take(&mut state.wakers);
         drop(state);
         self.ready.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
     }
 }

@@ -3,6 +3,7 @@
 //! per concern, every test on both backends (`#[each_backend]`, crates/test-support) unless it
 //! is about SQLite files themselves.
 
+mod asynchronous;
 mod delivery;
 mod gaps;
 mod lifecycle;
