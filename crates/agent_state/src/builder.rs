@@ -119,10 +119,43 @@ impl Agent {
     ///
     /// Errors: those of [`Agent::open`], and those of the options (an initial state that is
     /// not an object, or over the cap: [`Error::InvalidArgument`], [`Error::Codec`],
-    /// [`Error::TooLarge`]).
+    /// [`Error::TooLarge`]; option `watch`, which only [`Agent::open_shared_with`] acts on:
+    /// [`Error::InvalidArgument`]).
     pub fn open_with(location: impl Into<Location>, options: &OpenOptions) -> Result<Agent> {
+        if options.watch {
+            // The watcher holds the handle weakly, which takes an Arc: silently opening a
+            // handle that never receives the pushes it asked for would be worse.
+            return Err(Error::InvalidArgument(
+                "option \"watch\" pushes changes to a shared handle: open it with \
+                 Agent::open_shared_with or the builder's open_shared (an Arc<Agent>)"
+                    .to_string(),
+            ));
+        }
         let location = location.into();
         Agent::open_path(&location.store_path(), options)
+    }
+
+    /// Opens the store at `location` with `options` as [`Agent::open_with`] does, shared (an
+    /// [`Arc`]), and when option `watch` is set starts pushing the changes other handles and
+    /// processes commit to its hooks ([`Agent::push_changes`]). What the C ABI and the
+    /// bindings open. Thread-safe like every handle.
+    ///
+    /// Errors: those of [`Agent::open_with`] (but `watch`), then those of
+    /// [`Agent::push_changes`] (the handle is closed again).
+    pub fn open_shared_with(
+        location: impl Into<Location>,
+        options: &OpenOptions,
+    ) -> Result<Arc<Agent>> {
+        let location = location.into();
+        let path = location.store_path();
+        let agent = Arc::new(Agent::open_path(&path, options)?);
+        if options.watch {
+            if let Err(e) = agent.push_changes(&path, options) {
+                let _ = agent.close();
+                return Err(e);
+            }
+        }
+        Ok(agent)
     }
 
     /// Opens the store at `location` (a SQLite file path or a `postgres://` URI, as text or
@@ -267,15 +300,6 @@ impl AgentBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        if self.options.watch {
-            // The watcher holds the handle weakly, which takes an Arc: silently opening a
-            // handle that never receives the pushes it asked for would be worse.
-            return Err(Error::InvalidArgument(
-                "option \"watch\" pushes changes to a shared handle: open it with open_shared \
-                 (an Arc<Agent>)"
-                    .to_string(),
-            ));
-        }
         Agent::open_with(location, &self.options)
     }
 
@@ -289,16 +313,7 @@ impl AgentBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let location = location.into();
-        let path = location.store_path();
-        let agent = Arc::new(Agent::open_path(&path, &self.options)?);
-        if self.options.watch {
-            if let Err(e) = agent.push_changes(&path, &self.options) {
-                let _ = agent.close();
-                return Err(e);
-            }
-        }
-        Ok(agent)
+        Agent::open_shared_with(location, &self.options)
     }
 
     /// The range [`OpenOptions::from_json`] holds option `name` to (its entry of

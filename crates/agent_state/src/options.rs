@@ -69,9 +69,9 @@ pub struct OpenOptions {
     pub schema_steps: Vec<crate::value::schema_steps::DeclarativeStep>,
     /// Changes that other handles and processes commit are pushed to this handle's
     /// on_state_changed hooks by the store's watcher, without `poll` (option `watch`; needs the
-    /// change log). Acted on by whoever holds the handle in an `Arc`: the C ABI's `agent_open`,
-    /// the bindings, [`crate::AgentBuilder::open_shared`]; [`crate::Agent::open`] alone cannot
-    /// (see [`crate::Agent::push_changes`]).
+    /// change log). Acted on by the opens that share the handle (an `Arc`, which the watcher
+    /// holds weakly): [`crate::Agent::open_shared_with`], [`crate::AgentBuilder::open_shared`],
+    /// the C ABI's `agent_open` and the bindings; [`crate::Agent::open_with`] refuses it.
     pub watch: bool,
 }
 

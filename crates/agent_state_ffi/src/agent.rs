@@ -1,7 +1,6 @@
 //! Opening and closing an agent: `agent_open`, `agent_close`.
 
 use std::ffi::c_char;
-use std::sync::Arc;
 
 use super::args::{open_args, with_agent, NumberOut};
 use super::boundary;
@@ -84,13 +83,7 @@ pub unsafe extern "C" fn agent_open(
         out.required("out")?;
         // SAFETY: NULL or NUL-terminated strings, per the caller.
         let (path, options) = unsafe { open_args(path, options_json) }?;
-        let agent = Arc::new(Agent::open_with(&path, &options)?);
-        if options.watch {
-            if let Err(e) = agent.push_changes(&path, &options) {
-                let _ = agent.close();
-                return Err(e);
-            }
-        }
+        let agent = Agent::open_shared_with(&path, &options)?;
         out.set(handle::insert(agent));
         Ok(())
     })

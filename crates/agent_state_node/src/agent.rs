@@ -132,19 +132,13 @@ pub fn open_agent<'env>(
     spawn(env, token(cancel), move || {
         let options = OpenOptions::from_json(options.as_bytes()).into_napi()?;
         let path = PathBuf::from(path);
-        let agent = Arc::new(Agent::open_with(&path, &options).into_napi()?);
+        // Option "watch": the store's watcher pushes other handles' and processes' changes to
+        // the hooks (the JavaScript ones register once this promise resolves).
+        let agent = Agent::open_shared_with(&path, &options).into_napi()?;
         let initial = Arc::new(InitialSource::new(initial.into_bytes()));
         agent
             .set_initial_state_hook(Some(initial.clone()))
             .into_napi()?;
-        // Option "watch": the store's watcher pushes other handles' and processes' changes to
-        // the hooks (it holds the handle weakly; a failure closes the handle again).
-        if options.watch {
-            if let Err(e) = agent.push_changes(&path, &options) {
-                let _ = agent.close();
-                return Err(e).into_napi();
-            }
-        }
         Ok(OpenedAgent {
             agent: Some(agent),
             initial,

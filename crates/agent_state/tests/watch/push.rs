@@ -104,13 +104,33 @@ fn pushing_is_refused_without_the_change_log_and_from_a_plain_open() {
     );
     // Agent's builder cannot push to a handle it does not share: refused, not ignored.
     let options = pushed_options(&store, "a", json!({"keep_last": 10}));
-    let Err(e) = AgentBuilder::from_options(options).open(&store.location) else {
+    let Err(e) = AgentBuilder::from_options(options.clone()).open(&store.location) else {
         panic!("open (not shared) accepted watch");
     };
     assert!(
         matches!(&e, Error::InvalidArgument(m) if m.contains("open_shared")),
         "{e}"
     );
+    let Err(e) = Agent::open_with(&store.location, &options) else {
+        panic!("open_with accepted watch");
+    };
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("open_shared_with")),
+        "{e}"
+    );
+    // The shared open of the same options pushes.
+    let agent = Agent::open_shared_with(&store.location, &options).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _guard = agent
+        .on_change(move |change| {
+            let _ = tx.send(change.version);
+        })
+        .unwrap();
+    store
+        .agent("a", json!({}))
+        .set_state(br#"{"n": 1}"#)
+        .unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), 1);
 }
 
 #[each_backend]
