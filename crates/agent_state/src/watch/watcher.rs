@@ -517,5 +517,4 @@ impl Watcher {
 }
 
 #[cfg(test)]
-#[path = "watcher_tests.rs"]
 mod tests;
