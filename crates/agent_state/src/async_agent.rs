@@ -1,7 +1,9 @@
 //! The agent for async code: [`AsyncAgent`] has the agent's methods as `async fn`s, each run on
 //! the library's worker pool ([`crate::work`]) so that an executor's thread never waits for a
 //! lock, the store or a sync to disk. It needs no runtime of its own: its futures complete by
-//! their waker, on tokio, async-std, smol or any other executor.
+//! their waker, on tokio, async-std, smol or any other executor. (The synchronous [`Agent`]
+//! works from async code too, on every backend, but blocks the executor's thread while it
+//! waits.)
 //!
 //! # Cancel safety
 //!

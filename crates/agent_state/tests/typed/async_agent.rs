@@ -173,3 +173,39 @@ async fn tasks_on_a_tokio_test_runtime_share_one_agent() {
     agent.close().await.unwrap();
     assert!(matches!(agent.get_value().await, Err(Error::Closed)));
 }
+
+/// The synchronous agent called from async code (as a program in `#[tokio::main]` may, before
+/// it learns of `AsyncAgent`) works on every backend: opening, writing, reading, closing and
+/// dropping the handle on a runtime's worker thread (PostgreSQL's connections have runtimes of
+/// their own, on which tokio refuses to block from inside another: those waits move to a
+/// thread of their own). Both kinds of runtime.
+#[each_backend]
+fn the_synchronous_agent_works_inside_a_tokio_runtime() {
+    let dir = TempDir::new("sync_in_async");
+    let place = dir.store("a");
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for runtime in [runtime(), current] {
+        let place = place.clone();
+        runtime.block_on(async move {
+            let agent = open(&place, &OpenOptions::default()).unwrap();
+            agent.update(|t: &mut Tally| t.n += 1).unwrap();
+            assert!(agent.get::<Tally>().unwrap().n >= 1);
+            agent.close().unwrap();
+            drop(agent);
+            let again = open(&place, &OpenOptions::default()).unwrap();
+            again.set(&json!({"last": "inside"})).unwrap();
+            drop(again);
+        });
+    }
+    let agent = open(&place, &OpenOptions::default()).unwrap();
+    assert_eq!(
+        agent.get::<Tally>().unwrap(),
+        Tally {
+            n: 2,
+            last: Some("inside".into())
+        }
+    );
+}

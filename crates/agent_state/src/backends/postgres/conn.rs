@@ -4,7 +4,8 @@
 //! A connection is a `tokio_postgres` client and its connection (the socket's I/O), on a
 //! current-thread runtime of its own (a poller and a timer), driven only while a call waits
 //! for its answer (`Runtime::block_on`, on the calling thread: no thread is started), as the
-//! synchronous `postgres` client does.
+//! synchronous `postgres` client does. (A caller inside a tokio runtime, where tokio refuses to
+//! block, has the wait done on a thread of its own: see [`lifecycle`].)
 //!
 //! How statements are sent, as the URI's `default_query_exec_mode` says ([`ExecMode`]), is
 //! the business of [`send`].
@@ -29,13 +30,10 @@
 //! inherited connection is forgotten (`mem::forget`) when dropped, never closed.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::pin;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
-use tokio_postgres::{Client, Config, Row, Statement};
+use tokio_postgres::{Client, Row, Statement};
 
 use super::error::{self, PgError, PgResult};
 use super::params::values;
@@ -126,7 +124,7 @@ pub(super) struct ConnectError {
 const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Plain or TLS (`super::tls`), as the URI's `sslmode` and the server decided.
-use super::wait::{bounded, drive, join, join3, unless_cancelled, Heard, Io};
+use super::wait::{bounded, join, join3, Heard, Io};
 use crate::cancel;
 
 /// A round trip on `$conn`'s client: `$call` is the client's future, given the client as
@@ -164,75 +162,11 @@ macro_rules! round_trip {
     }};
 }
 
+mod lifecycle;
 mod listen;
 mod send;
 
 impl Conn {
-    /// A new connection to the one server of `config` (see `super::hosts` for the choice
-    /// among a URI's hosts), secured as `tls` says, within `limits.connect`; its round trips
-    /// are then bounded by `limits.round_trip`. The error says why, and whether the server
-    /// refused to let us in (see [`ConnectError`]).
-    pub fn connect(
-        config: &Config,
-        tls: &Tls,
-        limits: Limits,
-        mode: ExecMode,
-    ) -> std::result::Result<Conn, ConnectError> {
-        let whole = limits.connect;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(|e| ConnectError {
-                refused: false,
-                cancelled: false,
-                why: format!("cannot set up the connection's I/O: {e}"),
-            })?;
-        let mut config = config.clone();
-        config.connect_timeout(whole);
-        // The timer is made inside: it needs the runtime's context.
-        let attempt = runtime.block_on(async {
-            unless_cancelled(tokio::time::timeout(whole, tls.connect(&config))).await
-        });
-        let Some(attempt) = attempt else {
-            return Err(ConnectError {
-                refused: false,
-                cancelled: true,
-                why: "the call was cancelled while connecting".to_string(),
-            });
-        };
-        match attempt {
-            Ok(Ok((client, io))) => Ok(Conn {
-                client: Some(client),
-                io: Some(io),
-                runtime: Some(runtime),
-                heard: Heard::default(),
-                limit: limits.round_trip,
-                timed_out: false,
-                committing: false,
-                pid: process::generation(),
-                reused: false,
-                idle_since: Instant::now(),
-                mode,
-                prepared: HashMap::new(),
-                session: None,
-            }),
-            Ok(Err(e)) => Err(ConnectError {
-                refused: error::refused(&e),
-                cancelled: false,
-                why: error::describe_connect(&e),
-            }),
-            Err(_) => Err(ConnectError {
-                refused: false,
-                cancelled: false,
-                why: format!(
-                    "the server did not answer within server_timeout_ms ({} ms)",
-                    whole.as_millis()
-                ),
-            }),
-        }
-    }
-
     /// Whether the server is in recovery (a standby) and read-only (`transaction_read_only`,
     /// which a standby always is), for `target_session_attrs`: one simple query (no prepared
     /// statement: safe behind a pooler).
@@ -263,36 +197,6 @@ impl Conn {
     /// Records that it is idle from now on (returned to the pool).
     pub fn set_idle(&mut self) {
         self.idle_since = Instant::now();
-    }
-
-    /// False when the server closed the connection while it sat idle (a restart, an idle
-    /// timeout), or a round trip on it went unanswered. No round trip: the runtime's poller
-    /// turns for a millisecond while the connection is polled, which reads the end of a closed
-    /// socket. Only worth it for a connection idle for a while: a dead one is also caught when
-    /// used (see the retries in `super`).
-    pub fn alive(&mut self) -> bool {
-        if self.timed_out || !self.reusable() {
-            return false;
-        }
-        if self.idle_since.elapsed() < PROBE_AFTER_IDLE {
-            return true;
-        }
-        if let (Some(runtime), Some(io)) = (self.runtime.as_ref(), self.io.as_mut()) {
-            let heard = &mut self.heard;
-            runtime.block_on(async {
-                let mut sleep = pin!(tokio::time::sleep(Duration::from_millis(1)));
-                std::future::poll_fn(|cx| {
-                    // The connection first: when the socket's end and the timer come in the
-                    // same turn, the end is read.
-                    if drive(io, heard, cx).is_err() || heard.ended {
-                        return Poll::Ready(());
-                    }
-                    sleep.as_mut().poll(cx)
-                })
-                .await
-            });
-        }
-        self.reusable()
     }
 
     /// `cache_statement`: `SET`s `settings` for the session when they are not what it has (one
@@ -448,44 +352,5 @@ impl Conn {
     /// True when the connection can go back to the pool as it is.
     pub fn reusable(&self) -> bool {
         !self.timed_out && !self.heard.ended && self.client.as_ref().is_some_and(|c| !c.is_closed())
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        let client = self.client.take();
-        let io = self.io.take();
-        let runtime = self.runtime.take();
-        if !self.belongs_here() {
-            // Inherited: the socket is the parent's, and so are the runtime's own descriptors
-            // (its epoll and wake-up ones). Leak it all rather than send Terminate on it or
-            // wake the parent's runtime.
-            std::mem::forget(client);
-            std::mem::forget(io);
-            std::mem::forget(runtime);
-            return;
-        }
-        // Without its client, the connection sends Terminate and ends (at once: the message
-        // only fills the socket's buffer). After a round trip that went unanswered, the socket
-        // is simply closed.
-        drop(client);
-        if let (Some(mut io), Some(runtime)) = (io, runtime) {
-            if !self.timed_out && !self.heard.ended {
-                let heard = &mut self.heard;
-                runtime.block_on(async {
-                    let mut sleep = pin!(tokio::time::sleep(CLOSE_WAIT));
-                    std::future::poll_fn(|cx| {
-                        if drive(&mut io, heard, cx).is_err() || heard.ended {
-                            return Poll::Ready(());
-                        }
-                        sleep.as_mut().poll(cx)
-                    })
-                    .await
-                });
-            }
-            // The socket is deregistered from the runtime's poller before the poller goes.
-            drop(io);
-            drop(runtime);
-        }
     }
 }

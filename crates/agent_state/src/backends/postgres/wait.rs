@@ -53,6 +53,21 @@ pub(super) fn drive(
     Ok(())
 }
 
+/// Runs `f`, which blocks on a connection's own runtime or drops it, on the calling thread; or,
+/// when that thread is inside a tokio runtime (a Rust program calling a synchronous method from
+/// async code), where tokio refuses to block or to drop a runtime, on a thread of its own that
+/// the caller waits for. The call then blocks the caller's executor thread as any blocking call
+/// does ([`crate::AsyncAgent`] is the form for async code), but it works, as it does on SQLite.
+pub(super) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
 /// Waits for `future` (a request of the client of `io`) on `runtime`, driving `io`, at most
 /// `limit`; `timed_out` is set when it did not finish. An error of the connection itself (a
 /// closed socket, say) is the request's error, as with the synchronous client.
@@ -63,44 +78,49 @@ pub(super) fn bounded<T>(
     limit: Duration,
     timed_out: &mut bool,
     cancel: Option<&Cancel>,
-    future: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
-) -> PgResult<T> {
-    runtime.block_on(async {
-        // Made here: a timer needs the runtime's context.
-        let mut sleep = pin!(tokio::time::sleep(limit));
-        // The token's deadline, if it comes first (a far one otherwise: never polled ready).
-        let until = cancel
-            .and_then(Cancel::deadline)
-            .map(tokio::time::Instant::from_std);
-        let mut deadline = pin!(tokio::time::sleep_until(
-            until.unwrap_or_else(|| tokio::time::Instant::now() + limit + limit)
-        ));
-        let mut future = pin!(future);
-        std::future::poll_fn(|cx| {
-            if let Err(e) = drive(io, heard, cx) {
-                return Poll::Ready(Err(PgError::Client(e)));
-            }
-            if let Poll::Ready(result) = future.as_mut().poll(cx) {
-                return Poll::Ready(result.map_err(PgError::Client));
-            }
-            if sleep.as_mut().poll(cx).is_ready() {
-                *timed_out = true;
-                return Poll::Ready(Err(PgError::TimedOut(limit)));
-            }
-            if let Some(token) = cancel {
-                token.wake_on_cancel(cx.waker());
-                let _ = deadline.as_mut().poll(cx);
-                if token.is_cancelled() {
-                    // The request's effect is unknown, and so is the connection's state: it is
-                    // given up (the server rolls back the transaction it had open; no commit
-                    // was in flight, see `Conn::committing`).
-                    *timed_out = true;
-                    return Poll::Ready(Err(PgError::Cancelled));
+    future: impl Future<Output = std::result::Result<T, tokio_postgres::Error>> + Send,
+) -> PgResult<T>
+where
+    T: Send,
+{
+    off_runtime(|| {
+        runtime.block_on(async {
+            // Made here: a timer needs the runtime's context.
+            let mut sleep = pin!(tokio::time::sleep(limit));
+            // The token's deadline, if it comes first (a far one otherwise: never polled ready).
+            let until = cancel
+                .and_then(Cancel::deadline)
+                .map(tokio::time::Instant::from_std);
+            let mut deadline = pin!(tokio::time::sleep_until(
+                until.unwrap_or_else(|| tokio::time::Instant::now() + limit + limit)
+            ));
+            let mut future = pin!(future);
+            std::future::poll_fn(|cx| {
+                if let Err(e) = drive(io, heard, cx) {
+                    return Poll::Ready(Err(PgError::Client(e)));
                 }
-            }
-            Poll::Pending
+                if let Poll::Ready(result) = future.as_mut().poll(cx) {
+                    return Poll::Ready(result.map_err(PgError::Client));
+                }
+                if sleep.as_mut().poll(cx).is_ready() {
+                    *timed_out = true;
+                    return Poll::Ready(Err(PgError::TimedOut(limit)));
+                }
+                if let Some(token) = cancel {
+                    token.wake_on_cancel(cx.waker());
+                    let _ = deadline.as_mut().poll(cx);
+                    if token.is_cancelled() {
+                        // The request's effect is unknown, and so is the connection's state: it is
+                        // given up (the server rolls back the transaction it had open; no commit
+                        // was in flight, see `Conn::committing`).
+                        *timed_out = true;
+                        return Poll::Ready(Err(PgError::Cancelled));
+                    }
+                }
+                Poll::Pending
+            })
+            .await
         })
-        .await
     })
 }
 
@@ -152,8 +172,10 @@ fn poll_once<F: Future>(
 
 /// `future`, or `None` as soon as the calling thread's cancel token fires (for connecting: a
 /// new connection has done nothing yet, so giving it up writes nothing).
-pub(super) async fn unless_cancelled<F: Future>(future: F) -> Option<F::Output> {
-    let token = crate::cancel::current();
+pub(super) async fn unless_cancelled<F: Future>(
+    token: Option<Cancel>,
+    future: F,
+) -> Option<F::Output> {
     let until = token
         .as_ref()
         .and_then(Cancel::deadline)
