@@ -102,10 +102,7 @@ impl Queue {
             state.events.push_back(event);
         }
         self.signal(&mut state);
-        let wakers = std::mem::take(&mut state.wakers);
-        drop(state);
-        self.ready.notify_all();
-        wakers.into_iter().for_each(Waker::wake);
+        self.wake_readers(state);
         overflowed
     }
 
@@ -118,10 +115,7 @@ impl Queue {
         }
         state.events.extend(events);
         self.signal(&mut state);
-        let wakers = std::mem::take(&mut state.wakers);
-        drop(state);
-        self.ready.notify_all();
-        wakers.into_iter().for_each(Waker::wake);
+        self.wake_readers(state);
     }
 
     fn signal(&self, state: &mut QueueState) {
@@ -208,6 +202,12 @@ impl Queue {
         if !state.signalled {
             state.signalled = (&self.writer).write(&[1]).is_ok();
         }
+        self.wake_readers(state);
+    }
+
+    /// Releases the queue's lock and wakes every reader waiting: the threads in `take` and
+    /// the tasks in `poll_take` (each waker once; they register again if they still wait).
+    fn wake_readers(&self, mut state: MutexGuard<'_, QueueState>) {
         let wakers = std::mem::take(&mut state.wakers);
         drop(state);
         self.ready.notify_all();
